@@ -1,0 +1,203 @@
+"""Compression codecs of Kafka record batches: gzip, snappy (xerial framing + raw), lz4 frame, zstd.
+
+Byte-level details: shared/docs/kafka-formats.md section 1.7 (Kafka's ``common/compress/*.java``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import struct
+import zlib
+from enum import IntEnum
+
+import lz4.frame
+import snappy
+import zstandard
+
+from kcli.errors import CorruptRecordError, UnsupportedCodecError
+
+
+class Codec(IntEnum):
+    """Compression codec id: bits 0-2 of the batch attributes."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @property
+    def label(self) -> str:
+        """Kafka's ``CompressionType.name``: lower-case, as kafka-dump-log prints it."""
+        return self.name.lower()
+
+    @classmethod
+    def from_id(cls, codec_id: int) -> Codec:
+        try:
+            return cls(codec_id)
+        except ValueError:
+            raise UnsupportedCodecError(f"Unknown compression type id: {codec_id}") from None
+
+    @classmethod
+    def from_label(cls, label: str) -> Codec:
+        try:
+            return cls[label.upper()]
+        except KeyError:
+            raise UnsupportedCodecError(f"unknown codec {label!r}; expected one of none, gzip, snappy, lz4, zstd") from None
+
+
+# xerial snappy-java SnappyOutputStream framing: magic, version, min compatible version, then
+# (int32 BE length, raw snappy block)*. Readers fall back to one raw block when the magic is absent.
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = struct.Struct(">8sii")  # magic, version (1), min compatible version (1)
+XERIAL_BLOCK_LEN = struct.Struct(">i")
+XERIAL_BLOCK_SIZE = 32 * 1024  # Java client >= 0.11 default
+
+# Kafka's Lz4BlockOutputStream frame: FLG 0x60 (version 1, independent blocks), BD 0x40 (64 KiB blocks).
+LZ4_MAGIC = b"\x04\x22\x4d\x18"
+LZ4_FLG_CONTENT_SIZE = 0x08
+LZ4_FLG_DICT_ID = 0x01
+
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32; only ever run on a few-byte LZ4 frame descriptor, so plain Python is enough."""
+    n = len(data)
+    pos = 0
+    if n >= 16:
+        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
+        while pos + 16 <= n:
+            for i in range(4):
+                lane = int.from_bytes(data[pos : pos + 4], "little")
+                v[i] = (_rotl((v[i] + lane * _P2) & _M32, 13) * _P1) & _M32
+                pos += 4
+        acc = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
+    else:
+        acc = (seed + _P5) & _M32
+    acc = (acc + n) & _M32
+    while pos + 4 <= n:
+        lane = int.from_bytes(data[pos : pos + 4], "little")
+        acc = (_rotl((acc + lane * _P3) & _M32, 17) * _P4) & _M32
+        pos += 4
+    while pos < n:
+        acc = (_rotl((acc + data[pos] * _P5) & _M32, 11) * _P1) & _M32
+        pos += 1
+    acc ^= acc >> 15
+    acc = (acc * _P2) & _M32
+    acc ^= acc >> 13
+    acc = (acc * _P3) & _M32
+    acc ^= acc >> 16
+    return acc
+
+
+def _lz4_descriptor_end(frame: bytes) -> int:
+    """Index of the HC byte: after magic(4) + FLG + BD + optional content size(8) + dict id(4)."""
+    if len(frame) < 7 or frame[:4] != LZ4_MAGIC:
+        raise CorruptRecordError("lz4 stream does not start with the LZ4 frame magic 04 22 4D 18")
+    flg = frame[4]
+    end = 6
+    if flg & LZ4_FLG_CONTENT_SIZE:
+        end += 8
+    if flg & LZ4_FLG_DICT_ID:
+        end += 4
+    if len(frame) <= end:
+        raise CorruptRecordError("lz4 frame descriptor truncated")
+    return end
+
+
+def _lz4_with_header_checksum(frame: bytes, *, broken: bool) -> bytes:
+    """Rewrite the HC byte: the correct one, or KAFKA-3160's magic-0 one computed over magic+FLG+BD."""
+    hc_pos = _lz4_descriptor_end(frame)
+    covered = frame[0:hc_pos] if broken else frame[4:hc_pos]
+    hc = (xxh32(covered) >> 8) & 0xFF
+    if frame[hc_pos] == hc:
+        return frame
+    return frame[:hc_pos] + bytes((hc,)) + frame[hc_pos + 1 :]
+
+
+def _snappy_decompress(data: bytes) -> bytes:
+    if len(data) < XERIAL_HEADER.size or not data.startswith(XERIAL_MAGIC):
+        return snappy.decompress(data)  # librdkafka and others write one raw block
+    out = []
+    pos = XERIAL_HEADER.size
+    end = len(data)
+    while pos < end:
+        if pos + 4 > end:
+            raise CorruptRecordError("xerial snappy chunk length truncated", position=pos)
+        (n,) = XERIAL_BLOCK_LEN.unpack_from(data, pos)
+        pos += 4
+        if n < 0 or pos + n > end:
+            raise CorruptRecordError(f"xerial snappy chunk of {n} bytes runs past the payload end", position=pos - 4)
+        out.append(snappy.decompress(data[pos : pos + n]))
+        pos += n
+    return b"".join(out)
+
+
+def _snappy_compress(data: bytes, *, xerial: bool) -> bytes:
+    if not xerial:
+        return snappy.compress(data)
+    parts = [XERIAL_HEADER.pack(XERIAL_MAGIC, 1, 1)]
+    for i in range(0, max(len(data), 1), XERIAL_BLOCK_SIZE):
+        block = snappy.compress(data[i : i + XERIAL_BLOCK_SIZE])
+        parts.append(XERIAL_BLOCK_LEN.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def decompress(codec: Codec | int, data: bytes, *, magic: int = 2) -> bytes:
+    """Decompress a batch payload (v2 records area, or a legacy wrapper's value)."""
+    try:
+        if codec == Codec.NONE:
+            return bytes(data)
+        if codec == Codec.GZIP:
+            return gzip.decompress(data)  # accepts concatenated members, as Java's GZIPInputStream does
+        if codec == Codec.SNAPPY:
+            return _snappy_decompress(bytes(data))
+        if codec == Codec.LZ4:
+            frame = bytes(data)
+            if magic == 0:
+                # KAFKA-3160: magic-0 producers wrote a wrong header checksum; Kafka skips the check.
+                frame = _lz4_with_header_checksum(frame, broken=False)
+            return lz4.frame.decompress(frame)
+        if codec == Codec.ZSTD:
+            if magic < 2:
+                raise UnsupportedCodecError("zstd is not allowed in magic 0/1 messages")
+            # zstd-jni streams carry no content size: one-shot decompress() would refuse them.
+            reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+            return reader.read()
+    except (CorruptRecordError, UnsupportedCodecError):
+        raise
+    except (OSError, EOFError, zlib.error, RuntimeError, ValueError, zstandard.ZstdError, snappy.UncompressError) as exc:
+        raise CorruptRecordError(f"{Codec.from_id(int(codec)).label} payload does not decompress: {exc}") from None
+    raise UnsupportedCodecError(f"Unknown compression type id: {int(codec)}")
+
+
+def compress(codec: Codec | int, data: bytes, *, magic: int = 2, snappy_xerial: bool = True) -> bytes:
+    """Compress a payload the way Kafka's Java producer does (xerial snappy, 64 KiB lz4 blocks, streamed zstd)."""
+    if codec == Codec.NONE:
+        return bytes(data)
+    if codec == Codec.GZIP:
+        return gzip.compress(data, mtime=0)
+    if codec == Codec.SNAPPY:
+        return _snappy_compress(data, xerial=snappy_xerial)
+    if codec == Codec.LZ4:
+        frame = lz4.frame.compress(
+            data,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=False,
+            store_size=False,
+        )
+        return _lz4_with_header_checksum(frame, broken=True) if magic == 0 else frame
+    if codec == Codec.ZSTD:
+        if magic < 2:
+            raise UnsupportedCodecError("zstd is not allowed in magic 0/1 messages")
+        return zstandard.ZstdCompressor(write_content_size=False).compress(data)
+    raise UnsupportedCodecError(f"Unknown compression type id: {int(codec)}")
