@@ -39,18 +39,21 @@ def make_batch(raw: bytes, position: int) -> Batch:
 
 
 class BatchReader:
-    """Iterate the batches of ``buf[start:end]`` (bytes or mmap); positions are relative to ``buf``.
+    """Iterate the batches of ``buf[start:end]`` (bytes or mmap); positions are ``base_position`` + index in ``buf``.
 
     After iteration, ``valid_bytes`` is the end of the last complete batch and ``stop`` why it ended;
     ``declared_size`` is set for PARTIAL_BATCH.
     """
 
-    def __init__(self, buf, start: int = 0, end: int | None = None, *, path: str | None = None) -> None:
+    def __init__(
+        self, buf, start: int = 0, end: int | None = None, *, path: str | None = None, base_position: int = 0
+    ) -> None:
         self.buf = buf
         self.start = start
         self.end = len(buf) if end is None else end
         self.path = path
-        self.valid_bytes = start
+        self.base_position = base_position  # where buf[0] sits in the file, for windowed reads
+        self.valid_bytes = base_position + start
         self.stop = StopReason.END
         self.declared_size: int | None = None
 
@@ -59,6 +62,7 @@ class BatchReader:
         end = self.end
         pos = self.start
         unpack = _OFFSET_SIZE.unpack_from
+        base = self.base_position
         while True:
             remaining = end - pos
             if remaining <= HEADER_SIZE_UP_TO_MAGIC:
@@ -69,16 +73,16 @@ class BatchReader:
                 raise CorruptRecordError(
                     f"Found record size {size} smaller than minimum record overhead ({MIN_RECORD_OVERHEAD})",
                     path=self.path,
-                    position=pos,
+                    position=base + pos,
                 )
             total = LOG_OVERHEAD + size
             if total > remaining:
                 self.stop = StopReason.PARTIAL_BATCH
                 self.declared_size = total
                 return
-            batch = make_batch(buf[pos : pos + total], pos)
+            batch = make_batch(buf[pos : pos + total], base + pos)
             pos += total
-            self.valid_bytes = pos
+            self.valid_bytes = base + pos
             yield batch
 
 
