@@ -1,0 +1,38 @@
+"""The `kctl` root command: mounts every subcommand, --version, and the exit-code contract."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kcli import __version__
+from kcli.cli.dump_log import dump_log
+
+app = typer.Typer(
+    name="kctl",
+    help="Operations toolkit for Kafka logs: dump, verify, recover and compact log directories.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kctl {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
+) -> None:
+    """Operations toolkit for Kafka logs. Exit status: 0 ok, 1 problems found, 2 usage error, 3 unreadable input."""
+
+
+app.command("dump-log", rich_help_panel="Offline tools")(dump_log)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,89 @@
+"""Shared CLI plumbing: exit codes, stderr messages, NDJSON writing, progress on terminals only."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from enum import IntEnum
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+err_console = Console(stderr=True, highlight=False)
+
+
+class ExitCode(IntEnum):
+    """Documented in kctl(1): scripts branch on these."""
+
+    OK = 0
+    PROBLEMS = 1  # corruption or inconsistencies found
+    USAGE = 2  # bad options or arguments (click's own usage errors exit 2 as well)
+    UNREADABLE = 3  # input missing, unreadable, or not a Kafka file at all
+
+
+def fail(message: str, code: ExitCode) -> typer.Exit:
+    err_console.print(f"kctl: {message}", markup=False)
+    return typer.Exit(int(code))
+
+
+def write_json_line(obj: dict[str, Any], out=None) -> None:
+    (out or sys.stdout).write(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+
+def parse_timestamp(text: str | None) -> int | None:
+    """Milliseconds since the epoch, or an ISO-8601 date-time (UTC unless it names a zone)."""
+    if text is None:
+        return None
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is neither epoch milliseconds nor an ISO-8601 date-time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def progress_wanted(*, data_on_stdout: bool) -> bool:
+    """Progress bars only for a person watching: stderr is a terminal and (if data goes to stdout) stdout is not."""
+    if os.environ.get("CI") or not sys.stderr.isatty():
+        return False
+    return not (data_on_stdout and sys.stdout.isatty())
+
+
+@contextmanager
+def byte_progress(total: int, description: str, enabled: bool):
+    """Yields an ``advance(n_bytes)`` callback; a rich bar on stderr when enabled."""
+    if not enabled:
+        yield lambda _n: None
+        return
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task(description, total=total)
+        yield lambda n: progress.advance(task, n)
+
+
+@contextmanager
+def stdout_pipe_guard():
+    """`kctl dump-log ... | head` must end quietly when the reader goes away."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(0) from None

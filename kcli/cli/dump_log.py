@@ -1,0 +1,94 @@
+"""`kctl dump-log`: kafka-dump-log, line-compatible, plus NDJSON and index-assisted range filters."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from kcli.cli.common import ExitCode, byte_progress, fail, parse_timestamp, progress_wanted, stdout_pipe_guard, write_json_line
+from kcli.errors import InputError
+from kcli.tools.dump import Decoder, DumpOptions, DumpRun, Encodings
+from kcli.tools.dump_text import stderr_lines, stdout_lines, summary_lines
+from kcli.tools.render import BytesEncoding
+
+_JAVA_STRING_DECODERS = {"kafka.serializer.StringDecoder", "org.apache.kafka.tools.api.StringDecoder"}
+
+
+def dump_log(
+    paths: Annotated[Optional[list[str]], typer.Argument(help="Segment, index, snapshot or checkpoint files, partition directories or log directories.", show_default=False)] = None,
+    files: Annotated[Optional[list[str]], typer.Option("--files", help="Comma-separated files, as kafka-dump-log takes them (repeatable).", show_default=False)] = None,
+    print_data_log: Annotated[bool, typer.Option("--print-data-log", help="Print record keys and payloads (implies --deep-iteration).")] = False,
+    deep_iteration: Annotated[bool, typer.Option("--deep-iteration", help="Print every record inside each batch.")] = False,
+    verify_index_only: Annotated[bool, typer.Option("--verify-index-only", help="For .index/.timeindex files: check entries against the log, print nothing per entry.")] = False,
+    index_sanity_check: Annotated[bool, typer.Option("--index-sanity-check", help="Run the broker's index sanity check on .index/.timeindex files.")] = False,
+    max_message_size: Annotated[int, typer.Option("--max-message-size", help="Bytes read per index entry when checking a .index.", min=1)] = 5 * 1024 * 1024,
+    max_bytes: Annotated[Optional[int], typer.Option("--max-bytes", help="Only read batches within the first N bytes of each .log.", min=0, show_default=False)] = None,
+    offsets_decoder: Annotated[bool, typer.Option("--offsets-decoder", help="Decode __consumer_offsets records.")] = False,
+    transaction_log_decoder: Annotated[bool, typer.Option("--transaction-log-decoder", help="Decode __transaction_state records.")] = False,
+    cluster_metadata_decoder: Annotated[bool, typer.Option("--cluster-metadata-decoder", help="Decode KRaft __cluster_metadata records and snapshots.")] = False,
+    skip_record_metadata: Annotated[bool, typer.Option("--skip-record-metadata", help="Print only key and payload per record.")] = False,
+    key_decoder_class: Annotated[Optional[str], typer.Option("--key-decoder-class", hidden=True)] = None,
+    value_decoder_class: Annotated[Optional[str], typer.Option("--value-decoder-class", hidden=True)] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="NDJSON on stdout: one object per file, batch, record, index entry and notice, then a summary.")] = False,
+    key_encoding: Annotated[BytesEncoding, typer.Option("--key-encoding", help="Force how keys appear in --json output.", case_sensitive=False)] = BytesEncoding.AUTO,
+    value_encoding: Annotated[BytesEncoding, typer.Option("--value-encoding", help="Force how values and header values appear in --json output.", case_sensitive=False)] = BytesEncoding.AUTO,
+    start_offset: Annotated[Optional[int], typer.Option("--start-offset", help="First offset to show (seeks with the .index).", min=0, show_default=False)] = None,
+    end_offset: Annotated[Optional[int], typer.Option("--end-offset", help="Last offset to show, inclusive.", min=0, show_default=False)] = None,
+    start_time: Annotated[Optional[str], typer.Option("--start-time", help="First timestamp to show: epoch ms or ISO-8601 (seeks with the .timeindex).", show_default=False)] = None,
+    end_time: Annotated[Optional[str], typer.Option("--end-time", help="Last timestamp to show, inclusive.", show_default=False)] = None,
+) -> None:
+    """Dump log segments, indexes, producer snapshots, checkpoints and internal topics.
+
+    Text output matches kafka-dump-log line for line; its summaries (index mismatches, non-consecutive
+    offsets) go to stderr. Exit status: 0 clean, 1 corrupt input found, 2 usage error, 3 unreadable input.
+    """
+    all_paths = list(paths or [])
+    for group in files or []:
+        all_paths.extend(p for p in group.split(",") if p)
+    if not all_paths:
+        raise fail('Missing required argument "[files]": name files or directories to dump', ExitCode.USAGE)
+    for cls in (key_decoder_class, value_decoder_class):
+        if cls is not None and cls not in _JAVA_STRING_DECODERS:
+            raise fail(f"Java decoder class {cls} is not available; use --json with --key-encoding/--value-encoding", ExitCode.USAGE)
+    decoders = [d for flag, d in ((offsets_decoder, Decoder.OFFSETS), (transaction_log_decoder, Decoder.TRANSACTION_LOG),
+                                  (cluster_metadata_decoder, Decoder.CLUSTER_METADATA)) if flag]
+    options = DumpOptions(
+        deep_iteration=deep_iteration,
+        print_data=print_data_log or key_decoder_class is not None or value_decoder_class is not None,
+        verify_index_only=verify_index_only,
+        index_sanity_check=index_sanity_check,
+        max_message_size=max_message_size,
+        max_bytes=max_bytes,
+        decoder=decoders[0] if decoders else Decoder.NONE,  # kafka-dump-log's precedence: offsets first
+        skip_record_metadata=skip_record_metadata,
+        start_offset=start_offset,
+        end_offset=end_offset,
+        start_timestamp=parse_timestamp(start_time),
+        end_timestamp=parse_timestamp(end_time),
+    )
+    try:
+        run = DumpRun(all_paths, options)
+    except InputError as exc:
+        raise fail(exc.describe(), ExitCode.UNREADABLE) from None
+    encodings = Encodings(key_encoding, value_encoding)
+    out = sys.stdout
+    with stdout_pipe_guard(), byte_progress(run.total_bytes, "dump-log", progress_wanted(data_on_stdout=True)) as advance:
+        run.progress = advance
+        for item in run:
+            if json_out:
+                write_json_line(item.to_json(encodings), out)
+                continue
+            for line in stdout_lines(item, options):
+                out.write(line + "\n")
+            for line in stderr_lines(item):
+                sys.stderr.write(line + "\n")
+        if json_out:
+            write_json_line(run.summary.to_json(), out)
+        else:
+            out.flush()
+            for line in summary_lines(run.summary):
+                sys.stderr.write(line + "\n")
+    if run.summary.errors:
+        raise typer.Exit(int(ExitCode.PROBLEMS))

@@ -1,0 +1,619 @@
+"""kafka-dump-log as a library: walk files and yield typed dump items; never prints.
+
+``iter_dump`` follows Kafka's DumpLogSegments file by file (kafka-formats.md section 4) and records the
+same summaries (index mismatches, time-index problems, non-consecutive offsets). Rendering to
+kafka-dump-log text lives in ``dump_text``; to NDJSON in each item's ``to_json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from kcli.errors import KcliError
+from kcli.records import Batch, Record, StopReason
+from kcli.records.control import ControlRecordType, control_type_id, parse_control_type
+from kcli.records.record_set import BatchReader
+from kcli.storage.files import (
+    BOOTSTRAP_CHECKPOINT,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    FileKind,
+    kraft_snapshot_offset_epoch,
+    offset_from_filename,
+)
+from kcli.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
+from kcli.storage.segment import FileBatchReader
+from kcli.tools.inputs import InputFile, expand_inputs
+from kcli.tools.render import BytesEncoding, encode_bytes
+
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+
+
+class Decoder(Enum):
+    NONE = "none"
+    OFFSETS = "offsets"
+    TRANSACTION_LOG = "transaction-log"
+    CLUSTER_METADATA = "cluster-metadata"
+
+
+@dataclass
+class DumpOptions:
+    """kafka-dump-log's options plus kctl's range filters."""
+
+    deep_iteration: bool = False
+    print_data: bool = False
+    verify_index_only: bool = False
+    index_sanity_check: bool = False
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    max_bytes: int | None = None
+    decoder: Decoder = Decoder.NONE
+    skip_record_metadata: bool = False
+    start_offset: int | None = None
+    end_offset: int | None = None  # inclusive
+    start_timestamp: int | None = None
+    end_timestamp: int | None = None  # inclusive
+
+    def __post_init__(self) -> None:
+        # As kafka-dump-log: any decoder implies printing data, printing implies deep iteration.
+        if self.decoder is not Decoder.NONE:
+            self.print_data = True
+        if self.print_data:
+            self.deep_iteration = True
+
+    @property
+    def filtered(self) -> bool:
+        return any(v is not None for v in (self.start_offset, self.end_offset, self.start_timestamp, self.end_timestamp))
+
+
+# -- dump items ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DumpFile:
+    """Start of one file: ``Dumping <path>`` and the log header line."""
+
+    path: str
+    kind: FileKind
+    base_offset: int | None = None
+    snapshot_offset: int | None = None
+    snapshot_epoch: int | None = None
+    bootstrap: bool = False
+
+    def to_json(self, enc: Encodings) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "file", "file": self.path, "kind": self.kind.value}
+        if self.base_offset is not None:
+            out["base_offset"] = self.base_offset
+        if self.snapshot_offset is not None:
+            out["snapshot_end_offset"] = self.snapshot_offset
+            out["snapshot_epoch"] = self.snapshot_epoch
+        return out
+
+
+@dataclass(slots=True)
+class DumpBatch:
+    file: str
+    batch: Batch
+
+    def to_json(self, enc: Encodings) -> dict[str, Any]:
+        return batch_json(self.file, self.batch)
+
+
+@dataclass(slots=True)
+class DumpRecord:
+    file: str
+    batch: Batch
+    record: Record
+    control_type: ControlRecordType | None = None
+    control_type_id: int | None = None
+    key_text: str | None = None  # decoder output (kafka-dump-log's key/payload text)
+    payload_text: str | None = None
+    decoded: dict[str, Any] | None = None  # decoder output for --json
+
+    def to_json(self, enc: Encodings) -> dict[str, Any]:
+        r = self.record
+        out: dict[str, Any] = {
+            "type": "record",
+            "file": self.file,
+            "offset": r.offset,
+            "timestamp": r.timestamp,
+            "timestamp_type": self.batch.timestamp_type.label,
+            "key_size": -1 if r.key is None else len(r.key),
+            "value_size": -1 if r.value is None else len(r.value),
+            "key": encode_bytes(r.key, enc.key),
+            "value": encode_bytes(r.value, enc.value),
+            "headers": [{"key": h.key, "value": encode_bytes(h.value, enc.value)} for h in r.headers],
+            "is_control": self.control_type is not None,
+            "batch_base_offset": self.batch.base_offset,
+        }
+        if self.batch.magic >= 2:
+            out["sequence"] = r.sequence
+        else:
+            out["crc"] = r.crc
+            out["is_valid"] = r.valid
+        if self.control_type is not None:
+            out["control_type"] = self.control_type.name if self.control_type is not ControlRecordType.UNKNOWN else None
+            out["control_type_id"] = self.control_type_id
+            if self.decoded is not None:
+                out["marker"] = self.decoded
+        elif self.decoded is not None:
+            out["decoded"] = self.decoded
+        return out
+
+
+@dataclass(slots=True)
+class DumpIndexEntry:
+    file: str
+    offset: int
+    position: int
+
+    def to_json(self, enc: Encodings) -> dict[str, Any]:
+        return {"type": "index_entry", "file": self.file, "offset": self.offset, "position": self.position}
+
+
+@dataclass(slots=True)
+class DumpTimeIndexEntry:
+    file: str
+    timestamp: int
+    offset: int
+
+    def to_json(self, enc: Encodings) -> dict[str, Any]:
+        return {"type": "time_index_entry", "file": self.file, "timestamp": self.timestamp, "offset": self.offset}
+
+
+@dataclass(slots=True)
+class DumpTxnIndexEntry:
+    file: str
+    entry: AbortedTxn
+
+    def to_json(self, enc: Encodings) -> dict[str, Any]:
+        e = self.entry
+        return {
+            "type": "txn_index_entry",
+            "file": self.file,
+            "version": e.version,
+            "producer_id": e.producer_id,
+            "first_offset": e.first_offset,
+            "last_offset": e.last_offset,
+            "last_stable_offset": e.last_stable_offset,
+        }
+
+
+@dataclass(slots=True)
+class DumpSnapshotEntry:
+    file: str
+    entry: Any  # kcli.storage.snapshot.ProducerStateEntry
+
+    def to_json(self, enc: Encodings) -> dict[str, Any]:
+        e = self.entry
+        return {
+            "type": "producer_snapshot_entry",
+            "file": self.file,
+            "producer_id": e.producer_id,
+            "producer_epoch": e.producer_epoch,
+            "coordinator_epoch": e.coordinator_epoch,
+            "current_txn_first_offset": None if e.current_txn_first_offset < 0 else e.current_txn_first_offset,
+            "last_timestamp": e.timestamp,
+            "first_sequence": e.first_sequence,
+            "last_sequence": e.last_sequence,
+            "last_offset": e.last_offset,
+            "offset_delta": e.offset_delta,
+        }
+
+
+@dataclass(slots=True)
+class DumpTextEntry:
+    """One entry of a text file kctl dumps beyond kafka-dump-log (checkpoints, metadata)."""
+
+    file: str
+    kind: FileKind
+    fields: dict[str, Any]
+    text: str
+
+    def to_json(self, enc: Encodings) -> dict[str, Any]:
+        return {"type": self.kind.value.replace("-", "_") + "_entry", "file": self.file, **self.fields}
+
+
+class NoticeLevel(Enum):
+    INFO = "info"  # kafka-dump-log prints it on stdout
+    WARNING = "warning"  # stderr
+    ERROR = "error"  # stderr; the dump exits non-zero
+
+
+@dataclass(slots=True)
+class DumpNotice:
+    file: str
+    level: NoticeLevel
+    text: str
+    position: int | None = None
+    base_offset: int | None = None
+    code: str = ""
+
+    def to_json(self, enc: Encodings) -> dict[str, Any]:
+        return {
+            "type": "notice",
+            "file": self.file,
+            "level": self.level.value,
+            "code": self.code,
+            "message": self.text,
+            "position": self.position,
+            "base_offset": self.base_offset,
+        }
+
+
+@dataclass
+class DumpSummary:
+    """kafka-dump-log's closing sections, keyed by absolute file path."""
+
+    index_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    timestamp_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    out_of_order_timestamps: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    shallow_offset_not_found: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    files: int = 0
+    batches: int = 0
+    records: int = 0
+    errors: int = 0
+
+    def add(self, table: dict[str, list[tuple[int, int]]], path: Path, pair: tuple[int, int]) -> None:
+        table.setdefault(str(path.resolve()), []).append(pair)
+
+    def to_json(self, enc: Encodings | None = None) -> dict[str, Any]:
+        def pairs(table, a, b):
+            return [{"file": f, a: x, b: y} for f, items in table.items() for x, y in items]
+
+        return {
+            "type": "summary",
+            "files": self.files,
+            "batches": self.batches,
+            "records": self.records,
+            "errors": self.errors,
+            "index_mismatches": pairs(self.index_mismatches, "index_offset", "log_offset"),
+            "timestamp_mismatches": pairs(self.timestamp_mismatches, "index_timestamp", "log_timestamp"),
+            "out_of_order_timestamps": pairs(self.out_of_order_timestamps, "index_timestamp", "previous_timestamp"),
+            "indexed_offsets_not_found": pairs(self.shallow_offset_not_found, "indexed_offset", "found_log_offset"),
+            "non_consecutive_offsets": pairs(self.non_consecutive, "offset", "followed_by"),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Encodings:
+    key: BytesEncoding = BytesEncoding.AUTO
+    value: BytesEncoding = BytesEncoding.AUTO
+
+
+DumpItem = (
+    DumpFile | DumpBatch | DumpRecord | DumpIndexEntry | DumpTimeIndexEntry | DumpTxnIndexEntry | DumpSnapshotEntry
+    | DumpTextEntry | DumpNotice
+)
+
+
+def batch_json(file: str, batch: Batch) -> dict[str, Any]:
+    """The stable NDJSON batch object (documented in man/kctl-dump-log.1)."""
+    return {
+        "type": "batch",
+        "file": file,
+        "base_offset": batch.base_offset,
+        "last_offset": batch.last_offset,
+        "count": batch.count,
+        "position": batch.position,
+        "size": batch.size,
+        "magic": batch.magic,
+        "codec": _codec_label(batch),
+        "crc": batch.crc,
+        "is_valid": batch.is_valid,
+        "is_transactional": batch.is_transactional,
+        "is_control": batch.is_control,
+        "producer_id": batch.producer_id,
+        "producer_epoch": batch.producer_epoch,
+        "base_sequence": batch.base_sequence,
+        "last_sequence": batch.last_sequence,
+        "partition_leader_epoch": batch.partition_leader_epoch,
+        "timestamp_type": batch.timestamp_type.label,
+        "max_timestamp": batch.max_timestamp,
+        "delete_horizon_ms": batch.delete_horizon_ms,
+    }
+
+
+def _codec_label(batch: Batch) -> str:
+    try:
+        return batch.codec.label
+    except KcliError:
+        return f"unknown({batch.codec_id})"
+
+
+# -- the walk ------------------------------------------------------------------------------------
+
+
+class DumpRun:
+    """One dump over many inputs. Iterate it for items; ``summary`` is complete afterwards."""
+
+    def __init__(self, paths: list[str], options: DumpOptions, *, progress: Callable[[int], None] | None = None):
+        self.inputs = expand_inputs(paths)
+        self.options = options
+        self.summary = DumpSummary()
+        self.progress = progress
+        self._decode = _decoder_for(options.decoder)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.path.stat().st_size for f in self.inputs)
+
+    def __iter__(self) -> Iterator[DumpItem]:
+        for item in self.inputs:
+            self.summary.files += 1
+            yield from self._dump_file(item)
+            if self.progress:
+                self.progress(item.path.stat().st_size)
+
+    def _dump_file(self, item: InputFile) -> Iterator[DumpItem]:
+        kind = item.kind
+        handler = {
+            FileKind.LOG: self._dump_log,
+            FileKind.KRAFT_CHECKPOINT: self._dump_log,
+            FileKind.INDEX: self._dump_offset_index,
+            FileKind.TIME_INDEX: self._dump_time_index,
+            FileKind.TXN_INDEX: self._dump_txn_index,
+            FileKind.PRODUCER_SNAPSHOT: self._dump_snapshot,
+            FileKind.LEADER_EPOCH_CHECKPOINT: self._dump_text_file,
+            FileKind.OFFSET_CHECKPOINT: self._dump_text_file,
+            FileKind.PARTITION_METADATA: self._dump_text_file,
+            FileKind.META_PROPERTIES: self._dump_text_file,
+            FileKind.QUORUM_STATE: self._dump_text_file,
+            FileKind.CLEAN_SHUTDOWN: self._dump_text_file,
+        }.get(kind)
+        if handler is None:
+            yield DumpNotice(item.given, NoticeLevel.WARNING, f"Ignoring unknown file {item.given}", code="unknown_file")
+            return
+        try:
+            yield from handler(item)
+        except KcliError as exc:
+            self.summary.errors += 1
+            exc.at(path=item.given)
+            yield DumpNotice(item.given, NoticeLevel.ERROR, exc.describe(), exc.position, exc.base_offset, code="corrupt")
+        except OSError as exc:
+            self.summary.errors += 1
+            yield DumpNotice(item.given, NoticeLevel.ERROR, f"{item.given}: {exc.strerror or exc}", code="unreadable")
+
+    # .log and KRaft .checkpoint --------------------------------------------------------------
+    def _dump_log(self, item: InputFile) -> Iterator[DumpItem]:
+        opts = self.options
+        path = item.path
+        header = DumpFile(item.given, item.kind)
+        if item.kind is FileKind.KRAFT_CHECKPOINT:
+            if path.name == BOOTSTRAP_CHECKPOINT:
+                header.bootstrap = True
+            else:
+                header.snapshot_offset, header.snapshot_epoch = kraft_snapshot_offset_epoch(path.name) or (None, None)
+        else:
+            header.base_offset = offset_from_filename(path.name)
+        yield header
+        size = path.stat().st_size
+        end = size if opts.max_bytes is None else min(size, opts.max_bytes)
+        start = self._seek_position(path) if opts.filtered and item.kind is FileKind.LOG else 0
+        reader = FileBatchReader(path, start, end)
+        last_offset: int | None = None
+        decode = self._decode
+        try:
+            for batch in reader:
+                if opts.filtered and not self._batch_in_range(batch):
+                    if opts.end_offset is not None and batch.base_offset > opts.end_offset:
+                        break
+                    continue
+                self.summary.batches += 1
+                yield DumpBatch(item.given, batch)
+                if not batch.is_valid:
+                    self.summary.errors += 1
+                    yield DumpNotice(
+                        item.given, NoticeLevel.ERROR, batch.invalid_reason() or "invalid batch", batch.position,
+                        batch.base_offset, code="invalid_batch",
+                    )
+                if not opts.deep_iteration:
+                    continue
+                for record in batch.records():
+                    if opts.filtered and not self._record_in_range(record):
+                        continue
+                    self.summary.records += 1
+                    if last_offset is not None and record.offset != last_offset + 1:
+                        self.summary.add(self.summary.non_consecutive, path, (last_offset, record.offset))
+                    last_offset = record.offset
+                    yield self._record_item(item.given, batch, record, decode)
+        except KcliError as exc:
+            # Kafka aborts the whole run here; kctl reports where and carries on with the next file.
+            self.summary.errors += 1
+            exc.at(path=item.given)
+            yield DumpNotice(item.given, NoticeLevel.ERROR, exc.describe(), exc.position, exc.base_offset, code="corrupt")
+            return
+        trailing = end - reader.valid_bytes
+        if trailing > 0 and opts.max_bytes is None and not opts.filtered:
+            self.summary.errors += 1
+            reason = (
+                f"batch at byte {reader.valid_bytes} declares {reader.declared_size} bytes, only {trailing} remain"
+                if reader.stop is StopReason.PARTIAL_BATCH
+                else f"{trailing} bytes are too short for a batch header"
+            )
+            yield DumpNotice(
+                item.given, NoticeLevel.INFO, f"Found {trailing} invalid bytes at the end of {path.name}",
+                reader.valid_bytes, code="invalid_bytes_at_end",
+            )
+            yield DumpNotice(item.given, NoticeLevel.ERROR, reason, reader.valid_bytes, code="truncated_tail")
+
+    def _record_item(self, file: str, batch: Batch, record: Record, decode) -> DumpRecord:
+        item = DumpRecord(file, batch, record)
+        if batch.is_control:
+            item.control_type = parse_control_type(record.key)
+            item.control_type_id = control_type_id(record.key)
+            from kcli.records.decoders import decode_control_record, render_control_record
+
+            item.payload_text = render_control_record(item.control_type_id, record.value)
+            item.decoded = decode_control_record(item.control_type_id, record.value)
+        elif decode is not None:
+            item.key_text, item.payload_text, item.decoded = decode(record)
+        return item
+
+    def _seek_position(self, log_path: Path) -> int:
+        """Use the offset and time indexes to skip to the first batch that can match the filters."""
+        opts = self.options
+        index_path = log_path.with_name(log_path.name[: -len(LOG_SUFFIX)] + INDEX_SUFFIX)
+        time_index_path = index_path.with_suffix(".timeindex")
+        target = opts.start_offset
+        if opts.start_timestamp is not None and time_index_path.exists():
+            with TimeIndex(time_index_path) as tindex:
+                found = tindex.lookup_by_timestamp(opts.start_timestamp)
+                # The entry says "max timestamp up to this offset"; the first match lies after the previous one.
+                target = max(target or 0, found.offset) if found.timestamp >= 0 else target
+        if target is None or not index_path.exists():
+            return 0
+        with OffsetIndex(index_path) as index:
+            return index.lookup(target).position
+
+    def _batch_in_range(self, batch: Batch) -> bool:
+        opts = self.options
+        if opts.start_offset is not None and batch.last_offset < opts.start_offset:
+            return False
+        if opts.end_offset is not None and batch.base_offset > opts.end_offset:
+            return False
+        if opts.start_timestamp is not None and batch.max_timestamp < opts.start_timestamp:
+            return False
+        return True
+
+    def _record_in_range(self, record: Record) -> bool:
+        opts = self.options
+        if opts.start_offset is not None and record.offset < opts.start_offset:
+            return False
+        if opts.end_offset is not None and record.offset > opts.end_offset:
+            return False
+        if opts.start_timestamp is not None and record.timestamp < opts.start_timestamp:
+            return False
+        if opts.end_timestamp is not None and record.timestamp > opts.end_timestamp:
+            return False
+        return True
+
+    # indexes ---------------------------------------------------------------------------------
+    def _dump_offset_index(self, item: InputFile) -> Iterator[DumpItem]:
+        opts = self.options
+        yield DumpFile(item.given, item.kind, base_offset=offset_from_filename(item.path.name))
+        log_path = _sibling_log(item.path)
+        with OffsetIndex(item.path) as index:
+            if index.file_entry_slots == 0:
+                yield DumpNotice(item.given, NoticeLevel.INFO, f"{item.given} is empty.", code="empty_index")
+                return
+            if opts.index_sanity_check:
+                index.sanity_check()
+                yield DumpNotice(item.given, NoticeLevel.INFO, f"{item.given} passed sanity check.", code="sanity_ok")
+                return
+            with open(log_path, "rb") as log:
+                for entry in index.entries():
+                    log.seek(entry.position)
+                    chunk = log.read(opts.max_message_size)
+                    first = next(iter(BatchReader(chunk, base_position=entry.position)), None)
+                    if first is None:
+                        raise KcliError(
+                            f"no complete batch within --max-message-size {opts.max_message_size} bytes at position "
+                            f"{entry.position} of {log_path}",
+                            position=entry.position,
+                        )
+                    if first.last_offset != entry.offset:
+                        self.summary.add(self.summary.index_mismatches, item.path, (entry.offset, first.last_offset))
+                    if not opts.verify_index_only:
+                        yield DumpIndexEntry(item.given, entry.offset, entry.position)
+
+    def _dump_time_index(self, item: InputFile) -> Iterator[DumpItem]:
+        opts = self.options
+        yield DumpFile(item.given, item.kind, base_offset=offset_from_filename(item.path.name))
+        log_path = _sibling_log(item.path)
+        index_path = log_path.with_name(log_path.name[: -len(LOG_SUFFIX)] + INDEX_SUFFIX)
+        with TimeIndex(item.path) as tindex:
+            if opts.index_sanity_check:
+                tindex.sanity_check()
+                yield DumpNotice(item.given, NoticeLevel.INFO, f"{item.given} passed sanity check.", code="sanity_ok")
+                return
+            index = OffsetIndex(index_path) if index_path.exists() else None
+            try:
+                log_size = log_path.stat().st_size
+                prev_ts = -1
+                for entry in tindex.entries():
+                    start = index.lookup(entry.offset).position if index is not None else 0
+                    found = None
+                    for batch in FileBatchReader(log_path, start, log_size):
+                        if batch.last_offset >= entry.offset:
+                            found = batch
+                            break
+                    if found is None:
+                        self.summary.add(self.summary.shallow_offset_not_found, item.path, (entry.offset, -1))
+                    elif found.last_offset != entry.offset:
+                        self.summary.add(self.summary.shallow_offset_not_found, item.path, (entry.offset, found.last_offset))
+                    else:
+                        max_ts = max((r.timestamp for r in found.records()), default=-1)
+                        if max_ts != entry.timestamp:
+                            self.summary.add(self.summary.timestamp_mismatches, item.path, (entry.timestamp, max_ts))
+                        if prev_ts >= entry.timestamp:
+                            self.summary.add(self.summary.out_of_order_timestamps, item.path, (entry.timestamp, prev_ts))
+                    prev_ts = entry.timestamp
+                    if not opts.verify_index_only:
+                        yield DumpTimeIndexEntry(item.given, entry.timestamp, entry.offset)
+            finally:
+                if index is not None:
+                    index.close()
+
+    def _dump_txn_index(self, item: InputFile) -> Iterator[DumpItem]:
+        yield DumpFile(item.given, item.kind, base_offset=offset_from_filename(item.path.name))
+        with TransactionIndex(item.path) as tindex:
+            for entry in tindex.entries():
+                yield DumpTxnIndexEntry(item.given, entry)
+
+    def _dump_snapshot(self, item: InputFile) -> Iterator[DumpItem]:
+        from kcli.storage.snapshot import read_producer_snapshot
+
+        yield DumpFile(item.given, item.kind, base_offset=offset_from_filename(item.path.name))
+        snapshot = read_producer_snapshot(item.path)
+        for entry in snapshot.entries:
+            yield DumpSnapshotEntry(item.given, entry)
+
+    def _dump_text_file(self, item: InputFile) -> Iterator[DumpItem]:
+        from kcli.tools.metadata_files import read_metadata_file
+
+        yield DumpFile(item.given, item.kind)
+        for fields, text in read_metadata_file(item.path, item.kind):
+            yield DumpTextEntry(item.given, item.kind, fields, text)
+
+
+def _sibling_log(path: Path) -> Path:
+    name = path.name
+    log = path.with_name(name[: name.index(".")] + LOG_SUFFIX)
+    if not log.exists():
+        raise KcliError(f"the matching log segment {log.name} is missing: index entries cannot be checked", path=str(path))
+    return log
+
+
+def _decoder_for(decoder: Decoder):
+    """A function record -> (key_text, payload_text, decoded_json) for the chosen internal-topic decoder."""
+    if decoder is Decoder.NONE:
+        return _string_decoder
+    from kcli.records import decoders
+
+    text_fn, json_fn = {
+        Decoder.OFFSETS: (decoders.render_offsets_record, decoders.decode_offsets_record),
+        Decoder.TRANSACTION_LOG: (decoders.render_transaction_log_record, decoders.decode_transaction_log_record),
+        Decoder.CLUSTER_METADATA: (decoders.render_cluster_metadata_record, decoders.decode_cluster_metadata_record),
+    }[decoder]
+
+    def decode(record: Record) -> tuple[str | None, str | None, dict[str, Any] | None]:
+        key_text, payload_text = text_fn(record.key, record.value, record.offset)
+        try:
+            decoded = json_fn(record.key, record.value)
+        except KcliError as exc:
+            decoded = {"error": exc.reason}
+        return key_text, payload_text, decoded
+
+    return decode
+
+
+def _string_decoder(record: Record) -> tuple[str | None, str | None, None]:
+    """kafka-dump-log's default StringDecoder: UTF-8, malformed bytes replaced."""
+    key = None if record.key is None else record.key.decode("utf-8", "replace")
+    value = None if record.value is None else record.value.decode("utf-8", "replace")
+    return key, value, None

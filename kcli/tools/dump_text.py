@@ -1,0 +1,158 @@
+"""kafka-dump-log's text output, line for line (kafka-formats.md 4.3-4.8), from dump items.
+
+Each function returns the lines to print; ``stdout_lines`` for an item, ``summary_lines`` for the
+closing sections that kafka-dump-log writes to stderr.
+"""
+
+from __future__ import annotations
+
+from kcli.records import LegacyMessage
+from kcli.storage.files import FileKind
+from kcli.tools.dump import (
+    DumpBatch,
+    DumpFile,
+    DumpIndexEntry,
+    DumpNotice,
+    DumpOptions,
+    DumpRecord,
+    DumpSnapshotEntry,
+    DumpSummary,
+    DumpTextEntry,
+    DumpTimeIndexEntry,
+    DumpTxnIndexEntry,
+    NoticeLevel,
+    _codec_label,
+)
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _optional_long(value: int | None) -> str:
+    """Java's OptionalLong.toString(), which kafka-dump-log prints verbatim."""
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def file_lines(item: DumpFile) -> list[str]:
+    lines = [f"Dumping {item.path}"]
+    if item.kind is FileKind.LOG:
+        lines.append(f"Log starting offset: {item.base_offset}")
+    elif item.kind is FileKind.KRAFT_CHECKPOINT:
+        if item.bootstrap:
+            lines.append("KRaft bootstrap snapshot")
+        else:
+            lines.append(f"Snapshot end offset: {item.snapshot_offset}, epoch: {item.snapshot_epoch}")
+    return lines
+
+
+def batch_line(item: DumpBatch) -> str:
+    b = item.batch
+    codec = _codec_label(b)
+    if isinstance(b, LegacyMessage):
+        return (
+            f"offset: {b.offset} position: {b.position} {b.timestamp_type.label}: {b.timestamp} size: {b.size} "
+            f"magic: {b.magic} compresscodec: {codec} crc: {b.crc} isvalid: {_bool(b.is_valid)}"
+        )
+    return (
+        f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.count} baseSequence: {b.base_sequence} "
+        f"lastSequence: {b.last_sequence} producerId: {b.producer_id} producerEpoch: {b.producer_epoch} "
+        f"partitionLeaderEpoch: {b.partition_leader_epoch} isTransactional: {_bool(b.is_transactional)} "
+        f"isControl: {_bool(b.is_control)} deleteHorizonMs: {_optional_long(b.delete_horizon_ms)} "
+        f"position: {b.position} {b.timestamp_type.label}: {b.max_timestamp} size: {b.size} magic: {b.magic} "
+        f"compresscodec: {codec} crc: {b.crc} isvalid: {_bool(b.is_valid)}"
+    )
+
+
+def record_line(item: DumpRecord, options: DumpOptions) -> str:
+    r = item.record
+    b = item.batch
+    parts: list[str] = []
+    if not options.skip_record_metadata:
+        parts.append(
+            f"| offset: {r.offset} {b.timestamp_type.label}: {r.timestamp} "
+            f"keySize: {-1 if r.key is None else len(r.key)} valueSize: {-1 if r.value is None else len(r.value)}"
+        )
+        if b.magic >= 2:
+            parts.append(f" sequence: {r.sequence} headerKeys: [{','.join(h.key for h in r.headers)}]")
+        else:
+            parts.append(f" isValid: {_bool(r.valid)} crc: {r.crc}")
+        if item.control_type is not None:
+            parts.append(" " + (item.payload_text or ""))
+    if item.control_type is None and options.print_data:
+        data: list[str] = []
+        if item.key_text is not None:
+            data.append(f"key: {item.key_text}")
+        if item.payload_text is not None:
+            data.append(f"payload: {item.payload_text}")
+        if data:
+            if options.skip_record_metadata:
+                parts.append("| " + " ".join(data))
+            else:
+                parts.append(" " + " ".join(data))
+    return "".join(parts)
+
+
+def stdout_lines(item, options: DumpOptions) -> list[str]:
+    """Lines kafka-dump-log prints on stdout for one item (empty for stderr-only notices)."""
+    if isinstance(item, DumpFile):
+        return file_lines(item)
+    if isinstance(item, DumpBatch):
+        return [batch_line(item)]
+    if isinstance(item, DumpRecord):
+        return [record_line(item, options)]
+    if isinstance(item, DumpIndexEntry):
+        return [f"offset: {item.offset} position: {item.position}"]
+    if isinstance(item, DumpTimeIndexEntry):
+        return [f"timestamp: {item.timestamp} offset: {item.offset}"]
+    if isinstance(item, DumpTxnIndexEntry):
+        e = item.entry
+        return [
+            f"version: {e.version} producerId: {e.producer_id} firstOffset: {e.first_offset} "
+            f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}"
+        ]
+    if isinstance(item, DumpSnapshotEntry):
+        e = item.entry
+        txn = None if e.current_txn_first_offset < 0 else e.current_txn_first_offset
+        line = (
+            f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: {e.coordinator_epoch} "
+            f"currentTxnFirstOffset: {_optional_long(txn)} lastTimestamp: {e.timestamp}"
+        )
+        if e.last_offset >= 0:
+            line += (
+                f" firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
+                f"offsetDelta: {e.offset_delta} timestamp: {e.timestamp}"
+            )
+        return [line]
+    if isinstance(item, DumpTextEntry):
+        return [item.text]
+    if isinstance(item, DumpNotice) and item.level is NoticeLevel.INFO:
+        return [item.text]
+    return []
+
+
+def stderr_lines(item) -> list[str]:
+    if isinstance(item, DumpNotice) and item.level is not NoticeLevel.INFO:
+        return [item.text]
+    return []
+
+
+def summary_lines(summary: DumpSummary) -> list[str]:
+    """kafka-dump-log's closing sections (stderr), in its order."""
+    lines: list[str] = []
+    for path, pairs in summary.index_mismatches.items():
+        lines.append(f"Mismatches in :{path}")
+        lines.extend(f"  Index offset: {a}, log offset: {b}" for a, b in pairs)
+    for path, pairs in summary.timestamp_mismatches.items():
+        lines.append(f"Found timestamp mismatch in :{path}")
+        lines.extend(f"  Index timestamp: {a}, log timestamp: {b}" for a, b in pairs)
+    for path, pairs in summary.out_of_order_timestamps.items():
+        lines.append(f"Found out of order timestamp in :{path}")
+        lines.extend(f"  Index timestamp: {a}, Previously indexed timestamp: {b}" for a, b in pairs)
+    for _path, pairs in summary.shallow_offset_not_found.items():
+        lines.append("The following indexed offsets are not found in the log.")
+        lines.extend(f"Indexed offset: {a}, found log offset: {b}" for a, b in pairs)
+    for path, pairs in summary.non_consecutive.items():
+        lines.append(f"Non-consecutive offsets in {path}")
+        lines.extend(f"  {a} is followed by {b}" for a, b in pairs)
+    return lines
