@@ -8,6 +8,7 @@ import typer
 
 from kcli import __version__
 from kcli.cli.dump_log import dump_log
+from kcli.cli.verify import verify_cmd
 
 app = typer.Typer(
     name="kctl",
@@ -32,6 +33,7 @@ def root(
 
 
 app.command("dump-log", rich_help_panel="Offline tools")(dump_log)
+app.command("verify", rich_help_panel="Offline tools")(verify_cmd)
 
 
 def main() -> None:

@@ -1,0 +1,527 @@
+"""Verify a log: segments, indexes, transaction indexes, producer snapshots and checkpoint files.
+
+One streaming pass per segment checks what the broker's recovery checks (framing, size, CRC, offsets
+increasing) and what kafka-dump-log's index checks report, plus offset continuity across segments and
+the .txnindex against the ABORT markers. Returns a ``VerifyReport``; never prints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from kcli.errors import CorruptIndexError, KcliError
+from kcli.records import Batch, LegacyMessage, RecordBatch, StopReason
+from kcli.records.control import ControlRecordType, parse_control_type
+from kcli.records.types import INT32_MAX
+from kcli.storage.files import FileKind, offset_from_filename
+from kcli.storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex
+from kcli.storage.segment import FileBatchReader, LogSegment
+from kcli.storage.snapshot import inspect_producer_snapshot
+from kcli.tools.inputs import InputFile, expand_inputs
+
+
+class Severity(Enum):
+    ERROR = "error"  # damage: exit status 1
+    WARNING = "warning"  # legitimate in some histories (compaction gaps, old index semantics, crash leftovers)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    file: str
+    position: int | None
+    base_offset: int | None
+    reason: str
+    code: str
+    severity: Severity = Severity.ERROR
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "position": self.position,
+            "base_offset": self.base_offset,
+            "reason": self.reason,
+            "code": self.code,
+            "severity": self.severity.value,
+        }
+
+
+@dataclass
+class VerifyReport:
+    paths: list[str]
+    files: int = 0
+    segments: int = 0
+    bytes: int = 0
+    batches: int = 0
+    records: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    seconds: float = 0.0
+    deep: bool = False
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity is Severity.ERROR]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity is Severity.WARNING]
+
+    def is_clean(self, *, strict: bool = False) -> bool:
+        return not (self.problems if strict else self.errors)
+
+    def to_json(self, *, strict: bool = False) -> dict[str, Any]:
+        return {
+            "ok": self.is_clean(strict=strict),
+            "paths": self.paths,
+            "deep": self.deep,
+            "files": self.files,
+            "segments": self.segments,
+            "bytes": self.bytes,
+            "batches": self.batches,
+            "records": self.records,
+            "errors": len(self.errors),
+            "warnings": len(self.warnings),
+            "seconds": round(self.seconds, 3),
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+@dataclass
+class _SegmentResult:
+    base_offset: int
+    first_offset: int | None = None
+    last_offset: int | None = None
+    valid_bytes: int = 0
+    size: int = 0
+    last_epoch: int = -1
+
+
+@dataclass
+class _TxnState:
+    """Per partition: open transactions (producer -> first data offset) and the aborts they must index."""
+
+    open_first_offset: dict[int, int] = field(default_factory=dict)
+    expected_aborts: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)  # txnindex path -> entries
+
+
+class _Verifier:
+    def __init__(self, report: VerifyReport, deep: bool, progress: Callable[[int], None] | None) -> None:
+        self.report = report
+        self.deep = deep
+        self.progress = progress or (lambda _n: None)
+
+    def problem(self, file: Path | str, reason: str, code: str, *, position: int | None = None,
+                base_offset: int | None = None, severity: Severity = Severity.ERROR) -> None:
+        self.report.problems.append(Problem(str(file), position, base_offset, reason, code, severity))
+
+    # -- partitions --------------------------------------------------------------------------
+    def verify_partition(self, files: list[InputFile]) -> None:
+        logs = [f for f in files if f.kind is FileKind.LOG]
+        others = [f for f in files if f.kind is not FileKind.LOG]
+        by_name = {f.path.name for f in files}
+        txn = _TxnState()
+        previous: _SegmentResult | None = None
+        log_end_offset = None
+        for log in logs:
+            self.report.files += 1
+            segment = LogSegment(log.path)
+            result = self.verify_segment(segment, txn)
+            if previous is not None and result.first_offset is not None and previous.last_offset is not None:
+                if segment.base_offset <= previous.last_offset:
+                    self.problem(log.path, f"segment base offset {segment.base_offset} overlaps the previous segment, "
+                                 f"which ends at offset {previous.last_offset}", "segment_overlap", position=0,
+                                 base_offset=segment.base_offset)
+                elif result.first_offset > previous.last_offset + 1:
+                    self.problem(log.path, f"offsets {previous.last_offset + 1}..{result.first_offset - 1} are missing "
+                                 "between segments (normal after compaction or retention)", "offset_gap", position=0,
+                                 base_offset=result.first_offset, severity=Severity.WARNING)
+            if result.last_offset is not None:
+                previous = result
+                log_end_offset = result.last_offset + 1
+            elif log_end_offset is None or segment.base_offset > log_end_offset:
+                log_end_offset = segment.base_offset
+            # indexes that belong to this segment
+            for suffix_kind, check in ((FileKind.INDEX, self.verify_offset_index),
+                                       (FileKind.TIME_INDEX, self.verify_time_index)):
+                path = segment.index_path if suffix_kind is FileKind.INDEX else segment.time_index_path
+                if path.name in by_name:
+                    self.report.files += 1
+                    check(segment, path, result)
+                elif suffix_kind is FileKind.INDEX and result.size > 0:
+                    self.problem(path, "offset index is missing: the broker rebuilds it by recovering the segment",
+                                 "missing_index", severity=Severity.WARNING, base_offset=segment.base_offset)
+            if segment.txn_index_path.name in by_name or txn.expected_aborts.get(str(segment.txn_index_path)):
+                self.report.files += segment.txn_index_path.name in by_name
+                self.verify_txn_index(segment, txn)
+        log_names = {segment_base(f.path) for f in logs}
+        for other in others:
+            if other.kind in (FileKind.INDEX, FileKind.TIME_INDEX, FileKind.TXN_INDEX):
+                if segment_base(other.path) not in log_names:
+                    self.report.files += 1
+                    if logs:
+                        self.problem(other.path, "index file without its .log segment (the broker deletes it)",
+                                     "orphan_index", severity=Severity.WARNING)
+                    else:
+                        self.verify_lone_index(other)
+                continue
+            self.report.files += 1
+            self.verify_other(other, log_end_offset)
+
+    # -- one .log ------------------------------------------------------------------------------
+    def verify_segment(self, segment: LogSegment, txn: _TxnState) -> _SegmentResult:
+        report = self.report
+        path = segment.log_path
+        result = _SegmentResult(segment.base_offset, size=path.stat().st_size)
+        report.segments += 1
+        reader = FileBatchReader(path)
+        prev_last: int | None = None
+        base = segment.base_offset
+        progressed = 0
+        try:
+            for batch in reader:
+                report.batches += 1
+                pos = batch.position
+                if not batch.is_valid:
+                    self.problem(path, batch.invalid_reason() or "invalid batch", "crc_mismatch", position=pos,
+                                 base_offset=batch.base_offset)
+                    prev_last = max(prev_last or batch.last_offset, batch.last_offset)
+                    continue
+                magic = batch.magic
+                if magic > 2:
+                    self.problem(path, f"unknown magic {magic}", "unknown_magic", position=pos, base_offset=batch.base_offset)
+                    continue
+                if batch.codec_id > 4:
+                    self.problem(path, f"Unknown compression type id: {batch.codec_id}", "unknown_codec", position=pos,
+                                 base_offset=batch.base_offset)
+                first, last = batch.base_offset, batch.last_offset
+                if magic == 2 and (batch.last_offset_delta < 0 or batch.records_count < 0
+                                   or batch.records_count > batch.last_offset_delta + 1):
+                    self.problem(path, f"inconsistent header: lastOffsetDelta {batch.last_offset_delta}, "
+                                 f"recordsCount {batch.records_count}", "bad_batch_header", position=pos, base_offset=first)
+                if first < base:
+                    self.problem(path, f"batch offset {first} is below the segment base offset {base}",
+                                 "offset_below_segment_base", position=pos, base_offset=first)
+                elif last - base > INT32_MAX:
+                    self.problem(path, f"offset {last} does not fit the segment (relative offset above Int.MAX)",
+                                 "offset_overflow", position=pos, base_offset=first)
+                if prev_last is not None:
+                    if first <= prev_last:
+                        self.problem(path, f"offsets go backwards: batch starts at {first} after offset {prev_last}",
+                                     "offset_not_increasing", position=pos, base_offset=first)
+                    elif first > prev_last + 1:
+                        self.problem(path, f"offsets {prev_last + 1}..{first - 1} are missing (normal after compaction)",
+                                     "offset_gap", position=pos, base_offset=first, severity=Severity.WARNING)
+                prev_last = last if prev_last is None else max(prev_last, last)
+                if result.first_offset is None:
+                    result.first_offset = first
+                result.last_offset = last
+                if magic == 2:
+                    self._track_transactions(batch, segment, txn)
+                if self.deep:
+                    self._verify_records(path, batch)
+                else:
+                    report.records += batch.records_count if magic == 2 else 1
+                if pos - progressed > 4 * 1024 * 1024:
+                    self.progress(pos - progressed)
+                    progressed = pos
+        except KcliError as exc:
+            # A size below 14 (a zero-filled tail, usually): recovery truncates here.
+            self.problem(path, exc.reason, "corrupt_batch_size", position=exc.position)
+            result.valid_bytes = exc.position or 0
+        else:
+            result.valid_bytes = reader.valid_bytes
+            trailing = result.size - reader.valid_bytes
+            if trailing:
+                if reader.stop is StopReason.PARTIAL_BATCH:
+                    reason = (f"truncated batch: declares {reader.declared_size} bytes, only {trailing} remain "
+                              f"(Found {trailing} invalid bytes at the end of {path.name})")
+                    code = "truncated_batch"
+                else:
+                    reason = f"Found {trailing} invalid bytes at the end of {path.name}"
+                    code = "invalid_bytes_at_end"
+                self.problem(path, reason, code, position=reader.valid_bytes)
+        self.progress(result.size - progressed)
+        report.bytes += result.size
+        return result
+
+    def _verify_records(self, path: Path, batch: Batch) -> None:
+        try:
+            records = batch.records()
+        except KcliError as exc:
+            self.problem(path, exc.reason, "corrupt_records", position=batch.position, base_offset=batch.base_offset)
+            return
+        self.report.records += len(records)
+        if isinstance(batch, RecordBatch) and len(records) != batch.records_count:
+            self.problem(path, f"batch declares {batch.records_count} records, holds {len(records)}",
+                         "record_count_mismatch", position=batch.position, base_offset=batch.base_offset)
+        prev = None
+        for record in records:
+            if record.offset < batch.base_offset or record.offset > batch.last_offset or (prev is not None and record.offset <= prev):
+                self.problem(path, f"record offset {record.offset} is out of order or outside the batch "
+                             f"[{batch.base_offset}, {batch.last_offset}]", "record_offset_out_of_range",
+                             position=batch.position, base_offset=batch.base_offset)
+                break
+            prev = record.offset
+            if isinstance(batch, LegacyMessage) and not record.valid:
+                self.problem(path, f"inner message at offset {record.offset} fails its CRC", "crc_mismatch",
+                             position=batch.position, base_offset=batch.base_offset)
+
+    def _track_transactions(self, batch: RecordBatch, segment: LogSegment, txn: _TxnState) -> None:
+        if not batch.is_transactional:
+            return
+        pid = batch.producer_id
+        if not batch.is_control:
+            txn.open_first_offset.setdefault(pid, batch.base_offset)
+            return
+        records = batch.records()
+        if not records:
+            return
+        try:
+            kind = parse_control_type(records[0].key)
+        except KcliError as exc:
+            self.problem(segment.log_path, exc.reason, "bad_control_record", position=batch.position, base_offset=batch.base_offset)
+            return
+        first = txn.open_first_offset.pop(pid, None)
+        if kind is ControlRecordType.ABORT and first is not None:
+            txn.expected_aborts.setdefault(str(segment.txn_index_path), []).append((pid, first, batch.base_offset))
+
+    # -- indexes -------------------------------------------------------------------------------
+    def verify_offset_index(self, segment: LogSegment, path: Path, result: _SegmentResult) -> None:
+        try:
+            index = OffsetIndex(path, segment.base_offset)
+        except KcliError as exc:
+            self.problem(path, exc.reason, "unreadable_index")
+            return
+        with index:
+            self.report.bytes += index.length
+            if index.trailing_bytes:
+                self.problem(path, f"index length {index.length} is not a multiple of 8", "index_bad_length",
+                             position=index.length - index.trailing_bytes)
+            if index.is_preallocated:
+                self.problem(path, f"zero-filled preallocated tail after {index.entry_count} entries (active segment or "
+                             "unclean shutdown; the broker trims it)", "index_preallocated",
+                             position=index.entry_count * 8, severity=Severity.WARNING)
+            entries = list(index.entries()) if index.entry_count < 2_000_000 else index.entries()
+            self._match_offset_index(segment, path, entries, result)
+
+    def _match_offset_index(self, segment: LogSegment, path: Path, entries: Iterable[OffsetPosition],
+                            result: _SegmentResult) -> None:
+        """Stream the index against the log: both are ordered by position."""
+        it = iter(entries)
+        entry = next(it, None)
+        slot = 0
+        prev_offset = None
+        pending: tuple[int, OffsetPosition, int] | None = None  # (slot, entry, start position) of a multi-batch entry
+        for batch in FileBatchReader(segment.log_path, 0, result.valid_bytes):
+            if pending is not None:
+                pslot, pentry, _ = pending
+                if batch.last_offset == pentry.offset:
+                    self.problem(path, f"entry {pslot} (offset {pentry.offset}) covers a multi-batch append: it points "
+                                 "at the chunk start (Kafka before KAFKA-806)", "index_multi_batch_entry",
+                                 position=pslot * 8, base_offset=pentry.offset, severity=Severity.WARNING)
+                    pending = None
+                elif batch.last_offset > pentry.offset:
+                    self._index_mismatch(path, pslot, pentry, None)
+                    pending = None
+            while entry is not None and entry.position <= batch.position:
+                if prev_offset is not None and entry.offset <= prev_offset:
+                    self.problem(path, f"entry {slot}: offset {entry.offset} is not above the previous entry's "
+                                 f"{prev_offset}", "index_not_increasing", position=slot * 8, base_offset=entry.offset)
+                prev_offset = entry.offset
+                if entry.position < batch.position:
+                    self.problem(path, f"entry {slot}: position {entry.position} is not the start of a batch",
+                                 "index_position_not_batch_start", position=slot * 8, base_offset=entry.offset)
+                elif entry.offset != batch.last_offset:
+                    if entry.offset == batch.base_offset and batch.base_offset != batch.last_offset:
+                        self.problem(path, f"entry {slot} keys the batch by its first offset {entry.offset} "
+                                     "(Kafka 1.1 and older)", "index_first_offset_key", position=slot * 8,
+                                     base_offset=entry.offset, severity=Severity.WARNING)
+                    elif entry.offset > batch.last_offset:
+                        pending = (slot, entry, batch.position)
+                    else:
+                        self._index_mismatch(path, slot, entry, batch.last_offset)
+                slot += 1
+                entry = next(it, None)
+        if pending is not None:
+            self._index_mismatch(path, pending[0], pending[1], None)
+        while entry is not None:
+            self.problem(path, f"entry {slot}: position {entry.position} (offset {entry.offset}) lies past the last "
+                         f"valid batch (log valid up to byte {result.valid_bytes})", "index_past_log_end",
+                         position=slot * 8, base_offset=entry.offset)
+            slot += 1
+            entry = next(it, None)
+
+    def _index_mismatch(self, path: Path, slot: int, entry: OffsetPosition, log_offset: int | None) -> None:
+        found = "no batch" if log_offset is None else f"the batch there ends at offset {log_offset}"
+        self.problem(path, f"entry {slot}: index offset {entry.offset} at position {entry.position}, but {found}",
+                     "index_mismatch", position=slot * 8, base_offset=entry.offset)
+
+    def verify_time_index(self, segment: LogSegment, path: Path, result: _SegmentResult) -> None:
+        try:
+            tindex = TimeIndex(path, segment.base_offset)
+        except KcliError as exc:
+            self.problem(path, exc.reason, "unreadable_index")
+            return
+        with tindex:
+            self.report.bytes += tindex.length
+            if tindex.trailing_bytes:
+                self.problem(path, f"time index length {tindex.length} is not a multiple of 12", "index_bad_length",
+                             position=tindex.length - tindex.trailing_bytes)
+            if tindex.is_preallocated:
+                self.problem(path, f"zero-filled preallocated tail after {tindex.entry_count} entries (active segment or "
+                             "unclean shutdown; the broker's sanity check rejects it until trimmed)",
+                             "index_preallocated", position=tindex.entry_count * 12, severity=Severity.WARNING)
+            self._match_time_index(segment, path, list(tindex.entries()), result)
+
+    def _match_time_index(self, segment: LogSegment, path: Path, entries: list[TimestampOffset],
+                          result: _SegmentResult) -> None:
+        prev: TimestampOffset | None = None
+        for slot, entry in enumerate(entries):
+            if prev is not None and (entry.timestamp < prev.timestamp or entry.offset < prev.offset):
+                self.problem(path, f"entry {slot} ({entry.timestamp}, {entry.offset}) goes backwards after "
+                             f"({prev.timestamp}, {prev.offset})", "time_index_out_of_order", position=slot * 12,
+                             base_offset=entry.offset)
+            prev = entry
+        if not entries:
+            return
+        # Entry (T, O): T is the max timestamp up to offset O. Kafka <= 3.x recorded the offset of the record
+        # holding T, later ones the batch's last offset: O must fall inside a batch whose max timestamp is T.
+        slot = 0
+        for batch in FileBatchReader(segment.log_path, 0, result.valid_bytes):
+            while slot < len(entries) and entries[slot].offset <= batch.last_offset:
+                entry = entries[slot]
+                if entry.offset < batch.base_offset:
+                    self.problem(path, f"entry {slot}: offset {entry.offset} is in no batch (the next batch starts at "
+                                 f"{batch.base_offset})", "time_index_offset_not_found", position=slot * 12,
+                                 base_offset=entry.offset)
+                elif entry.timestamp != batch.max_timestamp:
+                    self.problem(path, f"entry {slot}: timestamp {entry.timestamp} but the batch holding offset "
+                                 f"{entry.offset} has max timestamp {batch.max_timestamp}",
+                                 "time_index_timestamp_mismatch", position=slot * 12, base_offset=entry.offset)
+                slot += 1
+        for late in range(slot, len(entries)):
+            self.problem(path, f"entry {late}: offset {entries[late].offset} lies past the end of the log",
+                         "time_index_past_log_end", position=late * 12, base_offset=entries[late].offset)
+
+    def verify_txn_index(self, segment: LogSegment, txn: _TxnState) -> None:
+        path = segment.txn_index_path
+        expected = txn.expected_aborts.pop(str(path), [])
+        entries = []
+        if path.exists():
+            try:
+                with TransactionIndex(path, segment.base_offset) as tindex:
+                    self.report.bytes += tindex.length
+                    if tindex.trailing_bytes:
+                        self.problem(path, f"{tindex.trailing_bytes} trailing bytes after the last 34-byte entry",
+                                     "txn_index_partial_entry", position=tindex.length - tindex.trailing_bytes,
+                                     severity=Severity.WARNING)
+                    try:
+                        tindex.sanity_check()
+                    except CorruptIndexError as exc:
+                        self.problem(path, exc.reason, "txn_index_corrupt", position=exc.position)
+                    entries = list(tindex.entries())
+            except KcliError as exc:
+                self.problem(path, exc.reason, "txn_index_corrupt", position=exc.position)
+                return
+        have = {(e.producer_id, e.last_offset): (slot, e) for slot, e in enumerate(entries)}
+        prev_last = None
+        for slot, e in enumerate(entries):
+            if prev_last is not None and e.last_offset <= prev_last:
+                self.problem(path, f"entry {slot}: lastOffset {e.last_offset} not above the previous {prev_last}",
+                             "txn_index_not_increasing", position=slot * 34, base_offset=e.last_offset)
+            prev_last = e.last_offset
+            if e.first_offset > e.last_offset:
+                self.problem(path, f"entry {slot}: firstOffset {e.first_offset} after lastOffset {e.last_offset}",
+                             "txn_index_bad_range", position=slot * 34, base_offset=e.first_offset)
+        expected_keys = {(pid, marker) for pid, _first, marker in expected}
+        for pid, first, marker in expected:
+            got = have.get((pid, marker))
+            if got is None:
+                self.problem(path, f"ABORT marker at offset {marker} (producer {pid}, first offset {first}) has no "
+                             ".txnindex entry: read_committed consumers would see aborted data",
+                             "txn_index_missing_entry", base_offset=marker)
+            elif got[1].first_offset != first:
+                self.problem(path, f"entry {got[0]}: firstOffset {got[1].first_offset}, but producer {pid}'s aborted "
+                             f"transaction starts at {first}", "txn_index_mismatch", position=got[0] * 34,
+                             base_offset=marker)
+        for (pid, last), (slot, _e) in have.items():
+            if (pid, last) not in expected_keys:
+                self.problem(path, f"entry {slot}: no ABORT marker of producer {pid} at offset {last} in the segment",
+                             "txn_index_without_marker", position=slot * 34, base_offset=last)
+
+    def verify_lone_index(self, item: InputFile) -> None:
+        """An index given without its segment: structural checks only."""
+        try:
+            if item.kind is FileKind.INDEX:
+                with OffsetIndex(item.path) as index:
+                    self.report.bytes += index.length
+                    index.sanity_check()
+            elif item.kind is FileKind.TIME_INDEX:
+                with TimeIndex(item.path) as tindex:
+                    self.report.bytes += tindex.length
+                    if not tindex.is_preallocated:
+                        tindex.sanity_check()
+            else:
+                with TransactionIndex(item.path) as txn_index:
+                    txn_index.sanity_check()
+                    list(txn_index.entries())
+        except KcliError as exc:
+            self.problem(item.path, exc.reason, "index_corrupt", position=exc.position)
+
+    # -- everything else -----------------------------------------------------------------------
+    def verify_other(self, item: InputFile, log_end_offset: int | None) -> None:
+        path = item.path
+        kind = item.kind
+        self.report.bytes += path.stat().st_size
+        if kind is FileKind.PRODUCER_SNAPSHOT:
+            snapshot = inspect_producer_snapshot(path)
+            for p in snapshot.problems:
+                self.problem(path, p.reason, "snapshot_corrupt", position=p.position)
+            if log_end_offset is not None and snapshot.offset > log_end_offset:
+                self.problem(path, f"snapshot offset {snapshot.offset} is beyond the log end offset {log_end_offset} "
+                             "(a stray snapshot: the broker deletes it)", "snapshot_beyond_log_end",
+                             severity=Severity.WARNING)
+        elif kind is FileKind.KRAFT_CHECKPOINT:
+            self.verify_segment(LogSegment(path, base_offset=0), _TxnState())
+        elif kind in (FileKind.DELETED, FileKind.CLEANED, FileKind.SWAP):
+            self.problem(path, f"leftover {kind.value} file of an interrupted operation (kctl recover finishes or "
+                         "discards it, as the broker's LogLoader does)", "leftover_temp_file", severity=Severity.WARNING)
+        elif kind in (FileKind.LEADER_EPOCH_CHECKPOINT, FileKind.OFFSET_CHECKPOINT, FileKind.PARTITION_METADATA,
+                      FileKind.META_PROPERTIES, FileKind.QUORUM_STATE):
+            from kcli.tools.metadata_files import check_metadata_file
+
+            for reason, position in check_metadata_file(path, kind, log_end_offset):
+                self.problem(path, reason, "checkpoint_corrupt" if position is not None else "checkpoint_inconsistent",
+                             position=position)
+        elif kind is FileKind.LOG:
+            self.verify_segment(LogSegment(path), _TxnState())
+
+
+def segment_base(path: Path) -> int | None:
+    try:
+        return offset_from_filename(path.name)
+    except (KcliError, ValueError):
+        return None
+
+
+def verify(paths: list[str], *, deep: bool = False, progress: Callable[[int], None] | None = None) -> VerifyReport:
+    """Verify files, partition directories or log directories; see ``Problem.code`` for the checks."""
+    started = time.perf_counter()
+    report = VerifyReport(list(paths), deep=deep)
+    inputs = expand_inputs(paths)
+    verifier = _Verifier(report, deep, progress)
+    groups: dict[Path, list[InputFile]] = {}
+    for item in inputs:
+        groups.setdefault(item.path.parent, []).append(item)
+    for files in groups.values():
+        verifier.verify_partition(files)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def total_bytes(paths: list[str]) -> int:
+    return sum(f.path.stat().st_size for f in expand_inputs(paths))
