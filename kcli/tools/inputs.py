@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcli.errors import InputError
-from kcli.storage.files import FileKind, classify, is_partition_dir, offset_from_filename
+from kcli.storage.files import FileKind, classify, offset_from_filename
 
 # Within one base offset: the .log first, then its indexes (kafka-dump-log needs the .log for them).
 _SEGMENT_ORDER = {
@@ -41,8 +41,20 @@ def partition_files(directory: Path) -> list[Path]:
     return sorted((p for p in directory.iterdir() if p.is_file()), key=_sort_key)
 
 
+def _walk_dir(path: Path) -> list[InputFile]:
+    """A partition dir holds only files; any other dir (a log dir, or a tree of them) is walked."""
+    children = sorted(path.iterdir(), key=lambda p: p.name)
+    subdirs = [c for c in children if c.is_dir()]
+    if not subdirs:
+        return [InputFile(p, classify(p), str(p)) for p in partition_files(path)]
+    out = [InputFile(p, classify(p), str(p)) for p in children if p.is_file()]
+    for sub in subdirs:
+        out.extend(_walk_dir(sub))
+    return out
+
+
 def expand_inputs(paths: list[str]) -> list[InputFile]:
-    """Files as given; a partition dir's files in offset order; a log dir's root files then each partition."""
+    """Files as given; a partition dir's files in offset order; a log dir's root files, then each partition."""
     out: list[InputFile] = []
     for given in paths:
         path = Path(given)
@@ -53,13 +65,5 @@ def expand_inputs(paths: list[str]) -> list[InputFile]:
             continue
         if not os.access(path, os.R_OK | os.X_OK):
             raise InputError("Permission denied", path=given)
-        # A partition dir holds only files; a log dir holds partition dirs (whatever either is named).
-        if is_partition_dir(path) or not any(child.is_dir() for child in path.iterdir()):
-            out.extend(InputFile(p, classify(p), str(p)) for p in partition_files(path))
-            continue
-        entries = sorted(path.iterdir(), key=lambda p: p.name)
-        out.extend(InputFile(p, classify(p), str(p)) for p in entries if p.is_file())
-        for sub in entries:
-            if sub.is_dir():
-                out.extend(InputFile(p, classify(p), str(p)) for p in partition_files(sub))
+        out.extend(_walk_dir(path))
     return out

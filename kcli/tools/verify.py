@@ -305,7 +305,9 @@ class _Verifier:
                 self.problem(path, f"zero-filled preallocated tail after {index.entry_count} entries (active segment or "
                              "unclean shutdown; the broker trims it)", "index_preallocated",
                              position=index.entry_count * 8, severity=Severity.WARNING)
-            entries = list(index.entries()) if index.entry_count < 2_000_000 else index.entries()
+            entries = iter(index.entries())
+            if index.is_preallocated and index.entry_count == 1 and index.entry(0) == OffsetPosition(segment.base_offset, 0):
+                entries = iter(())  # an all-zero first slot is padding: Kafka never indexes the batch at position 0
             self._match_offset_index(segment, path, entries, result)
 
     def _match_offset_index(self, segment: LogSegment, path: Path, entries: Iterable[OffsetPosition],
