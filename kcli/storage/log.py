@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kcli.errors import KcliError
-from kcli.records import Batch, Record, RecordBatch, make_batch
+from kcli.records import Batch, BatchReader, Record, RecordBatch
 from kcli.records.batch import build_record_batch
 from kcli.records.control import ControlRecordType, control_key, end_txn_marker_value, parse_control_type, parse_end_txn_marker
 from kcli.records.types import NO_TIMESTAMP, TimestampType
@@ -97,9 +97,21 @@ class PartitionLog:
 
     # -- appends -------------------------------------------------------------------------------
     def append_raw(self, raw: bytes) -> Batch:
-        """Append one batch as given; its offsets must start at the log end offset."""
-        batch = make_batch(raw, 0)
+        """Append a record set (one or more whole batches) as given; offsets must start at the log end.
+
+        Index entries are considered per batch, as Kafka does since KAFKA-806. Returns the last batch.
+        """
+        reader = BatchReader(raw)
+        batches = list(reader)
+        if not batches or reader.valid_bytes != len(raw):
+            raise KcliError(f"record set of {len(raw)} bytes does not hold whole batches", position=reader.valid_bytes)
+        for batch in batches:
+            self._append_batch(batch)
+        return batches[-1]
+
+    def _append_batch(self, batch: Batch) -> None:
         batch.ensure_valid()
+        raw = batch.raw
         if batch.base_offset < self.log_end_offset:
             raise KcliError(f"batch base offset {batch.base_offset} is below the log end offset {self.log_end_offset}")
         seg = self.segment
@@ -122,7 +134,6 @@ class PartitionLog:
         if isinstance(batch, RecordBatch):
             self._track_epoch(batch)
             self._track_producer(batch)
-        return batch
 
     def append(self, records: list[Record], **batch_options) -> RecordBatch:
         """Build a v2 batch at the log end offset (record offsets are reassigned in order) and append it."""
