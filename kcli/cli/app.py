@@ -7,6 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from kcli import __version__
+from kcli.cli.common import ExitCode, err_console
+from kcli.errors import InputError, KcliError
 from kcli.cli.dump_log import dump_log
 from kcli.cli.verify import verify_cmd
 
@@ -15,6 +17,7 @@ app = typer.Typer(
     help="Operations toolkit for Kafka logs: dump, verify, recover and compact log directories.",
     no_args_is_help=True,
     rich_markup_mode=None,
+    pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -37,4 +40,11 @@ app.command("verify", rich_help_panel="Offline tools")(verify_cmd)
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except InputError as exc:
+        err_console.print(f"kctl: {exc.describe()}", markup=False)
+        raise SystemExit(int(ExitCode.UNREADABLE)) from None
+    except KcliError as exc:
+        err_console.print(f"kctl: {exc.describe()}", markup=False)
+        raise SystemExit(int(ExitCode.PROBLEMS)) from None

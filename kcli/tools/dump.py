@@ -446,10 +446,14 @@ class DumpRun:
         if batch.is_control:
             item.control_type = parse_control_type(record.key)
             item.control_type_id = control_type_id(record.key)
-            from kcli.records.decoders import decode_control_record, render_control_record
+            from kcli.records.decoders import decode_control_value, render_control_record
 
             item.payload_text = render_control_record(item.control_type_id, record.value)
-            item.decoded = decode_control_record(item.control_type_id, record.value)
+            try:
+                control = decode_control_value(item.control_type_id, record.value)
+                item.decoded = {"version": control.get("version"), **(control.get("value") or {})}
+            except KcliError as exc:
+                item.decoded = {"error": exc.reason}
         elif decode is not None:
             item.key_text, item.payload_text, item.decoded = decode(record)
         return item
@@ -596,9 +600,12 @@ def _decoder_for(decoder: Decoder):
     from kcli.records import decoders
 
     text_fn, json_fn = {
-        Decoder.OFFSETS: (decoders.render_offsets_record, decoders.decode_offsets_record),
-        Decoder.TRANSACTION_LOG: (decoders.render_transaction_log_record, decoders.decode_transaction_log_record),
-        Decoder.CLUSTER_METADATA: (decoders.render_cluster_metadata_record, decoders.decode_cluster_metadata_record),
+        Decoder.OFFSETS: (decoders.offsets_decoder, decoders.decode_offsets_record),
+        Decoder.TRANSACTION_LOG: (decoders.transaction_log_decoder, decoders.decode_transaction_log_record),
+        Decoder.CLUSTER_METADATA: (
+            decoders.cluster_metadata_decoder,
+            lambda _key, value: decoders.decode_cluster_metadata_record(value),
+        ),
     }[decoder]
 
     def decode(record: Record) -> tuple[str | None, str | None, dict[str, Any] | None]:
