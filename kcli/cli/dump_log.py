@@ -7,9 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from kcli.cli.common import ExitCode, byte_progress, fail, parse_timestamp, progress_wanted, stdout_pipe_guard, write_json_line
+from kcli.cli.common import ExitCode, byte_progress, fail, parse_timestamp, progress_wanted, stdout_pipe_guard
 from kcli.errors import InputError
 from kcli.tools.dump import Decoder, DumpOptions, DumpRun, Encodings
+from kcli.tools.dump_json import json_lines
 from kcli.tools.dump_text import stderr_lines, stdout_lines, summary_lines
 from kcli.tools.render import BytesEncoding
 
@@ -77,15 +78,15 @@ def dump_log(
     with stdout_pipe_guard(), byte_progress(run.total_bytes, "dump-log", progress_wanted(data_on_stdout=True)) as advance:
         run.progress = advance
         for item in run:
+            lines = json_lines(item, encodings) if json_out else stdout_lines(item, options)
+            if lines:
+                out.write("\n".join(lines) + "\n")
             if json_out:
-                write_json_line(item.to_json(encodings), out)
                 continue
-            for line in stdout_lines(item, options):
-                out.write(line + "\n")
             for line in stderr_lines(item):
                 sys.stderr.write(line + "\n")
         if json_out:
-            write_json_line(run.summary.to_json(), out)
+            out.write(json_lines(run.summary, encodings)[0] + "\n")
         else:
             out.flush()
             for line in summary_lines(run.summary):

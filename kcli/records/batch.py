@@ -15,6 +15,7 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 
 from kcli.errors import CorruptRecordError
+from kcli.records import accel
 from kcli.records.compression import Codec, compress, decompress
 from kcli.records.control import ControlRecordType, parse_control_type
 from kcli.records.crc import crc32c
@@ -159,7 +160,7 @@ class RecordBatch:
 
     # -- validation ----------------------------------------------------------------------
     def compute_crc(self) -> int:
-        return crc32c(self.raw[ATTRIBUTES_OFFSET:]) if len(self.raw) > ATTRIBUTES_OFFSET else 0
+        return crc32c(memoryview(self.raw)[ATTRIBUTES_OFFSET:]) if len(self.raw) > ATTRIBUTES_OFFSET else 0
 
     @property
     def is_valid(self) -> bool:
@@ -200,14 +201,21 @@ class RecordBatch:
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
 
-    def records(self) -> list[Record]:
-        """Decode every record; raises CorruptRecordError with Kafka's messages on bad structure."""
+    def records(self, *, strict: bool = False) -> list[Record]:
+        """Decode every record; raises CorruptRecordError with Kafka's messages on bad structure.
+
+        ``strict`` always uses the pure decoder, which also checks that nothing follows the last record.
+        """
         count = self.records_count
         if count < 0:
             raise CorruptRecordError(
                 f"Found invalid record count {count} in magic v2 batch", position=self.position, base_offset=self.base_offset
             )
         data = self.payload()
+        if not strict:
+            fast = accel.decode_records(self.raw[:RECORD_BATCH_OVERHEAD], data, self.base_offset, self.base_sequence)
+            if fast is not None and len(fast) == count:
+                return fast
         try:
             return _decode_records(self, data, count)
         except CorruptRecordError as exc:

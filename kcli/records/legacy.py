@@ -150,7 +150,7 @@ class LegacyMessage:
     def __iter__(self):
         return iter(self.records())
 
-    def records(self) -> list[Record]:
+    def records(self, *, strict: bool = False) -> list[Record]:
         """Deep iteration: the message itself, or the inner messages of a compressed wrapper."""
         if self._inner is None:
             try:

@@ -57,7 +57,9 @@ class BatchReader:
         self.stop = StopReason.END
         self.declared_size: int | None = None
 
-    def __iter__(self) -> Iterator[Batch]:
+    def spans(self) -> Iterator[tuple[int, int]]:
+        """(index in buf, size) of each complete batch: the framing alone, for callers that parse
+        headers themselves (verify's hot loop)."""
         buf = self.buf
         end = self.end
         pos = self.start
@@ -80,10 +82,15 @@ class BatchReader:
                 self.stop = StopReason.PARTIAL_BATCH
                 self.declared_size = total
                 return
-            batch = make_batch(buf[pos : pos + total], base + pos)
+            yield pos, total
             pos += total
             self.valid_bytes = base + pos
-            yield batch
+
+    def __iter__(self) -> Iterator[Batch]:
+        buf = self.buf
+        base = self.base_position
+        for pos, total in self.spans():
+            yield make_batch(buf[pos : pos + total], base + pos)
 
 
 def iter_batches(buf, start: int = 0, end: int | None = None) -> Iterator[Batch]:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kcli.errors import InputError
-from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, Batch, BatchReader, StopReason
+from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, Batch, BatchReader, StopReason, make_batch
 
 DEFAULT_WINDOW = 8 * 1024 * 1024
 
@@ -32,8 +32,11 @@ class FileBatchReader:
         self.stop = StopReason.END
         self.declared_size: int | None = None
         self.bytes_read = 0
+        self.window_position = start
 
-    def __iter__(self) -> Iterator[Batch]:
+    def spans(self) -> Iterator[tuple[bytes, int, int]]:
+        """(window, index in window, size) of each complete batch; the file position is
+        ``window_position + index``, with ``window_position`` updated before each window."""
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except OSError as exc:
@@ -45,11 +48,12 @@ class FileBatchReader:
             while True:
                 chunk = os.pread(fd, min(need, end - pos), pos)
                 self.bytes_read += len(chunk)
+                self.window_position = pos
                 reader = BatchReader(chunk, path=self.path, base_position=pos)
-                yield from reader
+                for local, total in reader.spans():
+                    yield chunk, local, total
                 self.valid_bytes = reader.valid_bytes
-                at_eof = pos + len(chunk) >= end
-                if at_eof or len(chunk) == 0:
+                if pos + len(chunk) >= end or len(chunk) == 0:
                     self.stop = reader.stop
                     self.declared_size = reader.declared_size
                     return
@@ -62,6 +66,10 @@ class FileBatchReader:
                 pos = reader.valid_bytes
         finally:
             os.close(fd)
+
+    def __iter__(self) -> Iterator[Batch]:
+        for chunk, local, total in self.spans():
+            yield make_batch(chunk[local : local + total], self.window_position + local)
 
 
 class LogSegment:

@@ -64,9 +64,9 @@ class DumpOptions:
         if self.print_data:
             self.deep_iteration = True
 
-    @property
-    def filtered(self) -> bool:
-        return any(v is not None for v in (self.start_offset, self.end_offset, self.start_timestamp, self.end_timestamp))
+        self.filtered = any(
+            v is not None for v in (self.start_offset, self.end_offset, self.start_timestamp, self.end_timestamp)
+        )
 
 
 # -- dump items ----------------------------------------------------------------------------------
@@ -142,6 +142,19 @@ class DumpRecord:
         elif self.decoded is not None:
             out["decoded"] = self.decoded
         return out
+
+
+@dataclass(slots=True)
+class DumpRecords:
+    """The plain (non-control, undecoded) records of one batch: deep dumps yield one item per batch
+    rather than per record, and render them in bulk."""
+
+    file: str
+    batch: Batch
+    records: list[Record]
+
+    def to_json(self, enc: Encodings) -> list[dict[str, Any]]:
+        return [DumpRecord(self.file, self.batch, r).to_json(enc) for r in self.records]
 
 
 @dataclass(slots=True)
@@ -286,7 +299,7 @@ class Encodings:
 
 
 DumpItem = (
-    DumpFile | DumpBatch | DumpRecord | DumpIndexEntry | DumpTimeIndexEntry | DumpTxnIndexEntry | DumpSnapshotEntry
+    DumpFile | DumpBatch | DumpRecord | DumpRecords | DumpIndexEntry | DumpTimeIndexEntry | DumpTxnIndexEntry | DumpSnapshotEntry
     | DumpTextEntry | DumpNotice
 )
 
@@ -336,7 +349,7 @@ class DumpRun:
         self.options = options
         self.summary = DumpSummary()
         self.progress = progress
-        self._decode = _decoder_for(options.decoder)
+        self._decode = None if options.decoder is Decoder.NONE else _decoder_for(options.decoder)
 
     @property
     def total_bytes(self) -> int:
@@ -413,14 +426,25 @@ class DumpRun:
                     )
                 if not opts.deep_iteration:
                     continue
-                for record in batch.records():
-                    if opts.filtered and not self._record_in_range(record):
-                        continue
-                    self.summary.records += 1
-                    if last_offset is not None and record.offset != last_offset + 1:
-                        self.summary.add(self.summary.non_consecutive, path, (last_offset, record.offset))
-                    last_offset = record.offset
-                    yield self._record_item(item.given, batch, record, decode)
+                records = batch.records()
+                if opts.filtered:
+                    records = [r for r in records if self._record_in_range(r)]
+                if not records:
+                    continue
+                self.summary.records += len(records)
+                if last_offset is not None and records[0].offset != last_offset + 1:
+                    self.summary.add(self.summary.non_consecutive, path, (last_offset, records[0].offset))
+                prev = records[0].offset
+                for record in records:
+                    if record.offset != prev + 1 and record is not records[0]:
+                        self.summary.add(self.summary.non_consecutive, path, (prev, record.offset))
+                    prev = record.offset
+                last_offset = prev
+                if batch.is_control or decode is not None:
+                    for record in records:
+                        yield self._record_item(item.given, batch, record, decode)
+                else:
+                    yield DumpRecords(item.given, batch, records)
         except KcliError as exc:
             # Kafka aborts the whole run here; kctl reports where and carries on with the next file.
             self.summary.errors += 1
@@ -454,7 +478,7 @@ class DumpRun:
                 item.decoded = {"version": control.get("version"), **(control.get("value") or {})}
             except KcliError as exc:
                 item.decoded = {"error": exc.reason}
-        elif decode is not None:
+        else:
             item.key_text, item.payload_text, item.decoded = decode(record)
         return item
 
@@ -595,8 +619,6 @@ def _sibling_log(path: Path) -> Path:
 
 def _decoder_for(decoder: Decoder):
     """A function record -> (key_text, payload_text, decoded_json) for the chosen internal-topic decoder."""
-    if decoder is Decoder.NONE:
-        return _string_decoder
     from kcli.records import decoders
 
     text_fn, json_fn = {
@@ -617,10 +639,3 @@ def _decoder_for(decoder: Decoder):
         return key_text, payload_text, decoded
 
     return decode
-
-
-def _string_decoder(record: Record) -> tuple[str | None, str | None, None]:
-    """kafka-dump-log's default StringDecoder: UTF-8, malformed bytes replaced."""
-    key = None if record.key is None else record.key.decode("utf-8", "replace")
-    value = None if record.value is None else record.value.decode("utf-8", "replace")
-    return key, value, None

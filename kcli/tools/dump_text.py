@@ -15,6 +15,7 @@ from kcli.tools.dump import (
     DumpNotice,
     DumpOptions,
     DumpRecord,
+    DumpRecords,
     DumpSnapshotEntry,
     DumpSummary,
     DumpTextEntry,
@@ -93,8 +94,40 @@ def record_line(item: DumpRecord, options: DumpOptions) -> str:
     return "".join(parts)
 
 
+def records_lines(item: DumpRecords, options: DumpOptions) -> list[str]:
+    """Plain records of one batch; key and payload through kafka-dump-log's default StringDecoder
+    (UTF-8, malformed bytes replaced)."""
+    b = item.batch
+    ts_label = b.timestamp_type.label
+    print_data = options.print_data
+    lines = []
+    for r in item.records:
+        key, value = r.key, r.value
+        data = ""
+        if print_data:
+            parts = []
+            if key is not None:
+                parts.append("key: " + key.decode("utf-8", "replace"))
+            if value is not None:
+                parts.append("payload: " + value.decode("utf-8", "replace"))
+            data = " ".join(parts)
+        if options.skip_record_metadata:
+            lines.append("| " + data if data else "")
+            continue
+        meta = (f"| offset: {r.offset} {ts_label}: {r.timestamp} keySize: {-1 if key is None else len(key)} "
+                f"valueSize: {-1 if value is None else len(value)}")
+        if b.magic >= 2:
+            meta += f" sequence: {r.sequence} headerKeys: [{','.join(h.key for h in r.headers)}]"
+        else:
+            meta += f" isValid: {_bool(r.valid)} crc: {r.crc}"
+        lines.append(meta + " " + data if data else meta)
+    return lines
+
+
 def stdout_lines(item, options: DumpOptions) -> list[str]:
     """Lines kafka-dump-log prints on stdout for one item (empty for stderr-only notices)."""
+    if isinstance(item, DumpRecords):
+        return records_lines(item, options)
     if isinstance(item, DumpFile):
         return file_lines(item)
     if isinstance(item, DumpBatch):

@@ -8,14 +8,16 @@ the .txnindex against the ABORT markers. Returns a ``VerifyReport``; never print
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from kcli.errors import CorruptIndexError, KcliError
-from kcli.records import Batch, LegacyMessage, RecordBatch, StopReason
+from kcli.records import Batch, LegacyMessage, RecordBatch, StopReason, make_batch
+from kcli.records.batch import ATTRIBUTES_OFFSET, HEADER, RECORD_BATCH_OVERHEAD
+from kcli.records.crc import crc32c
 from kcli.records.control import ControlRecordType, parse_control_type
 from kcli.records.types import INT32_MAX
 from kcli.storage.files import FileKind, offset_from_filename
@@ -129,7 +131,17 @@ class _Verifier:
         for log in logs:
             self.report.files += 1
             segment = LogSegment(log.path)
-            result = self.verify_segment(segment, txn)
+            index = time_index = None
+            if segment.index_path.name in by_name:
+                self.report.files += 1
+                index = self.open_offset_index(segment)
+            elif segment.size > 0:
+                self.problem(segment.index_path, "offset index is missing: the broker rebuilds it by recovering the "
+                             "segment", "missing_index", severity=Severity.WARNING, base_offset=segment.base_offset)
+            if segment.time_index_path.name in by_name:
+                self.report.files += 1
+                time_index = self.open_time_index(segment)
+            result = self.verify_segment(segment, txn, index, time_index)
             if previous is not None and result.first_offset is not None and previous.last_offset is not None:
                 if segment.base_offset <= previous.last_offset:
                     self.problem(log.path, f"segment base offset {segment.base_offset} overlaps the previous segment, "
@@ -144,16 +156,6 @@ class _Verifier:
                 log_end_offset = result.last_offset + 1
             elif log_end_offset is None or segment.base_offset > log_end_offset:
                 log_end_offset = segment.base_offset
-            # indexes that belong to this segment
-            for suffix_kind, check in ((FileKind.INDEX, self.verify_offset_index),
-                                       (FileKind.TIME_INDEX, self.verify_time_index)):
-                path = segment.index_path if suffix_kind is FileKind.INDEX else segment.time_index_path
-                if path.name in by_name:
-                    self.report.files += 1
-                    check(segment, path, result)
-                elif suffix_kind is FileKind.INDEX and result.size > 0:
-                    self.problem(path, "offset index is missing: the broker rebuilds it by recovering the segment",
-                                 "missing_index", severity=Severity.WARNING, base_offset=segment.base_offset)
             if segment.txn_index_path.name in by_name or txn.expected_aborts.get(str(segment.txn_index_path)):
                 self.report.files += segment.txn_index_path.name in by_name
                 self.verify_txn_index(segment, txn)
@@ -172,7 +174,8 @@ class _Verifier:
             self.verify_other(other, log_end_offset)
 
     # -- one .log ------------------------------------------------------------------------------
-    def verify_segment(self, segment: LogSegment, txn: _TxnState) -> _SegmentResult:
+    def verify_segment(self, segment: LogSegment, txn: _TxnState, index: _OffsetIndexMatcher | None = None,
+                       time_index: _TimeIndexMatcher | None = None) -> _SegmentResult:
         report = self.report
         path = segment.log_path
         result = _SegmentResult(segment.base_offset, size=path.stat().st_size)
@@ -181,27 +184,36 @@ class _Verifier:
         prev_last: int | None = None
         base = segment.base_offset
         progressed = 0
+        unpack = HEADER.unpack_from
+        deep = self.deep
+        view_of: bytes | None = None
+        view = memoryview(b"")
         try:
-            for batch in reader:
+            # Hot loop: a plain valid v2 batch is checked straight from the window (one header unpack,
+            # one CRC over a memoryview); anything else takes the slow path through a batch object.
+            for chunk, local, total in reader.spans():
                 report.batches += 1
-                pos = batch.position
-                if not batch.is_valid:
-                    self.problem(path, batch.invalid_reason() or "invalid batch", "crc_mismatch", position=pos,
-                                 base_offset=batch.base_offset)
-                    prev_last = max(prev_last or batch.last_offset, batch.last_offset)
-                    continue
-                magic = batch.magic
-                if magic > 2:
-                    self.problem(path, f"unknown magic {magic}", "unknown_magic", position=pos, base_offset=batch.base_offset)
-                    continue
-                if batch.codec_id > 4:
-                    self.problem(path, f"Unknown compression type id: {batch.codec_id}", "unknown_codec", position=pos,
-                                 base_offset=batch.base_offset)
-                first, last = batch.base_offset, batch.last_offset
-                if magic == 2 and (batch.last_offset_delta < 0 or batch.records_count < 0
-                                   or batch.records_count > batch.last_offset_delta + 1):
-                    self.problem(path, f"inconsistent header: lastOffsetDelta {batch.last_offset_delta}, "
-                                 f"recordsCount {batch.records_count}", "bad_batch_header", position=pos, base_offset=first)
+                if chunk is not view_of:
+                    view_of, view = chunk, memoryview(chunk)
+                fast = False
+                if total >= RECORD_BATCH_OVERHEAD and chunk[local + 16] == 2 and not deep:
+                    first, _, _, _, crc, attrs, delta, _, max_ts, _, _, _, count = unpack(chunk, local)
+                    fast = (not attrs & 0x37 or attrs & 0x37 <= 4) and 0 <= count <= delta + 1 and (
+                        crc == crc32c(view[local + ATTRIBUTES_OFFSET : local + total]))
+                if fast:
+                    last = first + delta
+                    report.records += count
+                else:
+                    checked = self._check_batch(path, make_batch(chunk[local : local + total], reader.window_position + local),
+                                                segment, txn)
+                    if checked is None:
+                        continue
+                    first, last, max_ts = checked
+                pos = reader.window_position + local
+                if index is not None and pos >= index.next_position:
+                    index.feed(pos, first, last)
+                if time_index is not None and last >= time_index.next_offset:
+                    time_index.feed(first, last, max_ts)
                 if first < base:
                     self.problem(path, f"batch offset {first} is below the segment base offset {base}",
                                  "offset_below_segment_base", position=pos, base_offset=first)
@@ -215,16 +227,11 @@ class _Verifier:
                     elif first > prev_last + 1:
                         self.problem(path, f"offsets {prev_last + 1}..{first - 1} are missing (normal after compaction)",
                                      "offset_gap", position=pos, base_offset=first, severity=Severity.WARNING)
-                prev_last = last if prev_last is None else max(prev_last, last)
+                if prev_last is None or last > prev_last:
+                    prev_last = last
                 if result.first_offset is None:
                     result.first_offset = first
                 result.last_offset = last
-                if magic == 2:
-                    self._track_transactions(batch, segment, txn)
-                if self.deep:
-                    self._verify_records(path, batch)
-                else:
-                    report.records += batch.records_count if magic == 2 else 1
                 if pos - progressed > 4 * 1024 * 1024:
                     self.progress(pos - progressed)
                     progressed = pos
@@ -246,11 +253,43 @@ class _Verifier:
                 self.problem(path, reason, code, position=reader.valid_bytes)
         self.progress(result.size - progressed)
         report.bytes += result.size
+        if index is not None:
+            index.finish(result.valid_bytes)
+        if time_index is not None:
+            time_index.finish()
         return result
+
+    def _check_batch(self, path: Path, batch: Batch, segment: LogSegment, txn: _TxnState) -> tuple[int, int, int] | None:
+        """Everything but the plain valid v2 batch: returns (first, last offset, max timestamp) for the checks,
+        or None when the batch cannot be trusted for them."""
+        pos = batch.position
+        if not batch.is_valid:
+            self.problem(path, batch.invalid_reason() or "invalid batch", "crc_mismatch", position=pos,
+                         base_offset=batch.base_offset)
+            return None
+        magic = batch.magic
+        if magic > 2:
+            self.problem(path, f"unknown magic {magic}", "unknown_magic", position=pos, base_offset=batch.base_offset)
+            return None
+        if batch.codec_id > 4:
+            self.problem(path, f"Unknown compression type id: {batch.codec_id}", "unknown_codec", position=pos,
+                         base_offset=batch.base_offset)
+        if magic == 2 and (batch.last_offset_delta < 0 or batch.records_count < 0
+                           or batch.records_count > batch.last_offset_delta + 1):
+            self.problem(path, f"inconsistent header: lastOffsetDelta {batch.last_offset_delta}, "
+                         f"recordsCount {batch.records_count}", "bad_batch_header", position=pos,
+                         base_offset=batch.base_offset)
+        if magic == 2:
+            self._track_transactions(batch, segment, txn)
+        if self.deep:
+            self._verify_records(path, batch)
+        else:
+            self.report.records += batch.records_count if magic == 2 else 1
+        return batch.base_offset, batch.last_offset, batch.max_timestamp
 
     def _verify_records(self, path: Path, batch: Batch) -> None:
         try:
-            records = batch.records()
+            records = batch.records(strict=True)
         except KcliError as exc:
             self.problem(path, exc.reason, "corrupt_records", position=batch.position, base_offset=batch.base_offset)
             return
@@ -290,97 +329,42 @@ class _Verifier:
             txn.expected_aborts.setdefault(str(segment.txn_index_path), []).append((pid, first, batch.base_offset))
 
     # -- indexes -------------------------------------------------------------------------------
-    def verify_offset_index(self, segment: LogSegment, path: Path, result: _SegmentResult) -> None:
+    def open_offset_index(self, segment: LogSegment) -> _OffsetIndexMatcher | None:
+        path = segment.index_path
         try:
-            index = OffsetIndex(path, segment.base_offset)
+            with OffsetIndex(path, segment.base_offset) as index:
+                self.report.bytes += index.length
+                if index.trailing_bytes:
+                    self.problem(path, f"index length {index.length} is not a multiple of 8", "index_bad_length",
+                                 position=index.length - index.trailing_bytes)
+                entries = list(index.entries())
+                if index.is_preallocated:
+                    self.problem(path, f"zero-filled preallocated tail after {index.entry_count} entries (active "
+                                 "segment or unclean shutdown; the broker trims it)", "index_preallocated",
+                                 position=index.entry_count * 8, severity=Severity.WARNING)
+                    if entries == [OffsetPosition(segment.base_offset, 0)]:
+                        entries = []  # an all-zero first slot is padding: Kafka never indexes position 0
         except KcliError as exc:
-            self.problem(path, exc.reason, "unreadable_index")
-            return
-        with index:
-            self.report.bytes += index.length
-            if index.trailing_bytes:
-                self.problem(path, f"index length {index.length} is not a multiple of 8", "index_bad_length",
-                             position=index.length - index.trailing_bytes)
-            if index.is_preallocated:
-                self.problem(path, f"zero-filled preallocated tail after {index.entry_count} entries (active segment or "
-                             "unclean shutdown; the broker trims it)", "index_preallocated",
-                             position=index.entry_count * 8, severity=Severity.WARNING)
-            entries = iter(index.entries())
-            if index.is_preallocated and index.entry_count == 1 and index.entry(0) == OffsetPosition(segment.base_offset, 0):
-                entries = iter(())  # an all-zero first slot is padding: Kafka never indexes the batch at position 0
-            self._match_offset_index(segment, path, entries, result)
+            self.problem(path, exc.reason, "unreadable_index", position=exc.position)
+            return None
+        return _OffsetIndexMatcher(self, path, entries)
 
-    def _match_offset_index(self, segment: LogSegment, path: Path, entries: Iterable[OffsetPosition],
-                            result: _SegmentResult) -> None:
-        """Stream the index against the log: both are ordered by position."""
-        it = iter(entries)
-        entry = next(it, None)
-        slot = 0
-        prev_offset = None
-        pending: tuple[int, OffsetPosition, int] | None = None  # (slot, entry, start position) of a multi-batch entry
-        for batch in FileBatchReader(segment.log_path, 0, result.valid_bytes):
-            if pending is not None:
-                pslot, pentry, _ = pending
-                if batch.last_offset == pentry.offset:
-                    self.problem(path, f"entry {pslot} (offset {pentry.offset}) covers a multi-batch append: it points "
-                                 "at the chunk start (Kafka before KAFKA-806)", "index_multi_batch_entry",
-                                 position=pslot * 8, base_offset=pentry.offset, severity=Severity.WARNING)
-                    pending = None
-                elif batch.last_offset > pentry.offset:
-                    self._index_mismatch(path, pslot, pentry, None)
-                    pending = None
-            while entry is not None and entry.position <= batch.position:
-                if prev_offset is not None and entry.offset <= prev_offset:
-                    self.problem(path, f"entry {slot}: offset {entry.offset} is not above the previous entry's "
-                                 f"{prev_offset}", "index_not_increasing", position=slot * 8, base_offset=entry.offset)
-                prev_offset = entry.offset
-                if entry.position < batch.position:
-                    self.problem(path, f"entry {slot}: position {entry.position} is not the start of a batch",
-                                 "index_position_not_batch_start", position=slot * 8, base_offset=entry.offset)
-                elif entry.offset != batch.last_offset:
-                    if entry.offset == batch.base_offset and batch.base_offset != batch.last_offset:
-                        self.problem(path, f"entry {slot} keys the batch by its first offset {entry.offset} "
-                                     "(Kafka 1.1 and older)", "index_first_offset_key", position=slot * 8,
-                                     base_offset=entry.offset, severity=Severity.WARNING)
-                    elif entry.offset > batch.last_offset:
-                        pending = (slot, entry, batch.position)
-                    else:
-                        self._index_mismatch(path, slot, entry, batch.last_offset)
-                slot += 1
-                entry = next(it, None)
-        if pending is not None:
-            self._index_mismatch(path, pending[0], pending[1], None)
-        while entry is not None:
-            self.problem(path, f"entry {slot}: position {entry.position} (offset {entry.offset}) lies past the last "
-                         f"valid batch (log valid up to byte {result.valid_bytes})", "index_past_log_end",
-                         position=slot * 8, base_offset=entry.offset)
-            slot += 1
-            entry = next(it, None)
-
-    def _index_mismatch(self, path: Path, slot: int, entry: OffsetPosition, log_offset: int | None) -> None:
-        found = "no batch" if log_offset is None else f"the batch there ends at offset {log_offset}"
-        self.problem(path, f"entry {slot}: index offset {entry.offset} at position {entry.position}, but {found}",
-                     "index_mismatch", position=slot * 8, base_offset=entry.offset)
-
-    def verify_time_index(self, segment: LogSegment, path: Path, result: _SegmentResult) -> None:
+    def open_time_index(self, segment: LogSegment) -> _TimeIndexMatcher | None:
+        path = segment.time_index_path
         try:
-            tindex = TimeIndex(path, segment.base_offset)
+            with TimeIndex(path, segment.base_offset) as tindex:
+                self.report.bytes += tindex.length
+                if tindex.trailing_bytes:
+                    self.problem(path, f"time index length {tindex.length} is not a multiple of 12", "index_bad_length",
+                                 position=tindex.length - tindex.trailing_bytes)
+                if tindex.is_preallocated:
+                    self.problem(path, f"zero-filled preallocated tail after {tindex.entry_count} entries (active "
+                                 "segment or unclean shutdown; the broker's sanity check rejects it until trimmed)",
+                                 "index_preallocated", position=tindex.entry_count * 12, severity=Severity.WARNING)
+                entries = list(tindex.entries())
         except KcliError as exc:
-            self.problem(path, exc.reason, "unreadable_index")
-            return
-        with tindex:
-            self.report.bytes += tindex.length
-            if tindex.trailing_bytes:
-                self.problem(path, f"time index length {tindex.length} is not a multiple of 12", "index_bad_length",
-                             position=tindex.length - tindex.trailing_bytes)
-            if tindex.is_preallocated:
-                self.problem(path, f"zero-filled preallocated tail after {tindex.entry_count} entries (active segment or "
-                             "unclean shutdown; the broker's sanity check rejects it until trimmed)",
-                             "index_preallocated", position=tindex.entry_count * 12, severity=Severity.WARNING)
-            self._match_time_index(segment, path, list(tindex.entries()), result)
-
-    def _match_time_index(self, segment: LogSegment, path: Path, entries: list[TimestampOffset],
-                          result: _SegmentResult) -> None:
+            self.problem(path, exc.reason, "unreadable_index", position=exc.position)
+            return None
         prev: TimestampOffset | None = None
         for slot, entry in enumerate(entries):
             if prev is not None and (entry.timestamp < prev.timestamp or entry.offset < prev.offset):
@@ -388,26 +372,7 @@ class _Verifier:
                              f"({prev.timestamp}, {prev.offset})", "time_index_out_of_order", position=slot * 12,
                              base_offset=entry.offset)
             prev = entry
-        if not entries:
-            return
-        # Entry (T, O): T is the max timestamp up to offset O. Kafka <= 3.x recorded the offset of the record
-        # holding T, later ones the batch's last offset: O must fall inside a batch whose max timestamp is T.
-        slot = 0
-        for batch in FileBatchReader(segment.log_path, 0, result.valid_bytes):
-            while slot < len(entries) and entries[slot].offset <= batch.last_offset:
-                entry = entries[slot]
-                if entry.offset < batch.base_offset:
-                    self.problem(path, f"entry {slot}: offset {entry.offset} is in no batch (the next batch starts at "
-                                 f"{batch.base_offset})", "time_index_offset_not_found", position=slot * 12,
-                                 base_offset=entry.offset)
-                elif entry.timestamp != batch.max_timestamp:
-                    self.problem(path, f"entry {slot}: timestamp {entry.timestamp} but the batch holding offset "
-                                 f"{entry.offset} has max timestamp {batch.max_timestamp}",
-                                 "time_index_timestamp_mismatch", position=slot * 12, base_offset=entry.offset)
-                slot += 1
-        for late in range(slot, len(entries)):
-            self.problem(path, f"entry {late}: offset {entries[late].offset} lies past the end of the log",
-                         "time_index_past_log_end", position=late * 12, base_offset=entries[late].offset)
+        return _TimeIndexMatcher(self, path, entries)
 
     def verify_txn_index(self, segment: LogSegment, txn: _TxnState) -> None:
         path = segment.txn_index_path
@@ -501,6 +466,104 @@ class _Verifier:
                              position=position)
         elif kind is FileKind.LOG:
             self.verify_segment(LogSegment(path), _TxnState())
+
+
+_NEVER = 1 << 63
+
+
+class _OffsetIndexMatcher:
+    """Checks .index entries against the batches as the segment scan passes them (entries and batches
+    are both in position order), so the log is read once."""
+
+    def __init__(self, verifier: _Verifier, path: Path, entries: list[OffsetPosition]) -> None:
+        self.v = verifier
+        self.path = path
+        self.entries = entries
+        self.slot = 0
+        self.prev_offset: int | None = None
+        self.pending: tuple[int, OffsetPosition] | None = None  # an entry keyed past its batch (multi-batch append)
+        self.next_position = entries[0].position if entries else _NEVER
+
+    def feed(self, pos: int, first: int, last: int) -> None:
+        v, path = self.v, self.path
+        if self.pending is not None:
+            pslot, pentry = self.pending
+            if last == pentry.offset:
+                v.problem(path, f"entry {pslot} (offset {pentry.offset}) covers a multi-batch append: it points at "
+                          "the chunk start (Kafka before KAFKA-806)", "index_multi_batch_entry", position=pslot * 8,
+                          base_offset=pentry.offset, severity=Severity.WARNING)
+                self.pending = None
+            elif last > pentry.offset:
+                self._mismatch(pslot, pentry, None)
+                self.pending = None
+        entries = self.entries
+        while self.slot < len(entries) and entries[self.slot].position <= pos:
+            slot, entry = self.slot, entries[self.slot]
+            if self.prev_offset is not None and entry.offset <= self.prev_offset:
+                v.problem(path, f"entry {slot}: offset {entry.offset} is not above the previous entry's "
+                          f"{self.prev_offset}", "index_not_increasing", position=slot * 8, base_offset=entry.offset)
+            self.prev_offset = entry.offset
+            if entry.position < pos:
+                v.problem(path, f"entry {slot}: position {entry.position} is not the start of a batch",
+                          "index_position_not_batch_start", position=slot * 8, base_offset=entry.offset)
+            elif entry.offset != last:
+                if entry.offset == first and first != last:
+                    v.problem(path, f"entry {slot} keys the batch by its first offset {entry.offset} (Kafka 1.1 and "
+                              "older)", "index_first_offset_key", position=slot * 8, base_offset=entry.offset,
+                              severity=Severity.WARNING)
+                elif entry.offset > last:
+                    self.pending = (slot, entry)
+                else:
+                    self._mismatch(slot, entry, last)
+            self.slot += 1
+        self.next_position = 0 if self.pending is not None else (
+            entries[self.slot].position if self.slot < len(entries) else _NEVER)
+
+    def _mismatch(self, slot: int, entry: OffsetPosition, log_offset: int | None) -> None:
+        found = "no batch" if log_offset is None else f"the batch there ends at offset {log_offset}"
+        self.v.problem(self.path, f"entry {slot}: index offset {entry.offset} at position {entry.position}, but {found}",
+                       "index_mismatch", position=slot * 8, base_offset=entry.offset)
+
+    def finish(self, valid_bytes: int) -> None:
+        if self.pending is not None:
+            self._mismatch(self.pending[0], self.pending[1], None)
+        for slot in range(self.slot, len(self.entries)):
+            entry = self.entries[slot]
+            self.v.problem(self.path, f"entry {slot}: position {entry.position} (offset {entry.offset}) lies past the "
+                           f"last valid batch (log valid up to byte {valid_bytes})", "index_past_log_end",
+                           position=slot * 8, base_offset=entry.offset)
+
+
+class _TimeIndexMatcher:
+    """Entry (T, O) says T is the max timestamp up to offset O. Kafka <= 3.x recorded the offset of the
+    record holding T, later ones the batch's last offset: O must fall in a batch whose max timestamp is T."""
+
+    def __init__(self, verifier: _Verifier, path: Path, entries: list[TimestampOffset]) -> None:
+        self.v = verifier
+        self.path = path
+        self.entries = entries
+        self.slot = 0
+        self.next_offset = entries[0].offset if entries else _NEVER
+
+    def feed(self, first: int, last: int, max_timestamp: int) -> None:
+        entries = self.entries
+        while self.slot < len(entries) and entries[self.slot].offset <= last:
+            slot, entry = self.slot, entries[self.slot]
+            if entry.offset < first:
+                self.v.problem(self.path, f"entry {slot}: offset {entry.offset} is in no batch (the next batch starts "
+                               f"at {first})", "time_index_offset_not_found", position=slot * 12, base_offset=entry.offset)
+            elif entry.timestamp != max_timestamp:
+                self.v.problem(self.path, f"entry {slot}: timestamp {entry.timestamp} but the batch holding offset "
+                               f"{entry.offset} has max timestamp {max_timestamp}", "time_index_timestamp_mismatch",
+                               position=slot * 12, base_offset=entry.offset)
+            self.slot += 1
+        self.next_offset = entries[self.slot].offset if self.slot < len(entries) else _NEVER
+
+    def finish(self) -> None:
+        for slot in range(self.slot, len(self.entries)):
+            entry = self.entries[slot]
+            self.v.problem(self.path, f"entry {slot}: offset {entry.offset} lies past the end of the log",
+                           "time_index_past_log_end", position=slot * 12, base_offset=entry.offset)
 
 
 def segment_base(path: Path) -> int | None:

@@ -9,6 +9,7 @@ import pytest
 
 from builders import build_partition
 from kcli.tools.dump import Decoder, DumpOptions, DumpRun, Encodings
+from kcli.tools.dump_json import json_lines
 from kcli.tools.dump_text import stdout_lines, summary_lines
 from kcli.tools.render import BytesEncoding
 
@@ -38,7 +39,7 @@ def _text(paths, options: DumpOptions) -> tuple[str, DumpRun]:
 
 def _json(paths, options: DumpOptions, enc: Encodings = Encodings()) -> list[dict]:
     run = DumpRun([str(p) for p in paths], options)
-    return [json.loads(json.dumps(item.to_json(enc))) for item in run]
+    return [json.loads(line) for item in run for line in json_lines(item, enc)]
 
 
 @pytest.fixture
@@ -185,3 +186,21 @@ def test_unknown_file_is_ignored(tmp_path):
     items = _json([other], DumpOptions())
     assert items == [{"type": "notice", "file": str(other), "level": "warning", "code": "unknown_file",
                       "message": f"Ignoring unknown file {other}", "position": None, "base_offset": None}]
+
+
+@pytest.mark.parametrize("enc", [Encodings(), Encodings(BytesEncoding.HEX, BytesEncoding.UTF8),
+                                 Encodings(BytesEncoding.BASE64, BytesEncoding.BASE64)], ids=["auto", "hex-utf8", "base64"])
+def test_fast_json_lines_equal_to_json(fixtures_dir, tmp_path, enc):
+    """The templated record lines say exactly what DumpRecord.to_json says."""
+    from kcli.tools.dump import DumpRecords
+
+    paths = [fixtures_dir / "rjmfernandes__flink-on-prem/data/promotions-0", fixtures_dir / "segmentio__kafka-go/_extracted",
+             build_partition(tmp_path / "t-0")]
+    seen = 0
+    for path in paths:
+        for item in DumpRun([str(path)], DumpOptions(deep_iteration=True)):
+            if isinstance(item, DumpRecords):
+                fast = [json.loads(line) for line in json_lines(item, enc)]
+                assert fast == json.loads(json.dumps(item.to_json(enc)))
+                seen += len(fast)
+    assert seen > 300

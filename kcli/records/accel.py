@@ -1,0 +1,61 @@
+"""Optional compiled record decoding: aiokafka's Cython DefaultRecordBatch walks the records of a batch
+whose payload kcli has already decompressed (so Kafka's codec quirks stay ours).
+
+Pure-Python decoding remains the reference: it runs when aiokafka is absent, when
+``KCLI_NO_EXTENSIONS=1`` is set, and whenever the compiled reader rejects a batch (so errors always
+carry kcli's messages and positions). The compiled reader does not check that a batch ends exactly
+after its last record, so strict checks (``verify --deep``) use the pure decoder.
+"""
+
+from __future__ import annotations
+
+import os
+
+from kcli.records.types import NO_SEQUENCE, Header, Record, increment_sequence
+
+_CODEC_BYTE = 22  # low byte of the attributes field
+_CompiledBatch = None
+_loaded = False
+
+
+def available() -> bool:
+    """Import on first use: aiokafka's package import costs ~0.1 s, which commands that never decode
+    records should not pay."""
+    global _CompiledBatch, _loaded
+    if not _loaded:
+        _loaded = True
+        if not os.environ.get("KCLI_NO_EXTENSIONS"):
+            try:
+                from aiokafka.record._crecords import DefaultRecordBatch as compiled
+            except ImportError:  # pragma: no cover - depends on the environment
+                compiled = None
+            _CompiledBatch = compiled
+    return _CompiledBatch is not None
+
+
+def decode_records(header: bytes, payload: bytes, base_offset: int, base_sequence: int) -> list[Record] | None:
+    """Records of a v2 batch from its 61-byte header and decompressed payload; None if unavailable or rejected."""
+    if not available():
+        return None
+    if header[_CODEC_BYTE] & 0x07:
+        patched = bytearray(header)
+        patched[_CODEC_BYTE] &= 0xF8
+        header = bytes(patched)
+    try:
+        batch = _CompiledBatch(header + payload)
+        out = []
+        append = out.append
+        if base_sequence < 0:
+            for r in batch:
+                hs = r.headers
+                append(Record(r.offset, r.timestamp, r.key, r.value,
+                              tuple([Header(k, v) for k, v in hs]) if hs else (), NO_SEQUENCE))
+        else:
+            for r in batch:
+                hs = r.headers
+                append(Record(r.offset, r.timestamp, r.key, r.value,
+                              tuple([Header(k, v) for k, v in hs]) if hs else (),
+                              increment_sequence(base_sequence, r.offset - base_offset)))
+        return out
+    except Exception:  # noqa: BLE001 - any rejection falls back to the pure decoder, which reports it
+        return None
