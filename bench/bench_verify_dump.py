@@ -113,11 +113,20 @@ def measure_verify(path: str) -> dict:
     return {"seconds": time.perf_counter() - started, "bytes": report.bytes, "records": report.records}
 
 
-def measure_dump(path: str) -> dict:
-    """What `kctl dump-log --deep-iteration --json FILE > /dev/null` does, timed in-process."""
+def measure_decode(path: str) -> dict:
+    """kcli's record reader as a library: every record of every batch decoded (no output)."""
+    from kcli.storage.segment import FileBatchReader
+
+    started = time.perf_counter()
+    records = sum(len(batch.records()) for batch in FileBatchReader(path))
+    return {"seconds": time.perf_counter() - started, "records": records}
+
+
+def measure_dump(path: str, *extra: str) -> dict:
+    """`kctl dump-log --deep-iteration [--json] FILE > /dev/null` as a user runs it (start-up included)."""
     started = time.perf_counter()
     with open(os.devnull, "w") as sink:
-        proc = subprocess.run([sys.executable, "-m", "kcli", "dump-log", "--deep-iteration", "--json", path],
+        proc = subprocess.run([sys.executable, "-m", "kcli", "dump-log", "--deep-iteration", *extra, path],
                               stdout=sink, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - started
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -165,7 +174,9 @@ def run_one(label: str, log_file: Path, kafka_python: bool) -> dict:
     mib = meta["bytes"] / 2**20
     ceiling = _child("ceiling", str(log_file))
     verify = _child("verify", str(log_file))
-    dump = _child("dump", str(log_file))
+    decode = _child("decode", str(log_file))
+    dump = _child("dump-json", str(log_file))
+    text = _child("dump-text", str(log_file))
     result = {
         "label": label,
         "mib": round(mib, 1),
@@ -174,7 +185,9 @@ def run_one(label: str, log_file: Path, kafka_python: bool) -> dict:
         "ceiling_mib_s": mib / ceiling["seconds"],
         "verify_mib_s": mib / verify["seconds"],
         "verify_peak_rss_mib": verify["maxrss_kib"] / 1024,
+        "decode_records_s": meta["records"] / decode["seconds"],
         "dump_records_s": meta["records"] / dump["seconds"],
+        "dump_text_records_s": meta["records"] / text["seconds"],
         "dump_peak_rss_mib": dump["child_maxrss_kib"] / 1024,
     }
     result["verify_ratio"] = result["verify_mib_s"] / result["ceiling_mib_s"]
@@ -183,6 +196,8 @@ def run_one(label: str, log_file: Path, kafka_python: bool) -> dict:
         assert kp["records"] == meta["records"], (kp["records"], meta["records"])
         result["kafka_python_records_s"] = meta["records"] / kp["seconds"]
         result["dump_vs_kafka_python"] = result["dump_records_s"] / result["kafka_python_records_s"]
+        result["decode_vs_kafka_python"] = result["decode_records_s"] / result["kafka_python_records_s"]
+        result["dump_text_vs_kafka_python"] = result["dump_text_records_s"] / result["kafka_python_records_s"]
     return result
 
 
@@ -195,7 +210,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.measure:
         kind, path = args.measure
-        fn = {"ceiling": measure_ceiling, "verify": measure_verify, "dump": measure_dump,
+        fn = {"ceiling": measure_ceiling, "verify": measure_verify, "decode": measure_decode,
+              "dump-json": lambda p: measure_dump(p, "--json"), "dump-text": measure_dump,
               "kafka-python": measure_kafka_python}[kind]
         result = fn(path)
         result["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -214,9 +230,12 @@ def main() -> None:
               f"   peak RSS {r['verify_peak_rss_mib']:.0f} MiB")
         print(f"kctl dump-log --deep-iteration --json {r['dump_records_s']:8.0f} records/s"
               f"   peak RSS {r['dump_peak_rss_mib']:.0f} MiB")
+        print(f"kctl dump-log --deep-iteration (text) {r['dump_text_records_s']:8.0f} records/s")
+        print(f"kcli record reader (library)          {r['decode_records_s']:8.0f} records/s")
         if "kafka_python_records_s" in r:
-            print(f"kafka-python record reader           {r['kafka_python_records_s']:8.0f} records/s"
-                  f"   dump/kafka-python {r['dump_vs_kafka_python']:.2f}x")
+            print(f"kafka-python record reader            {r['kafka_python_records_s']:8.0f} records/s   ratios: "
+                  f"json dump {r['dump_vs_kafka_python']:.2f}x, text dump {r['dump_text_vs_kafka_python']:.2f}x, "
+                  f"reader {r['decode_vs_kafka_python']:.2f}x")
     print("\n" + json.dumps(results, indent=1))
 
 

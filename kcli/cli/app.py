@@ -14,7 +14,7 @@ from kcli.cli.verify import verify_cmd
 
 app = typer.Typer(
     name="kctl",
-    help="Operations toolkit for Kafka logs: dump, verify, recover and compact log directories.",
+    help="Operations toolkit for Kafka logs: dump and verify segments, indexes, snapshots and log directories.",
     no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,

@@ -434,12 +434,13 @@ class DumpRun:
                 self.summary.records += len(records)
                 if last_offset is not None and records[0].offset != last_offset + 1:
                     self.summary.add(self.summary.non_consecutive, path, (last_offset, records[0].offset))
-                prev = records[0].offset
-                for record in records:
-                    if record.offset != prev + 1 and record is not records[0]:
-                        self.summary.add(self.summary.non_consecutive, path, (prev, record.offset))
-                    prev = record.offset
-                last_offset = prev
+                if records[-1].offset - records[0].offset != len(records) - 1:  # else consecutive: offsets increase
+                    prev = records[0].offset
+                    for record in records[1:]:
+                        if record.offset != prev + 1:
+                            self.summary.add(self.summary.non_consecutive, path, (prev, record.offset))
+                        prev = record.offset
+                last_offset = records[-1].offset
                 if batch.is_control or decode is not None:
                     for record in records:
                         yield self._record_item(item.given, batch, record, decode)

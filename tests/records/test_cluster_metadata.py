@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from support import FIXTURES, fixture_records
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,23 +20,10 @@ from kcli.errors import CorruptRecordError
 from kcli.records import cluster_metadata as cm
 from kcli.records.schema import json_text, kafka_uuid_from_string, kafka_uuid_to_string
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-fixtures"
 DATA = FIXTURES / "rjmfernandes__flink-on-prem" / "data"
 METADATA_DIR = DATA / "__cluster_metadata-0"
 
 needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared/kafka-fixtures not present")
-
-
-def fixture_records(path: Path) -> Iterator[tuple[bool, int, bytes | None, bytes | None]]:
-    """(is_control, offset, key, value) of every record of a log or .checkpoint file, via kafka-python."""
-    memory_records = pytest.importorskip("kafka.record").MemoryRecords
-    records = memory_records(path.read_bytes())
-    while records.has_next():
-        batch = records.next_batch()
-        for record in batch:
-            key = None if record.key is None else bytes(record.key)
-            value = None if record.value is None else bytes(record.value)
-            yield bool(batch.is_control_batch), record.offset, key, value
 
 
 def control_type(key: bytes | None) -> int:

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from support import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,7 +18,6 @@ from kcli.errors import CorruptRecordError
 from kcli.records import consumer_offsets as co
 from kcli.records.schema import MessageSchema, StructSchema, Versions
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-fixtures"
 VZ = FIXTURES / "VolodymyrZee__kafka"
 FLINK = FIXTURES / "rjmfernandes__flink-on-prem" / "data"
 

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from support import FIXTURES, fixture_records
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,23 +20,10 @@ from kcli.records import decoders
 from kcli.records import transaction_log as tl
 from kcli.records.schema import java_double_to_string, json_text
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-fixtures"
 OFFSETS_DIRS = sorted(FIXTURES.glob("*/__consumer_offsets-*")) + sorted(FIXTURES.glob("*/data/__consumer_offsets-*"))
 METADATA_LOG = FIXTURES / "rjmfernandes__flink-on-prem" / "data" / "__cluster_metadata-0" / "00000000000000000000.log"
 
 needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared/kafka-fixtures not present")
-
-
-def fixture_records(path: Path) -> Iterator[tuple[bool, int, bytes | None, bytes | None]]:
-    """(is_control, offset, key, value) of every record of a segment, via kafka-python."""
-    memory_records = pytest.importorskip("kafka.record").MemoryRecords
-    records = memory_records(path.read_bytes())
-    while records.has_next():
-        batch = records.next_batch()
-        for record in batch:
-            key = None if record.key is None else bytes(record.key)
-            value = None if record.value is None else bytes(record.value)
-            yield bool(batch.is_control_batch), record.offset, key, value
 
 
 def member(protocol_subscription: bytes, protocol_assignment: bytes) -> co.MemberMetadata:

@@ -8,6 +8,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+
+from support import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -33,7 +35,6 @@ from kcli.storage.checkpoint import (
     write_partition_metadata,
 )
 
-FIXTURES = Path(__file__).parents[2].parent / "shared" / "kafka-fixtures"
 SOURCES = ("VolodymyrZee__kafka", "rjmfernandes__flink-on-prem")
 ZK = FIXTURES / "VolodymyrZee__kafka"
 KRAFT = FIXTURES / "rjmfernandes__flink-on-prem" / "data"

@@ -3,6 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from support import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -10,7 +12,6 @@ from kcli.errors import InputError
 from kcli.storage import files
 from kcli.storage.files import FileKind, classify
 
-FIXTURES = Path(__file__).parents[2].parent / "shared" / "kafka-fixtures"
 ZK_LOG_DIR = FIXTURES / "VolodymyrZee__kafka"
 KRAFT_LOG_DIR = FIXTURES / "rjmfernandes__flink-on-prem" / "data"
 needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/kafka-fixtures is absent")

@@ -8,6 +8,8 @@ from itertools import accumulate
 from pathlib import Path
 
 import pytest
+
+from support import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +24,6 @@ from kcli.storage.index import (
     TransactionIndex,
 )
 
-FIXTURES = Path(__file__).parents[2].parent / "shared" / "kafka-fixtures"
 SOURCES = ("VolodymyrZee__kafka", "rjmfernandes__flink-on-prem")
 needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/kafka-fixtures is absent")
 MIB10 = 10 * 1024 * 1024

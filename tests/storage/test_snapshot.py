@@ -6,6 +6,8 @@ from pathlib import Path
 
 import crc32c
 import pytest
+
+from support import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,7 +22,6 @@ from kcli.storage.snapshot import (
     write_producer_snapshot,
 )
 
-FIXTURES = Path(__file__).parents[2].parent / "shared" / "kafka-fixtures"
 SOURCES = ("VolodymyrZee__kafka", "rjmfernandes__flink-on-prem")
 KRAFT = FIXTURES / "rjmfernandes__flink-on-prem" / "data"
 needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/kafka-fixtures is absent")
