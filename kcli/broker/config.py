@@ -1,0 +1,191 @@
+"""BrokerConfig: Kafka's server.properties keys, defaults and validation (the subset kctl's broker honours).
+
+Configuration comes as Kafka takes it: a properties file plus ``key=value`` overrides, later ones win.
+Unknown keys are reported (not fatal, as Kafka warns); bad values raise ConfigError naming key and value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from kcli.errors import KcliError
+from kcli.storage.checkpoint import parse_java_properties
+
+INT32_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(KcliError):
+    """A configuration value Kafka would refuse."""
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return value == "true"
+
+
+def _int(low: int, high: int = LONG_MAX) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text.strip())
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}")
+        return value
+
+    return parse
+
+
+def _str(text: str) -> str:
+    return text.strip()
+
+
+def _policy(text: str) -> str:
+    parts = sorted(p.strip() for p in text.split(",") if p.strip())
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise ValueError("expected delete, compact or compact,delete")
+    return ",".join(parts)
+
+
+# key -> (parser, default). Defaults are Kafka's, except the data directory (a local one by default).
+KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
+    "broker.id": (_int(-1, INT32_MAX), 0),
+    "node.id": (_int(-1, INT32_MAX), None),
+    "listeners": (_str, "PLAINTEXT://127.0.0.1:9092"),
+    "advertised.listeners": (_str, None),
+    "log.dirs": (_str, None),
+    "log.dir": (_str, "kctl-data"),
+    "num.partitions": (_int(1, INT32_MAX), 1),
+    "auto.create.topics.enable": (_bool, True),
+    "log.segment.bytes": (_int(14, INT32_MAX), 1024 * 1024 * 1024),
+    "log.roll.ms": (_int(1), None),
+    "log.roll.hours": (_int(1, INT32_MAX), 168),
+    "log.retention.ms": (_int(-1), None),
+    "log.retention.minutes": (_int(-1, INT32_MAX), None),
+    "log.retention.hours": (_int(-1, INT32_MAX), 168),
+    "log.retention.bytes": (_int(-1), -1),
+    "log.retention.check.interval.ms": (_int(1), 300_000),
+    "log.flush.interval.messages": (_int(1), LONG_MAX),
+    "log.flush.interval.ms": (_int(0), None),
+    "log.index.interval.bytes": (_int(0, INT32_MAX), 4096),
+    "log.index.size.max.bytes": (_int(4, INT32_MAX), 10 * 1024 * 1024),
+    "log.segment.delete.delay.ms": (_int(0), 60_000),
+    "message.max.bytes": (_int(0, INT32_MAX), 1024 * 1024 + 12),
+    "socket.request.max.bytes": (_int(1, INT32_MAX), 100 * 1024 * 1024),
+    "offsets.topic.num.partitions": (_int(1, INT32_MAX), 50),
+    "log.cleanup.policy": (_policy, "delete"),
+    "zookeeper.connect": (_str, None),
+    "zookeeper.session.timeout.ms": (_int(1, INT32_MAX), 18_000),
+    "group.initial.rebalance.delay.ms": (_int(0, INT32_MAX), 3000),
+    "group.min.session.timeout.ms": (_int(0, INT32_MAX), 6000),
+    "group.max.session.timeout.ms": (_int(0, INT32_MAX), 1_800_000),
+    "transaction.max.timeout.ms": (_int(1, INT32_MAX), 900_000),
+}
+# Accepted because every real server.properties has them; they mean nothing on one standalone broker.
+IGNORED = frozenset({
+    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+    "num.recovery.threads.per.data.dir", "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr", "default.replication.factor", "min.insync.replicas", "delete.topic.enable",
+    "zookeeper.connection.timeout.ms", "listener.security.protocol.map", "inter.broker.listener.name",
+    "log.cleaner.enable", "num.replica.fetchers", "unclean.leader.election.enable", "controlled.shutdown.enable",
+})
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse_list(cls, text: str, key: str) -> list[Listener]:
+        out = []
+        for item in (p.strip() for p in text.split(",") if p.strip()):
+            parts = urlsplit(item)
+            if not parts.scheme or parts.port is None:
+                raise ConfigError(f"Invalid value {text!r} for configuration {key}: {item!r} is not NAME://host:port")
+            out.append(cls(parts.scheme.upper(), parts.hostname or "0.0.0.0", parts.port))
+        if not out:
+            raise ConfigError(f"Invalid value {text!r} for configuration {key}: no listener")
+        return out
+
+
+@dataclass
+class BrokerConfig:
+    values: dict[str, object]
+    unknown: list[str] = field(default_factory=list)
+
+    def __getitem__(self, key: str):
+        return self.values[key]
+
+    @property
+    def broker_id(self) -> int:
+        node_id = self.values["node.id"]
+        return int(node_id if node_id is not None else self.values["broker.id"])  # type: ignore[arg-type]
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return Listener.parse_list(str(self.values["listeners"]), "listeners")
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        text = self.values["advertised.listeners"] or self.values["listeners"]
+        listeners = Listener.parse_list(str(text), "advertised.listeners")
+        # A client cannot connect to 0.0.0.0: advertise loopback as Kafka's docs tell users to set.
+        return [Listener(l.name, "127.0.0.1" if l.host in ("0.0.0.0", "") else l.host, l.port) for l in listeners]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        text = self.values["log.dirs"] or self.values["log.dir"]
+        return [Path(p.strip()) for p in str(text).split(",") if p.strip()]
+
+    @property
+    def retention_ms(self) -> int:
+        for key, unit in (("log.retention.ms", 1), ("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)):
+            value = self.values[key]
+            if value is not None:
+                return -1 if int(value) < 0 else int(value) * unit  # type: ignore[arg-type]
+        return 168 * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        if self.values["log.roll.ms"] is not None:
+            return int(self.values["log.roll.ms"])  # type: ignore[arg-type]
+        return int(self.values["log.roll.hours"]) * 3_600_000  # type: ignore[arg-type]
+
+
+def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
+    """Read ``server.properties`` (if given) then apply ``key=value`` overrides, like kafka-server-start.sh."""
+    raw: dict[str, str] = {}
+    if path is not None:
+        try:
+            raw.update(parse_java_properties(Path(path).read_text(encoding="latin-1")))
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file: {exc.strerror or exc}", path=str(path)) from None
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--override expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        raw[key.strip()] = value
+    return build_config(raw)
+
+
+def build_config(raw: Mapping[str, str]) -> BrokerConfig:
+    values = {key: default for key, (_parser, default) in KNOWN.items()}
+    unknown = []
+    for key, text in raw.items():
+        if key in KNOWN:
+            parser = KNOWN[key][0]
+            try:
+                values[key] = parser(text)
+            except ValueError as exc:
+                raise ConfigError(f"Invalid value {text!r} for configuration {key}: {exc}") from None
+        elif key not in IGNORED:
+            unknown.append(key)
+    config = BrokerConfig(values, unknown)
+    config.listeners  # validate now, not at bind time
+    config.advertised_listeners
+    return config

@@ -1,0 +1,233 @@
+"""The asyncio network edge of `kctl broker run`: the only module that touches sockets.
+
+Per connection: bytes -> ServerConnection (sans-io framing and decoding) -> handler -> response frame.
+Requests of one connection are answered in order, one at a time, as Kafka does (it mutes a channel
+until its response is sent); a Fetch waiting for data parks on an asyncio.Condition woken by appends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kcli.broker import handlers
+from kcli.broker.config import BrokerConfig
+from kcli.broker.logmanager import LogManager, TopicError
+from kcli.errors import KcliError
+from kcli.protocol import NEED_DATA, ApiKey, ProtocolError, ServerConnection, UnsupportedVersionError
+from kcli.storage.log import LogConfig
+
+log = logging.getLogger("kcli.broker")
+
+HANDLERS = {
+    ApiKey.METADATA: handlers.metadata,
+    ApiKey.PRODUCE: handlers.produce,
+    ApiKey.FETCH: handlers.fetch,
+    ApiKey.LIST_OFFSETS: handlers.list_offsets,
+    ApiKey.CREATE_TOPICS: handlers.create_topics,
+    ApiKey.DELETE_TOPICS: handlers.delete_topics,
+    ApiKey.CREATE_PARTITIONS: handlers.create_partitions,
+    ApiKey.FIND_COORDINATOR: handlers.find_coordinator,
+    ApiKey.INIT_PRODUCER_ID: handlers.init_producer_id,
+    ApiKey.DESCRIBE_CONFIGS: handlers.describe_configs,
+}
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        listener = config.advertised_listeners[0]
+        self.advertised = (listener.host, listener.port)
+        self.logs = LogManager(
+            config.log_dirs,
+            broker_id=self.broker_id,
+            log_config=LogConfig(segment_bytes=config["log.segment.bytes"],
+                                 index_interval_bytes=config["log.index.interval.bytes"],
+                                 segment_index_bytes=config["log.index.size.max.bytes"]),
+            flush_interval_messages=None if config["log.flush.interval.messages"] >= 2**62
+            else config["log.flush.interval.messages"],
+            flush_interval_ms=config["log.flush.interval.ms"],
+        )
+        self._servers: list[asyncio.AbstractServer] = []
+        self._appended = asyncio.Condition()
+        self._stopping = asyncio.Event()
+        self._next_producer_id = 0
+        self._connections: set[asyncio.Task] = set()
+        self.bound: list[tuple[str, int]] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def start(self) -> None:
+        started = time.monotonic()
+        self.logs.startup()
+        for line in self.logs.recovered:
+            log.warning("recovered after an unclean shutdown: %s", line)
+        self._next_producer_id = 1 + max(
+            (pid for t in self.logs.topics.values() for p in t.partitions for pid in p.log.producers), default=-1)
+        for listener in self.config.listeners:
+            server = await asyncio.start_server(self._serve_connection, listener.host, listener.port,
+                                                reuse_address=True)
+            self._servers.append(server)
+            for sock in server.sockets:
+                self.bound.append(sock.getsockname()[:2])
+        log.info("kctl broker %d serving %s (cluster %s, %d topics) in %.2fs", self.broker_id,
+                 ", ".join(f"{h}:{p}" for h, p in self.bound), self.logs.cluster_id, len(self.logs.topics),
+                 time.monotonic() - started)
+        if self.config.unknown:
+            log.warning("unknown configuration keys ignored: %s", ", ".join(sorted(self.config.unknown)))
+
+    async def run(self) -> None:
+        """Start, serve until SIGTERM/SIGINT, then shut down cleanly."""
+        await self.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        try:
+            await self._stopping.wait()
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for server in self._servers:
+            await server.wait_closed()
+        self.logs.shutdown()
+        log.info("kctl broker %d stopped cleanly", self.broker_id)
+
+    # -- connections -------------------------------------------------------------------------------
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        conn = ServerConnection(max_frame_bytes=self.config["socket.request.max.bytes"])
+        try:
+            while True:
+                data = await reader.read(256 * 1024)
+                if not data:
+                    return
+                conn.receive_data(data)
+                while True:
+                    request = conn.next_request()
+                    if request is NEED_DATA:
+                        break
+                    frame = await self._answer(conn, request)
+                    if frame is not None:
+                        writer.write(frame)
+                        await writer.drain()
+        except ProtocolError as exc:
+            # Malformed frames close this connection only; everyone else is served on.
+            log.warning("closing connection from %s: %s", peer, exc)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            if task is not None:
+                self._connections.discard(task)
+            writer.close()
+
+    async def _answer(self, conn: ServerConnection, request: Any) -> bytes | None:
+        if request.api_key == ApiKey.API_VERSIONS:
+            return conn.send(request, conn.api_versions_response(request))
+        handler = HANDLERS.get(request.api_key)
+        if handler is None:
+            raise UnsupportedVersionError(f"unsupported API key {request.api_key}")
+        response = await handler(self, request.body)
+        return None if response is None else conn.send(request, response)
+
+    # -- services for handlers ---------------------------------------------------------------------
+    def topic_name_by_id(self, topic_id: Any) -> str | None:
+        for topic in self.logs.topics.values():
+            if topic.topic_id == topic_id:
+                return topic.name
+        return None
+
+    def auto_create(self, name: str) -> ErrorCode:
+        error, _ = self.create_topic(name, self.config["num.partitions"])
+        return ErrorCode.leader_not_available if error == ErrorCode.none else error
+
+    def create_topic(self, name: str, partitions: int) -> tuple[ErrorCode, str | None]:
+        try:
+            self.logs.create_topic(name, partitions)
+        except TopicError as exc:
+            code = ErrorCode.topic_already_exists if "already exists" in exc.reason else ErrorCode.invalid_topic_exception
+            return code, exc.reason
+        log.info("created topic %s with %d partitions", name, partitions)
+        return ErrorCode.none, None
+
+    def delete_topic(self, name: str) -> None:
+        self.logs.delete_topic(name)
+        log.info("deleted topic %s", name)
+
+    def log_start(self, topic: str, index: int) -> int:
+        partition = self.logs.partition(topic, index)
+        return -1 if partition is None else partition.log.log_start_offset
+
+    def append(self, topic: str, index: int, raw: bytes) -> tuple[ErrorCode, int, str | None]:
+        partition = self.logs.partition(topic, index)
+        if partition is None:
+            return ErrorCode.unknown_topic_or_partition, -1, None
+        try:
+            stamped, batches = handlers.assign_offsets(raw, partition.log.log_end_offset, self.config["message.max.bytes"])
+        except handlers._ProduceError as exc:
+            log.warning("rejected produce to %s-%d: %s", topic, index, exc.reason)
+            return exc.code, -1, exc.reason
+        for batch in batches:
+            error, duplicate = handlers.check_sequence(partition.log.producers.get(batch.producer_id), batch)
+            if error != ErrorCode.none:
+                return error, -1, None
+            if duplicate is not None:
+                return ErrorCode.none, duplicate, None
+        try:
+            base, _count = self.logs.append(partition, stamped)
+        except KcliError as exc:
+            log.error("append to %s-%d failed: %s", topic, index, exc)
+            return ErrorCode.kafka_storage_error, -1, exc.reason
+        self._notify_append()
+        return ErrorCode.none, base, None
+
+    def _notify_append(self) -> None:
+        async def notify() -> None:
+            async with self._appended:
+                self._appended.notify_all()
+
+        asyncio.get_running_loop().create_task(notify())
+
+    async def wait_for_append(self, timeout: float) -> None:
+        if timeout <= 0:
+            return
+        async with self._appended:
+            try:
+                await asyncio.wait_for(self._appended.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    def next_producer_id(self, transactional_id: str | None) -> tuple[int, int]:
+        producer_id = self._next_producer_id
+        self._next_producer_id += 1
+        return producer_id, 0
+
+    def describe_config(self, resource_type: int, name: str) -> dict[str, str] | None:
+        if resource_type == 2:  # TOPIC
+            if name not in self.logs.topics:
+                return None
+            return {
+                "cleanup.policy": str(self.config["log.cleanup.policy"]),
+                "segment.bytes": str(self.config["log.segment.bytes"]),
+                "retention.ms": str(self.config.retention_ms),
+                "retention.bytes": str(self.config["log.retention.bytes"]),
+                "max.message.bytes": str(self.config["message.max.bytes"]),
+                "index.interval.bytes": str(self.config["log.index.interval.bytes"]),
+                "segment.ms": str(self.config.roll_ms),
+                "message.timestamp.type": "CreateTime",
+            }
+        if resource_type == 4:  # BROKER
+            return {k: str(v) for k, v in self.config.values.items() if v is not None}
+        return None
