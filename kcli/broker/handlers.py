@@ -318,7 +318,8 @@ async def find_coordinator(broker: Broker, req: Any) -> Any:
     host, port = broker.advertised
     keys = getattr(req, "coordinator_keys", None) or (getattr(req, "key", ""),)
     coordinators = tuple(build(R, "Coordinator", key=k, node_id=broker.broker_id, host=host, port=port,
-                               error_code=ErrorCode.none, error_message=None) for k in keys)
+                               error_code=ErrorCode.none, error_message=None) for k in keys
+                         ) if hasattr(R, "Coordinator") else ()  # v4+ (KIP-699) batches keys
     return build(R, "FindCoordinatorResponse", throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
                  node_id=broker.broker_id, host=host, port=port, coordinators=coordinators)
 

@@ -19,7 +19,7 @@ from kcli.broker import handlers
 from kcli.broker.config import BrokerConfig
 from kcli.broker.logmanager import LogManager, TopicError
 from kcli.errors import KcliError
-from kcli.protocol import NEED_DATA, ApiKey, ProtocolError, ServerConnection, UnsupportedVersionError
+from kcli.protocol import NEED_DATA, ApiKey, ProtocolError, ServerConnection, UnsupportedVersionError, api_versions_response
 from kcli.storage.log import LogConfig
 
 log = logging.getLogger("kcli.broker")
@@ -116,7 +116,13 @@ class Broker:
                     return
                 conn.receive_data(data)
                 while True:
-                    request = conn.next_request()
+                    try:
+                        request = conn.next_request()
+                    except UnsupportedVersionError as exc:
+                        if exc.response is None:
+                            raise
+                        writer.write(exc.response)  # ApiVersions too new: our ranges in the v0 layout (KIP-511)
+                        continue
                     if request is NEED_DATA:
                         break
                     frame = await self._answer(conn, request)
@@ -128,6 +134,8 @@ class Broker:
             log.warning("closing connection from %s: %s", peer, exc)
         except (ConnectionError, asyncio.CancelledError):
             pass
+        except Exception:  # a handler bug must cost one connection, never the broker
+            log.exception("internal error serving %s; closing the connection", peer)
         finally:
             if task is not None:
                 self._connections.discard(task)
@@ -135,7 +143,7 @@ class Broker:
 
     async def _answer(self, conn: ServerConnection, request: Any) -> bytes | None:
         if request.api_key == ApiKey.API_VERSIONS:
-            return conn.send(request, conn.api_versions_response(request))
+            return conn.send(request, api_versions_response(version=request.api_version))
         handler = HANDLERS.get(request.api_key)
         if handler is None:
             raise UnsupportedVersionError(f"unsupported API key {request.api_key}")

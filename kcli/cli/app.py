@@ -9,8 +9,10 @@ import typer
 from kcli import __version__
 from kcli.cli.common import ExitCode, err_console
 from kcli.errors import InputError, KcliError
+from kcli.cli import broker as broker_cli
 from kcli.cli.dump_log import dump_log
 from kcli.cli.verify import verify_cmd
+from kcli.cli.recover import recover_cmd
 
 app = typer.Typer(
     name="kctl",
@@ -37,6 +39,8 @@ def root(
 
 app.command("dump-log", rich_help_panel="Offline tools")(dump_log)
 app.command("verify", rich_help_panel="Offline tools")(verify_cmd)
+app.add_typer(broker_cli.app, name="broker", rich_help_panel="Broker")
+app.command("recover", rich_help_panel="Offline tools")(recover_cmd)
 
 
 def main() -> None:

@@ -1,0 +1,54 @@
+"""Sans-io Kafka wire protocol: request frames in, kio request objects out; kio responses in, frames out.
+
+No sockets, no asyncio, no files: the broker's server feeds a ``ServerConnection`` and
+writes what it returns (h11's design). Message bodies are kio's dataclasses.
+"""
+
+from __future__ import annotations
+
+from kcli.protocol.api import (
+    KAFKA_RELEASE,
+    SUPPORTED_APIS,
+    ApiKey,
+    SupportedApi,
+    flexible_request_header,
+    is_flexible,
+    is_supported,
+    request_header_version,
+    response_header_version,
+)
+from kcli.protocol.codec import Request, api_name, api_versions_response, decode_request, encode_response
+from kcli.protocol.connection import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, NeedData, ServerConnection
+from kcli.protocol.errors import (
+    FrameTooLargeError,
+    LocalProtocolError,
+    ProtocolError,
+    RemoteProtocolError,
+    UnsupportedVersionError,
+)
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "KAFKA_RELEASE",
+    "NEED_DATA",
+    "SUPPORTED_APIS",
+    "ApiKey",
+    "FrameTooLargeError",
+    "LocalProtocolError",
+    "NeedData",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "Request",
+    "ServerConnection",
+    "SupportedApi",
+    "UnsupportedVersionError",
+    "api_name",
+    "api_versions_response",
+    "decode_request",
+    "encode_response",
+    "flexible_request_header",
+    "is_flexible",
+    "is_supported",
+    "request_header_version",
+    "response_header_version",
+]

@@ -1,0 +1,43 @@
+"""`kctl broker run`: a standalone Kafka-protocol broker on Kafka's on-disk layout."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Annotated, Optional
+
+import typer
+
+from kcli.cli.common import ExitCode, fail
+from kcli.errors import KcliError
+
+app = typer.Typer(no_args_is_help=True, help="Run a Kafka-protocol broker that real clients use.")
+
+
+@app.command("run")
+def run_cmd(
+    config: Annotated[Optional[str], typer.Option("--config", "-c", help="A server.properties file.", show_default=False)] = None,
+    override: Annotated[Optional[list[str]], typer.Option("--override", help="key=value, as kafka-server-start.sh takes it (repeatable).", show_default=False)] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Serve the Kafka protocol on 127.0.0.1:9092 with data in ./kctl-data unless configured otherwise.
+
+    Honours broker.id, listeners, advertised.listeners, log.dirs, num.partitions, auto.create.topics.enable,
+    log.segment.bytes, log.index.interval.bytes, log.flush.interval.messages/ms, message.max.bytes,
+    socket.request.max.bytes and more (see kctl-broker(1)). SIGTERM or SIGINT stop it cleanly; a start after
+    an unclean stop recovers the logs first.
+    """
+    from kcli.broker.config import ConfigError, load_config
+    from kcli.broker.server import Broker
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        broker_config = load_config(config, override or [])
+    except ConfigError as exc:
+        raise fail(exc.describe(), ExitCode.USAGE) from None
+    try:
+        asyncio.run(Broker(broker_config).run())
+    except KcliError as exc:
+        raise fail(exc.describe(), ExitCode.PROBLEMS) from None
+    except OSError as exc:
+        raise fail(f"cannot serve: {exc}", ExitCode.UNREADABLE) from None

@@ -1,0 +1,122 @@
+"""API keys and the version table the broker advertises in ApiVersions (KIP-35), declared once as data.
+
+Protocol guide: https://kafka.apache.org/protocol#protocol_api_keys
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from types import MappingProxyType
+from typing import Final, Mapping
+
+
+class ApiKey(IntEnum):
+    """The APIs the broker serves, numbered as in Kafka's ``ApiKeys``."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+
+
+@dataclass(frozen=True, slots=True)
+class SupportedApi:
+    """One row of the ApiVersions table, plus where the message turns flexible (KIP-482)."""
+
+    min_version: int
+    max_version: int
+    # "flexibleVersions": "N+" in the message's JSON spec: compact strings and arrays,
+    # tagged fields, and request header v2 / response header v1 from N on.
+    flexible_since: int
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.min_version <= version <= self.max_version
+
+
+# The release whose ApiVersions table we mirror (kafka-python's recorded Kafka 3.7 table).
+# Kafka-python finds Fetch v16 in it and infers 3.7; librdkafka finds Produce v3/Fetch v4
+# (MsgVer2), Produce v7/Fetch v10 (zstd), InitProducerId (idempotence) and the group APIs.
+KAFKA_RELEASE: Final = (3, 7)
+
+# Maxima are Kafka 3.7's (kio, generated from newer specs, knows them all). Minima are raised
+# to the lowest version kio can decode, which is Kafka 4.x's KIP-896 baseline: nothing a
+# message-format-v2 client sends is lost. Produce keeps 0 as Kafka 4.x does (KAFKA-18659):
+# librdkafka < 2.10 enables gzip/snappy/lz4 only if Produce v0 is advertised. Produce v0-v2
+# requests themselves are refused like any unsupported version.
+SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
+    #                                     min  max  flexible since
+    ApiKey.PRODUCE:           SupportedApi(0, 10, 9),
+    ApiKey.FETCH:             SupportedApi(4, 16, 12),
+    ApiKey.LIST_OFFSETS:      SupportedApi(1, 8, 6),
+    ApiKey.METADATA:          SupportedApi(0, 12, 9),
+    ApiKey.OFFSET_COMMIT:     SupportedApi(2, 9, 8),
+    ApiKey.OFFSET_FETCH:      SupportedApi(1, 9, 6),
+    ApiKey.FIND_COORDINATOR:  SupportedApi(0, 4, 3),
+    ApiKey.JOIN_GROUP:        SupportedApi(0, 9, 6),
+    ApiKey.HEARTBEAT:         SupportedApi(0, 4, 4),
+    ApiKey.LEAVE_GROUP:       SupportedApi(0, 5, 4),
+    ApiKey.SYNC_GROUP:        SupportedApi(0, 5, 4),
+    ApiKey.DESCRIBE_GROUPS:   SupportedApi(0, 5, 5),
+    ApiKey.LIST_GROUPS:       SupportedApi(0, 4, 3),
+    ApiKey.API_VERSIONS:      SupportedApi(0, 3, 3),
+    ApiKey.CREATE_TOPICS:     SupportedApi(2, 7, 5),
+    ApiKey.DELETE_TOPICS:     SupportedApi(1, 6, 4),
+    ApiKey.INIT_PRODUCER_ID:  SupportedApi(0, 4, 2),
+    ApiKey.DESCRIBE_CONFIGS:  SupportedApi(1, 4, 4),
+    ApiKey.CREATE_PARTITIONS: SupportedApi(0, 3, 2),
+    ApiKey.DELETE_GROUPS:     SupportedApi(0, 2, 2),
+})
+
+# Produce v0-v2 carry message format v0/v1 and are gone from Kafka 4.0 (KIP-896); kio has
+# no schema for them. Advertised only for librdkafka's compression check (see above).
+FIRST_SERVED_PRODUCE_VERSION: Final = 3
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    """True when ``api_version`` of ``api_key`` is inside the advertised range."""
+    try:
+        return api_version in SUPPORTED_APIS[ApiKey(api_key)]
+    except ValueError:
+        return False
+
+
+def is_flexible(api_key: ApiKey | int, api_version: int) -> bool:
+    """True from the message's first flexible version on (also past our maximum: ApiVersions v4+)."""
+    return api_version >= SUPPORTED_APIS[ApiKey(api_key)].flexible_since
+
+
+def flexible_request_header(api_key: ApiKey | int, api_version: int) -> bool:
+    """Whether the request header is v2 (tagged fields) rather than v1; v0 is ControlledShutdown's alone."""
+    return is_flexible(api_key, api_version)
+
+
+def request_header_version(api_key: ApiKey | int, api_version: int) -> int:
+    return 2 if flexible_request_header(api_key, api_version) else 1
+
+
+def response_header_version(api_key: ApiKey | int, api_version: int) -> int:
+    """Response header v1 for flexible versions, except ApiVersions: always v0 (KIP-511).
+
+    A client that does not yet know the broker's ApiVersions must still be able to read
+    the correlation id of the answer, whatever version it asked for.
+    """
+    if ApiKey(api_key) is ApiKey.API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, api_version) else 0

@@ -1,0 +1,891 @@
+"""Log recovery as Kafka's LogLoader and LogSegment.recover do it: a plan first, then a crash-safe apply.
+
+``plan_recovery`` reads a partition directory and says what recovery would do; ``apply_recovery`` first
+copies every byte it will cut, drop or replace into a quarantine directory with a manifest, then changes
+the partition in an order that leaves it recoverable by another run after a crash at any step;
+``restore_quarantine`` undoes it. Kafka: storage/.../log/{LogLoader,LogSegment}.java (kafka-formats.md 5).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+import signal
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from kcli.errors import CorruptRecordError, InputError, KcliError
+from kcli.records import StopReason, make_batch
+from kcli.records.batch import RECORD_BATCH_OVERHEAD
+from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_OFFSET, MIN_RECORD_OVERHEAD
+from kcli.records.types import INT32_MAX
+from kcli.storage.checkpoint import EpochEntry, LeaderEpochCheckpointFile
+from kcli.storage.files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    KRAFT_CHECKPOINT_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_SUFFIX,
+    PRODUCER_SNAPSHOT_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    FileKind,
+    classify,
+    fsync_dir,
+    offset_from_filename,
+    segment_path,
+    strip_temp_suffix,
+    write_atomically,
+)
+from kcli.storage.index import AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex
+from kcli.storage.log import LeaderEpochCache, LogConfig, ProducerStateManager, SegmentIndexes, track_batch
+from kcli.storage.segment import FileBatchReader
+from kcli.storage.snapshot import ProducerSnapshot, inspect_producer_snapshot, write_producer_snapshot
+
+# kcli's own layout (not Kafka's): <log dir>.kctl-quarantine/<UTC timestamp>/<partition>/manifest.json
+QUARANTINE_DIR_SUFFIX = ".kctl-quarantine"
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = "kctl-recover-quarantine"
+MANIFEST_VERSION = 1
+# Test hook: SIGKILL this process after N mutating steps of apply_recovery (crash-safety tests).
+CRASH_AFTER_ENV = "KCLI_TEST_CRASH_AFTER"
+
+_INDEX_KINDS = (FileKind.INDEX, FileKind.TIME_INDEX, FileKind.TXN_INDEX)
+_INDEX_SUFFIXES = {FileKind.INDEX: INDEX_SUFFIX, FileKind.TIME_INDEX: TIME_INDEX_SUFFIX, FileKind.TXN_INDEX: TXN_INDEX_SUFFIX}
+_OFFSET_SIZE = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_LAST_OFFSET_DELTA_AT = 23  # baseOffset, length, leader epoch, magic, crc, attributes
+_COPY_CHUNK = 1 << 20
+_PROGRESS_EVERY = 4 << 20
+
+
+class ActionKind(Enum):
+    DELETE = "delete"  # the whole file goes to quarantine, then away
+    TRUNCATE = "truncate"  # bytes [position, end) of a .log go to quarantine, then the file is cut there
+    RENAME = "rename"  # a completed .swap file takes its final name (LogLoader finishing a swap)
+    REBUILD = "rebuild"  # an index, snapshot or checkpoint is rewritten; the old file goes to quarantine
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryAction:
+    kind: ActionKind
+    file: Path  # as named when the action runs
+    reason: str
+    position: int = 0  # first byte cut (TRUNCATE), else 0
+    end: int = 0  # file size when planned: [position, end) is what quarantine keeps
+    first_offset: int | None = None  # offsets the cut batch headers claim
+    last_offset: int | None = None
+    source: Path | None = None  # where the bytes are when planned, if not at `file` (a .swap renamed first)
+    target: Path | None = None  # RENAME: the new name
+    existed: bool = True  # REBUILD: False when the file is new
+    log_bytes: int | None = None  # REBUILD of .index/.timeindex/.txnindex: built from the .log's first bytes
+    entries: tuple = ()  # REBUILD: AbortedTxn (.txnindex), ProducerStateEntry (.snapshot), EpochEntry (checkpoint)
+
+    @property
+    def bytes(self) -> int:
+        return self.end - self.position
+
+    @property
+    def origin(self) -> Path:
+        return self.source or self.file
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.kind.value,
+            "file": str(self.file),
+            "position": self.position,
+            "end": self.end,
+            "bytes": self.bytes,
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
+            "target": None if self.target is None else str(self.target),
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class RecoveryPlan:
+    partition_dir: Path
+    config: LogConfig
+    recovery_point: int | None = None
+    rebuild_indexes_only: bool = False
+    actions: list[RecoveryAction] = field(default_factory=list)
+    log_end_offset: int | None = None  # after recovery
+    problems: list[str] = field(default_factory=list)  # damage this plan leaves (--rebuild-indexes keeps the log)
+    segments: int = 0  # segments validated
+    bytes: int = 0  # .log bytes read
+
+
+@dataclass
+class RecoveryResult:
+    plan: RecoveryPlan
+    quarantine: Path
+    manifest: Path
+
+
+@dataclass
+class RestoreResult:
+    manifest: Path
+    partition_dir: Path
+    restored: list[dict[str, Any]]  # manifest entries undone
+    skipped: list[dict[str, Any]]  # already in their original state
+
+
+# -- planning ----------------------------------------------------------------------------------------
+
+def plan_recovery(partition_dir: str | os.PathLike[str], *, recovery_point: int | None = None,
+                  rebuild_indexes_only: bool = False, config: LogConfig | None = None,
+                  progress: Callable[[int], None] | None = None) -> RecoveryPlan:
+    """What LogLoader would do to this partition: temp files, orphaned indexes, then every segment from the one
+    holding ``recovery_point`` (default: all) validated batch by batch. Changes nothing.
+
+    ``rebuild_indexes_only`` leaves the .log files, temp files, snapshots and checkpoints as they are and only
+    rebuilds the .index/.timeindex/.txnindex files that disagree with the log (damage to the log is reported).
+    """
+    directory = Path(partition_dir)
+    if not directory.is_dir():
+        raise InputError("not a partition directory", path=str(directory))
+    plan = RecoveryPlan(directory, config or LogConfig(), recovery_point, rebuild_indexes_only)
+    _Planner(plan, progress or (lambda _n: None)).run()
+    return plan
+
+
+@dataclass
+class _SegmentScan:
+    base: int
+    size: int
+    valid_bytes: int
+    last_offset: int | None = None  # of the last valid batch
+    cut_reason: str | None = None
+    aborted: list[AbortedTxn] = field(default_factory=list)
+
+
+class _Planner:
+    def __init__(self, plan: RecoveryPlan, progress: Callable[[int], None]) -> None:
+        self.plan = plan
+        self.dir = plan.partition_dir
+        self.progress = progress
+        # The directory as it will be once earlier actions ran: final name -> where the bytes are now.
+        self.files = {p.name: p for p in sorted(self.dir.iterdir()) if p.is_file()}
+        self.first: list[RecoveryAction] = []  # temp files, orphans, corrupt snapshots, dropped segments
+        self.truncate: list[RecoveryAction] = []
+        self.rebuild: list[RecoveryAction] = []
+        self.last: list[RecoveryAction] = []  # snapshots past the end, new snapshot, leader epochs
+
+    def run(self) -> None:
+        plan = self.plan
+        if not plan.rebuild_indexes_only:
+            self.remove_temp_files()
+            self.remove_orphaned_indexes()
+        bases = sorted(b for name in self.files if classify(name) is FileKind.LOG and (b := _base(name)) is not None)
+        snapshots = self.inspect_snapshots()
+        start = 0 if plan.recovery_point is None else max(0, bisect.bisect_right(bases, plan.recovery_point) - 1)
+        producers = self.producer_state_at(bases, start, snapshots)
+        batch_epochs = LeaderEpochCache()
+        prev_last: int | None = None
+        changed = False
+        leo = bases[-1] if bases else None
+        for i in range(start, len(bases)):
+            scan = self.recover_segment(bases[i], prev_last, producers, batch_epochs)
+            plan.segments += 1
+            if scan.last_offset is not None:
+                prev_last = scan.last_offset
+            leo = max(bases[i], prev_last + 1) if prev_last is not None else bases[i]
+            if scan.cut_reason is None:
+                continue
+            log_name = _name(bases[i], LOG_SUFFIX)
+            if plan.rebuild_indexes_only:
+                plan.problems.append(f"{self.dir / log_name}: bytes {scan.valid_bytes}..{scan.size} are invalid "
+                                     f"({scan.cut_reason}); not repaired when only rebuilding indexes")
+                continue
+            changed = True
+            first, last = _claimed_offsets(self.files[log_name], scan.valid_bytes, scan.size, leo)
+            self.truncate.append(RecoveryAction(
+                ActionKind.TRUNCATE, self.dir / log_name, scan.cut_reason, scan.valid_bytes, scan.size, first, last,
+                source=self.source(log_name)))
+            for later in reversed(bases[i + 1:]):
+                self.drop_segment(later, bases[i])
+            break
+        plan.log_end_offset = leo
+        if not plan.rebuild_indexes_only and leo is not None:
+            self.plan_snapshots(snapshots, leo, producers, changed)
+            self.plan_leader_epochs(leo, batch_epochs)
+        plan.actions = self.first + self.truncate + self.rebuild + self.last
+
+    # -- LogLoader: temp files, swaps, orphans -------------------------------------------------------
+    def remove_temp_files(self) -> None:
+        """kafka-formats.md 5.2 steps 1-2: *.deleted go, *.cleaned go, a .swap at or above the lowest .cleaned
+        base offset is an unfinished split (KAFKA-6264) and goes; the other swaps replace the files whose base
+        offsets they cover and take their names. Our own `.tmp` leftovers of write-then-rename go too."""
+        cleaned: list[str] = []
+        swaps: list[str] = []
+        for name in list(self.files):
+            if name.endswith(DELETED_SUFFIX) and not name.endswith(KRAFT_CHECKPOINT_SUFFIX + DELETED_SUFFIX):
+                self.delete(name, "stray file scheduled for deletion (LogLoader deletes *.deleted)")
+            elif name.endswith(CLEANED_SUFFIX):
+                cleaned.append(name)
+            elif name.endswith(SWAP_SUFFIX):
+                swaps.append(name)
+            elif name.endswith(TMP_SUFFIX):
+                self.delete(name, "leftover of an interrupted write-then-rename")
+        min_cleaned = min((b for n in cleaned if (b := _base(n)) is not None), default=None)
+        valid_swaps = []
+        for name in swaps:
+            base = _base(name)
+            if min_cleaned is not None and base is not None and base >= min_cleaned:
+                self.delete(name, f"swap file of an unfinished segment split (at or above the first .cleaned base "
+                                  f"offset {min_cleaned}, KAFKA-6264)")
+            else:
+                valid_swaps.append(name)
+        for name in cleaned:
+            self.delete(name, "output of an unfinished log cleaning")
+        ranges = [(base, _next_offset(self.files[name], base)) for name in valid_swaps
+                  if strip_temp_suffix(name).endswith(LOG_SUFFIX) and (base := _base(name)) is not None]
+        if ranges:
+            low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
+            for name in list(self.files):
+                base = _base(name)
+                if not name.endswith(SWAP_SUFFIX) and base is not None and low <= base < high:
+                    self.delete(name, f"replaced by the .swap files for offsets {low}..{high - 1} (LogLoader finishes "
+                                      "an interrupted compaction or split)")
+        for name in valid_swaps:
+            final = strip_temp_suffix(name)
+            if final in self.files:
+                self.delete(final, f"replaced by {name}")
+            self.files[final] = self.files.pop(name)
+            self.first.append(RecoveryAction(ActionKind.RENAME, self.dir / name, "completes an interrupted swap",
+                                             target=self.dir / final))
+
+    def remove_orphaned_indexes(self) -> None:
+        logs = {_base(n) for n in self.files if classify(n) is FileKind.LOG}
+        for name in list(self.files):
+            if classify(name) in _INDEX_KINDS and _base(name) not in logs:
+                self.delete(name, "index file without its .log segment (LogLoader deletes orphaned indexes)")
+
+    def drop_segment(self, base: int, truncated: int) -> None:
+        reason = f"follows segment {truncated}, which recovery truncates (Kafka drops every later segment)"
+        log_name = _name(base, LOG_SUFFIX)
+        first, last = _claimed_offsets(self.files[log_name], 0, self.files[log_name].stat().st_size, base)
+        self.delete(log_name, reason, first, last)  # the .log first: a crash leaves orphans, which a rerun removes
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            if _name(base, suffix) in self.files:
+                self.delete(_name(base, suffix), reason)
+
+    def delete(self, name: str, reason: str, first: int | None = None, last: int | None = None, *,
+               bucket: list[RecoveryAction] | None = None) -> None:
+        source = self.source(name)
+        path = self.files.pop(name)
+        (self.first if bucket is None else bucket).append(RecoveryAction(
+            ActionKind.DELETE, self.dir / name, reason, 0, path.stat().st_size, first, last, source=source))
+
+    def source(self, name: str) -> Path | None:
+        path = self.files[name]
+        return None if path == self.dir / name else path
+
+    # -- LogSegment.recover ----------------------------------------------------------------------------
+    def producer_state_at(self, bases: list[int], start: int, snapshots: dict[int, tuple[str, ProducerSnapshot]]
+                          ) -> ProducerStateManager:
+        """Producer state before the first validated segment: the latest intact snapshot at or below its
+        base offset, then a replay of the batches in between (as LogLoader rebuilds it per segment)."""
+        if not bases:
+            return ProducerStateManager()
+        target = bases[start]
+        usable = [o for o, (_n, s) in snapshots.items() if o <= target and not s.problems]
+        offset = max(usable, default=None)
+        state = ProducerStateManager(snapshots[offset][1].entries if offset is not None else ())
+        replay_from = bases[0] if offset is None else offset
+        for i in range(start):
+            if i + 1 < len(bases) and bases[i + 1] <= replay_from:
+                continue
+            try:
+                for batch in FileBatchReader(self.files[_name(bases[i], LOG_SUFFIX)]):
+                    if batch.last_offset >= replay_from and batch.is_valid:
+                        track_batch(batch, state, LeaderEpochCache())
+            except KcliError:
+                continue  # below the recovery point the log is trusted; an unreadable one adds nothing
+        return state
+
+    def recover_segment(self, base: int, prev_last: int | None, producers: ProducerStateManager,
+                        epochs: LeaderEpochCache) -> _SegmentScan:
+        """Validate one segment as LogSegment.recover does, computing its indexes with the append-time
+        rules, and check the indexes on disk against them."""
+        plan = self.plan
+        log_path = self.files[_name(base, LOG_SUFFIX)]
+        size = log_path.stat().st_size
+        scan = _SegmentScan(base, size, 0)
+        index_check = _OffsetIndexCheck(self.files.get(_name(base, INDEX_SUFFIX)), base)
+        time_check = _TimeIndexCheck(self.files.get(_name(base, TIME_INDEX_SUFFIX)), base)
+        txn_check = _TxnIndexCheck(self.files.get(_name(base, TXN_INDEX_SUFFIX)), base)
+        if prev_last is not None and base <= prev_last and size > 0:
+            scan.cut_reason = f"segment base offset {base} overlaps the previous segment, which ends at {prev_last}"
+        reader = FileBatchReader(log_path)
+        spans = reader.spans()
+        reported = 0
+        try:
+            for chunk, local, total in ([] if scan.cut_reason else spans):
+                position = reader.window_position + local
+                try:
+                    batch = make_batch(chunk[local : local + total], position)
+                    scan.cut_reason = _invalid_reason(batch, base, prev_last)
+                    aborted = None if scan.cut_reason else track_batch(batch, producers, epochs)
+                except KcliError as exc:  # a control record or legacy wrapper that does not decode
+                    scan.cut_reason = exc.reason
+                if scan.cut_reason:
+                    scan.valid_bytes = position
+                    break
+                first, last = batch.base_offset, batch.last_offset
+                index_check.feed(position, first, last)
+                time_check.feed(first, last, batch.max_timestamp)
+                if aborted is not None:
+                    scan.aborted.append(aborted)
+                prev_last = scan.last_offset = last
+                scan.valid_bytes = position + total
+                if scan.valid_bytes - reported >= _PROGRESS_EVERY:
+                    self.progress(scan.valid_bytes - reported)
+                    reported = scan.valid_bytes
+        except CorruptRecordError as exc:  # a declared size below 14: a zero-filled (preallocated) tail
+            scan.cut_reason = exc.reason
+            scan.valid_bytes = exc.position or 0
+        finally:
+            spans.close()
+        if scan.cut_reason is None and scan.valid_bytes < size:
+            scan.valid_bytes = reader.valid_bytes
+            if reader.stop is StopReason.PARTIAL_BATCH:
+                scan.cut_reason = (f"truncated batch: declares {reader.declared_size} bytes, only "
+                                   f"{size - reader.valid_bytes} remain")
+            else:
+                scan.cut_reason = f"{size - reader.valid_bytes} bytes at the end are too short for a batch"
+        self.progress(size - reported)
+        plan.bytes += size
+        truncated = scan.cut_reason is not None and not plan.rebuild_indexes_only
+        index_problem = "the segment is truncated" if truncated else index_check.finish()
+        time_problem = "the segment is truncated" if truncated else time_check.finish()
+        txn_problem = txn_check.finish(scan.aborted)
+        if truncated and (txn_check.exists or scan.aborted):
+            txn_problem = "the segment is truncated"
+        for suffix, problem in ((INDEX_SUFFIX, index_problem), (TIME_INDEX_SUFFIX, time_problem),
+                                (TXN_INDEX_SUFFIX, txn_problem)):
+            if problem is None:
+                continue
+            name = _name(base, suffix)
+            path = self.files.get(name)
+            self.rebuild.append(RecoveryAction(
+                ActionKind.REBUILD, self.dir / name, problem, 0, path.stat().st_size if path else 0,
+                source=self.source(name) if path else None, existed=path is not None, log_bytes=scan.valid_bytes,
+                entries=tuple(scan.aborted) if suffix == TXN_INDEX_SUFFIX else ()))
+        return scan
+
+    # -- producer snapshots and leader epochs ------------------------------------------------------------
+    def inspect_snapshots(self) -> dict[int, tuple[str, ProducerSnapshot]]:
+        out = {}
+        for name, path in self.files.items():
+            if classify(name) is FileKind.PRODUCER_SNAPSHOT and (offset := _base(name)) is not None:
+                out[offset] = (name, inspect_producer_snapshot(path))
+        if not self.plan.rebuild_indexes_only:
+            for offset, (name, snapshot) in sorted(out.items()):
+                if snapshot.problems:
+                    self.delete(name, f"corrupt producer snapshot ({snapshot.problems[0].reason}); Kafka deletes it")
+        return out
+
+    def plan_snapshots(self, snapshots: dict[int, tuple[str, ProducerSnapshot]], leo: int,
+                       producers: ProducerStateManager, changed: bool) -> None:
+        """Snapshots past the new log end go (Kafka deletes stray snapshots); when the end moved, one at the
+        new end keeps the next startup from replaying the log."""
+        kept_at_end = False
+        for offset, (name, snapshot) in sorted(snapshots.items()):
+            if snapshot.problems or name not in self.files:
+                continue
+            if offset > leo:
+                changed = True
+                self.delete(name, f"producer snapshot at offset {offset} is beyond the log end offset {leo}",
+                            bucket=self.last)
+            elif offset == leo:
+                kept_at_end = True
+        if changed and not kept_at_end:
+            self.last.append(RecoveryAction(
+                ActionKind.REBUILD, segment_path(self.dir, leo, PRODUCER_SNAPSHOT_SUFFIX),
+                f"producer state at the new log end offset {leo}", existed=False, entries=tuple(producers.entries())))
+
+    def plan_leader_epochs(self, leo: int, batch_epochs: LeaderEpochCache) -> None:
+        """Epochs starting past the log end go; epochs of recovered batches newer than the cache's latest are
+        added at the batch's base offset (LogSegment.recover's rule)."""
+        path = self.files.get(LEADER_EPOCH_CHECKPOINT)
+        on_disk: list[EpochEntry] = []
+        unreadable = None
+        if path is not None:
+            try:
+                on_disk = LeaderEpochCheckpointFile(path).read()
+            except KcliError as exc:
+                unreadable = exc.reason
+        cache = LeaderEpochCache(on_disk)
+        cache.truncate_from_end(leo)
+        for entry in batch_epochs.entries:
+            cache.assign(entry.epoch, entry.start_offset)
+        if unreadable is None and cache.entries == on_disk:
+            return
+        if path is None and not cache.entries:
+            return
+        if unreadable is not None:
+            reason = f"unreadable ({unreadable}): rebuilt from the batches' leader epochs"
+        elif len(cache.entries) < len(on_disk) or any(e.start_offset > leo for e in on_disk):
+            reason = f"epochs starting beyond the log end offset {leo} removed"
+        else:
+            reason = "leader epochs of the recovered batches added"
+        self.last.append(RecoveryAction(ActionKind.REBUILD, self.dir / LEADER_EPOCH_CHECKPOINT, reason, 0,
+                                        path.stat().st_size if path else 0, source=self.source(LEADER_EPOCH_CHECKPOINT)
+                                        if path else None, existed=path is not None, entries=tuple(cache.entries)))
+
+
+def _invalid_reason(batch, base: int, prev_last: int | None) -> str | None:
+    """LogSegment.recover's per-batch checks (CRC, size, relative offset range), plus offsets increasing within
+    and across batches: Kafka notices those only when an index append fails and then empties the whole segment;
+    cutting at the first offending batch keeps more and still leaves a log whose offsets only grow."""
+    if not batch.is_valid:
+        return batch.invalid_reason() or "invalid batch"
+    if batch.magic > 2:
+        return f"unknown magic {batch.magic}"
+    first, last = batch.base_offset, batch.last_offset
+    if last < first:
+        return f"last offset {last} is below the base offset {first}"
+    if first < base:
+        return f"batch offset {first} is below the segment base offset {base}"
+    if last - base > INT32_MAX:
+        return f"offset {last} does not fit the segment (relative offset above Int.MAX)"
+    if prev_last is not None and first <= prev_last:
+        return f"offsets go backwards: batch starts at {first} after offset {prev_last}"
+    return None
+
+
+# -- index checks ------------------------------------------------------------------------------------
+
+class _OffsetIndexCheck:
+    """Does an .index agree with the log? Any layout Kafka has written passes (last-offset keys, first-offset
+    keys of 1.1 and older, multi-batch entries before KAFKA-806), so intact partitions are left alone."""
+
+    def __init__(self, path: Path | None, base: int) -> None:
+        self.problem: str | None = None
+        self.entries: list[OffsetPosition] = []
+        self.slot = 0
+        self.previous: int | None = None
+        self.pending: OffsetPosition | None = None  # keyed past its batch: must be a later batch's last offset
+        if path is None:
+            self.problem = "offset index is missing"
+            return
+        try:
+            with OffsetIndex(path, base) as index:
+                if index.trailing_bytes:
+                    self.problem = f"length {index.length} is not a multiple of 8"
+                elif index.entry_count != index.file_entry_slots:
+                    self.problem = (f"zero-filled tail after {index.entry_count} entries (preallocated, never trimmed)"
+                                    if index.is_preallocated else f"a zero entry follows entry {index.entry_count - 1}")
+                self.entries = list(index.entries())
+        except KcliError as exc:
+            self.problem = f"unreadable ({exc.reason})"
+
+    def feed(self, position: int, first: int, last: int) -> None:
+        if self.problem is not None:
+            return
+        if self.pending is not None and last >= self.pending.offset:
+            if last > self.pending.offset:
+                self.problem = f"entry for offset {self.pending.offset} names no batch's last offset"
+            self.pending = None
+        while self.slot < len(self.entries) and self.entries[self.slot].position <= position:
+            entry = self.entries[self.slot]
+            if self.previous is not None and entry.offset <= self.previous:
+                self.problem = f"entry {self.slot}: offset {entry.offset} does not increase"
+            elif entry.position < position:
+                self.problem = f"entry {self.slot}: position {entry.position} is not the start of a batch"
+            elif entry.offset > last:
+                self.pending = entry
+            elif entry.offset not in (first, last):
+                self.problem = f"entry {self.slot}: offset {entry.offset}, but the batch there ends at {last}"
+            if self.problem is not None:
+                return
+            self.previous = entry.offset
+            self.slot += 1
+
+    def finish(self) -> str | None:
+        if self.problem is None and (self.pending is not None or self.slot < len(self.entries)):
+            self.problem = f"entry {self.slot} lies past the last valid batch"
+        return self.problem
+
+
+class _TimeIndexCheck:
+    """Does a .timeindex agree with the log? Every entry (T, O) must lie in a batch whose max timestamp is T
+    (Kafka 3.x and older keyed the record holding T, newer ones the batch's last offset), in order."""
+
+    def __init__(self, path: Path | None, base: int) -> None:
+        self.problem: str | None = None
+        self.entries: list[TimestampOffset] = []
+        self.slot = 0
+        if path is None:
+            self.problem = "time index is missing"
+            return
+        try:
+            with TimeIndex(path, base) as index:
+                if index.trailing_bytes:
+                    self.problem = f"length {index.length} is not a multiple of 12"
+                elif index.entry_count != index.file_entry_slots:
+                    self.problem = (f"zero-filled tail after {index.entry_count} entries (preallocated, never trimmed)"
+                                    if index.is_preallocated else f"a zero entry follows entry {index.entry_count - 1}")
+                self.entries = list(index.entries())
+        except KcliError as exc:
+            self.problem = f"unreadable ({exc.reason})"
+        for slot in range(1, len(self.entries)):
+            a, b = self.entries[slot - 1], self.entries[slot]
+            if self.problem is None and (b.timestamp < a.timestamp or b.offset < a.offset):
+                self.problem = f"entry {slot} goes backwards"
+
+    def feed(self, first: int, last: int, max_timestamp: int) -> None:
+        while self.problem is None and self.slot < len(self.entries) and self.entries[self.slot].offset <= last:
+            entry = self.entries[self.slot]
+            if entry.offset < first or entry.timestamp != max_timestamp:
+                self.problem = (f"entry {self.slot} ({entry.timestamp}, {entry.offset}) does not match the batch "
+                                f"holding that offset")
+            self.slot += 1
+
+    def finish(self) -> str | None:
+        if self.problem is None and self.slot < len(self.entries):
+            self.problem = f"entry {self.slot} lies past the last valid batch"
+        return self.problem
+
+
+class _TxnIndexCheck:
+    """Does a .txnindex hold exactly the segment's aborted transactions (producer, first and last offset)?"""
+
+    def __init__(self, path: Path | None, base: int) -> None:
+        self.exists = path is not None
+        self.problem: str | None = None
+        self.entries: list[AbortedTxn] = []
+        if path is None:
+            return
+        try:
+            index = TransactionIndex(path, base)
+            if index.trailing_bytes:
+                self.problem = f"{index.trailing_bytes} bytes of a partial entry at the end"
+            index.sanity_check()
+            self.entries = list(index.entries())
+        except KcliError as exc:
+            self.problem = f"unreadable ({exc.reason})"
+
+    def finish(self, expected: list[AbortedTxn]) -> str | None:
+        if self.problem is not None:
+            return self.problem
+        key = lambda e: (e.producer_id, e.first_offset, e.last_offset)  # noqa: E731 (the LSO depends on history)
+        if [key(e) for e in self.entries] != [key(e) for e in expected]:
+            return (f"holds {len(self.entries)} aborted transactions, the log's ABORT markers give {len(expected)}"
+                    if len(self.entries) != len(expected) else "differs from the aborted transactions in the log")
+        return None
+
+
+# -- applying ----------------------------------------------------------------------------------------
+
+def apply_recovery(plan: RecoveryPlan, *, quarantine: str | os.PathLike[str]) -> RecoveryResult:
+    """Carry out a plan. Everything that will be cut, dropped or replaced is first copied to ``quarantine``
+    (fsynced, with ``manifest.json``); only then does the partition change, in plan order: temp files and
+    dropped segments, the truncation, rebuilt indexes (written to `.tmp` and renamed), snapshots, epochs.
+    A crash at any step leaves a partition that another recovery finishes."""
+    directory = plan.partition_dir
+    quarantine = Path(quarantine).absolute()
+    log_dir = directory.resolve().parent
+    if quarantine.resolve().is_relative_to(log_dir):
+        raise KcliError(f"quarantine {quarantine} lies inside the log dir {log_dir}: a broker takes every "
+                        "sub-directory there for a partition", path=str(quarantine))
+    if quarantine.exists() and any(quarantine.iterdir()):
+        raise KcliError("quarantine directory is not empty", path=str(quarantine))
+    crash = _CrashPoints()
+    quarantine.mkdir(parents=True, exist_ok=True)
+    records = []
+    for seq, action in enumerate(plan.actions):
+        records.append(_quarantine(action, seq, quarantine))
+        crash.step()
+    manifest = quarantine / MANIFEST_NAME
+    write_atomically(manifest, json.dumps({
+        "format": MANIFEST_FORMAT,
+        "version": MANIFEST_VERSION,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "partition_dir": str(directory.absolute()),
+        "log_end_offset": plan.log_end_offset,
+        "actions": records,
+    }, indent=2).encode())
+    for parent in (quarantine, *list(quarantine.parents)[:3]):
+        fsync_dir(parent)
+    crash.step()
+    rebuilt: set[int] = set()
+    for action in plan.actions:
+        kind = classify(action.file)
+        if action.kind is ActionKind.DELETE:
+            action.file.unlink()
+            fsync_dir(directory)
+        elif action.kind is ActionKind.RENAME:
+            os.replace(action.file, action.target)
+            fsync_dir(directory)
+        elif action.kind is ActionKind.TRUNCATE:
+            with open(action.file, "r+b") as log:
+                log.truncate(action.position)
+                os.fsync(log.fileno())
+        elif kind in _INDEX_KINDS:
+            base = offset_from_filename(action.file.name)
+            if base in rebuilt:
+                continue
+            rebuilt.add(base)
+            group = [a for a in plan.actions if a.kind is ActionKind.REBUILD and classify(a.file) in _INDEX_KINDS
+                     and offset_from_filename(a.file.name) == base]
+            _rebuild_segment_indexes(plan, base, group, crash)
+            continue
+        elif kind is FileKind.PRODUCER_SNAPSHOT:
+            write_producer_snapshot(action.file, action.entries)
+        elif kind is FileKind.LEADER_EPOCH_CHECKPOINT:
+            LeaderEpochCheckpointFile(action.file).write(action.entries)
+        crash.step()
+    return RecoveryResult(plan, quarantine, manifest)
+
+
+def _quarantine(action: RecoveryAction, seq: int, quarantine: Path) -> dict[str, Any]:
+    """Copy the bytes an action removes into the quarantine (fsynced); the manifest entry for it."""
+    record = {
+        "action": action.kind.value,
+        "file": action.file.name,
+        "position": action.position,
+        "end": action.end,
+        "bytes": action.bytes,
+        "first_offset": action.first_offset,
+        "last_offset": action.last_offset,
+        "reason": action.reason,
+        "target": None if action.target is None else action.target.name,
+        "existed": action.existed,
+        "sha256": None,
+        "quarantine_file": None,
+    }
+    if action.kind is ActionKind.RENAME or not action.existed:
+        return record
+    origin = action.origin
+    size = origin.stat().st_size
+    if size != action.end:
+        raise KcliError(f"is {size} bytes, {action.end} when recovery was planned: plan again", path=str(origin))
+    name = f"{seq:04d}-{action.file.name}"
+    if action.kind is ActionKind.TRUNCATE:
+        name += f".{action.position}-{action.end}"
+    digest = hashlib.sha256()
+    with open(origin, "rb") as src, open(quarantine / name, "wb") as out:
+        src.seek(action.position)
+        remaining = action.bytes
+        while remaining:
+            chunk = src.read(min(_COPY_CHUNK, remaining))
+            if not chunk:
+                raise KcliError("file shrank while being quarantined", path=str(origin))
+            digest.update(chunk)
+            out.write(chunk)
+            remaining -= len(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    record.update(sha256=digest.hexdigest(), quarantine_file=name)
+    return record
+
+
+def _rebuild_segment_indexes(plan: RecoveryPlan, base: int, group: list[RecoveryAction], crash: _CrashPoints) -> None:
+    """Rebuild a segment's indexes from its .log with the append-time rules into `.tmp` files, then rename the
+    planned ones into place: a crash leaves either the old or the new index."""
+    directory = plan.partition_dir
+    log_bytes = group[0].log_bytes or 0
+    temps = {kind: segment_path(directory, base, suffix + TMP_SUFFIX) for kind, suffix in _INDEX_SUFFIXES.items()}
+    for path in temps.values():
+        path.unlink(missing_ok=True)  # our own leftovers; a plan quarantines any that existed
+    aborted = {txn.last_offset: txn for a in group if classify(a.file) is FileKind.TXN_INDEX for txn in a.entries}
+    indexes = SegmentIndexes.for_segment(directory, base, plan.config, suffix=TMP_SUFFIX)
+    try:
+        for batch in FileBatchReader(segment_path(directory, base, LOG_SUFFIX), 0, log_bytes):
+            indexes.append(batch, batch.position, aborted.get(batch.last_offset))
+    finally:
+        indexes.close()
+    temps[FileKind.TXN_INDEX].touch()  # an empty .txnindex replaces one with stray entries
+    crash.step()
+    wanted = {classify(a.file): a.file for a in group}
+    for kind, tmp in temps.items():
+        if kind in wanted:
+            os.replace(tmp, wanted[kind])
+            fsync_dir(directory)
+            crash.step()
+        else:
+            tmp.unlink()
+
+
+class _CrashPoints:
+    """Counts mutating steps; with KCLI_TEST_CRASH_AFTER=N the process dies by SIGKILL after step N."""
+
+    def __init__(self) -> None:
+        value = os.environ.get(CRASH_AFTER_ENV, "")
+        self.limit = int(value) if value.isdigit() else None
+        self.count = 0
+
+    def step(self) -> None:
+        self.count += 1
+        if self.limit is not None and self.count >= self.limit:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- restoring ---------------------------------------------------------------------------------------
+
+def restore_quarantine(manifest_path: str | os.PathLike[str]) -> RestoreResult:
+    """Undo an applied recovery from its quarantine: truncated tails are appended back (the file must still
+    end at the cut and the bytes match their SHA-256), dropped and replaced files come back, swaps are renamed
+    back, files recovery created go. Undoes in reverse order; running it again changes nothing."""
+    manifest_path = Path(manifest_path)
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read quarantine manifest: {exc}", path=str(manifest_path)) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise InputError("not a kctl recover quarantine manifest", path=str(manifest_path))
+    if manifest.get("version") != MANIFEST_VERSION:
+        raise InputError(f"unsupported manifest version {manifest.get('version')}", path=str(manifest_path))
+    quarantine = manifest_path.parent
+    directory = Path(manifest["partition_dir"])
+    records = manifest["actions"]
+    saved: dict[int, bytes] = {}
+    for i, r in enumerate(records):
+        if r["quarantine_file"] is None:
+            continue
+        data = (quarantine / r["quarantine_file"]).read_bytes()
+        if hashlib.sha256(data).hexdigest() != r["sha256"] or len(data) != r["bytes"]:
+            raise KcliError("quarantined bytes do not match their SHA-256 in the manifest",
+                            path=str(quarantine / r["quarantine_file"]))
+        saved[i] = data
+    for i, r in enumerate(records):
+        if r["action"] == ActionKind.TRUNCATE.value and _truncation_state(directory / r["file"], r, saved[i]) is None:
+            raise KcliError(f"file no longer ends at byte {r['position']}, where recovery cut it: not restoring",
+                            path=str(directory / r["file"]))
+    result = RestoreResult(manifest_path, directory, [], [])
+    for i in reversed(range(len(records))):
+        r = records[i]
+        path = directory / r["file"]
+        done = _undo(r, path, directory, saved.get(i))
+        (result.restored if done else result.skipped).append(r)
+    fsync_dir(directory)
+    return result
+
+
+def _truncation_state(path: Path, r: dict[str, Any], data: bytes) -> str | None:
+    size = path.stat().st_size if path.exists() else -1
+    if size == r["position"]:
+        return "cut"
+    if size == r["end"]:
+        with open(path, "rb") as file:
+            file.seek(r["position"])
+            if file.read() == data:
+                return "restored"
+    return None
+
+
+def _undo(r: dict[str, Any], path: Path, directory: Path, data: bytes | None) -> bool:
+    """Undo one manifest entry; False when there was nothing to undo."""
+    action = ActionKind(r["action"])
+    if action is ActionKind.TRUNCATE:
+        if _truncation_state(path, r, data or b"") == "restored":
+            return False
+        with open(path, "r+b") as file:
+            file.seek(r["position"])
+            file.write(data or b"")
+            file.flush()
+            os.fsync(file.fileno())
+        return True
+    if action is ActionKind.RENAME:
+        target = directory / r["target"]
+        if path.exists() and not target.exists():
+            return False
+        if path.exists():
+            raise KcliError(f"both {path.name} and {target.name} exist: cannot undo the swap", path=str(path))
+        os.replace(target, path)
+        return True
+    if action is ActionKind.REBUILD and not r["existed"]:
+        if not path.exists():
+            return False
+        path.unlink()
+        return True
+    if path.exists() and hashlib.sha256(path.read_bytes()).hexdigest() == r["sha256"]:
+        return False
+    if action is ActionKind.DELETE and path.exists():
+        raise KcliError("exists with other content than the quarantined copy: not overwriting", path=str(path))
+    write_atomically(path, data or b"")
+    return True
+
+
+# -- quarantine location -----------------------------------------------------------------------------
+
+def quarantine_root(log_dir: str | os.PathLike[str]) -> Path:
+    """`<log dir>.kctl-quarantine` beside the log dir: never inside it, where a broker takes every
+    sub-directory for a partition (and refuses to start on one that is not)."""
+    log_dir = Path(log_dir).resolve()
+    return log_dir.with_name(log_dir.name + QUARANTINE_DIR_SUFFIX)
+
+
+def new_quarantine_run(root: str | os.PathLike[str], now: datetime | None = None) -> Path:
+    """`<root>/<UTC timestamp>` that does not exist yet (not created)."""
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    root = Path(root)
+    candidate, n = root / stamp, 2
+    while candidate.exists():
+        candidate, n = root / f"{stamp}-{n}", n + 1
+    return candidate
+
+
+def new_quarantine_dir(partition_dir: str | os.PathLike[str]) -> Path:
+    """Default quarantine of one partition: `<log dir>.kctl-quarantine/<timestamp>/<partition>`."""
+    partition_dir = Path(partition_dir).resolve()
+    return new_quarantine_run(quarantine_root(partition_dir.parent)) / partition_dir.name
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+def _name(base: int, suffix: str) -> str:
+    return segment_path(".", base, suffix).name
+
+
+def _base(name: str) -> int | None:
+    try:
+        return offset_from_filename(name)
+    except KcliError:
+        return None
+
+
+def _next_offset(path: Path, base: int) -> int:
+    """Kafka `readNextOffset` of a segment file: one past the last batch, or its base offset when empty."""
+    next_offset = base
+    try:
+        for batch in FileBatchReader(path):
+            next_offset = batch.last_offset + 1
+    except KcliError:
+        pass
+    return next_offset
+
+
+def _claimed_offsets(path: Path, start: int, end: int, expected: int) -> tuple[int | None, int | None]:
+    """First and last offsets that the batch headers in bytes [start, end) claim, following declared sizes
+    (CRCs unchecked); claims outside [expected, expected + Int.MAX] are noise and ignored."""
+    first = last = None
+    with open(path, "rb") as file:
+        position = start
+        while end - position > HEADER_SIZE_UP_TO_MAGIC:
+            file.seek(position)
+            head = file.read(min(RECORD_BATCH_OVERHEAD, end - position))
+            offset, size = _OFFSET_SIZE.unpack_from(head)
+            if size < MIN_RECORD_OVERHEAD or not expected <= offset <= expected + INT32_MAX:
+                break
+            claimed = offset
+            if head[MAGIC_OFFSET] == 2 and len(head) >= _LAST_OFFSET_DELTA_AT + 4:
+                claimed = offset + _LAST_OFFSET_DELTA.unpack_from(head, _LAST_OFFSET_DELTA_AT)[0]
+            first = offset if first is None else first
+            if claimed >= offset and (last is None or claimed > last):
+                last = claimed
+            position += LOG_OVERHEAD + size
+    return first, last

@@ -1,0 +1,237 @@
+"""Recover segments, partition directories or log directories offline, as a broker's LogLoader would.
+
+Refuses a log dir whose ``.lock`` another process holds (a running broker), plans every partition, and
+unless it is a dry run applies the plans with quarantine: ``<log dir>.kctl-quarantine/<timestamp>/<partition>``
+by default, beside the log dir. Returns a ``RecoverReport``; never prints.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shlex
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kcli.errors import InputError, KcliError
+from kcli.storage.files import DELETE_DIR_SUFFIX, LOCK_FILE, FileKind, classify, offset_from_filename, partition_dir_marker
+from kcli.storage.recovery import (
+    MANIFEST_NAME,
+    QUARANTINE_DIR_SUFFIX,
+    RecoveryAction,
+    RestoreResult,
+    apply_recovery,
+    new_quarantine_run,
+    plan_recovery,
+    quarantine_root,
+    restore_quarantine,
+)
+
+_SEGMENT_KINDS = (FileKind.LOG, FileKind.INDEX, FileKind.TIME_INDEX, FileKind.TXN_INDEX)
+
+
+class RecoveryRefusedError(KcliError):
+    """A log dir is in use: another process (a broker) holds its .lock."""
+
+
+class QuarantinePlacementError(KcliError):
+    """The quarantine would land inside a log dir, where a broker takes sub-directories for partitions."""
+
+
+@dataclass
+class PartitionRecovery:
+    directory: str
+    log_end_offset: int | None
+    actions: list[RecoveryAction]
+    problems: list[str]
+    applied: bool = False
+    quarantine: str | None = None
+    manifest: str | None = None
+
+    @property
+    def restore_command(self) -> str | None:
+        return None if self.manifest is None else f"kctl recover --restore {shlex.quote(self.manifest)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.directory,
+            "log_end_offset": self.log_end_offset,
+            "applied": self.applied,
+            "actions": [a.to_json() for a in self.actions],
+            "problems": self.problems,
+            "quarantine": self.quarantine,
+            "manifest": self.manifest,
+            "restore_command": self.restore_command,
+        }
+
+
+@dataclass
+class RecoverReport:
+    paths: list[str]
+    dry_run: bool
+    rebuild_indexes: bool
+    partitions: list[PartitionRecovery] = field(default_factory=list)
+    segments: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+    @property
+    def actions(self) -> list[RecoveryAction]:
+        return [a for p in self.partitions for a in p.actions]
+
+    @property
+    def problems(self) -> list[str]:
+        return [problem for p in self.partitions for problem in p.problems]
+
+    @property
+    def restore_commands(self) -> list[str]:
+        return [p.restore_command for p in self.partitions if p.restore_command]
+
+    def is_ok(self) -> bool:
+        """Nothing left to repair: no problems remain, and a dry run found nothing to do."""
+        return not self.problems and not (self.dry_run and self.actions)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.is_ok(),
+            "dry_run": self.dry_run,
+            "rebuild_indexes": self.rebuild_indexes,
+            "paths": self.paths,
+            "segments": self.segments,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+            "partitions": [p.to_json() for p in self.partitions],
+            "restore_commands": self.restore_commands,
+        }
+
+
+def recover(paths: list[str], *, dry_run: bool, quarantine: str | os.PathLike[str] | None = None,
+            rebuild_indexes: bool = False, progress: Callable[[int], None] | None = None) -> RecoverReport:
+    """Plan (and unless ``dry_run`` apply) recovery of every partition named: a segment file recovers its
+    partition from that segment on (its base offset is the recovery point), a directory every segment."""
+    started = time.perf_counter()
+    report = RecoverReport(list(paths), dry_run, rebuild_indexes)
+    partitions = find_partitions(paths)
+    log_dirs = sorted({d.resolve().parent for d in partitions})
+    if quarantine is not None:
+        root = Path(quarantine).absolute()
+        for log_dir in log_dirs:
+            if root.resolve().is_relative_to(log_dir):
+                raise QuarantinePlacementError(f"quarantine must not lie inside the log dir {log_dir}: a broker takes "
+                                               "every sub-directory there for a partition", path=str(quarantine))
+    runs: dict[Path, Path] = {}
+    used: set[Path] = set()
+    with ExitStack() as locks:
+        for log_dir in log_dirs:
+            locks.enter_context(log_dir_lock(log_dir))
+        for directory, recovery_point in partitions.items():
+            plan = plan_recovery(directory, recovery_point=recovery_point, rebuild_indexes_only=rebuild_indexes,
+                                 progress=progress)
+            result = PartitionRecovery(str(directory), plan.log_end_offset, plan.actions, list(plan.problems))
+            report.partitions.append(result)
+            report.segments += plan.segments
+            report.bytes += plan.bytes
+            if dry_run or not plan.actions:
+                continue
+            log_dir = directory.resolve().parent
+            if log_dir not in runs:
+                runs[log_dir] = new_quarantine_run(Path(quarantine).absolute() if quarantine else quarantine_root(log_dir))
+            target = runs[log_dir] / directory.name
+            n = 2
+            while target in used:
+                target, n = runs[log_dir] / f"{directory.name}-{n}", n + 1
+            used.add(target)
+            try:
+                applied = apply_recovery(plan, quarantine=target)
+            except (KcliError, OSError) as exc:
+                result.problems.append(f"{directory}: recovery not applied: {exc}")
+                continue
+            result.applied = True
+            result.quarantine, result.manifest = str(applied.quarantine), str(applied.manifest)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def restore(path: str | os.PathLike[str]) -> list[RestoreResult]:
+    """Undo recoveries: one manifest, or every manifest under a quarantine directory."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("No such file or directory", path=str(path))
+    manifests = sorted(path.rglob(MANIFEST_NAME)) if path.is_dir() else [path]
+    if not manifests:
+        raise InputError(f"no {MANIFEST_NAME} under this directory", path=str(path))
+    return [restore_quarantine(m) for m in manifests]
+
+
+def find_partitions(paths: list[str]) -> dict[Path, int | None]:
+    """Partition dir -> recovery point (None: every segment). A directory holding segments is a partition; any
+    other directory is searched (log dirs, trees of them), skipping partitions marked for deletion and quarantines."""
+    found: dict[Path, int | None] = {}
+
+    def add(directory: Path, point: int | None) -> None:
+        directory = directory.absolute()
+        if directory not in found:
+            found[directory] = point
+        elif found[directory] is not None:
+            found[directory] = None if point is None else min(point, found[directory])  # type: ignore[type-var]
+
+    for given in paths:
+        path = Path(given)
+        if not path.exists():
+            raise InputError("No such file or directory", path=given)
+        if path.is_file():
+            kind = classify(path)
+            add(path.parent, offset_from_filename(path.name) if kind in _SEGMENT_KINDS else None)
+            continue
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise InputError("Permission denied", path=given)
+        for directory in _walk(path):
+            add(directory, None)
+    return found
+
+
+def _walk(path: Path) -> Iterator[Path]:
+    children = sorted(path.iterdir())
+    if any(classify(c) is FileKind.LOG for c in children if c.is_file()):
+        yield path
+        return
+    for child in children:
+        if child.is_dir() and not child.name.endswith(QUARANTINE_DIR_SUFFIX) and \
+                partition_dir_marker(child.name) != DELETE_DIR_SUFFIX:
+            yield from _walk(child)
+
+
+@contextmanager
+def log_dir_lock(log_dir: Path) -> Iterator[None]:
+    """Hold ``<log dir>/.lock`` while recovering, if the log dir has one; refuse if another process holds it.
+
+    Kafka locks it with FileChannel.tryLock (a POSIX fcntl lock), kcli's broker with flock: both are tried.
+    A missing .lock is not created, so a dry run leaves the log dir untouched.
+    """
+    lock = log_dir / LOCK_FILE
+    if not lock.is_file():
+        yield
+        return
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError as exc:
+        raise InputError(f"cannot open the lock file: {exc.strerror}", path=str(lock)) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise RecoveryRefusedError("another process (a running broker?) holds this log dir's lock: stop it "
+                                       "before recovering", path=str(lock)) from None
+        yield
+    finally:
+        os.close(fd)  # releases both locks
+
+
+def total_log_bytes(paths: list[str]) -> int:
+    """Bytes of the .log files recovery reads (for a progress bar)."""
+    return sum(p.stat().st_size for d in find_partitions(paths) for p in d.iterdir() if classify(p) is FileKind.LOG)

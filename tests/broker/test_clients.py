@@ -1,0 +1,150 @@
+"""Real clients against a real `kctl broker run`: kcat (librdkafka 2.0), confluent-kafka, kafka-python."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+
+import pytest
+
+from broker_support import kcat
+from kcli.tools.dump import DumpOptions, DumpRun
+from kcli.tools.verify import verify
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+needs_kcat = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed (scripts/setup.sh installs it)")
+
+
+def _topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@needs_kcat
+def test_kcat_metadata(broker):
+    out = kcat("-b", broker.bootstrap, "-L", "-J")
+    assert out.returncode == 0, out.stderr
+    meta = json.loads(out.stdout)
+    assert [b["id"] for b in meta["brokers"]] == [0]
+    assert meta["brokers"][0]["name"] == f"127.0.0.1:{broker.port}"
+
+
+@needs_kcat
+@pytest.mark.parametrize("codec", CODECS)
+def test_kcat_produce_consume(broker, codec):
+    topic = _topic(f"kcat-{codec}")
+    lines = [f"key-{i}:value {i} " + "x" * (i % 50) for i in range(200)]
+    out = kcat("-b", broker.bootstrap, "-P", "-t", topic, "-K:", "-z", codec, input="\n".join(lines).encode())
+    assert out.returncode == 0, out.stderr
+    out = kcat("-b", broker.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-f", "%k:%s\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.decode().splitlines() == lines
+
+
+def test_confluent_produce_codecs_headers(broker):
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka import Consumer
+
+    for codec in CODECS:
+        topic = _topic(f"ck-{codec}")
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 5})
+        delivered = []
+        for i in range(300):
+            producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode() * 10,
+                             headers=[("h", f"{i}".encode())], on_delivery=lambda err, msg: delivered.append(err))
+        assert producer.flush(30) == 0
+        assert delivered == [None] * 300
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        while len(got) < 300:
+            msg = consumer.poll(10)
+            assert msg is not None and msg.error() is None, msg and msg.error()
+            got.append((msg.offset(), msg.key(), msg.value(), msg.headers()))
+        consumer.close()
+        assert got == [(i, f"k{i}".encode(), f"v{i}".encode() * 10, [("h", f"{i}".encode())]) for i in range(300)]
+
+
+def test_confluent_idempotent_producer(broker):
+    from confluent_kafka import Producer
+
+    topic = _topic("idem")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 2})
+    errors = []
+    for i in range(1000):
+        producer.produce(topic, value=str(i).encode(), on_delivery=lambda err, msg: errors.append(err))
+    assert producer.flush(30) == 0 and set(errors) == {None}
+    partition_dir = broker.log_dir / f"{topic}-0"
+    batches = [i for i in DumpRun([str(partition_dir)], DumpOptions()) if type(i).__name__ == "DumpBatch"]
+    assert batches and all(b.batch.producer_id >= 0 and b.batch.base_sequence >= 0 for b in batches)
+
+
+def test_kafka_python_round_trip(broker):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    topic = _topic("kp")
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="gzip")
+    for i in range(100):
+        producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, headers=[("n", b"%d" % i)])
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, consumer_timeout_ms=10000)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    got = [(m.offset, m.key, m.value, m.headers) for m in consumer]
+    consumer.close()
+    assert got == [(i, b"k%d" % i, b"v%d" % i, [("n", b"%d" % i)]) for i in range(100)]
+
+
+def test_admin_create_delete_topics(broker):
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = _topic("admin")
+    for future in admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)]).values():
+        future.result(30)
+    assert sorted(p.name for p in broker.log_dir.iterdir() if p.name.startswith(topic)) == [
+        f"{topic}-0", f"{topic}-1", f"{topic}-2"]
+    for future in admin.create_partitions([NewPartitions(topic, 5)]).values():
+        future.result(30)
+    assert len(admin.list_topics(topic, timeout=30).topics[topic].partitions) == 5
+    for future in admin.delete_topics([topic]).values():
+        future.result(30)
+    assert not any(p.name.startswith(topic + "-") for p in broker.log_dir.iterdir())
+    with pytest.raises(Exception, match="INVALID_TOPIC|illegal|invalid"):
+        admin.create_topics([NewTopic("../escape", num_partitions=1, replication_factor=1)])["../escape"].result(30)
+
+
+def test_offsets_for_times(broker):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = _topic("times")
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    base = 1_700_000_000_000
+    for i in range(50):
+        producer.produce(topic, value=b"x", timestamp=base + i * 1000)
+        producer.flush(10)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "t"})
+    (tp,) = consumer.offsets_for_times([TopicPartition(topic, 0, base + 20_500)], timeout=30)
+    assert tp.offset == 21
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    assert (low, high) == (0, 50)
+    consumer.close()
+
+
+def test_log_dir_is_clean_and_dumpable_after_clean_stop(make_broker, tmp_path):
+    from confluent_kafka import Producer
+
+    b = make_broker("log.segment.bytes=20000")
+    producer = Producer({"bootstrap.servers": b.bootstrap, "compression.type": "lz4", "batch.num.messages": 20})
+    for i in range(2000):
+        producer.produce("orders", key=b"k%d" % (i % 10), value=os.urandom(100))
+    assert producer.flush(30) == 0
+    assert b.stop() == 0
+    assert (b.log_dir / ".kafka_cleanshutdown").exists()
+    report = verify([str(b.log_dir)], deep=True)
+    assert report.is_clean(), report.problems
+    assert len(list((b.log_dir / "orders-0").glob("*.log"))) > 3
+    run = DumpRun([str(b.log_dir)], DumpOptions(deep_iteration=True))
+    assert sum(1 for _ in run) and run.summary.errors == 0 and run.summary.records == 2000

@@ -1,0 +1,66 @@
+"""Helpers for tests that run a real `kctl broker run` subprocess."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class BrokerProcess:
+    port: int
+    log_dir: Path
+    overrides: list[str]
+    proc: subprocess.Popen | None = None
+    stderr_path: Path | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.stderr_path = self.log_dir.parent / f"broker-{self.port}-{int(time.time() * 1000)}.log"
+        args = [sys.executable, "-m", "kcli", "broker", "run",
+                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                "--override", f"log.dirs={self.log_dir}", *sum((["--override", o] for o in self.overrides), [])]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.stderr_path, "w"))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"broker did not listen within {timeout}s:\n{self.log()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout)
+        self.proc = None
+        return code
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def log(self) -> str:
+        return self.stderr_path.read_text() if self.stderr_path and self.stderr_path.exists() else ""
+
+
+def kcat(*args: str, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(["kcat", *args], input=input, capture_output=True, timeout=timeout)
+

@@ -1,0 +1,232 @@
+"""kctl recover: log dirs and partitions, dry runs, quarantine and restore, the .lock, crashes at every step."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from builders import build_partition
+from kcli.records import BatchReader
+from kcli.storage.recovery import CRASH_AFTER_ENV, MANIFEST_NAME
+from kcli.tools.recover import QuarantinePlacementError, RecoveryRefusedError, recover, restore
+from kcli.tools.verify import verify
+
+FIXTURE_LOG_DIRS = ("VolodymyrZee__kafka", "rjmfernandes__flink-on-prem/data")
+
+
+def _logs(directory):
+    return sorted(directory.glob("*.log"))
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """sha256 of every file under root, by relative path."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _damage(directory: Path) -> int:
+    """A flipped bit in the middle of the second segment, a torn tail, a zeroed index in the first segment and
+    a leftover .deleted file. Returns the log end offset recovery must reach."""
+    logs = _logs(directory)
+    victim = list(BatchReader(logs[1].read_bytes()))[7]
+    data = bytearray(logs[1].read_bytes())
+    data[victim.position + victim.size // 2] ^= 0x04
+    logs[1].write_bytes(bytes(data))
+    logs[-1].write_bytes(logs[-1].read_bytes()[:-9])
+    index = logs[0].with_suffix(".index")
+    index.write_bytes(bytes(index.stat().st_size))
+    shutil.copy(logs[0], str(logs[0]) + ".deleted")
+    return victim.base_offset
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory):
+    log_dir = tmp_path_factory.mktemp("damaged") / "logs"
+    partition = build_partition(log_dir / "t-0")
+    build_partition(log_dir / "u-0", batches=30)
+    return log_dir, _damage(partition)
+
+
+@pytest.fixture
+def log_dir(damaged, tmp_path):
+    return Path(shutil.copytree(damaged[0], tmp_path / "logs"))
+
+
+def kctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+# -- the tool ---------------------------------------------------------------------------------------------
+
+def test_dry_run_changes_nothing(log_dir, damaged):
+    before = _tree(log_dir.parent)
+    report = recover([str(log_dir)], dry_run=True)
+    assert _tree(log_dir.parent) == before
+    assert not report.is_ok() and report.problems == []
+    (changed,) = [p for p in report.partitions if p.actions]
+    assert changed.directory.endswith("t-0") and changed.log_end_offset == damaged[1]
+    assert changed.manifest is None and changed.to_json()["restore_command"] is None
+
+
+def test_recover_log_dir_with_default_quarantine(log_dir, damaged):
+    report = recover([str(log_dir)], dry_run=False)
+    assert report.is_ok()
+    assert verify([str(log_dir)]).is_clean(strict=True)
+    (changed,) = [p for p in report.partitions if p.actions]
+    manifest = Path(changed.manifest)
+    # <log dir>.kctl-quarantine/<timestamp>/<partition>/manifest.json, beside the log dir, not in it
+    assert manifest.parent.parent.parent == log_dir.with_name("logs.kctl-quarantine")
+    assert manifest.parent.name == "t-0" and manifest.name == MANIFEST_NAME
+    assert not any(p.is_dir() for p in (log_dir / "t-0").iterdir()) and sorted(p.name for p in log_dir.iterdir()) == ["t-0", "u-0"]
+    data = report.to_json()
+    (entry,) = [p for p in data["partitions"] if p["actions"]]
+    assert entry["restore_command"] == f"kctl recover --restore {manifest}" and data["restore_commands"] == [entry["restore_command"]]
+    truncate = next(a for a in entry["actions"] if a["action"] == "truncate")
+    assert set(truncate) == {"action", "file", "position", "end", "bytes", "first_offset", "last_offset", "target", "reason"}
+    assert truncate["first_offset"] == damaged[1] and truncate["bytes"] == truncate["end"] - truncate["position"] > 0
+    again = recover([str(log_dir)], dry_run=False)
+    assert again.actions == [] and again.is_ok()
+
+
+def test_restore_puts_every_byte_back(log_dir):
+    before = _tree(log_dir)
+    report = recover([str(log_dir)], dry_run=False, quarantine=log_dir.parent / "q")
+    assert _tree(log_dir) != before
+    (result,) = restore(log_dir.parent / "q")  # a quarantine directory: every manifest under it
+    assert _tree(log_dir) == before and result.restored
+    assert Path(report.partitions[0].manifest or report.partitions[1].manifest).is_file()
+
+
+def test_segment_file_recovers_from_that_segment(log_dir):
+    partition = log_dir / "t-0"
+    report = recover([str(_logs(partition)[-1])], dry_run=True)
+    (only,) = report.partitions
+    assert only.directory == str(partition) and {a.file.name for a in only.actions if a.kind.value == "truncate"} == {
+        _logs(partition)[-1].name}
+    whole = recover([str(partition)], dry_run=True)
+    assert len(whole.actions) > len(only.actions)
+
+
+def test_refuses_a_log_dir_locked_by_another_process(log_dir):
+    (log_dir / ".lock").write_bytes(b"")
+    for style in ("flock", "lockf"):  # kcli's broker uses flock, Kafka a POSIX fcntl lock
+        holder = subprocess.Popen([sys.executable, "-c", (
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(log_dir / '.lock')!r}, os.O_RDWR)\n"
+            f"fcntl.{style}(fd, fcntl.LOCK_EX)\n"
+            "print('locked', flush=True)\n"
+            "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "locked"
+            before = _tree(log_dir.parent)
+            with pytest.raises(RecoveryRefusedError, match="holds this log dir's lock"):
+                recover([str(log_dir / "t-0")], dry_run=False)
+            proc = kctl("recover", str(log_dir))
+            assert proc.returncode == 1 and "lock" in proc.stderr
+            assert _tree(log_dir.parent) == before
+        finally:
+            holder.kill()
+            holder.wait()
+    fd = os.open(log_dir / ".lock", os.O_RDWR)  # released: recovery goes ahead, and holds the lock meanwhile
+    try:
+        assert recover([str(log_dir)], dry_run=False).is_ok()
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
+
+
+def test_refuses_a_quarantine_inside_the_log_dir(log_dir):
+    for inside in (log_dir / "q", log_dir / "t-0" / "q"):
+        with pytest.raises(QuarantinePlacementError):
+            recover([str(log_dir / "t-0")], dry_run=False, quarantine=inside)
+    assert kctl("recover", "--quarantine", str(log_dir / "q"), str(log_dir)).returncode == 2
+    assert not (log_dir / "q").exists()
+
+
+def test_fixture_log_dirs_are_left_alone(fixtures_dir, tmp_path):
+    for name in FIXTURE_LOG_DIRS:
+        copy = tmp_path / name.replace("/", "_")
+        shutil.copytree(fixtures_dir / name, copy)
+        for path in (copy, *copy.rglob("*")):
+            path.chmod(path.stat().st_mode | 0o200)
+        before = _tree(tmp_path)
+        report = recover([str(copy)], dry_run=False)
+        assert report.actions == [] and report.is_ok() and report.segments >= 10
+        assert _tree(tmp_path) == before
+
+
+# -- the command --------------------------------------------------------------------------------------------
+
+def test_cli_text_json_restore_and_exit_codes(log_dir, tmp_path):
+    before = _tree(log_dir)
+    dry = kctl("recover", "--dry-run", "--json", str(log_dir))
+    assert dry.returncode == 1 and _tree(log_dir) == before
+    assert not json.loads(dry.stdout)["ok"]
+    proc = kctl("recover", "--quarantine", str(tmp_path / "q"), str(log_dir))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    truncate = next(line for line in lines if line.lstrip().startswith("truncate "))
+    assert "00000000000000000114.log at byte " in truncate and "bytes " in truncate and "offsets " in truncate
+    assert lines[-1].startswith("to undo: kctl recover --restore ") and lines[-1].endswith(MANIFEST_NAME)
+    command = lines[-1].removeprefix("to undo: kctl ").split()
+    assert kctl("recover", str(log_dir)).stdout.startswith("nothing to do")
+    restored = kctl(*command)
+    assert restored.returncode == 0 and restored.stdout.startswith("restored ") and _tree(log_dir) == before
+    assert kctl("recover", str(tmp_path / "missing")).returncode == 3
+    assert kctl("recover").returncode == 2
+    assert kctl("recover", "--restore", str(tmp_path / "nothing-here.json")).returncode == 3
+
+
+def test_rebuild_indexes_only(log_dir):
+    proc = kctl("recover", "--rebuild-indexes", "--json", str(log_dir / "t-0"))
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and report["partitions"][0]["problems"]  # the log damage is left, and said so
+    assert {a["action"] for p in report["partitions"] for a in p["actions"]} == {"rebuild"}
+
+
+# -- crash safety -------------------------------------------------------------------------------------------
+
+def _quarantined(root: Path) -> list[tuple[str, int, bytes]]:
+    out = []
+    for manifest in root.rglob(MANIFEST_NAME):
+        for entry in json.loads(manifest.read_text())["actions"]:
+            if entry["quarantine_file"]:
+                out.append((entry["file"], entry["position"], (manifest.parent / entry["quarantine_file"]).read_bytes()))
+    return out
+
+
+@pytest.mark.slow
+def test_killed_at_every_step_then_recovered(damaged, tmp_path):
+    """SIGKILL `kctl recover` after each mutating step in turn, then run recover again: the partition ends
+    clean at the expected offset, and quarantine plus partition still hold every original byte."""
+    template = damaged[0] / "t-0"
+    originals = {p.name: p.read_bytes() for p in template.iterdir()}
+    crashes = 0
+    for step in range(1, 200):
+        partition = Path(shutil.copytree(template, tmp_path / f"{step}" / "logs" / "t-0"))
+        quarantine = tmp_path / f"{step}" / "q"
+        proc = kctl("recover", "--quarantine", str(quarantine), str(partition), env={CRASH_AFTER_ENV: str(step)})
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == -9, proc.stderr
+        crashes += 1
+        report = recover([str(partition)], dry_run=False, quarantine=quarantine)
+        assert report.is_ok() and report.partitions[0].log_end_offset == damaged[1], (step, report.to_json())
+        assert verify([str(partition)]).is_clean(strict=True), (step, verify([str(partition)]).problems)
+        assert recover([str(partition)], dry_run=True).actions == []
+        kept = _quarantined(quarantine)
+        for name, data in originals.items():
+            now = (partition / name).read_bytes() if (partition / name).exists() else b""
+            if now == data:
+                continue
+            assert any(file == name and position <= len(now) and data[:position] == now[:position]
+                       and data[position:] == piece for file, position, piece in kept), (step, name)
+    assert crashes > 20
