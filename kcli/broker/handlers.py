@@ -29,6 +29,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("kcli.broker")
 
 ZERO = datetime.timedelta(0)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Call:
+    """Who asked: the decoded request (version, client id) and the peer's host."""
+
+    request: Any
+    client_host: str
+
 _ZERO_UUID = uuid.UUID(int=0)
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
@@ -51,7 +60,7 @@ def build(module: Any, class_name: str, **values: Any) -> Any:
 
 
 # -- Metadata -------------------------------------------------------------------------------------
-async def metadata(broker: Broker, req: Any) -> Any:
+async def metadata(broker: Broker, req: Any, call: Call) -> Any:
     R = response_module(req)
     requested = None if req.topics is None else [t for t in req.topics]
     auto_create = getattr(req, "allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
@@ -98,7 +107,7 @@ async def metadata(broker: Broker, req: Any) -> Any:
 
 
 # -- Produce --------------------------------------------------------------------------------------
-async def produce(broker: Broker, req: Any) -> Any | None:
+async def produce(broker: Broker, req: Any, call: Call) -> Any | None:
     R = response_module(req)
     topics = []
     for topic in req.topic_data:
@@ -166,7 +175,7 @@ class _ProduceError(KcliError):
 
 
 # -- Fetch ----------------------------------------------------------------------------------------
-async def fetch(broker: Broker, req: Any) -> Any:
+async def fetch(broker: Broker, req: Any, call: Call) -> Any:
     R = response_module(req)
     deadline = time.monotonic() + req.max_wait.total_seconds()
     while True:
@@ -224,7 +233,7 @@ def _fetch_once(broker: Broker, req: Any, R: Any) -> tuple[list[Any], int]:
 
 
 # -- ListOffsets ----------------------------------------------------------------------------------
-async def list_offsets(broker: Broker, req: Any) -> Any:
+async def list_offsets(broker: Broker, req: Any, call: Call) -> Any:
     R = response_module(req)
     topics = []
     for topic in req.topics:
@@ -253,7 +262,7 @@ async def list_offsets(broker: Broker, req: Any) -> Any:
 
 
 # -- Topics ---------------------------------------------------------------------------------------
-async def create_topics(broker: Broker, req: Any) -> Any:
+async def create_topics(broker: Broker, req: Any, call: Call) -> Any:
     R = response_module(req)
     results = []
     for t in req.topics:
@@ -277,7 +286,7 @@ async def create_topics(broker: Broker, req: Any) -> Any:
     return build(R, "CreateTopicsResponse", throttle_time=ZERO, topics=tuple(results))
 
 
-async def delete_topics(broker: Broker, req: Any) -> Any:
+async def delete_topics(broker: Broker, req: Any, call: Call) -> Any:
     R = response_module(req)
     names = list(getattr(req, "topic_names", ()) or ())
     for state in getattr(req, "topics", ()) or ():
@@ -296,7 +305,7 @@ async def delete_topics(broker: Broker, req: Any) -> Any:
     return build(R, "DeleteTopicsResponse", throttle_time=ZERO, responses=tuple(results))
 
 
-async def create_partitions(broker: Broker, req: Any) -> Any:
+async def create_partitions(broker: Broker, req: Any, call: Call) -> Any:
     R = response_module(req)
     results = []
     for t in req.topics:
@@ -313,7 +322,7 @@ async def create_partitions(broker: Broker, req: Any) -> Any:
 
 
 # -- Coordinators and producers -------------------------------------------------------------------
-async def find_coordinator(broker: Broker, req: Any) -> Any:
+async def find_coordinator(broker: Broker, req: Any, call: Call) -> Any:
     R = response_module(req)
     host, port = broker.advertised
     keys = getattr(req, "coordinator_keys", None) or (getattr(req, "key", ""),)
@@ -324,7 +333,7 @@ async def find_coordinator(broker: Broker, req: Any) -> Any:
                  node_id=broker.broker_id, host=host, port=port, coordinators=coordinators)
 
 
-async def init_producer_id(broker: Broker, req: Any) -> Any:
+async def init_producer_id(broker: Broker, req: Any, call: Call) -> Any:
     R = response_module(req)
     timeout_ms = req.transaction_timeout.total_seconds() * 1000
     if req.transactional_id is not None and timeout_ms > broker.config["transaction.max.timeout.ms"]:
@@ -335,7 +344,7 @@ async def init_producer_id(broker: Broker, req: Any) -> Any:
                  producer_id=producer_id, producer_epoch=epoch)
 
 
-async def describe_configs(broker: Broker, req: Any) -> Any:
+async def describe_configs(broker: Broker, req: Any, call: Call) -> Any:
     R = response_module(req)
     results = []
     for resource in req.resources:
@@ -350,3 +359,114 @@ async def describe_configs(broker: Broker, req: Any) -> Any:
                              resource_type=resource.resource_type, resource_name=resource.resource_name,
                              configs=entries))
     return build(R, "DescribeConfigsResponse", throttle_time=ZERO, results=tuple(results))
+
+
+# -- Groups ---------------------------------------------------------------------------------------
+async def join_group(broker: Broker, req: Any, call: Call) -> Any:
+    R = response_module(req)
+    result = await broker.groups.join(req, call.request.api_version, call.request.client_id or "", call.client_host)
+    members = tuple(build(R, "JoinGroupResponseMember", member_id=mid, group_instance_id=instance, metadata=meta)
+                    for mid, instance, meta in result.get("members", ()))
+    return build(R, "JoinGroupResponse", throttle_time=ZERO, error_code=result["error_code"],
+                 generation_id=result.get("generation_id", -1), protocol_type=result.get("protocol_type"),
+                 protocol_name=result.get("protocol_name") or "", leader=result.get("leader") or "",
+                 skip_assignment=False, member_id=result.get("member_id", ""), members=members)
+
+
+async def sync_group(broker: Broker, req: Any, call: Call) -> Any:
+    R = response_module(req)
+    result = await broker.groups.sync(req)
+    return build(R, "SyncGroupResponse", throttle_time=ZERO, error_code=result["error_code"],
+                 protocol_type=result.get("protocol_type"), protocol_name=result.get("protocol_name"),
+                 assignment=result.get("assignment", b""))
+
+
+async def heartbeat(broker: Broker, req: Any, call: Call) -> Any:
+    R = response_module(req)
+    return build(R, "HeartbeatResponse", throttle_time=ZERO, error_code=broker.groups.heartbeat(req))
+
+
+async def leave_group(broker: Broker, req: Any, call: Call) -> Any:
+    R = response_module(req)
+    identities = list(getattr(req, "members", None) or ())
+    member_ids = [m.member_id for m in identities] if identities else [req.member_id]
+    errors = broker.groups.leave(req.group_id, member_ids)
+    members = tuple(build(R, "MemberResponse", member_id=mid, group_instance_id=getattr(m, "group_instance_id", None),
+                          error_code=err) for mid, m, err in zip(member_ids, identities or [None] * len(member_ids), errors))
+    top = errors[0] if not identities else ErrorCode.none
+    return build(R, "LeaveGroupResponse", throttle_time=ZERO, error_code=top, members=members)
+
+
+async def offset_commit(broker: Broker, req: Any, call: Call) -> Any:
+    R = response_module(req)
+    generation = getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1))
+    offsets = [(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                p.committed_metadata) for t in req.topics for p in t.partitions]
+    unknown = {(t, p) for t, p, *_ in offsets if broker.logs.partition(t, p) is None}
+    error = broker.groups.commit(req.group_id, generation, req.member_id,
+                                 [o for o in offsets if (o[0], o[1]) not in unknown])
+    topics = tuple(build(R, "OffsetCommitResponseTopic", name=t.name, partitions=tuple(
+        build(R, "OffsetCommitResponsePartition", partition_index=p.partition_index,
+              error_code=ErrorCode.unknown_topic_or_partition if (t.name, p.partition_index) in unknown else error)
+        for p in t.partitions)) for t in req.topics)
+    return build(R, "OffsetCommitResponse", throttle_time=ZERO, topics=topics)
+
+
+async def offset_fetch(broker: Broker, req: Any, call: Call) -> Any:
+    R = response_module(req)
+
+    def partitions_of(cls: str, committed: dict[int, Any]) -> tuple[Any, ...]:
+        return tuple(build(R, cls, partition_index=p, committed_offset=c.offset if c else -1,
+                           committed_leader_epoch=c.leader_epoch if c else -1, metadata=c.metadata if c else "",
+                           error_code=ErrorCode.none) for p, c in sorted(committed.items()))
+
+    if hasattr(req, "groups"):  # v8+: several groups per request
+        groups = []
+        for g in req.groups:
+            wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+            found = broker.groups.fetch_offsets(g.group_id, wanted)
+            topics = tuple(build(R, "OffsetFetchResponseTopics", name=t,
+                                 partitions=partitions_of("OffsetFetchResponsePartitions", parts))
+                           for t, parts in found.items())
+            groups.append(build(R, "OffsetFetchResponseGroup", group_id=g.group_id, topics=topics,
+                                error_code=ErrorCode.none))
+        return build(R, "OffsetFetchResponse", throttle_time=ZERO, groups=tuple(groups))
+    wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
+    found = broker.groups.fetch_offsets(req.group_id, wanted)
+    topics = tuple(build(R, "OffsetFetchResponseTopic", name=t, partitions=partitions_of("OffsetFetchResponsePartition", parts))
+                   for t, parts in found.items())
+    return build(R, "OffsetFetchResponse", throttle_time=ZERO, topics=topics, error_code=ErrorCode.none)
+
+
+async def describe_groups(broker: Broker, req: Any, call: Call) -> Any:
+    R = response_module(req)
+    described = []
+    for group_id in req.groups:
+        group = broker.groups.groups.get(group_id)
+        if group is None:
+            described.append(build(R, "DescribedGroup", error_code=ErrorCode.none, group_id=group_id, group_state="Dead",
+                                   protocol_type="", protocol_data="", members=(), authorized_operations=-2147483648))
+            continue
+        members = tuple(build(R, "DescribedGroupMember", member_id=m.member_id, group_instance_id=m.group_instance_id,
+                              client_id=m.client_id, client_host=m.client_host,
+                              member_metadata=m.metadata_for(group.protocol_name), member_assignment=m.assignment)
+                        for m in group.members.values())
+        described.append(build(R, "DescribedGroup", error_code=ErrorCode.none, group_id=group_id, group_state=group.state,
+                               protocol_type=group.protocol_type or "", protocol_data=group.protocol_name or "",
+                               members=members, authorized_operations=-2147483648))
+    return build(R, "DescribeGroupsResponse", throttle_time=ZERO, groups=tuple(described))
+
+
+async def list_groups(broker: Broker, req: Any, call: Call) -> Any:
+    R = response_module(req)
+    wanted = set(getattr(req, "states_filter", None) or ())
+    groups = tuple(build(R, "ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state)
+                   for g in broker.groups.groups.values() if not wanted or g.state in wanted)
+    return build(R, "ListGroupsResponse", throttle_time=ZERO, error_code=ErrorCode.none, groups=groups)
+
+
+async def delete_groups(broker: Broker, req: Any, call: Call) -> Any:
+    R = response_module(req)
+    results = tuple(build(R, "DeletableGroupResult", group_id=g, error_code=broker.groups.delete(g))
+                    for g in req.groups_names)
+    return build(R, "DeleteGroupsResponse", throttle_time=ZERO, results=results)

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from kcli.broker import handlers
 from kcli.broker.config import BrokerConfig
+from kcli.broker.groups import GroupCoordinator
 from kcli.broker.logmanager import LogManager, TopicError
 from kcli.errors import KcliError
 from kcli.protocol import NEED_DATA, ApiKey, ProtocolError, ServerConnection, UnsupportedVersionError, api_versions_response
@@ -35,6 +36,15 @@ HANDLERS = {
     ApiKey.FIND_COORDINATOR: handlers.find_coordinator,
     ApiKey.INIT_PRODUCER_ID: handlers.init_producer_id,
     ApiKey.DESCRIBE_CONFIGS: handlers.describe_configs,
+    ApiKey.JOIN_GROUP: handlers.join_group,
+    ApiKey.SYNC_GROUP: handlers.sync_group,
+    ApiKey.HEARTBEAT: handlers.heartbeat,
+    ApiKey.LEAVE_GROUP: handlers.leave_group,
+    ApiKey.OFFSET_COMMIT: handlers.offset_commit,
+    ApiKey.OFFSET_FETCH: handlers.offset_fetch,
+    ApiKey.DESCRIBE_GROUPS: handlers.describe_groups,
+    ApiKey.LIST_GROUPS: handlers.list_groups,
+    ApiKey.DELETE_GROUPS: handlers.delete_groups,
 }
 
 
@@ -58,6 +68,7 @@ class Broker:
         self._appended = asyncio.Condition()
         self._stopping = asyncio.Event()
         self._next_producer_id = 0
+        self.groups = GroupCoordinator(self)
         self._connections: set[asyncio.Task] = set()
         self.bound: list[tuple[str, int]] = []
 
@@ -67,6 +78,8 @@ class Broker:
         self.logs.startup()
         for line in self.logs.recovered:
             log.warning("recovered after an unclean shutdown: %s", line)
+        self.groups.load()
+        self.groups.start()
         self._next_producer_id = 1 + max(
             (pid for t in self.logs.topics.values() for p in t.partitions for pid in p.log.producers), default=-1)
         for listener in self.config.listeners:
@@ -93,6 +106,7 @@ class Broker:
             await self.stop()
 
     async def stop(self) -> None:
+        self.groups.stop()
         for server in self._servers:
             server.close()
         for task in list(self._connections):
@@ -125,7 +139,7 @@ class Broker:
                         continue
                     if request is NEED_DATA:
                         break
-                    frame = await self._answer(conn, request)
+                    frame = await self._answer(conn, request, peer[0] if peer else "")
                     if frame is not None:
                         writer.write(frame)
                         await writer.drain()
@@ -141,13 +155,13 @@ class Broker:
                 self._connections.discard(task)
             writer.close()
 
-    async def _answer(self, conn: ServerConnection, request: Any) -> bytes | None:
+    async def _answer(self, conn: ServerConnection, request: Any, client_host: str) -> bytes | None:
         if request.api_key == ApiKey.API_VERSIONS:
             return conn.send(request, api_versions_response(version=request.api_version))
         handler = HANDLERS.get(request.api_key)
         if handler is None:
             raise UnsupportedVersionError(f"unsupported API key {request.api_key}")
-        response = await handler(self, request.body)
+        response = await handler(self, request.body, handlers.Call(request, client_host))
         return None if response is None else conn.send(request, response)
 
     # -- services for handlers ---------------------------------------------------------------------

@@ -129,8 +129,11 @@ def recover(paths: list[str], *, dry_run: bool, quarantine: str | os.PathLike[st
         for log_dir in log_dirs:
             locks.enter_context(log_dir_lock(log_dir))
         for directory, recovery_point in partitions.items():
-            plan = plan_recovery(directory, recovery_point=recovery_point, rebuild_indexes_only=rebuild_indexes,
-                                 progress=progress)
+            try:
+                plan = plan_recovery(directory, recovery_point=recovery_point, rebuild_indexes_only=rebuild_indexes,
+                                     progress=progress)
+            except OSError as exc:
+                raise InputError(f"cannot read: {exc.strerror or exc}", path=exc.filename or str(directory)) from None
             result = PartitionRecovery(str(directory), plan.log_end_offset, plan.actions, list(plan.problems))
             report.partitions.append(result)
             report.segments += plan.segments
