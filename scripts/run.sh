@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The main job on a fresh Debian machine: install, then verify and dump the bundled sample log directory.
-# (Once `kctl broker run` lands this script starts the embedded broker on a local data directory.)
+# The main job on a fresh Debian machine: install, then run the embedded default broker:
+# `kctl broker run` on 127.0.0.1:9092 with its data in ./kctl-data (standalone, no ZooKeeper).
+# Extra arguments go to `kctl broker run` (e.g. --override listeners=PLAINTEXT://127.0.0.1:19092).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/kctl verify sample-logs/kafka-logs
-exec .venv/bin/kctl dump-log --deep-iteration sample-logs/kafka-logs "$@"
+exec .venv/bin/kctl broker run "$@"

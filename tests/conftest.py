@@ -14,3 +14,16 @@ def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
         pytest.skip(f"real Kafka fixtures not found at {FIXTURES}")
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """One real ZooKeeper server for the whole session (CI rule); tests isolate themselves with a chroot each."""
+    from zookeeper_support import ZooKeeperServer
+
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

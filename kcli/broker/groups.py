@@ -154,7 +154,7 @@ class GroupCoordinator:
     def _offsets_partitions(self) -> int:
         topic = self.broker.logs.topics.get(OFFSETS_TOPIC)
         if topic is None:
-            self.broker.logs.create_topic(OFFSETS_TOPIC, self.broker.config["offsets.topic.num.partitions"])
+            self.broker.create_topic(OFFSETS_TOPIC, self.broker.config["offsets.topic.num.partitions"])
             topic = self.broker.logs.topics[OFFSETS_TOPIC]
         return len(topic.partitions)
 

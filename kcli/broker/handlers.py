@@ -315,6 +315,7 @@ async def create_partitions(broker: Broker, req: Any, call: Call) -> Any:
         elif not req.validate_only:
             try:
                 broker.logs.add_partitions(t.name, t.count)
+                broker._announce(t.name)
             except KcliError as exc:
                 error, message = ErrorCode.invalid_partitions, exc.reason
         results.append(build(R, "CreatePartitionsTopicResult", name=t.name, error_code=error, error_message=message))

@@ -145,6 +145,9 @@ class LogManager:
             if meta.node_id != self.broker_id:
                 raise KcliError(f"meta.properties says broker.id {meta.node_id}, but this broker is "
                                 f"{self.broker_id}: refusing to serve another broker's data", path=str(path))
+            if self.cluster_id and meta.cluster_id and meta.cluster_id != self.cluster_id:
+                raise KcliError(f"The Cluster ID {self.cluster_id} doesn't match stored clusterId {meta.cluster_id} in "
+                                "meta.properties: this log dir belongs to another cluster", path=str(path))
             self.cluster_id = self.cluster_id or meta.cluster_id
         else:
             self.cluster_id = self.cluster_id or _new_cluster_id()

@@ -69,13 +69,28 @@ class Broker:
         self._stopping = asyncio.Event()
         self._next_producer_id = 0
         self.groups = GroupCoordinator(self)
+        self.zk = None  # kcli.zk.registration.BrokerRegistration in ZooKeeper mode
         self._connections: set[asyncio.Task] = set()
         self.bound: list[tuple[str, int]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
         started = time.monotonic()
-        self.logs.startup()
+        if self.config["zookeeper.connect"]:
+            from kcli.zk.registration import BrokerRegistration
+
+            self.zk = BrokerRegistration(
+                str(self.config["zookeeper.connect"]), self.broker_id,
+                endpoints=[(l.name, l.host, l.port) for l in self.config.advertised_listeners],
+                session_timeout_ms=self.config["zookeeper.session.timeout.ms"])
+            # The cluster id lives in ZooKeeper (/cluster/id); the log dirs' meta.properties must agree.
+            self.logs.cluster_id = self.zk.start(None)
+        try:
+            self.logs.startup()
+        except BaseException:
+            if self.zk is not None:
+                self.zk.stop()
+            raise
         for line in self.logs.recovered:
             log.warning("recovered after an unclean shutdown: %s", line)
         self.groups.load()
@@ -114,6 +129,8 @@ class Broker:
         for server in self._servers:
             await server.wait_closed()
         self.logs.shutdown()
+        if self.zk is not None:
+            self.zk.stop()
         log.info("kctl broker %d stopped cleanly", self.broker_id)
 
     # -- connections -------------------------------------------------------------------------------
@@ -182,10 +199,18 @@ class Broker:
             code = ErrorCode.topic_already_exists if "already exists" in exc.reason else ErrorCode.invalid_topic_exception
             return code, exc.reason
         log.info("created topic %s with %d partitions", name, partitions)
+        self._announce(name)
         return ErrorCode.none, None
+
+    def _announce(self, name: str) -> None:
+        topic = self.logs.topics.get(name)
+        if self.zk is not None and topic is not None:
+            self.zk.topic_created(name, len(topic.partitions), topic.topic_id)
 
     def delete_topic(self, name: str) -> None:
         self.logs.delete_topic(name)
+        if self.zk is not None:
+            self.zk.topic_deleted(name)
         log.info("deleted topic %s", name)
 
     def log_start(self, topic: str, index: int) -> int:

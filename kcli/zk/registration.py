@@ -1,0 +1,497 @@
+"""A broker's presence in ZooKeeper, as a ZooKeeper-mode Kafka broker (2.7-3.9) leaves it.
+
+At startup: the chroot and Kafka's persistent paths, ``/cluster/id`` (get or create), the ephemeral
+``/brokers/ids/<id>`` registration (version 5 JSON) and a bid for the ephemeral ``/controller`` node, which
+bumps ``/controller_epoch`` in the same ZooKeeper transaction (KafkaZkClient.registerControllerAndIncrementControllerEpoch).
+Topics get ``/brokers/topics/<t>`` (version 3) and ``.../partitions/<p>/state``. A broker that lost the
+election watches ``/controller`` and bids again when it goes; a broker whose session expired registers again.
+
+Every call is synchronous and bounded by the session timeout; kazoo failures surface as KcliError.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
+
+from kcli.errors import KcliError
+from kcli.storage.checkpoint import uuid_to_base64
+from kcli.zk import paths
+
+log = logging.getLogger("kcli.zk")
+
+BROKER_INFO_VERSION = 5  # BrokerIdZNode layout written by Kafka 2.7+ (IBP >= 2.7): adds "features"
+TOPIC_VERSION = 3  # TopicZNode layout of Kafka 2.8+: adds "topic_id"
+# Kafka's default listener.security.protocol.map maps these names to themselves.
+SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+PROBE_TIMEOUT_S = 2.0
+ELECTION_ATTEMPTS = 5
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+def new_cluster_id() -> str:
+    """A random UUID as Kafka prints it; never with a leading "-", which command lines take for an option."""
+    while True:
+        text = uuid_to_base64(uuid.uuid4())
+        if not text.startswith("-"):
+            return text
+
+
+def _address(host: str | None, port: int) -> str:
+    if host is None:
+        return f":{port}"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class BrokerRegistration:
+    """Registers broker ``broker_id`` in the ZooKeeper ensemble named by ``connect``."""
+
+    def __init__(self, connect: str, broker_id: int, *, endpoints: list[tuple[str, str, int]],
+                 session_timeout_ms: int = 18000, rack: str | None = None) -> None:
+        self.connect = paths.parse_connect(connect)
+        self.broker_id = broker_id
+        self.endpoints = list(endpoints)
+        self.session_timeout_ms = session_timeout_ms
+        self.rack = rack
+        self.cluster_id: str | None = None
+        self.controller_id: int | None = None  # who held /controller when we last looked
+        self.controller_epoch = 0
+        # Kafka's zookeeper.connection.timeout.ms defaults to the session timeout; a request queued while
+        # disconnected is answered within it too, or the session (and every ephemeral node) is gone anyway.
+        self._timeout = session_timeout_ms / 1000
+        self._client: KazooClient | None = None
+        self._lock = threading.RLock()  # the broker's thread and kazoo's watch threads share the state
+        self._stopping = False
+        self._session_lost = False
+
+    # -- the broker's calls ------------------------------------------------------------------------
+    def start(self, cluster_id: str | None) -> str:
+        """Connect, register, bid for controller; returns the cluster id stored in ZooKeeper."""
+        with self._lock:
+            if self._client is not None:
+                raise KcliError(f"broker {self.broker_id} is already registered in ZooKeeper at {self.connect.text}")
+            self._stopping = False
+            self._session_lost = False
+            self._probe()
+            with self._zk("creating the chroot"):
+                if self.connect.chroot:
+                    self._ensure_chroot(self.connect.chroot)
+            self._client = self._open(self.connect.hosts_with_chroot)
+            try:
+                with self._zk("creating Kafka's persistent paths"):
+                    for path in paths.PERSISTENT:
+                        self._wait(self._client.ensure_path_async(path))
+                with self._zk(f"reading {paths.CLUSTER_ID}"):
+                    self.cluster_id = self._get_or_create_cluster_id(cluster_id)
+                with self._zk(f"registering broker {self.broker_id}"):
+                    self._register()
+                with self._zk("electing the controller"):
+                    self._elect()
+            except BaseException:
+                self._close()  # closing the session drops whatever ephemeral node it created
+                raise
+            self._client.add_listener(self._on_state)
+            log.info("broker %d registered at %s in ZooKeeper %s (cluster id %s); the controller is broker %s, "
+                     "epoch %d", self.broker_id, self.connect.absolute(paths.broker(self.broker_id)),
+                     self.connect.servers, self.cluster_id, self.controller_id, self.controller_epoch)
+            return self.cluster_id
+
+    def topic_created(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
+        """Write the topic's assignment and a state node per partition; again with more partitions adds them."""
+        with self._lock, self._zk(f"registering topic {name}"):
+            client = self._require()
+            config_path = paths.topic_config(name)
+            # Kafka writes the topic's config node first (AdminZkClient.createTopicWithAssignment).
+            try:
+                self._wait(client.create_async(config_path, _json({"version": 1, "config": {}}), makepath=True))
+            except NodeExistsError:
+                pass
+            assignment = {
+                "version": TOPIC_VERSION,
+                "partitions": {str(p): [self.broker_id] for p in range(partitions)},
+                "adding_replicas": {},
+                "removing_replicas": {},
+                "topic_id": uuid_to_base64(topic_id),
+            }
+            self._put(paths.topic(name), _json(assignment))
+            epoch = self._read_controller_epoch()
+            for index in range(partitions):
+                self._put_partition_state(name, index, epoch)
+            # Partitions beyond the count belong to an older incarnation of the topic.
+            try:
+                children = self._wait(client.get_children_async(paths.topic_partitions(name)))
+            except NoNodeError:
+                children = []
+            for child in children:
+                if not child.isdigit() or int(child) >= partitions:
+                    self._delete_tree(paths.child(paths.topic_partitions(name), child))
+
+    def topic_deleted(self, name: str) -> None:
+        """Remove the topic's assignment, partition states and config node; a missing topic is fine."""
+        with self._lock, self._zk(f"removing topic {name}"):
+            self._require()
+            self._delete_tree(paths.topic(name))
+            self._delete_tree(paths.topic_config(name))
+
+    def stop(self) -> None:
+        """Delete the ephemeral nodes this broker owns and close the session; safe to call twice."""
+        self._stopping = True
+        with self._lock:
+            client = self._client
+            if client is None:
+                return
+            client.remove_listener(self._on_state)
+            if client.connected:
+                for path in (paths.broker(self.broker_id), paths.CONTROLLER):
+                    try:
+                        self._delete_if_ours(path)
+                    except (KazooException, KazooTimeoutError) as exc:
+                        # Closing the session below removes them anyway; only the timing is lost.
+                        log.warning("could not delete %s from ZooKeeper: %s", self.connect.absolute(path),
+                                    _describe(exc))
+            self._close()
+            log.info("broker %d unregistered from ZooKeeper %s", self.broker_id, self.connect.servers)
+
+    # -- connection --------------------------------------------------------------------------------
+    def _probe(self) -> None:
+        # kazoo retries a refused connection until its timeout expires; a TCP connect tells "nothing listens
+        # there" at once, with the operating system's reason.
+        reasons = []
+        for host, port in self.connect.hosts:
+            try:
+                with socket.create_connection((host, port), timeout=min(PROBE_TIMEOUT_S, self._timeout)):
+                    return
+            except OSError as exc:
+                reasons.append(f"{_address(host, port)}: {exc.strerror or exc}")
+        raise KcliError(f"ZooKeeper unreachable at {self.connect.text} ({'; '.join(reasons)})")
+
+    def _open(self, hosts: str) -> KazooClient:
+        client = KazooClient(hosts=hosts, timeout=self._timeout)
+        try:
+            client.start(timeout=self._timeout)  # stops and closes the client itself on a timeout
+        except KazooTimeoutError:
+            raise KcliError(f"ZooKeeper at {self.connect.text} accepted a connection but opened no session "
+                            f"within {self._timeout:g}s") from None
+        except KazooException as exc:
+            client.stop()
+            client.close()
+            raise KcliError(f"cannot connect to ZooKeeper at {self.connect.text}: {_describe(exc)}") from None
+        return client
+
+    def _ensure_chroot(self, chroot: str) -> None:
+        # A chrooted kazoo client cannot create its own root: a short session at "/" does it.
+        root = self._open(self.connect.servers)
+        try:
+            if self._wait(root.exists_async(chroot)) is None:
+                self._wait(root.ensure_path_async(chroot))
+                log.info("created the ZooKeeper chroot %s", chroot)
+        finally:
+            root.stop()
+            root.close()
+
+    def _close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            client.stop()
+            client.close()
+
+    def _require(self) -> KazooClient:
+        if self._client is None:
+            raise KcliError(f"broker {self.broker_id} is not registered in ZooKeeper (start() was not called, "
+                            "or stop() was)")
+        return self._client
+
+    def _session_id(self) -> int | None:
+        client_id = self._client.client_id if self._client is not None else None
+        return client_id[0] if client_id else None
+
+    def _wait(self, result: Any) -> Any:
+        return result.get(timeout=self._timeout)
+
+    @contextmanager
+    def _zk(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except KazooTimeoutError:
+            raise KcliError(f"ZooKeeper at {self.connect.text} did not answer within {self._timeout:g}s "
+                            f"while {doing}") from None
+        except (ConnectionLoss, ConnectionClosedError, SessionExpiredError) as exc:
+            raise KcliError(f"lost the connection to ZooKeeper at {self.connect.text} while {doing} "
+                            f"({_describe(exc)})") from None
+        except KazooException as exc:
+            raise KcliError(f"ZooKeeper at {self.connect.text} refused {doing}: {_describe(exc)}") from None
+
+    # -- znodes ------------------------------------------------------------------------------------
+    def _get_or_create_cluster_id(self, proposed: str | None) -> str:
+        client = self._require()
+        for _ in range(2):
+            try:
+                data, _ = self._wait(client.get_async(paths.CLUSTER_ID))
+            except NoNodeError:
+                pass
+            else:
+                return self._parse_cluster_id(data)
+            created = proposed or new_cluster_id()
+            try:
+                self._wait(client.create_async(paths.CLUSTER_ID, _json({"version": "1", "id": created}),
+                                               makepath=True))
+            except NodeExistsError:
+                continue  # another broker created it first: adopt that one
+            log.info("created cluster id %s at %s", created, self.connect.absolute(paths.CLUSTER_ID))
+            return created
+        raise KcliError(f"{self.connect.absolute(paths.CLUSTER_ID)} keeps changing in ZooKeeper at "
+                        f"{self.connect.text}")
+
+    def _parse_cluster_id(self, data: bytes) -> str:
+        document = _load(data)
+        cluster_id = document.get("id") if isinstance(document, dict) else None
+        if not isinstance(cluster_id, str) or not cluster_id:
+            raise KcliError(f"{self.connect.absolute(paths.CLUSTER_ID)} in ZooKeeper at {self.connect.text} holds "
+                            f"no cluster id: {data[:200]!r}")
+        return cluster_id
+
+    def _broker_info(self) -> dict[str, Any]:
+        # This broker speaks plaintext on every listener; a custom listener name therefore maps to PLAINTEXT.
+        protocols = {name: name if name in SECURITY_PROTOCOLS else "PLAINTEXT" for name, _, _ in self.endpoints}
+        # host/port are for pre-0.9 clients: the first PLAINTEXT endpoint, else null and -1 (BrokerIdZNode.encode).
+        host, port = next(((h, p) for n, h, p in self.endpoints if protocols[n] == "PLAINTEXT"), (None, -1))
+        info: dict[str, Any] = {
+            "version": BROKER_INFO_VERSION,
+            "host": host,
+            "port": port,
+            "jmx_port": -1,
+            "timestamp": _now_ms(),
+            "endpoints": [f"{name}://{_address(h, p)}" for name, h, p in self.endpoints],
+            "listener_security_protocol_map": protocols,
+            "features": {},
+        }
+        if self.rack is not None:
+            info["rack"] = self.rack
+        return info
+
+    def _register(self) -> None:
+        client = self._require()
+        path = paths.broker(self.broker_id)
+        for _ in range(2):
+            try:
+                self._wait(client.create_async(path, _json(self._broker_info()), ephemeral=True, makepath=True))
+                return
+            except NodeExistsError:
+                pass
+            try:
+                data, stat = self._wait(client.get_async(path))
+            except NoNodeError:
+                continue  # the other registration just went away
+            if stat.ephemeralOwner == self._session_id():
+                return  # our own create, answered after a dropped connection
+            raise KcliError(
+                f"broker id {self.broker_id} is already registered in ZooKeeper at {self.connect.absolute(path)} "
+                f"by {_registered_by(data)}; stop that broker or give this one another broker.id (the "
+                "registration of a killed broker disappears when its ZooKeeper session times out)")
+        raise KcliError(f"{self.connect.absolute(path)} keeps changing in ZooKeeper at {self.connect.text}")
+
+    def _elect(self) -> None:
+        """Bid for /controller; the winner bumps /controller_epoch atomically with the create, as Kafka does."""
+        client = self._require()
+        for _ in range(ELECTION_ATTEMPTS):
+            if self._stopping:
+                return
+            try:
+                data, stat = self._wait(client.get_async(paths.CONTROLLER_EPOCH))
+                epoch, version = self._parse_epoch(data), stat.version
+            except NoNodeError:
+                epoch, version = 0, None
+            claim = _json({"version": 1, "brokerid": self.broker_id, "timestamp": _now_ms()})
+            transaction = client.transaction()
+            transaction.create(paths.CONTROLLER, claim, ephemeral=True)
+            if version is None:
+                transaction.create(paths.CONTROLLER_EPOCH, b"1")
+            else:
+                transaction.set_data(paths.CONTROLLER_EPOCH, str(epoch + 1).encode(), version)
+            results = self._wait(transaction.commit_async())
+            failures = [r for r in results if isinstance(r, Exception)]
+            if not failures:
+                self.controller_id, self.controller_epoch = self.broker_id, epoch + 1
+                log.info("broker %d is the controller (epoch %d)", self.broker_id, self.controller_epoch)
+                return
+            if isinstance(results[0], NodeExistsError):
+                if self._follow_controller():
+                    return
+                continue  # the controller went away meanwhile: bid again
+            if isinstance(results[1], (BadVersionError, NodeExistsError)):
+                continue  # another bid moved the epoch first
+            raise next(f for f in failures if not isinstance(f, RolledBackError))
+        raise KcliError(f"the controller election in ZooKeeper at {self.connect.text} did not settle after "
+                        f"{ELECTION_ATTEMPTS} attempts")
+
+    def _follow_controller(self) -> bool:
+        """Watch the current /controller and remember who holds it; False when it is already gone."""
+        client = self._require()
+        stat = self._wait(client.exists_async(paths.CONTROLLER, watch=self._on_controller_event))
+        if stat is None:
+            return False
+        try:
+            data, stat = self._wait(client.get_async(paths.CONTROLLER))
+        except NoNodeError:
+            return False
+        if stat.ephemeralOwner == self._session_id():
+            # Our own claim from before a dropped connection: the epoch was bumped then.
+            self.controller_id = self.broker_id
+        else:
+            document = _load(data)
+            holder = document.get("brokerid") if isinstance(document, dict) else None
+            self.controller_id = holder if isinstance(holder, int) else None
+        self.controller_epoch = self._read_controller_epoch()
+        log.info("broker %s is the controller (epoch %d)", self.controller_id, self.controller_epoch)
+        return True
+
+    def _read_controller_epoch(self) -> int:
+        client = self._require()
+        try:
+            data, _ = self._wait(client.get_async(paths.CONTROLLER_EPOCH))
+        except NoNodeError:
+            return 0
+        return self._parse_epoch(data)
+
+    def _parse_epoch(self, data: bytes) -> int:
+        try:
+            return int(data.decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            raise KcliError(f"{self.connect.absolute(paths.CONTROLLER_EPOCH)} in ZooKeeper at {self.connect.text} "
+                            f"is not an integer: {data[:40]!r}") from None
+
+    def _put(self, path: str, value: bytes) -> None:
+        client = self._require()
+        try:
+            self._wait(client.create_async(path, value, makepath=True))
+        except NodeExistsError:
+            self._wait(client.set_async(path, value))
+
+    def _put_partition_state(self, name: str, index: int, controller_epoch: int) -> None:
+        client = self._require()
+        path = paths.partition_state(name, index)
+        state = {"version": 1, "leader": self.broker_id, "leader_epoch": 0, "controller_epoch": controller_epoch,
+                 "isr": [self.broker_id]}
+        try:
+            self._wait(client.create_async(path, _json(state), makepath=True))
+            return
+        except NodeExistsError:
+            pass
+        data, stat = self._wait(client.get_async(path))
+        current = _load(data)
+        if not isinstance(current, dict):
+            current = {}
+        if current.get("leader") == self.broker_id and current.get("isr") == [self.broker_id]:
+            return  # already ours: keep the leader epoch
+        # A new leader means a new leader epoch, as Kafka's controller writes it.
+        previous = current.get("leader_epoch")
+        state["leader_epoch"] = previous + 1 if isinstance(previous, int) else 0
+        self._wait(client.set_async(path, _json(state), stat.version))
+
+    def _delete_tree(self, path: str) -> None:
+        client = self._require()
+        try:
+            children = self._wait(client.get_children_async(path))
+        except NoNodeError:
+            return
+        for child in children:
+            self._delete_tree(paths.child(path, child))
+        try:
+            self._wait(client.delete_async(path))
+        except NoNodeError:
+            pass
+
+    def _delete_if_ours(self, path: str) -> None:
+        client = self._require()
+        stat: ZnodeStat | None = self._wait(client.exists_async(path))
+        if stat is not None and stat.ephemeralOwner == self._session_id():
+            try:
+                self._wait(client.delete_async(path, stat.version))
+            except NoNodeError:
+                pass
+
+    # -- kazoo's threads ---------------------------------------------------------------------------
+    def _on_state(self, state: str) -> None:
+        # Called on kazoo's connection thread, which must not block: the work goes to a thread of its own.
+        if self._stopping:
+            return
+        if state == KazooState.LOST:
+            self._session_lost = True
+            log.warning("ZooKeeper session of broker %d expired; its ephemeral nodes are gone", self.broker_id)
+        elif state == KazooState.CONNECTED and (client := self._client) is not None:
+            client.handler.spawn(self._resync)
+
+    def _on_controller_event(self, event: WatchedEvent) -> None:
+        # A NONE event means the connection dropped; _resync re-arms the watch on reconnection.
+        if not self._stopping and event.type != EventType.NONE and (client := self._client) is not None:
+            client.handler.spawn(self._resync)
+
+    def _resync(self) -> None:
+        """After a reconnection or a controller change: register again if the session was new, bid again."""
+        try:
+            with self._lock:
+                if self._stopping or self._client is None:
+                    return
+                if self._session_lost:
+                    with self._zk(f"registering broker {self.broker_id} again"):
+                        self._register()
+                    self._session_lost = False
+                    log.warning("broker %d registered again at %s", self.broker_id,
+                                self.connect.absolute(paths.broker(self.broker_id)))
+                with self._zk("electing the controller"):
+                    self._elect()
+        except KcliError as exc:
+            log.error("ZooKeeper: %s", exc)
+        except Exception:  # a watch thread has nobody to raise to
+            log.exception("ZooKeeper: unexpected failure after a session or controller change")
+
+
+def _load(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _registered_by(data: bytes) -> str:
+    document = _load(data)
+    if isinstance(document, dict):
+        if isinstance(document.get("host"), str):
+            return _address(document["host"], document.get("port", -1))
+        endpoints = document.get("endpoints")
+        if isinstance(endpoints, list) and endpoints and isinstance(endpoints[0], str):
+            return endpoints[0].partition("://")[2] or endpoints[0]
+    return "an unknown broker"
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text and text != "()" else type(exc).__name__

@@ -1,0 +1,314 @@
+"""BrokerRegistration against a real ZooKeeper (Debian's package): the znodes and JSON a Kafka broker writes."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from kazoo.client import KazooClient
+
+from kcli.errors import KcliError
+from kcli.storage.checkpoint import uuid_from_base64
+from kcli.zk import paths
+from kcli.zk.registration import BrokerRegistration
+from zookeeper_support import free_port
+
+pytestmark = pytest.mark.zk
+
+PLAINTEXT = [("PLAINTEXT", "127.0.0.1", 9092)]
+
+
+@pytest.fixture
+def chroot() -> str:
+    return f"/t-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def connect(zookeeper, chroot) -> str:
+    return zookeeper.connect + chroot
+
+
+@pytest.fixture
+def root(zookeeper):
+    """A kazoo client at ZooKeeper's root, to look at what the registration wrote."""
+    client = KazooClient(hosts=zookeeper.connect, timeout=10)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def register(connect):
+    """Start registrations (stopped at teardown, also when a test fails)."""
+    started: list[BrokerRegistration] = []
+
+    def make(broker_id: int = 0, *, cluster_id: str | None = None, connect_to: str | None = None,
+             **kwargs) -> BrokerRegistration:
+        kwargs.setdefault("endpoints", PLAINTEXT)
+        registration = BrokerRegistration(connect_to or connect, broker_id, **kwargs)
+        started.append(registration)
+        registration.start(cluster_id)
+        return registration
+
+    yield make
+    for registration in started:
+        registration.stop()
+
+
+def read_json(client: KazooClient, path: str):
+    data, _ = client.get(path)
+    return json.loads(data)
+
+
+def wait_for(condition, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_registration_json(register, root, chroot):
+    before = int(time.time() * 1000)
+    registration = register(3, endpoints=[("PLAINTEXT", "127.0.0.1", 9092), ("INTERNAL", "localhost", 9093),
+                                          ("SSL", "::1", 9094)], rack="rack-a")
+    data, stat = root.get(chroot + "/brokers/ids/3")
+    info = json.loads(data)
+    assert b" " not in data  # Kafka writes compact JSON
+    assert info["version"] == 5
+    assert (info["host"], info["port"], info["jmx_port"]) == ("127.0.0.1", 9092, -1)
+    assert isinstance(info["timestamp"], str) and before <= int(info["timestamp"]) <= int(time.time() * 1000)
+    assert info["endpoints"] == ["PLAINTEXT://127.0.0.1:9092", "INTERNAL://localhost:9093", "SSL://[::1]:9094"]
+    assert info["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "PLAINTEXT",
+                                                      "SSL": "SSL"}
+    assert info["features"] == {}
+    assert info["rack"] == "rack-a"
+    assert stat.ephemeralOwner == registration._client.client_id[0]
+
+
+def test_registration_without_rack_or_plaintext(register, root, chroot):
+    register(1, endpoints=[("SSL", "broker1", 9093)])
+    info = read_json(root, chroot + "/brokers/ids/1")
+    assert "rack" not in info
+    assert info["host"] is None and info["port"] == -1  # no PLAINTEXT endpoint: BrokerIdZNode.encode's fallback
+    assert info["endpoints"] == ["SSL://broker1:9093"]
+
+
+def test_persistent_paths_created(register, root, chroot):
+    register(0)
+    for path in ("/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/topics", "/config/changes",
+                 "/admin/delete_topics", "/isr_change_notification", "/consumers"):
+        assert root.exists(chroot + path), path
+
+
+def test_cluster_id_created_then_adopted(register, root, chroot):
+    created = register(0).cluster_id
+    document = read_json(root, chroot + "/cluster/id")
+    assert document == {"version": "1", "id": created}  # "version" is a string in this node
+    assert len(created) == 22 and uuid_from_base64(created)
+    # A second broker proposing its own id adopts the one already in ZooKeeper.
+    assert register(1, cluster_id="someOtherClusterIdxxxx").cluster_id == created
+    assert read_json(root, chroot + "/cluster/id")["id"] == created
+
+
+def test_cluster_id_proposed_when_missing(register, root, chroot):
+    assert register(0, cluster_id="AAAAAAAAAAAAAAAAAAAAAA").cluster_id == "AAAAAAAAAAAAAAAAAAAAAA"
+    assert read_json(root, chroot + "/cluster/id")["id"] == "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def test_start_returns_the_stored_id(connect):
+    registration = BrokerRegistration(connect, 0, endpoints=PLAINTEXT)
+    try:
+        assert registration.start("proposed-id") == "proposed-id"
+    finally:
+        registration.stop()
+    again = BrokerRegistration(connect, 0, endpoints=PLAINTEXT)
+    try:
+        assert again.start(None) == "proposed-id"
+    finally:
+        again.stop()
+
+
+def test_duplicate_broker_id_refused(register, root, chroot):
+    first = register(0, endpoints=[("PLAINTEXT", "127.0.0.1", 19092)])
+    with pytest.raises(KcliError) as caught:
+        register(0, endpoints=[("PLAINTEXT", "127.0.0.1", 29092)])
+    message = str(caught.value)
+    assert f"broker id 0 is already registered in ZooKeeper at {chroot}/brokers/ids/0 by 127.0.0.1:19092" in message
+    # The refused broker left the first one's registration alone and holds no session.
+    data, stat = root.get(chroot + "/brokers/ids/0")
+    assert json.loads(data)["port"] == 19092 and stat.ephemeralOwner == first._client.client_id[0]
+    assert read_json(root, chroot + "/controller")["brokerid"] == 0
+
+
+def test_controller_election_and_epoch(register, root, chroot):
+    first = register(0)
+    controller = read_json(root, chroot + "/controller")
+    assert controller["version"] == 1 and controller["brokerid"] == 0 and isinstance(controller["timestamp"], str)
+    assert root.get(chroot + "/controller_epoch")[0] == b"1"
+    assert (first.controller_id, first.controller_epoch) == (0, 1)
+
+    second = register(1)  # loses the election, follows broker 0
+    assert (second.controller_id, second.controller_epoch) == (0, 1)
+    assert root.get(chroot + "/controller_epoch")[0] == b"1"
+
+    first.stop()  # the follower sees /controller go and takes over with the next epoch
+    wait_for(lambda: root.exists(chroot + "/controller") is not None)
+    wait_for(lambda: second.controller_id == 1)
+    assert read_json(root, chroot + "/controller")["brokerid"] == 1
+    assert root.get(chroot + "/controller_epoch")[0] == b"2"
+    assert second.controller_epoch == 2
+
+
+def test_epoch_increments_across_restarts(connect, root, chroot):
+    for expected in (b"1", b"2", b"3"):
+        registration = BrokerRegistration(connect, 0, endpoints=PLAINTEXT)
+        try:
+            registration.start(None)
+            assert root.get(chroot + "/controller_epoch")[0] == expected
+            assert read_json(root, chroot + "/controller")["brokerid"] == 0
+        finally:
+            registration.stop()
+
+
+def test_topic_znodes_and_partition_state(register, root, chroot):
+    registration = register(2)
+    topic_id = uuid.uuid4()
+    registration.topic_created("orders", 3, topic_id)
+    topic = read_json(root, chroot + "/brokers/topics/orders")
+    assert topic == {"version": 3, "partitions": {"0": [2], "1": [2], "2": [2]}, "adding_replicas": {},
+                     "removing_replicas": {}, "topic_id": topic["topic_id"]}
+    assert len(topic["topic_id"]) == 22 and uuid_from_base64(topic["topic_id"]) == topic_id
+    assert sorted(root.get_children(chroot + "/brokers/topics/orders/partitions")) == ["0", "1", "2"]
+    for index in range(3):
+        state = read_json(root, f"{chroot}/brokers/topics/orders/partitions/{index}/state")
+        assert state == {"version": 1, "leader": 2, "leader_epoch": 0, "controller_epoch": 1, "isr": [2]}
+    assert read_json(root, chroot + "/config/topics/orders") == {"version": 1, "config": {}}
+
+
+def test_topic_created_again_adds_partitions(register, root, chroot):
+    registration = register(0)
+    topic_id = uuid.uuid4()
+    registration.topic_created("events", 2, topic_id)
+    _, first_state = root.get(chroot + "/brokers/topics/events/partitions/0/state")
+    registration.topic_created("events", 2, topic_id)  # idempotent
+    registration.topic_created("events", 5, topic_id)
+    topic = read_json(root, chroot + "/brokers/topics/events")
+    assert topic["partitions"] == {str(p): [0] for p in range(5)}
+    assert sorted(root.get_children(chroot + "/brokers/topics/events/partitions"), key=int) == ["0", "1", "2", "3", "4"]
+    for index in range(5):
+        assert read_json(root, f"{chroot}/brokers/topics/events/partitions/{index}/state")["leader"] == 0
+    # The existing partitions' state was left as it was.
+    assert root.get(chroot + "/brokers/topics/events/partitions/0/state")[1].version == first_state.version
+
+
+def test_partition_state_of_another_leader_gets_a_new_epoch(register, root, chroot):
+    registration = register(0)
+    path = chroot + "/brokers/topics/moved/partitions/0/state"
+    root.create(path, json.dumps({"version": 1, "leader": 7, "leader_epoch": 4, "controller_epoch": 1,
+                                  "isr": [7]}).encode(), makepath=True)
+    registration.topic_created("moved", 1, uuid.uuid4())
+    state = read_json(root, path)
+    assert (state["leader"], state["leader_epoch"], state["isr"]) == (0, 5, [0])
+
+
+def test_topic_deleted(register, root, chroot):
+    registration = register(0)
+    registration.topic_created("doomed", 4, uuid.uuid4())
+    registration.topic_created("kept", 1, uuid.uuid4())
+    registration.topic_deleted("doomed")
+    assert root.exists(chroot + "/brokers/topics/doomed") is None
+    assert root.exists(chroot + "/config/topics/doomed") is None
+    assert root.exists(chroot + "/brokers/topics/kept/partitions/0/state") is not None
+    registration.topic_deleted("doomed")  # already gone: nothing to do
+    registration.topic_deleted("never-existed")
+
+
+def test_bad_topic_names_never_reach_other_znodes(register):
+    registration = register(0)
+    for name in ("", ".", "..", "a/b"):
+        with pytest.raises(KcliError):
+            registration.topic_created(name, 1, uuid.uuid4())
+
+
+def test_nested_chroot_is_created(zookeeper, root):
+    chroot = f"/t-{uuid.uuid4().hex}/kafka/cluster-1"
+    assert root.exists(chroot) is None
+    registration = BrokerRegistration(zookeeper.connect + chroot, 0, endpoints=PLAINTEXT)
+    try:
+        registration.start(None)
+        assert root.exists(chroot + "/brokers/ids/0") is not None
+        assert read_json(root, chroot + "/controller")["brokerid"] == 0
+    finally:
+        registration.stop()
+
+
+def test_stop_removes_ephemerals_only(connect, root, chroot):
+    registration = BrokerRegistration(connect, 0, endpoints=PLAINTEXT)
+    registration.start(None)
+    registration.topic_created("t", 1, uuid.uuid4())
+    registration.stop()
+    assert root.exists(chroot + "/brokers/ids/0") is None
+    assert root.exists(chroot + "/controller") is None
+    for path in ("/cluster/id", "/controller_epoch", "/brokers/topics/t/partitions/0/state"):
+        assert root.exists(chroot + path) is not None, path
+    registration.stop()  # twice is fine
+    with pytest.raises(KcliError, match="not registered"):
+        registration.topic_created("t", 1, uuid.uuid4())
+
+
+def test_stop_keeps_another_brokers_controller_node(register, root, chroot):
+    register(0)
+    follower = register(1)
+    follower.stop()
+    assert read_json(root, chroot + "/controller")["brokerid"] == 0
+    assert root.exists(chroot + "/brokers/ids/0") is not None
+    assert root.exists(chroot + "/brokers/ids/1") is None
+
+
+def test_expired_session_registers_again(register, zookeeper, root, chroot):
+    registration = register(0, session_timeout_ms=4000)
+    old_session = registration._client.client_id
+    # Closing a second connection that shares the session id expires it, as a network partition would.
+    twin = KazooClient(hosts=zookeeper.connect, client_id=old_session, timeout=4)
+    twin.start(timeout=10)
+    twin.stop()
+    twin.close()
+
+    def registered_again() -> bool:
+        stat = root.exists(chroot + "/brokers/ids/0")
+        client_id = registration._client.client_id
+        return stat is not None and client_id is not None and stat.ephemeralOwner == client_id[0] != old_session[0]
+
+    wait_for(registered_again, timeout=30)
+    wait_for(lambda: root.exists(chroot + "/controller") is not None, timeout=30)
+    assert read_json(root, chroot + "/controller")["brokerid"] == 0
+    assert root.get(chroot + "/controller_epoch")[0] == b"2"
+
+
+def test_unreachable_zookeeper_fails_quickly():
+    port = free_port()  # nothing listens on it
+    registration = BrokerRegistration(f"127.0.0.1:{port}/kafka", 0, endpoints=PLAINTEXT)
+    started = time.monotonic()
+    with pytest.raises(KcliError, match=rf"ZooKeeper unreachable at 127\.0\.0\.1:{port}/kafka"):
+        registration.start(None)
+    assert time.monotonic() - started < 3
+    registration.stop()  # nothing to undo
+
+
+@pytest.mark.parametrize("text", ["", "127.0.0.1:2181/kafka/", "127.0.0.1:2181/a//b", "127.0.0.1:2181/a/../b",
+                                     "127.0.0.1:notaport", "127.0.0.1:0"])
+def test_bad_connect_strings(text):
+    with pytest.raises(KcliError, match="zookeeper.connect"):
+        BrokerRegistration(text, 0, endpoints=PLAINTEXT)
+
+
+def test_connect_string_parsing():
+    parsed = paths.parse_connect("zk1:2181,zk2,[::1]:2182/kafka/prod")
+    assert parsed.hosts == (("zk1", 2181), ("zk2", 2181), ("::1", 2182))
+    assert parsed.servers == "zk1:2181,zk2:2181,[::1]:2182"
+    assert parsed.chroot == "/kafka/prod"
+    assert parsed.absolute("/brokers/ids/0") == "/kafka/prod/brokers/ids/0"
+    assert paths.parse_connect("zk1:2181/").chroot is None
