@@ -98,12 +98,16 @@ class Topic:
 
 class LogManager:
     def __init__(self, log_dirs: list[Path], *, broker_id: int, log_config: LogConfig,
-                 flush_interval_messages: int | None = None, flush_interval_ms: int | None = None) -> None:
+                 flush_interval_messages: int | None = None, flush_interval_ms: int | None = None,
+                 roll_ms: int | None = None, compacted_topics: frozenset[str] = frozenset()) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.broker_id = broker_id
         self.log_config = log_config
         self.flush_interval_messages = flush_interval_messages
         self.flush_interval_ms = flush_interval_ms
+        self.roll_ms = roll_ms
+        self.compacted_topics = compacted_topics  # cleanup.policy=compact: retention never deletes these
+        self._pending_deletes: list[tuple[float, Path]] = []
         self.topics: dict[str, Topic] = {}
         self.cluster_id: str | None = None
         self._locks: list[int] = []
@@ -166,6 +170,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Clean shutdown: close every log (final index entries, snapshots), checkpoints, then the marker."""
+        self.purge_deleted(force=True)
         for topic in self.topics.values():
             for partition in topic.partitions:
                 with partition.lock:
@@ -242,6 +247,11 @@ class LogManager:
         (base offset, records appended). Flushes per log.flush.interval.messages/ms."""
         with partition.lock:
             base = partition.log.log_end_offset
+            segment = partition.log.segment
+            # log.roll.ms: a segment whose first batch is older than the limit is rolled before the append.
+            if self.roll_ms is not None and segment.size > 0 and segment.first_timestamp is not None and \
+                    time.time() * 1000 - segment.first_timestamp > self.roll_ms:
+                partition.log.roll()
             partition.log.append_raw(records)
             appended = partition.log.log_end_offset - base
             partition.log.flush_to_os()
@@ -251,6 +261,56 @@ class LogManager:
                 partition.unflushed_messages = 0
                 partition.last_flush = time.monotonic()
         return base, appended
+
+    def enforce_retention(self, retention_ms: int, retention_bytes: int, delete_delay_ms: int) -> list[str]:
+        """Kafka's retention: delete whole segments (never the active one) whose largest timestamp is older
+        than retention.ms, then the oldest while the log exceeds retention.bytes; files go to ``.deleted``
+        and are removed ``delete_delay_ms`` later. Returns a description of what was scheduled."""
+        done = []
+        now_ms = time.time() * 1000
+        for topic in list(self.topics.values()):
+            if topic.name in self.compacted_topics or topic.name == "__consumer_offsets":
+                continue
+            for p in topic.partitions:
+                with p.lock:
+                    log_ = p.log
+                    while len(log_.segments) > 1:
+                        size, largest = log_.segment_stats(log_.segments[0])
+                        total = sum(log_.segment_stats(b)[0] for b in log_.segments)
+                        expired = retention_ms >= 0 and now_ms - largest > retention_ms
+                        too_big = retention_bytes >= 0 and total - size >= retention_bytes
+                        if not (expired or too_big):
+                            break
+                        base = log_.segments[0]
+                        renamed = log_.delete_oldest_segment()
+                        due = time.monotonic() + delete_delay_ms / 1000
+                        self._pending_deletes.extend((due, path) for path in renamed)
+                        done.append(f"{p.directory.name}: segment {base} ({'time' if expired else 'size'}), "
+                                    f"log start now {log_.log_start_offset}")
+        return done
+
+    def purge_deleted(self, *, force: bool = False) -> None:
+        """Remove ``.deleted`` files whose delay has passed (log.segment.delete.delay.ms)."""
+        now = time.monotonic()
+        keep = []
+        for due, path in self._pending_deletes:
+            if force or due <= now:
+                path.unlink(missing_ok=True)
+            else:
+                keep.append((due, path))
+        self._pending_deletes = keep
+
+    def flush_if_due(self) -> None:
+        """log.flush.interval.ms for partitions that saw no append since their last flush."""
+        if self.flush_interval_ms is None:
+            return
+        for topic in self.topics.values():
+            for p in topic.partitions:
+                if p.unflushed_messages and self._flush_due(p):
+                    with p.lock:
+                        p.log.fsync()
+                        p.unflushed_messages = 0
+                        p.last_flush = time.monotonic()
 
     def _flush_due(self, partition: Partition) -> bool:
         if self.flush_interval_messages is not None and partition.unflushed_messages >= self.flush_interval_messages:

@@ -63,7 +63,10 @@ class Broker:
             flush_interval_messages=None if config["log.flush.interval.messages"] >= 2**62
             else config["log.flush.interval.messages"],
             flush_interval_ms=config["log.flush.interval.ms"],
+            roll_ms=config.roll_ms,
+            compacted_topics=frozenset(),
         )
+        self._housekeeping: asyncio.Task | None = None
         self._servers: list[asyncio.AbstractServer] = []
         self._appended = asyncio.Condition()
         self._stopping = asyncio.Event()
@@ -95,6 +98,7 @@ class Broker:
             log.warning("recovered after an unclean shutdown: %s", line)
         self.groups.load()
         self.groups.start()
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
         self._next_producer_id = 1 + max(
             (pid for t in self.logs.topics.values() for p in t.partitions for pid in p.log.producers), default=-1)
         for listener in self.config.listeners:
@@ -122,6 +126,8 @@ class Broker:
 
     async def stop(self) -> None:
         self.groups.stop()
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
         for server in self._servers:
             server.close()
         for task in list(self._connections):
@@ -132,6 +138,20 @@ class Broker:
         if self.zk is not None:
             self.zk.stop()
         log.info("kctl broker %d stopped cleanly", self.broker_id)
+
+    async def _housekeep(self) -> None:
+        """Retention every log.retention.check.interval.ms, delayed deletes, time-based flushes, checkpoints."""
+        interval = self.config["log.retention.check.interval.ms"] / 1000
+        next_retention = time.monotonic() + interval
+        while True:
+            await asyncio.sleep(min(1.0, interval))
+            if time.monotonic() >= next_retention:
+                next_retention = time.monotonic() + interval
+                for line in self.logs.enforce_retention(self.config.retention_ms, self.config["log.retention.bytes"],
+                                                        self.config["log.segment.delete.delay.ms"]):
+                    log.info("retention: %s", line)
+            self.logs.purge_deleted()
+            self.logs.flush_if_due()
 
     # -- connections -------------------------------------------------------------------------------
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -29,6 +29,7 @@ from kcli.storage.checkpoint import (
     write_partition_metadata,
 )
 from kcli.storage.files import (
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -239,11 +240,14 @@ class _ActiveSegment:
         self.size = self.log.tell()
         self.indexes = SegmentIndexes.for_segment(directory, base_offset, config)
         self.next_offset = base_offset
+        self.first_timestamp: int | None = None  # the first batch's max timestamp: what log.roll.ms ages
 
     def resume(self) -> None:
         """Continue an existing segment: the next offset from a scan after the last index entry (Kafka
         `readNextOffset`), and the bytes since that entry."""
         last = self.indexes.index.last_entry  # (base offset, 0) when the index is empty
+        first = next(iter(FileBatchReader(self.log_path, 0, min(self.size, 1 << 20))), None)
+        self.first_timestamp = None if first is None else first.max_timestamp
         reader = FileBatchReader(self.log_path, last.position)
         for batch in reader:
             self.next_offset = batch.last_offset + 1
@@ -253,6 +257,8 @@ class _ActiveSegment:
         self.indexes.indexer.bytes_since_last_index_entry = self.size - last.position
 
     def append(self, batch: Batch, aborted: AbortedTxn | None) -> None:
+        if self.first_timestamp is None:
+            self.first_timestamp = batch.max_timestamp
         position = self.size
         self.log.write(batch.raw)
         self.size += batch.size
@@ -412,6 +418,32 @@ class PartitionLog:
         self.write_producer_snapshot(base)
         self.segment = _ActiveSegment(self.directory, base, self.config)
         self.segments.append(base)
+
+    def segment_stats(self, base: int) -> tuple[int, int]:
+        """(size in bytes, largest timestamp) of a segment: the time index's last entry, which an inactive
+        segment's final entry makes the max (Kafka `largestTimestamp`); file mtime when there is none."""
+        log_path = segment_path(self.directory, base, LOG_SUFFIX)
+        size = log_path.stat().st_size
+        with TimeIndex(segment_path(self.directory, base, TIME_INDEX_SUFFIX), base) as tindex:
+            if tindex.entry_count and not tindex.is_preallocated:
+                return size, tindex.last_entry.timestamp
+        return size, int(log_path.stat().st_mtime * 1000)
+
+    def delete_oldest_segment(self) -> list[Path]:
+        """Retention: the oldest segment (never the active one) is renamed to ``.deleted`` for a delayed
+        delete (Kafka `asyncDeleteSegment`) and the log start moves up. Returns the renamed files."""
+        if len(self.segments) < 2:
+            return []
+        base = self.segments.pop(0)
+        renamed = []
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            path = segment_path(self.directory, base, suffix)
+            if path.exists():
+                target = path.with_name(path.name + DELETED_SUFFIX)
+                path.rename(target)
+                renamed.append(target)
+        self.log_start_offset = max(self.log_start_offset, self.segments[0])
+        return renamed
 
     def write_producer_snapshot(self, offset: int) -> None:
         write_producer_snapshot(segment_path(self.directory, offset, PRODUCER_SNAPSHOT_SUFFIX), self.producer_state.entries())

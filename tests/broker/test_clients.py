@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import uuid
 
 import pytest
@@ -186,4 +187,31 @@ def test_kill_9_loses_no_acknowledged_record(make_broker):
     consumer.close()
     assert set(acked) <= seen
     assert b2.stop() == 0
+    assert verify([str(b.log_dir)]).is_clean()
+
+
+def test_retention_by_size_and_time_deletes_whole_segments(make_broker):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    b = make_broker("log.segment.bytes=10000", "log.retention.bytes=30000", "log.retention.check.interval.ms=300",
+                    "log.segment.delete.delay.ms=200")
+    producer = Producer({"bootstrap.servers": b.bootstrap, "batch.num.messages": 10})
+    for i in range(1000):
+        producer.produce("ret", value=os.urandom(200))
+    assert producer.flush(30) == 0
+    partition = b.log_dir / "ret-0"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        logs = sorted(partition.glob("*.log"))
+        if sum(p.stat().st_size for p in logs) <= 30000 + 10000 and not list(partition.glob("*.deleted")):
+            break
+        time.sleep(0.2)
+    logs = sorted(partition.glob("*.log"))
+    first_base = int(logs[0].name.split(".")[0])
+    assert first_base > 0 and len(logs) >= 2
+    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "r"})
+    low, high = consumer.get_watermark_offsets(TopicPartition("ret", 0), timeout=30)
+    consumer.close()
+    assert (low, high) == (first_base, 1000)
+    assert b.stop() == 0
     assert verify([str(b.log_dir)]).is_clean()
