@@ -130,16 +130,16 @@ def assign_offsets(raw: bytes, log_end_offset: int, max_message_bytes: int) -> t
     reader = BatchReader(raw)
     batches = list(reader)
     if not batches or reader.valid_bytes != len(raw):
-        raise _ProduceError(ErrorCode.corrupt_message, "record set does not hold whole batches")
+        raise ProduceError(ErrorCode.corrupt_message, "record set does not hold whole batches")
     out = bytearray(raw)
     next_offset = log_end_offset
     for batch in batches:
         if not isinstance(batch, RecordBatch) or batch.magic != 2:
-            raise _ProduceError(ErrorCode.invalid_record, "Produce v3+ requires record batches of magic 2")
+            raise ProduceError(ErrorCode.invalid_record, "Produce v3+ requires record batches of magic 2")
         if not batch.is_valid:
-            raise _ProduceError(ErrorCode.corrupt_message, batch.invalid_reason() or "invalid batch")
+            raise ProduceError(ErrorCode.corrupt_message, batch.invalid_reason() or "invalid batch")
         if batch.size > max_message_bytes:
-            raise _ProduceError(ErrorCode.message_too_large,
+            raise ProduceError(ErrorCode.message_too_large,
                                 f"batch of {batch.size} bytes exceeds message.max.bytes {max_message_bytes}")
         struct.pack_into(">q", out, batch.position, next_offset)
         struct.pack_into(">i", out, batch.position + 12, 0)
@@ -168,7 +168,7 @@ def check_sequence(state: Any, batch: RecordBatch) -> tuple[ErrorCode, int | Non
     return ErrorCode.none, None
 
 
-class _ProduceError(KcliError):
+class ProduceError(KcliError):
     def __init__(self, code: ErrorCode, reason: str) -> None:
         super().__init__(reason)
         self.code = code

@@ -243,7 +243,7 @@ class Broker:
             return ErrorCode.unknown_topic_or_partition, -1, None
         try:
             stamped, batches = handlers.assign_offsets(raw, partition.log.log_end_offset, self.config["message.max.bytes"])
-        except handlers._ProduceError as exc:
+        except handlers.ProduceError as exc:
             log.warning("rejected produce to %s-%d: %s", topic, index, exc.reason)
             return exc.code, -1, exc.reason
         for batch in batches:

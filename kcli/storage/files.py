@@ -43,6 +43,10 @@ META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 
+# kcli's own layout (not Kafka's): <log dir>.kctl-quarantine/<UTC timestamp>/<partition>/manifest.json
+QUARANTINE_DIR_SUFFIX = ".kctl-quarantine"
+MANIFEST_NAME = "manifest.json"
+
 # Partition dirs renamed to `<topic>-<partition>.<32-hex uuid><suffix>`.
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"

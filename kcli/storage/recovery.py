@@ -28,6 +28,8 @@ from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC
 from kcli.records.types import INT32_MAX
 from kcli.storage.checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from kcli.storage.files import (
+    MANIFEST_NAME,
+    QUARANTINE_DIR_SUFFIX,
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -52,9 +54,6 @@ from kcli.storage.log import LeaderEpochCache, LogConfig, ProducerStateManager, 
 from kcli.storage.segment import FileBatchReader
 from kcli.storage.snapshot import ProducerSnapshot, inspect_producer_snapshot, write_producer_snapshot
 
-# kcli's own layout (not Kafka's): <log dir>.kctl-quarantine/<UTC timestamp>/<partition>/manifest.json
-QUARANTINE_DIR_SUFFIX = ".kctl-quarantine"
-MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "kctl-recover-quarantine"
 MANIFEST_VERSION = 1
 # Test hook: SIGKILL this process after N mutating steps of apply_recovery (crash-safety tests).
