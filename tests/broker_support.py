@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -24,6 +25,7 @@ class BrokerProcess:
     overrides: list[str]
     proc: subprocess.Popen | None = None
     stderr_path: Path | None = None
+    env: dict | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -34,7 +36,8 @@ class BrokerProcess:
         args = [sys.executable, "-m", "kcli", "broker", "run",
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"log.dirs={self.log_dir}", *sum((["--override", o] for o in self.overrides), [])]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.stderr_path, "w"))
+        env = None if self.env is None else {**os.environ, **self.env}
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.stderr_path, "w"), env=env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -8,9 +8,12 @@ until its response is sent); a Fetch waiting for data parks on an asyncio.Condit
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -74,6 +77,8 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.zk = None  # kcli.zk.registration.BrokerRegistration in ZooKeeper mode
         self._connections: set[asyncio.Task] = set()
+        # (api, version) -> (requests, client software names): the version ledger's evidence
+        self.served: dict[tuple[str, int], list] = {}
         self.bound: list[tuple[str, int]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -135,6 +140,11 @@ class Broker:
         for server in self._servers:
             await server.wait_closed()
         self.logs.shutdown()
+        ledger = os.environ.get("KCTL_BROKER_API_LEDGER")
+        if ledger:  # tests collect which API versions real clients used
+            rows = [{"api": api, "version": v, "requests": n, "clients": sorted(c)}
+                    for (api, v), (n, c) in sorted(self.served.items())]
+            Path(ledger).write_text(json.dumps(rows, indent=1))
         if self.zk is not None:
             self.zk.stop()
         log.info("kctl broker %d stopped cleanly", self.broker_id)
@@ -193,6 +203,9 @@ class Broker:
             writer.close()
 
     async def _answer(self, conn: ServerConnection, request: Any, client_host: str) -> bytes | None:
+        entry = self.served.setdefault((request.api_key.name, request.api_version), [0, set()])
+        entry[0] += 1
+        entry[1].add(_client_family(request.client_id))
         if request.api_key == ApiKey.API_VERSIONS:
             return conn.send(request, api_versions_response(version=request.api_version))
         handler = HANDLERS.get(request.api_key)
@@ -298,3 +311,12 @@ class Broker:
         if resource_type == 4:  # BROKER
             return {k: str(v) for k, v in self.config.values.items() if v is not None}
         return None
+
+
+def _client_family(client_id: str | None) -> str:
+    """librdkafka names clients rdkafka by default; kafka-python kafka-python-<version>; kcat 'rdkafka' too."""
+    text = (client_id or "").lower()
+    for family in ("kafka-python", "rdkafka", "kcat", "aiokafka", "console-consumer", "adminclient", "producer"):
+        if family in text:
+            return family
+    return client_id or "(none)"

@@ -1,0 +1,93 @@
+"""The version ledger: every advertised API is exercised by a real client, at the versions the ledger
+(kcli/protocol/version_ledger.json) records. Regenerate it with KCTL_WRITE_LEDGER=1 after a client upgrade."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+
+from broker_support import BrokerProcess, free_port, kcat
+from kcli.protocol import SUPPORTED_APIS
+from support import REPO
+
+LEDGER = REPO / "kcli" / "protocol" / "version_ledger.json"
+
+
+def _workload(bootstrap: str) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient
+
+    topic = f"ledger-{uuid.uuid4().hex[:6]}"
+    if shutil.which("kcat"):
+        assert kcat("-b", bootstrap, "-L").returncode == 0
+        assert kcat("-b", bootstrap, "-P", "-t", topic, input=b"a\nb\n").returncode == 0
+        assert kcat("-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e").returncode == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(f"{topic}-x", num_partitions=1, replication_factor=1)]).values():
+        f.result(30)
+    for f in admin.create_partitions([NewPartitions(f"{topic}-x", 2)]).values():
+        f.result(30)
+    for f in admin.describe_configs([ConfigResource("topic", f"{topic}-x")]).values():
+        f.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "compression.type": "zstd"})
+    for i in range(20):
+        producer.produce(topic, value=b"%d" % i)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ledger-ck", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    seen = 0
+    for _ in range(200):
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            seen += 1
+            if seen >= 10:
+                break
+    consumer.commit(asynchronous=False)
+    consumer.offsets_for_times([TopicPartition(topic, 0, 1)], timeout=30)
+    consumer.close()
+    admin.list_consumer_groups().result(30)
+    admin.describe_consumer_groups(["ledger-ck"])["ledger-ck"].result(30)
+    for f in admin.delete_topics([f"{topic}-x"]).values():
+        f.result(30)
+    kp = KafkaProducer(bootstrap_servers=bootstrap)
+    kp.send(topic, b"kp").get(30)
+    kp.close()
+    kc = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="ledger-kp", auto_offset_reset="earliest",
+                       consumer_timeout_ms=8000)
+    for _msg in kc:
+        break
+    kc.commit()
+    kc.close()
+    ka = KafkaAdminClient(bootstrap_servers=bootstrap)
+    ka.list_groups()
+    ka.describe_groups(["ledger-kp"])
+    ka.list_group_offsets({"ledger-kp": None})
+    ka.delete_groups(["ledger-kp"])
+    ka.close()
+
+
+def test_every_advertised_api_is_exercised_by_a_real_client(tmp_path):
+    observed_path = tmp_path / "served.json"
+    broker = BrokerProcess(free_port(), tmp_path / "kafka-logs", ["group.initial.rebalance.delay.ms=0"],
+                           env={"KCTL_BROKER_API_LEDGER": str(observed_path)})
+    broker.start()
+    try:
+        _workload(broker.bootstrap)
+    finally:
+        assert broker.stop() == 0, broker.log()
+    observed = json.loads(observed_path.read_text())
+    exercised = {(row["api"], row["version"]) for row in observed}
+    for api, supported in SUPPORTED_APIS.items():
+        versions = sorted(v for a, v in exercised if a == api.name)
+        assert versions, f"{api.name} v{supported.min_version}-v{supported.max_version} is advertised but no client used it"
+        assert all(v in supported for v in versions)
+    if os.environ.get("KCTL_WRITE_LEDGER"):
+        LEDGER.write_text(json.dumps([{"api": r["api"], "version": r["version"], "clients": r["clients"]}
+                                      for r in observed], indent=1) + "\n")
+    ledger = json.loads(LEDGER.read_text())
+    missing = [row for row in ledger if (row["api"], row["version"]) not in exercised]
+    assert not missing, f"ledger rows no client exercised this time: {missing}"
