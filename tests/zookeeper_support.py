@@ -5,10 +5,12 @@ Started once per test session (conftest.py's `zookeeper` fixture); tests keep ap
 
 from __future__ import annotations
 
+import select
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -80,8 +82,9 @@ class ZooKeeperServer:
             except OSError:
                 time.sleep(0.1)
                 continue
-            # The port opens before the server serves sessions: a kazoo session proves it does.
-            client = kazoo.KazooClient(hosts=self.connect, timeout=10)
+            # The port opens before the server serves sessions: a kazoo session proves it does. A short session
+            # timeout keeps kazoo from waiting long on a server that accepted but does not answer yet.
+            client = kazoo.KazooClient(hosts=self.connect, timeout=2)
             try:
                 client.start(timeout=max(1.0, deadline - time.monotonic()))
                 client.get_children("/")
@@ -106,3 +109,82 @@ class ZooKeeperServer:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class TcpProxy:
+    """Forwards a free loopback port to ``upstream``; ``cut()`` drops every connection and refuses new ones
+    until ``restore()``: a network partition between a client and the session's one ZooKeeper."""
+
+    def __init__(self, upstream: str) -> None:
+        host, _, port = upstream.rpartition(":")
+        self.upstream = (host, int(port))
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._acceptor: threading.Thread | None = None
+        self._connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen()
+        listener.settimeout(0.1)
+        self._listener = listener
+        self._acceptor = threading.Thread(target=self._accept, args=(listener,), daemon=True)
+        self._acceptor.start()
+
+    restore = start
+
+    def cut(self) -> None:
+        self._listener = None
+        if self._acceptor is not None:
+            self._acceptor.join()  # it closes the listener: the port is free again once it returns
+            self._acceptor = None
+        with self._lock:
+            for sock in self._connections:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes the pump, which closes both ends
+                except OSError:
+                    pass
+
+    stop = cut
+
+    def _accept(self, listener: socket.socket) -> None:
+        with listener:
+            while self._listener is listener:
+                try:
+                    downstream, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                try:
+                    upstream = socket.create_connection(self.upstream, timeout=5)
+                except OSError:
+                    downstream.close()
+                    continue
+                upstream.settimeout(None)
+                downstream.settimeout(None)
+                with self._lock:
+                    self._connections.update((downstream, upstream))
+                threading.Thread(target=self._pump, args=(downstream, upstream), daemon=True).start()
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        try:
+            while True:
+                readable, _, _ = select.select([a, b], [], [], 1.0)
+                for sock in readable:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    (b if sock is a else a).sendall(data)
+        except (OSError, ValueError):
+            pass
+        finally:
+            with self._lock:
+                self._connections.difference_update((a, b))
+            a.close()
+            b.close()

@@ -101,6 +101,8 @@ class Broker:
             raise
         for line in self.logs.recovered:
             log.warning("recovered after an unclean shutdown: %s", line)
+        for name in self.logs.topics:
+            self._announce(name)  # topics already on disk are (re)written to ZooKeeper
         self.groups.load()
         self.groups.start()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())

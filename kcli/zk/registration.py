@@ -2,11 +2,13 @@
 
 At startup: the chroot and Kafka's persistent paths, ``/cluster/id`` (get or create), the ephemeral
 ``/brokers/ids/<id>`` registration (version 5 JSON) and a bid for the ephemeral ``/controller`` node, which
-bumps ``/controller_epoch`` in the same ZooKeeper transaction (KafkaZkClient.registerControllerAndIncrementControllerEpoch).
+bumps ``/controller_epoch`` in the same ZooKeeper transaction
+(KafkaZkClient.registerControllerAndIncrementControllerEpoch).
 Topics get ``/brokers/topics/<t>`` (version 3) and ``.../partitions/<p>/state``. A broker that lost the
 election watches ``/controller`` and bids again when it goes; a broker whose session expired registers again.
 
-Every call is synchronous and bounded by the session timeout; kazoo failures surface as KcliError.
+Every call is synchronous and bounded by the session timeout; kazoo failures surface as KcliError. A topic
+change made while the connection is down is kept and written on reconnection rather than stalling the broker.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.retry import KazooRetry
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionClosedError,
@@ -47,6 +50,15 @@ TOPIC_VERSION = 3  # TopicZNode layout of Kafka 2.8+: adds "topic_id"
 SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 PROBE_TIMEOUT_S = 2.0
 ELECTION_ATTEMPTS = 5
+STOP_TIMEOUT_S = 2.0  # closing the session removes the ephemeral nodes anyway: shutdown must not wait longer
+# Reconnect at least every second, as ZooKeeper's Java client does; kazoo's default backs off to an hour.
+RECONNECT_MAX_DELAY_S = 1.0
+
+TopicChange = tuple[int, uuid.UUID] | None  # (partitions, topic id) to write, or None to remove
+
+
+class ZooKeeperConnectionError(KcliError):
+    """ZooKeeper did not answer: unreachable, disconnected, or the session expired."""
 
 
 def _json(value: Any) -> bytes:
@@ -91,6 +103,7 @@ class BrokerRegistration:
         self._lock = threading.RLock()  # the broker's thread and kazoo's watch threads share the state
         self._stopping = False
         self._session_lost = False
+        self._pending: dict[str, TopicChange] = {}  # topic changes waiting for the connection to come back
 
     # -- the broker's calls ------------------------------------------------------------------------
     def start(self, cluster_id: str | None) -> str:
@@ -100,6 +113,7 @@ class BrokerRegistration:
                 raise KcliError(f"broker {self.broker_id} is already registered in ZooKeeper at {self.connect.text}")
             self._stopping = False
             self._session_lost = False
+            self._pending.clear()
             self._probe()
             with self._zk("creating the chroot"):
                 if self.connect.chroot:
@@ -126,40 +140,11 @@ class BrokerRegistration:
 
     def topic_created(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
         """Write the topic's assignment and a state node per partition; again with more partitions adds them."""
-        with self._lock, self._zk(f"registering topic {name}"):
-            client = self._require()
-            config_path = paths.topic_config(name)
-            # Kafka writes the topic's config node first (AdminZkClient.createTopicWithAssignment).
-            try:
-                self._wait(client.create_async(config_path, _json({"version": 1, "config": {}}), makepath=True))
-            except NodeExistsError:
-                pass
-            assignment = {
-                "version": TOPIC_VERSION,
-                "partitions": {str(p): [self.broker_id] for p in range(partitions)},
-                "adding_replicas": {},
-                "removing_replicas": {},
-                "topic_id": uuid_to_base64(topic_id),
-            }
-            self._put(paths.topic(name), _json(assignment))
-            epoch = self._read_controller_epoch()
-            for index in range(partitions):
-                self._put_partition_state(name, index, epoch)
-            # Partitions beyond the count belong to an older incarnation of the topic.
-            try:
-                children = self._wait(client.get_children_async(paths.topic_partitions(name)))
-            except NoNodeError:
-                children = []
-            for child in children:
-                if not child.isdigit() or int(child) >= partitions:
-                    self._delete_tree(paths.child(paths.topic_partitions(name), child))
+        self._change_topic(name, (partitions, topic_id))
 
     def topic_deleted(self, name: str) -> None:
         """Remove the topic's assignment, partition states and config node; a missing topic is fine."""
-        with self._lock, self._zk(f"removing topic {name}"):
-            self._require()
-            self._delete_tree(paths.topic(name))
-            self._delete_tree(paths.topic_config(name))
+        self._change_topic(name, None)
 
     def stop(self) -> None:
         """Delete the ephemeral nodes this broker owns and close the session; safe to call twice."""
@@ -169,10 +154,13 @@ class BrokerRegistration:
             if client is None:
                 return
             client.remove_listener(self._on_state)
+            if self._pending:
+                log.warning("ZooKeeper at %s never came back: topic changes not written for %s", self.connect.text,
+                            ", ".join(sorted(self._pending)))
             if client.connected:
                 for path in (paths.broker(self.broker_id), paths.CONTROLLER):
                     try:
-                        self._delete_if_ours(path)
+                        self._delete_if_ours(path, min(STOP_TIMEOUT_S, self._timeout))
                     except (KazooException, KazooTimeoutError) as exc:
                         # Closing the session below removes them anyway; only the timing is lost.
                         log.warning("could not delete %s from ZooKeeper: %s", self.connect.absolute(path),
@@ -191,19 +179,21 @@ class BrokerRegistration:
                     return
             except OSError as exc:
                 reasons.append(f"{_address(host, port)}: {exc.strerror or exc}")
-        raise KcliError(f"ZooKeeper unreachable at {self.connect.text} ({'; '.join(reasons)})")
+        raise ZooKeeperConnectionError(f"ZooKeeper unreachable at {self.connect.text} ({'; '.join(reasons)})")
 
     def _open(self, hosts: str) -> KazooClient:
-        client = KazooClient(hosts=hosts, timeout=self._timeout)
+        retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_DELAY_S)
+        client = KazooClient(hosts=hosts, timeout=self._timeout, connection_retry=retry)
         try:
             client.start(timeout=self._timeout)  # stops and closes the client itself on a timeout
         except KazooTimeoutError:
-            raise KcliError(f"ZooKeeper at {self.connect.text} accepted a connection but opened no session "
-                            f"within {self._timeout:g}s") from None
+            raise ZooKeeperConnectionError(f"ZooKeeper at {self.connect.text} accepted a connection but opened no "
+                                           f"session within {self._timeout:g}s") from None
         except KazooException as exc:
             client.stop()
             client.close()
-            raise KcliError(f"cannot connect to ZooKeeper at {self.connect.text}: {_describe(exc)}") from None
+            raise ZooKeeperConnectionError(f"cannot connect to ZooKeeper at {self.connect.text}: "
+                                           f"{_describe(exc)}") from None
         return client
 
     def _ensure_chroot(self, chroot: str) -> None:
@@ -233,19 +223,19 @@ class BrokerRegistration:
         client_id = self._client.client_id if self._client is not None else None
         return client_id[0] if client_id else None
 
-    def _wait(self, result: Any) -> Any:
-        return result.get(timeout=self._timeout)
+    def _wait(self, result: Any, timeout: float | None = None) -> Any:
+        return result.get(timeout=self._timeout if timeout is None else timeout)
 
     @contextmanager
     def _zk(self, doing: str) -> Iterator[None]:
         try:
             yield
         except KazooTimeoutError:
-            raise KcliError(f"ZooKeeper at {self.connect.text} did not answer within {self._timeout:g}s "
-                            f"while {doing}") from None
+            raise ZooKeeperConnectionError(f"ZooKeeper at {self.connect.text} did not answer within "
+                                           f"{self._timeout:g}s while {doing}") from None
         except (ConnectionLoss, ConnectionClosedError, SessionExpiredError) as exc:
-            raise KcliError(f"lost the connection to ZooKeeper at {self.connect.text} while {doing} "
-                            f"({_describe(exc)})") from None
+            raise ZooKeeperConnectionError(f"lost the connection to ZooKeeper at {self.connect.text} while {doing} "
+                                           f"({_describe(exc)})") from None
         except KazooException as exc:
             raise KcliError(f"ZooKeeper at {self.connect.text} refused {doing}: {_describe(exc)}") from None
 
@@ -388,6 +378,69 @@ class BrokerRegistration:
             raise KcliError(f"{self.connect.absolute(paths.CONTROLLER_EPOCH)} in ZooKeeper at {self.connect.text} "
                             f"is not an integer: {data[:40]!r}") from None
 
+    def _change_topic(self, name: str, change: TopicChange) -> None:
+        paths.topic(name)  # a name that is no znode fails now, not on reconnection
+        doing = f"registering topic {name}" if change is not None else f"removing topic {name}"
+        with self._lock:
+            client = self._require()
+            if client.state != KazooState.CONNECTED:
+                self._defer(name, change, f"the connection to ZooKeeper at {self.connect.text} is down")
+                return
+            try:
+                with self._zk(doing):
+                    self._write_topic(name, change)
+            except ZooKeeperConnectionError as exc:
+                self._defer(name, change, exc.reason)
+                return
+            self._pending.pop(name, None)
+
+    def _defer(self, name: str, change: TopicChange, reason: str) -> None:
+        # The topic exists (or is gone) in the log dirs already; ZooKeeper catches up on reconnection.
+        self._pending[name] = change
+        log.warning("%s: topic %s will be %s in ZooKeeper on reconnection", reason, name,
+                    "registered" if change is not None else "removed")
+
+    def _flush_pending(self) -> None:
+        for name, change in list(self._pending.items()):
+            with self._zk(f"writing the deferred change of topic {name}"):
+                self._write_topic(name, change)
+            del self._pending[name]
+            log.info("topic %s %s in ZooKeeper after the reconnection", name,
+                     "registered" if change is not None else "removed")
+
+    def _write_topic(self, name: str, change: TopicChange) -> None:
+        if change is None:
+            self._delete_tree(paths.topic(name))
+            self._delete_tree(paths.topic_config(name))
+            return
+        partitions, topic_id = change
+        client = self._require()
+        # Kafka writes the topic's config node first (AdminZkClient.createTopicWithAssignment).
+        try:
+            self._wait(client.create_async(paths.topic_config(name), _json({"version": 1, "config": {}}),
+                                           makepath=True))
+        except NodeExistsError:
+            pass
+        assignment = {
+            "version": TOPIC_VERSION,
+            "partitions": {str(p): [self.broker_id] for p in range(partitions)},
+            "adding_replicas": {},
+            "removing_replicas": {},
+            "topic_id": uuid_to_base64(topic_id),
+        }
+        self._put(paths.topic(name), _json(assignment))
+        epoch = self._read_controller_epoch()
+        for index in range(partitions):
+            self._put_partition_state(name, index, epoch)
+        # Partitions beyond the count belong to an older incarnation of the topic.
+        try:
+            children = self._wait(client.get_children_async(paths.topic_partitions(name)))
+        except NoNodeError:
+            children = []
+        for child in children:
+            if not child.isdigit() or int(child) >= partitions:
+                self._delete_tree(paths.child(paths.topic_partitions(name), child))
+
     def _put(self, path: str, value: bytes) -> None:
         client = self._require()
         try:
@@ -429,12 +482,12 @@ class BrokerRegistration:
         except NoNodeError:
             pass
 
-    def _delete_if_ours(self, path: str) -> None:
+    def _delete_if_ours(self, path: str, timeout: float) -> None:
         client = self._require()
-        stat: ZnodeStat | None = self._wait(client.exists_async(path))
+        stat: ZnodeStat | None = self._wait(client.exists_async(path), timeout)
         if stat is not None and stat.ephemeralOwner == self._session_id():
             try:
-                self._wait(client.delete_async(path, stat.version))
+                self._wait(client.delete_async(path, stat.version), timeout)
             except NoNodeError:
                 pass
 
@@ -455,7 +508,8 @@ class BrokerRegistration:
             client.handler.spawn(self._resync)
 
     def _resync(self) -> None:
-        """After a reconnection or a controller change: register again if the session was new, bid again."""
+        """After a reconnection or a controller change: register again if the session was new, bid again,
+        write the topic changes that waited for the connection."""
         try:
             with self._lock:
                 if self._stopping or self._client is None:
@@ -468,6 +522,7 @@ class BrokerRegistration:
                                 self.connect.absolute(paths.broker(self.broker_id)))
                 with self._zk("electing the controller"):
                     self._elect()
+                self._flush_pending()
         except KcliError as exc:
             log.error("ZooKeeper: %s", exc)
         except Exception:  # a watch thread has nobody to raise to

@@ -13,7 +13,7 @@ from kcli.errors import KcliError
 from kcli.storage.checkpoint import uuid_from_base64
 from kcli.zk import paths
 from kcli.zk.registration import BrokerRegistration
-from zookeeper_support import free_port
+from zookeeper_support import TcpProxy, free_port
 
 pytestmark = pytest.mark.zk
 
@@ -286,6 +286,42 @@ def test_expired_session_registers_again(register, zookeeper, root, chroot):
     wait_for(lambda: root.exists(chroot + "/controller") is not None, timeout=30)
     assert read_json(root, chroot + "/controller")["brokerid"] == 0
     assert root.get(chroot + "/controller_epoch")[0] == b"2"
+
+
+@pytest.fixture
+def proxy(zookeeper):
+    """The session's ZooKeeper behind a TCP proxy the test can cut."""
+    forward = TcpProxy(zookeeper.connect)
+    forward.start()
+    yield forward
+    forward.stop()
+
+
+def test_topic_changes_wait_for_the_connection(proxy, register, root, chroot):
+    registration = register(0, connect_to=proxy.connect + chroot, session_timeout_ms=6000)
+    registration.topic_created("gone", 1, uuid.uuid4())
+    proxy.cut()
+    wait_for(lambda: registration._client.state != "CONNECTED")
+    started = time.monotonic()
+    registration.topic_created("late", 2, uuid.uuid4())  # the broker is not held up by a missing ZooKeeper
+    registration.topic_deleted("gone")
+    assert time.monotonic() - started < 1
+    assert root.exists(chroot + "/brokers/topics/late") is None
+    proxy.restore()
+    wait_for(lambda: root.exists(chroot + "/brokers/topics/late/partitions/1/state") is not None, timeout=30)
+    wait_for(lambda: root.exists(chroot + "/brokers/topics/gone") is None, timeout=30)
+    assert read_json(root, chroot + "/brokers/topics/late")["partitions"] == {"0": [0], "1": [0]}
+    assert root.exists(chroot + "/brokers/ids/0") is not None
+
+
+def test_stop_while_disconnected_is_quick(proxy, chroot):
+    registration = BrokerRegistration(proxy.connect + chroot, 0, endpoints=PLAINTEXT, session_timeout_ms=6000)
+    registration.start(None)
+    proxy.cut()
+    wait_for(lambda: registration._client.state != "CONNECTED")
+    started = time.monotonic()
+    registration.stop()
+    assert time.monotonic() - started < 2
 
 
 def test_unreachable_zookeeper_fails_quickly():

