@@ -1,0 +1,208 @@
+"""ServerConnection paired with kafka-python's client protocol: framing, limits, response order."""
+
+from __future__ import annotations
+
+import struct
+from datetime import timedelta
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.heartbeat.v4.response import HeartbeatResponse
+
+from kcli.protocol import (
+    DEFAULT_MAX_FRAME_BYTES,
+    NEED_DATA,
+    FrameTooLargeError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    ServerConnection,
+    UnsupportedVersionError,
+    api_versions_response,
+)
+
+
+def _mixed_requests(kafka_python):
+    produce = kafka_python[0, "request"]
+    fetch = kafka_python[1, "request"]
+    return [
+        kafka_python[18, "request"][3](client_software_name="kcli", client_software_version="0.1"),
+        kafka_python[3, "request"][12](topics=None, allow_auto_topic_creation=True),
+        produce[9](acks=1, timeout_ms=5, topic_data=[produce.TopicProduceData(
+            name="t", partition_data=[produce.TopicProduceData.PartitionProduceData(index=0, records=b"r" * 300)])]),
+        produce[3](acks=0, timeout_ms=5, topic_data=[]),
+        fetch[16](max_wait_ms=500, min_bytes=1, topics=[]),
+        kafka_python[12, "request"][0](group_id="g", generation_id=1, member_id="m"),
+    ]
+
+
+def _stream(pair, requests) -> bytes:
+    return b"".join(pair.client_bytes(r) for r in requests)
+
+
+def _drain(connection: ServerConnection) -> list:
+    out = []
+    while (request := connection.next_request()) is not NEED_DATA:
+        out.append(request)
+    return out
+
+
+def _summary(requests) -> list[tuple]:
+    return [(r.api_key, r.api_version, r.correlation_id, r.body) for r in requests]
+
+
+def test_pipelined_frames_in_one_chunk(pair, kafka_python):
+    pair.server.receive_data(_stream(pair, _mixed_requests(kafka_python)))
+    got = _drain(pair.server)
+    assert [(int(r.api_key), r.api_version) for r in got] == [(18, 3), (3, 12), (0, 9), (0, 3), (1, 16), (12, 0)]
+    assert [r.correlation_id for r in got] == [1, 2, 3, 4, 5, 6]
+    assert pair.server.buffered_bytes == 0
+    assert pair.server.awaiting_response == 5  # not the acks=0 Produce
+
+
+def test_frames_split_at_every_byte_boundary(pair, kafka_python, connection_pair):
+    data = _stream(pair, _mixed_requests(kafka_python))
+    whole = ServerConnection()
+    whole.receive_data(data)
+    expected = _summary(_drain(whole))
+    for cut in range(len(data) + 1):
+        connection = ServerConnection()
+        connection.receive_data(data[:cut])
+        got = _drain(connection)
+        connection.receive_data(data[cut:])
+        got += _drain(connection)
+        assert _summary(got) == expected, cut
+
+
+def test_frames_fed_one_byte_at_a_time(pair, kafka_python):
+    data = _stream(pair, _mixed_requests(kafka_python))
+    connection = ServerConnection()
+    got = []
+    for i in range(len(data)):
+        connection.receive_data(data[i:i + 1])
+        got += _drain(connection)
+        assert connection.buffered_bytes < len(data)
+    assert len(got) == 6
+
+
+def test_partial_frame_is_visible_as_buffered_bytes(pair, kafka_python):
+    data = pair.client_bytes(kafka_python[18, "request"][0]())
+    pair.server.receive_data(data[:-1])
+    assert pair.server.next_request() is NEED_DATA
+    assert pair.server.buffered_bytes == len(data) - 1
+
+
+def test_many_small_frames_and_one_large_frame(pair, kafka_python):
+    heartbeat = kafka_python[12, "request"][4]
+    data = b"".join(pair.client_bytes(heartbeat(group_id="g", generation_id=1, member_id="m"))
+                    for _ in range(5000))
+    produce = kafka_python[0, "request"]
+    big = b"v" * (3 * 1024 * 1024)
+    data += pair.client_bytes(produce[9](acks=-1, timeout_ms=5, topic_data=[produce.TopicProduceData(
+        name="t", partition_data=[produce.TopicProduceData.PartitionProduceData(index=0, records=big)])]))
+    got = []
+    for i in range(0, len(data), 65536):
+        pair.server.receive_data(data[i:i + 65536])
+        got += _drain(pair.server)
+    assert len(got) == 5001
+    assert [r.correlation_id for r in got] == list(range(1, 5002))
+    assert got[-1].body.topic_data[0].partition_data[0].records == big
+    assert pair.server.buffered_bytes == 0
+
+
+def test_responses_follow_request_order(pair, kafka_python):
+    heartbeat = kafka_python[12, "request"][4]
+    first = pair.send(heartbeat(group_id="g", generation_id=1, member_id="m"))
+    second = pair.send(heartbeat(group_id="g", generation_id=2, member_id="m"))
+    answer = HeartbeatResponse(throttle_time=timedelta(0), error_code=ErrorCode.rebalance_in_progress)
+    with pytest.raises(LocalProtocolError, match="request order"):
+        pair.server.send(second, answer)
+    assert pair.respond(first, answer).error_code == 27
+    assert pair.respond(second, answer).error_code == 27
+    with pytest.raises(LocalProtocolError, match="no such request"):
+        pair.server.send(second, answer)
+    assert pair.server.awaiting_response == 0
+
+
+def test_acks_0_produce_gets_no_response(pair, kafka_python):
+    request = pair.send(kafka_python[0, "request"][9](acks=0, timeout_ms=5, topic_data=[]))
+    assert not request.expects_response
+    assert not pair.client.in_flight_requests  # kafka-python does not wait either
+    with pytest.raises(LocalProtocolError, match="acks=0"):
+        pair.server.send(request, None)
+
+
+def test_frame_too_large_is_refused_from_its_size_prefix():
+    connection = ServerConnection(max_frame_bytes=1000)
+    connection.receive_data(struct.pack(">i", 1001))
+    with pytest.raises(FrameTooLargeError) as caught:
+        connection.next_request()
+    assert (caught.value.size, caught.value.max_frame_bytes) == (1001, 1000)
+    assert connection.error is caught.value
+    connection.receive_data(b"\x00" * 2000)  # ignored from now on
+    assert connection.buffered_bytes == 0
+    with pytest.raises(LocalProtocolError, match="unusable"):
+        connection.next_request()
+
+
+def test_default_limit_is_socket_request_max_bytes():
+    assert DEFAULT_MAX_FRAME_BYTES == 104857600
+    connection = ServerConnection()
+    connection.receive_data(struct.pack(">i", 104857601))
+    with pytest.raises(FrameTooLargeError):
+        connection.next_request()
+    connection = ServerConnection()
+    connection.receive_data(struct.pack(">i", 104857600))
+    assert connection.next_request() is NEED_DATA
+
+
+def test_frame_of_exactly_the_limit_is_accepted(pair, kafka_python):
+    data = pair.client_bytes(kafka_python[18, "request"][0]())
+    connection = ServerConnection(max_frame_bytes=len(data) - 4)
+    connection.receive_data(data)
+    assert connection.next_request() is not NEED_DATA
+
+
+@pytest.mark.parametrize("size", [-1, -2**31])
+def test_negative_frame_size(size):
+    connection = ServerConnection()
+    connection.receive_data(struct.pack(">i", size))
+    with pytest.raises(RemoteProtocolError, match="negative frame size"):
+        connection.next_request()
+    with pytest.raises(LocalProtocolError):
+        connection.next_request()
+
+
+def test_malformed_frame_makes_the_connection_unusable(pair, kafka_python):
+    good = pair.client_bytes(kafka_python[18, "request"][0]())
+    pair.server.receive_data(struct.pack(">i", 9) + b"\x00\x03\x00\x01\x00\x00\x00\x07\xff" + good)
+    with pytest.raises(RemoteProtocolError) as caught:
+        pair.server.next_request()
+    assert caught.value.request == "MetadataRequest v1" and caught.value.correlation_id == 7
+    with pytest.raises(LocalProtocolError):
+        pair.server.next_request()
+
+
+def test_unknown_api_key_makes_the_connection_unusable():
+    connection = ServerConnection()
+    body = struct.pack(">hhih", 17, 1, 3, -1) + b"\x00\x05PLAIN"  # SaslHandshake: not served
+    connection.receive_data(struct.pack(">i", len(body)) + body)
+    with pytest.raises(UnsupportedVersionError) as caught:
+        connection.next_request()
+    assert caught.value.response is None
+    with pytest.raises(LocalProtocolError):
+        connection.next_request()
+
+
+def test_api_versions_fallback_keeps_the_connection(pair, kafka_python):
+    # A v4 client (KIP-511) hears UNSUPPORTED_VERSION in the v0 layout, then retries lower.
+    cls = kafka_python[18, "request"]
+    pair.server.receive_data(pair.client_bytes(cls[4](client_software_name="x", client_software_version="1")))
+    with pytest.raises(UnsupportedVersionError) as caught:
+        pair.server.next_request()
+    [(_, answer)] = pair.client.receive_bytes(caught.value.response)
+    assert answer.error_code == 35
+    ours = {k.api_key: k.max_version for k in answer.api_keys}
+    assert pair.server.error is None
+    retry = pair.send(cls[ours[18]](client_software_name="x", client_software_version="1"))
+    response = pair.respond(retry, api_versions_response(version=retry.api_version))
+    assert response.error_code == 0 and len(response.api_keys) == len(answer.api_keys)
