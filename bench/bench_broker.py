@@ -22,8 +22,13 @@ whole segment (batch headers included) and is quoted the same way, so it is if a
 Everything connects to 127.0.0.1 only; every process and temp dir started here is removed in `finally`;
 every loop is bounded in time (--phase-timeout).
 
-Usage: bench/bench_broker.py [--small-records 200000] [--large-records 50000] [--latency-rate 2000]
-         [--latency-seconds 10] [--skip-tansu] [--profile-ours FILE]
+Usage: bench/bench_broker.py [--small-records 1000000] [--large-records 300000] [--latency-rate 2000]
+         [--latency-seconds 10] [--phase-timeout 90] [--skip-tansu] [--skip-ceiling]
+         [--profile-ours FILE [--produce-only]] [--json FILE]
+
+Each phase also records the broker process's CPU use (user+system, all threads, from /proc) during it:
+near 100% for our single-threaded broker means the broker is the bottleneck, well below it means the client
+(one Python thread calling produce(), about 250k calls/s here) or the network path is.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -111,14 +117,74 @@ class Peer:
     def env(self) -> dict[str, str]:
         return dict(os.environ)
 
+    profile: Path | None = None  # py-spy raw output: the broker runs under `py-spy record`
+
     def start(self) -> None:
+        command = self.command()
+        if self.profile is not None:
+            # Attaching py-spy to a running process is refused in this sandbox (it is not its parent): run the
+            # broker under it instead. Idle samples (the event loop waiting) are not recorded.
+            command = [py_spy(), "record", "--format", "raw", "--rate", "250", "--nonblocking",
+                       "--output", str(self.profile), "--"] + command
         with open(self.log_path, "wb") as out:
-            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=self.env(), cwd=self.workdir, start_new_session=True)
         wait_listening(self.proc, self.port, 60, self.log_path)
 
+    @property
+    def broker_pid(self) -> int | None:
+        if self.proc is None:
+            return None
+        if self.profile is None:
+            return self.proc.pid
+        children = _children(self.proc.pid)
+        return children[0] if children else None
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU time of the broker process so far (all its threads)."""
+        pid = self.broker_pid
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+
     def stop(self) -> None:
+        if self.proc is not None and self.profile is not None and self.proc.poll() is None:
+            # Stop the broker itself; py-spy then writes its profile and exits.
+            for child in _children(self.proc.pid):
+                try:
+                    os.kill(child, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                pass
+            for child in _children(self.proc.pid):  # still there: kill it, not just py-spy
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         stop_process(self.proc)
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    return found
+
+
+def py_spy() -> str:
+    local = Path(sys.executable).parent / "py-spy"
+    spy = str(local) if local.exists() else shutil.which("py-spy")
+    if spy is None:
+        raise RuntimeError("py-spy is not installed (pip install py-spy)")
+    return spy
 
 
 class Ours(Peer):
@@ -395,14 +461,18 @@ def ceiling(workdir: Path, segment: bytes, records: int, size: int) -> dict:
 
 
 # -- profiling -----------------------------------------------------------------------------------------
-def start_profiler(pid: int, out: Path) -> subprocess.Popen | None:
-    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not Path(spy).exists():
-        print("py-spy not found: no profile", flush=True)
-        return None
-    return subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--output", str(out),
-                             "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+def _frame(text: str) -> str:
+    """py-spy's "function (path/file.py:line)" -> "file.py:function", paths shortened to the repo or package."""
+    m = re.match(r"^(.*) \((.*?)(?::\d+)?\)$", text)
+    if not m:
+        return text
+    func, path = m.groups()
+    path = path.replace(str(REPO) + "/", "")
+    if "site-packages/" in path:
+        path = path.split("site-packages/", 1)[1]
+    elif "/lib/python3" in path:
+        path = "stdlib/" + path.split("/lib/python3", 1)[1].split("/", 1)[-1]
+    return f"{path}:{func}"
 
 
 def summarise_profile(raw: Path, top: int = 25) -> list[tuple[str, float, float]]:
@@ -416,8 +486,7 @@ def summarise_profile(raw: Path, top: int = 25) -> list[tuple[str, float, float]
             continue
         n = int(count)
         total += n
-        frames = [f.split(" (")[0] + " " + f.split(" (")[-1].rstrip(")").rsplit(":", 1)[0].replace(str(REPO) + "/", "")
-                  if " (" in f else f for f in stack.split(";")]
+        frames = [_frame(f) for f in stack.split(";")]
         own[frames[-1]] = own.get(frames[-1], 0) + n
         for f in set(frames):
             inclusive[f] = inclusive.get(f, 0) + n
@@ -428,33 +497,42 @@ def summarise_profile(raw: Path, top: int = 25) -> list[tuple[str, float, float]
 
 
 # -- main ----------------------------------------------------------------------------------------------
-def bench_peer(peer: Peer, args, cases, profile_out: Path | None) -> dict:
+def bench_peer(peer: Peer, args, cases) -> dict:
     result: dict = {"bootstrap": peer.bootstrap}
     peer.start()
-    profiler = None
+
+    def timed(phase: dict, cpu_before: float | None) -> dict:
+        cpu_after = peer.cpu_seconds()
+        if cpu_before is not None and cpu_after is not None:
+            phase["broker_cpu_s"] = cpu_after - cpu_before
+            phase["broker_cpu_pct"] = 100 * (cpu_after - cpu_before) / phase["seconds"]
+        return phase
+
     try:
         for label, count, size in cases:
             topic = f"bench-{label}"
             create_topic(peer.bootstrap, topic, 30)
-            if profile_out is not None and profiler is None:
-                profiler = start_profiler(peer.proc.pid, profile_out)
-                time.sleep(0.5)
-            prod = produce_throughput(peer.bootstrap, topic, count, size, args.linger_ms, args.phase_timeout)
-            print(f"  {peer.name} produce {label}: {prod['records_per_s']:,.0f} rec/s {prod['mb_per_s']:.1f} MB/s"
+            cpu = peer.cpu_seconds()
+            prod = timed(produce_throughput(peer.bootstrap, topic, count, size, args.linger_ms, args.phase_timeout), cpu)
+            print(f"  {peer.name} produce {label}: {prod['records_per_s']:,.0f} rec/s {prod['mb_per_s']:.1f} MB/s, "
+                  f"broker CPU {prod.get('broker_cpu_pct', float('nan')):.0f}%"
                   f"{'' if prod['complete'] else ' (INCOMPLETE)'}", flush=True)
+            result[label] = {"produce": prod}
             if isinstance(peer, Ours):
                 result.setdefault("segment_bytes", {})[label] = peer.segment_bytes(topic)
+            if args.produce_only:
+                continue
+            cpu = peer.cpu_seconds()
             cons = consume_throughput(peer.bootstrap, topic, prod["records"] + 1, size, args.phase_timeout)
             cons["records"] = min(cons["records"], prod["records"])  # the warm-up record is not counted
             cons["records_per_s"] = cons["records"] / cons["seconds"]
             cons["mb_per_s"] = cons["records"] * size / cons["seconds"] / MB
-            print(f"  {peer.name} consume {label}: {cons['records_per_s']:,.0f} rec/s {cons['mb_per_s']:.1f} MB/s"
+            timed(cons, cpu)
+            print(f"  {peer.name} consume {label}: {cons['records_per_s']:,.0f} rec/s {cons['mb_per_s']:.1f} MB/s, "
+                  f"broker CPU {cons.get('broker_cpu_pct', float('nan')):.0f}%"
                   f"{'' if cons['complete'] else ' (INCOMPLETE)'}", flush=True)
-            result[label] = {"produce": prod, "consume": cons}
-        if profiler is not None:
-            stop_process(profiler, 15)
-            profiler = None
-        if args.latency_seconds > 0:
+            result[label]["consume"] = cons
+        if args.latency_seconds > 0 and not args.produce_only:
             create_topic(peer.bootstrap, "bench-latency", 30)
             lat = produce_latency(peer.bootstrap, "bench-latency", args.latency_rate, args.latency_seconds,
                                   args.latency_size, args.latency_linger_ms)
@@ -462,7 +540,6 @@ def bench_peer(peer: Peer, args, cases, profile_out: Path | None) -> dict:
                   f"p99 {lat.get('p99_ms', float('nan')):.2f} ms", flush=True)
             result["latency"] = lat
     finally:
-        stop_process(profiler, 5)
         peer.stop()
     return result
 
@@ -487,6 +564,11 @@ def print_table(report: dict, cases) -> None:
                 c = ceil.get(label, {}).get(phase, {}).get(key)
                 print(f"{f'{phase} {label} {unit}':<26}{fmt(o, spec):>12}{fmt(t, spec):>12}{fmt(c, spec):>12}"
                       f"{ratio(o, t):>12}{ratio(o, c):>11}")
+    for label, count, size in cases:
+        for phase in ("produce", "consume"):
+            o = ours.get(label, {}).get(phase, {}).get("broker_cpu_pct")
+            t = tansu.get(label, {}).get(phase, {}).get("broker_cpu_pct")
+            print(f"{f'broker CPU % {phase} {label}':<26}{fmt(o, '.0f'):>12}{fmt(t, '.0f'):>12}")
     for key in ("p50_ms", "p99_ms", "p999_ms", "max_ms"):
         o = ours.get("latency", {}).get(key)
         t = tansu.get("latency", {}).get(key)
@@ -500,8 +582,8 @@ def print_table(report: dict, cases) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--small-records", type=int, default=200_000, help="records of 100 bytes")
-    ap.add_argument("--large-records", type=int, default=50_000, help="records of 1 KiB")
+    ap.add_argument("--small-records", type=int, default=1_000_000, help="records of 100 bytes")
+    ap.add_argument("--large-records", type=int, default=300_000, help="records of 1 KiB")
     ap.add_argument("--linger-ms", type=float, default=5)
     ap.add_argument("--latency-rate", type=int, default=2000)
     ap.add_argument("--latency-seconds", type=float, default=10)
@@ -510,7 +592,9 @@ def main() -> int:
     ap.add_argument("--phase-timeout", type=float, default=90, help="seconds at most for one produce or consume")
     ap.add_argument("--skip-tansu", action="store_true")
     ap.add_argument("--skip-ceiling", action="store_true")
-    ap.add_argument("--profile-ours", type=Path, help="py-spy raw profile of our broker during its produce/consume")
+    ap.add_argument("--profile-ours", type=Path, help="run our broker under py-spy, raw output to this file "
+                    "(slows it: its figures are then not the headline ones)")
+    ap.add_argument("--produce-only", action="store_true", help="no consume or latency phases (for profiling)")
     ap.add_argument("--json", type=Path, help="also write the JSON report here")
     args = ap.parse_args()
 
@@ -530,8 +614,9 @@ def main() -> int:
         print(f"workdir {workdir}; {report['client']}", flush=True)
 
         ours = Ours(workdir)
+        ours.profile = args.profile_ours.resolve() if args.profile_ours else None
         print(f"ours: kctl broker run on {ours.bootstrap}", flush=True)
-        report["ours"] = bench_peer(ours, args, cases, args.profile_ours)
+        report["ours"] = bench_peer(ours, args, cases)
         segments = report["ours"].get("segment_bytes", {})
         shutil.rmtree(ours.log_dir, ignore_errors=True)
 
@@ -542,7 +627,7 @@ def main() -> int:
                 version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=10)
                 report["tansu_version"] = version.stdout.strip()
                 print(f"tansu: {report['tansu_version']} on {tansu.bootstrap} (memory storage)", flush=True)
-                report["tansu"] = bench_peer(tansu, args, cases, None)
+                report["tansu"] = bench_peer(tansu, args, cases)
             except Exception as exc:  # report ours vs the ceiling regardless
                 report["tansu_error"] = f"{type(exc).__name__}: {exc}"
                 print(f"TANSU FAILED: {report['tansu_error']}", flush=True)
@@ -562,7 +647,7 @@ def main() -> int:
             rows = summarise_profile(args.profile_ours)
             report["profile_ours_top"] = [{"function": f, "self_pct": round(s, 1), "incl_pct": round(i, 1)}
                                           for f, s, i in rows]
-            print("\nour broker, py-spy (self %, inclusive %), produce + consume phases:")
+            print("\nour broker under py-spy, non-idle samples (self %, inclusive %), whole run:")
             for f, s, i in rows:
                 print(f"  {s:5.1f}% {i:5.1f}%  {f}")
 

@@ -27,6 +27,7 @@ from kcli.protocol import NEED_DATA, ApiKey, ProtocolError, ServerConnection, Un
 from kcli.storage.log import LogConfig
 
 log = logging.getLogger("kcli.broker")
+CHECKPOINT_INTERVAL_S = 60.0
 
 HANDLERS = {
     ApiKey.METADATA: handlers.metadata,
@@ -155,6 +156,7 @@ class Broker:
         """Retention every log.retention.check.interval.ms, delayed deletes, time-based flushes, checkpoints."""
         interval = self.config["log.retention.check.interval.ms"] / 1000
         next_retention = time.monotonic() + interval
+        next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
         while True:
             await asyncio.sleep(min(1.0, interval))
             if time.monotonic() >= next_retention:
@@ -164,6 +166,10 @@ class Broker:
                     log.info("retention: %s", line)
             self.logs.purge_deleted()
             self.logs.flush_if_due()
+            if time.monotonic() >= next_checkpoint:
+                # Kafka's log.flush.offset.checkpoint.interval.ms: keep the root checkpoint files current.
+                next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
+                self.logs.write_checkpoints()
 
     # -- connections -------------------------------------------------------------------------------
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -5,10 +5,11 @@ Protocol guide: https://kafka.apache.org/protocol#protocol_api_keys
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from types import MappingProxyType
-from typing import Final, Mapping
+from typing import Final
 
 
 class ApiKey(IntEnum):

@@ -95,13 +95,14 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
         raise RemoteProtocolError(
             f"truncated request header: {len(frame)} bytes", field=field, position=len(frame))
     raw_key, version, correlation_id = REQUEST_HEADER_PREFIX.unpack_from(frame, 0)
-    label = f"{api_name(raw_key)}Request v{version}"
+    label = f"{api_name(raw_key)}Request v{version}" if raw_key in api_key_map else f"request of api key {raw_key}"
 
     try:
         api_key = ApiKey(raw_key)
     except ValueError:
         raise UnsupportedVersionError(
-            f"unsupported API {api_name(raw_key)} (key {raw_key})", api_key=raw_key, api_version=version,
+            f"{api_name(raw_key)} (api key {raw_key}) is not served" if raw_key in api_key_map
+            else f"unknown api key {raw_key}", api_key=raw_key, api_version=version,
             correlation_id=correlation_id, request=label) from None
     supported = SUPPORTED_APIS[api_key]
 

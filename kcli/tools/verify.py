@@ -362,6 +362,8 @@ class _Verifier:
                                  "segment or unclean shutdown; the broker's sanity check rejects it until trimmed)",
                                  "index_preallocated", position=tindex.entry_count * 12, severity=Severity.WARNING)
                 entries = list(tindex.entries())
+                if tindex.is_preallocated and entries == [TimestampOffset(0, segment.base_offset)]:
+                    entries = []  # an all-zero first slot is padding, as for the offset index
         except KcliError as exc:
             self.problem(path, exc.reason, "unreadable_index", position=exc.position)
             return None

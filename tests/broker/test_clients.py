@@ -219,3 +219,64 @@ def test_retention_by_size_and_time_deletes_whole_segments(make_broker):
     assert (low, high) == (first_base, 1000)
     assert b.stop() == 0
     assert verify([str(b.log_dir)]).is_clean()
+
+
+def test_acks_0_large_messages_and_verify_while_running(broker):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = _topic("acks0")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": 0, "linger.ms": 1})
+    for i in range(50):
+        producer.produce(topic, value=b"%d" % i)
+    assert producer.flush(30) == 0
+    big = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 2_000_000})
+    near_limit = os.urandom(1024 * 1024 - 200)  # a batch just under message.max.bytes (1048588)
+    errors = []
+    big.produce(topic, value=near_limit, on_delivery=lambda err, msg: errors.append(err))
+    big.produce(topic, value=os.urandom(1024 * 1024 + 100), on_delivery=lambda err, msg: errors.append(err))
+    big.flush(30)
+    assert errors[0] is None and errors[1] is not None and "MSG_SIZE_TOO_LARGE" in str(errors[1])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "a0", "fetch.max.bytes": 2_000_000})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values = []
+    while len(values) < 51:
+        msg = consumer.poll(10)
+        assert msg is not None and msg.error() is None
+        values.append(msg.value())
+    consumer.close()
+    assert values[:50] == [b"%d" % i for i in range(50)] and values[50] == near_limit
+    report = verify([str(broker.log_dir)])  # while the broker runs: preallocated active indexes are warnings
+    assert report.is_clean(), [(p.file, p.code, p.reason) for p in report.errors]
+
+
+def test_aiokafka_round_trip(broker):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    topic = _topic("aio")
+
+    async def main():
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="lz4")
+        await producer.start()
+        try:
+            for i in range(50):
+                await producer.send_and_wait(topic, b"v%d" % i, key=b"k%d" % i)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id="aio-group",
+                                    auto_offset_reset="earliest")
+        await consumer.start()
+        got = []
+        try:
+            async for msg in consumer:
+                got.append((msg.offset, msg.key, msg.value))
+                if len(got) == 50:
+                    break
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return got
+
+    got = asyncio.run(asyncio.wait_for(main(), 60))
+    assert got == [(i, b"k%d" % i, b"v%d" % i) for i in range(50)]
