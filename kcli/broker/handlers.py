@@ -218,12 +218,12 @@ def _fetch_once(broker: Broker, req: Any, R: Any) -> tuple[list[Any], int]:
             if fp.fetch_offset < start or fp.fetch_offset > end:
                 parts.append(build(R, "PartitionData", error_code=ErrorCode.offset_out_of_range, **values))
                 continue
-            records = b""
+            records: Any = b""
             if remaining > 0 and fp.fetch_offset < end:
                 limit = min(fp.partition_max_bytes, remaining)
                 found = partition.reader().read(fp.fetch_offset, limit)
                 if found is not None:
-                    records = found.read()
+                    records = found  # a file region: the server sends it with sendfile, zero-copy
             remaining -= len(records)
             total += len(records)
             values["records"] = records

@@ -10,7 +10,7 @@ import enum
 from collections import deque
 from typing import Any, Final, Literal
 
-from kcli.protocol.codec import SIZE_PREFIX, Request, decode_request, encode_response
+from kcli.protocol.codec import SIZE_PREFIX, Request, decode_request, encode_response, encode_response_parts
 from kcli.protocol.errors import (
     FrameTooLargeError,
     LocalProtocolError,
@@ -118,6 +118,15 @@ class ServerConnection:
         data = encode_response(request, response_body)
         self._awaiting.popleft()
         return data
+
+    def send_parts(self, request: Request, response_body: Any) -> list[Any]:
+        """``send`` for responses carrying file regions: bytes and regions, in wire order."""
+        if not self._awaiting or self._awaiting[0] is not request:
+            raise LocalProtocolError("responses must follow request order", request=request.name,
+                                     correlation_id=request.correlation_id)
+        parts = encode_response_parts(request, response_body)
+        self._awaiting.popleft()
+        return parts
 
     def _consume(self, end: int) -> None:
         self._start = end

@@ -29,6 +29,12 @@ class FetchSlice:
     position: int
     length: int
 
+    # A Fetch response carries this as its records field; the server sends it with sendfile (zero-copy).
+    file_region = True
+
+    def __len__(self) -> int:
+        return self.length
+
     def read(self) -> bytes:
         if self.length == 0:
             return b""
