@@ -280,3 +280,17 @@ def test_aiokafka_round_trip(broker):
 
     got = asyncio.run(asyncio.wait_for(main(), 60))
     assert got == [(i, b"k%d" % i, b"v%d" % i) for i in range(50)]
+
+
+def test_segments_roll_by_time(make_broker):
+    from confluent_kafka import Producer
+
+    b = make_broker("log.roll.ms=500")
+    producer = Producer({"bootstrap.servers": b.bootstrap})
+    for round_ in range(3):
+        producer.produce("rolling", value=b"r%d" % round_)
+        assert producer.flush(10) == 0
+        time.sleep(0.7)
+    assert len(list((b.log_dir / "rolling-0").glob("*.log"))) == 3
+    assert b.stop() == 0
+    assert verify([str(b.log_dir)]).is_clean(strict=True)
