@@ -23,7 +23,7 @@ from kcli.broker.config import BrokerConfig
 from kcli.broker.groups import GroupCoordinator
 from kcli.broker.logmanager import LogManager, TopicError
 from kcli.errors import KcliError
-from kcli.protocol import NEED_DATA, ApiKey, ProtocolError, ServerConnection, UnsupportedVersionError, api_versions_response
+from kcli.protocol import NEED_DATA, ApiKey, LocalProtocolError, ProtocolError, ServerConnection, UnsupportedVersionError, api_versions_response
 from kcli.storage.log import LogConfig
 
 log = logging.getLogger("kcli.broker")
@@ -221,8 +221,9 @@ class Broker:
         if request.api_key == ApiKey.API_VERSIONS:
             return conn.send(request, api_versions_response(version=request.api_version))
         handler = HANDLERS.get(request.api_key)
-        if handler is None:
-            raise UnsupportedVersionError(f"unsupported API key {request.api_key}")
+        if handler is None:  # advertised but unhandled would be a bug: cost the connection, not the broker
+            raise LocalProtocolError(f"no handler for {request.name}", request=request.name,
+                                     correlation_id=request.correlation_id)
         response = await handler(self, request.body, handlers.Call(request, client_host))
         if response is None:
             return None

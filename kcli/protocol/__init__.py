@@ -17,7 +17,14 @@ from kcli.protocol.api import (
     request_header_version,
     response_header_version,
 )
-from kcli.protocol.codec import Request, api_name, api_versions_response, decode_request, encode_response
+from kcli.protocol.codec import (
+    Request,
+    api_name,
+    api_versions_response,
+    decode_request,
+    encode_response,
+    encode_response_parts,
+)
 from kcli.protocol.connection import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, NeedData, ServerConnection
 from kcli.protocol.errors import (
     FrameTooLargeError,
@@ -46,6 +53,7 @@ __all__ = [
     "api_versions_response",
     "decode_request",
     "encode_response",
+    "encode_response_parts",
     "flexible_request_header",
     "is_flexible",
     "is_supported",

@@ -20,7 +20,7 @@ import struct
 from dataclasses import dataclass, fields
 from datetime import timedelta
 from functools import cache
-from typing import Any, Final
+from typing import IO, Any, Final, cast
 
 from kio.index import KioIndexError, load_payload_module, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -139,7 +139,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
         raise RemoteProtocolError(f"{len(frame) - end} unexpected bytes after the request body",
                                   request=label, position=end, correlation_id=correlation_id)
     try:
-        body, _ = entity_reader(body_type)(frame, pos)
+        body: Any = entity_reader(body_type)(frame, pos)[0]
     except Exception as e:  # the walk accepted it; kio's own errors are still the peer's fault
         raise RemoteProtocolError(f"body does not decode: {e}", request=label, position=pos,
                                   correlation_id=correlation_id) from None
@@ -149,21 +149,11 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
 
 def encode_response(request: Request, response_body: Any) -> bytes:
     """The size-prefixed response frame: header (v0, or v1 when flexible; ApiVersions always v0), body."""
-    body_type = type(response_body)
-    if (getattr(body_type, "__type__", None) is not EntityType.response
-            or body_type.__api_key__ != request.api_key or body_type.__version__ != request.api_version):
-        raise LocalProtocolError(f"{body_type.__name__} does not answer this request",
-                                 request=request.name, correlation_id=request.correlation_id)
-    correlation_id = i32(request.correlation_id)
-    header: ResponseHeaderV0 | ResponseHeaderV1
-    if response_header_version(request.api_key, request.api_version) == 0:
-        header = ResponseHeaderV0(correlation_id=correlation_id)
-    else:
-        header = ResponseHeaderV1(correlation_id=correlation_id)
+    header = _response_header(request, response_body)
     try:
         return _frame(header, response_body)
     except Exception as e:  # kio's writers: out-of-range ints, wrong types, None where not nullable
-        raise LocalProtocolError(f"cannot encode {body_type.__name__}: {e}", request=request.name,
+        raise LocalProtocolError(f"cannot encode {type(response_body).__name__}: {e}", request=request.name,
                                  correlation_id=request.correlation_id) from None
 
 
@@ -201,7 +191,7 @@ def _read_header(frame: bytes, api_key: ApiKey, version: int,
     correlation_id = REQUEST_HEADER_PREFIX.unpack_from(frame, 0)[2]
     try:
         walk(header_type, frame, 0)
-        header, size = entity_reader(header_type)(frame, 0)
+        header, size = cast("tuple[RequestHeader, int]", entity_reader(header_type)(frame, 0))
     except Malformed as e:
         field = f"header.{e.field}" if e.field else "header"
         raise RemoteProtocolError(e.reason, request=label, field=field, position=e.position,
@@ -242,20 +232,27 @@ class _PartsWriter:
 def encode_response_parts(request: Request, response_body: Any) -> list[Any]:
     """Like ``encode_response``, but records fields holding file regions (objects with ``file_region =
     True`` and a length) stay regions: the caller sends them with sendfile, zero-copy, as Kafka does."""
-    correlation_id = i32(request.correlation_id)
-    header: ResponseHeaderV0 | ResponseHeaderV1
-    if response_header_version(request.api_key, request.api_version) == 0:
-        header = ResponseHeaderV0(correlation_id=correlation_id)
-    else:
-        header = ResponseHeaderV1(correlation_id=correlation_id)
+    header = _response_header(request, response_body)
     out = _PartsWriter()
     try:
-        entity_writer(type(header))(out, header)
-        entity_writer(type(response_body))(out, response_body)
+        entity_writer(type(header))(cast(IO[bytes], out), header)
+        entity_writer(type(response_body))(cast(IO[bytes], out), response_body)
     except Exception as e:
         raise LocalProtocolError(f"cannot encode {type(response_body).__name__}: {e}", request=request.name,
                                  correlation_id=request.correlation_id) from None
     return [SIZE_PREFIX.pack(out.size), *out.finish()]
+
+
+def _response_header(request: Request, response_body: Any) -> ResponseHeaderV0 | ResponseHeaderV1:
+    body_type = type(response_body)
+    if (getattr(body_type, "__type__", None) is not EntityType.response
+            or body_type.__api_key__ != request.api_key or body_type.__version__ != request.api_version):
+        raise LocalProtocolError(f"{body_type.__name__} does not answer this request",
+                                 request=request.name, correlation_id=request.correlation_id)
+    correlation_id = i32(request.correlation_id)
+    if response_header_version(request.api_key, request.api_version) == 0:
+        return ResponseHeaderV0(correlation_id=correlation_id)
+    return ResponseHeaderV1(correlation_id=correlation_id)
 
 
 def _frame(header: Any, body: Any) -> bytes:

@@ -107,26 +107,28 @@ class ServerConnection:
 
     def send(self, request: Request, response_body: Any) -> bytes:
         """The response frame for ``request``, which must be the oldest awaiting a response."""
-        if not self._awaiting or self._awaiting[0] is not request:
-            if any(r is request for r in self._awaiting):
-                reason = "responses must follow request order; an earlier request is still unanswered"
-            elif not request.expects_response:
-                reason = "Produce with acks=0 gets no response"
-            else:
-                reason = "no such request awaits a response on this connection"
-            raise LocalProtocolError(reason, request=request.name, correlation_id=request.correlation_id)
+        self._check_next(request)
         data = encode_response(request, response_body)
         self._awaiting.popleft()
         return data
 
     def send_parts(self, request: Request, response_body: Any) -> list[Any]:
         """``send`` for responses carrying file regions: bytes and regions, in wire order."""
-        if not self._awaiting or self._awaiting[0] is not request:
-            raise LocalProtocolError("responses must follow request order", request=request.name,
-                                     correlation_id=request.correlation_id)
+        self._check_next(request)
         parts = encode_response_parts(request, response_body)
         self._awaiting.popleft()
         return parts
+
+    def _check_next(self, request: Request) -> None:
+        if self._awaiting and self._awaiting[0] is request:
+            return
+        if any(r is request for r in self._awaiting):
+            reason = "responses must follow request order; an earlier request is still unanswered"
+        elif not request.expects_response:
+            reason = "Produce with acks=0 gets no response"
+        else:
+            reason = "no such request awaits a response on this connection"
+        raise LocalProtocolError(reason, request=request.name, correlation_id=request.correlation_id)
 
     def _consume(self, end: int) -> None:
         self._start = end

@@ -6,13 +6,14 @@ side; kio is what we decode with. No sockets: see ``ConnectionPair`` in conftest
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 import uuid
 from datetime import timedelta
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -277,7 +278,7 @@ def test_any_response_we_encode_reads_back_in_kafka_python(
     message = data.draw(random_kio(load_response_schema(api_key, version)))
     if api_key is ApiKey.API_VERSIONS:
         # kafka-python reads any ApiVersions answer with an error as v0 (the KIP-511 layout).
-        assume(message.error_code == ErrorCode.none)
+        message = dataclasses.replace(message, error_code=ErrorCode.none)
     pair = connection_pair()
     acks = {"acks": 1} if api_key is ApiKey.PRODUCE else {}  # kafka-python defaults to acks=0
     request = pair.send(kafka_python[api_key, "request"][version](**acks))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
+import uuid
 from datetime import timedelta
 
 import pytest
+from kio.index import load_payload_module, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
+from kio.static.constants import EntityType
 
 from kcli.protocol import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -18,6 +22,7 @@ from kcli.protocol import (
     ServerConnection,
     UnsupportedVersionError,
     api_versions_response,
+    encode_response,
 )
 
 
@@ -206,3 +211,48 @@ def test_api_versions_fallback_keeps_the_connection(pair, kafka_python):
     retry = pair.send(cls[ours[18]](client_software_name="x", client_software_version="1"))
     response = pair.respond(retry, api_versions_response(version=retry.api_version))
     assert response.error_code == 0 and len(response.api_keys) == len(answer.api_keys)
+
+
+class _Region:
+    """Stands in for storage's FetchSlice: segment bytes the server sends with sendfile."""
+
+    file_region = True
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+@pytest.mark.parametrize("version", [4, 12, 16])
+def test_send_parts_keeps_file_regions_whole(pair, kafka_python, version):
+    module = load_payload_module(1, version, EntityType.response)
+    fetch = kafka_python[1, "request"]
+    first = pair.send(fetch[version](max_wait_ms=1, min_bytes=1, topics=[]))
+    second = pair.send(fetch[version](max_wait_ms=1, min_bytes=1, topics=[]))
+    records = b"\x00" * 61 + b"batch-bytes"
+
+    def body(value):
+        wanted = {"partition_index": 0, "error_code": ErrorCode.none, "high_watermark": 1,
+                  "last_stable_offset": 1, "log_start_offset": 0, "aborted_transactions": (),
+                  "preferred_read_replica": -1, "records": value}
+        partition = module.PartitionData(**{f.name: wanted[f.name] for f in dataclasses.fields(
+            module.PartitionData) if f.name in wanted})
+        topic_key = {"topic_id": uuid.UUID(int=7)} if version >= 13 else {"topic": "t"}
+        fields = {"session_id": 0, "error_code": ErrorCode.none} if version >= 7 else {}
+        return load_response_schema(1, version)(
+            throttle_time=timedelta(0), **fields,
+            responses=(module.FetchableTopicResponse(**topic_key, partitions=(partition,)),))
+
+    region = _Region(records)
+    parts = pair.server.send_parts(first, body(region))
+    assert any(part is region for part in parts)
+    assert all(isinstance(part, bytes) or part is region for part in parts)
+    joined = b"".join(part if isinstance(part, bytes) else part.data for part in parts)
+    assert joined == encode_response(first, body(records))
+    [(_, response)] = pair.client.receive_bytes(joined)
+    assert bytes(response.responses[0].partitions[0].records) == records
+    with pytest.raises(LocalProtocolError, match="no such request"):
+        pair.server.send_parts(first, body(region))
+    assert pair.respond(second, body(records)).responses[0].partitions[0].high_watermark == 1
