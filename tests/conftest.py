@@ -27,3 +27,10 @@ def zookeeper(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+# Property tests run beside brokers and ZooKeeper on 2 cores: wall-clock deadlines would only add flakes.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("kcli", deadline=None)
+_hypothesis_settings.load_profile("kcli")

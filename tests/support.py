@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,3 +21,20 @@ def fixture_records(path: Path):
             key = None if record.key is None else bytes(record.key)
             value = None if record.value is None else bytes(record.value)
             yield bool(batch.is_control_batch), record.offset, key, value
+
+
+ON_DISK_SOURCES = ("VolodymyrZee__kafka", "rjmfernandes__flink-on-prem")
+
+
+def index_md_findings() -> dict[str, dict[str, str]]:
+    """INDEX.md rows of the on-disk fixture sources: {"<source>/.../<dir>/": {"index": "...", "partition.metadata": ...}}."""
+    index_md = FIXTURES / "INDEX.md"
+    if not index_md.is_file():
+        return {}
+    rows = {}
+    for line in index_md.read_text(encoding="utf-8").splitlines():
+        cells = line.split(" | ")
+        if line.startswith("| `") and len(cells) == 5 and cells[0][3:].startswith(ON_DISK_SOURCES):
+            items = (re.fullmatch(r"\*\*(.+?)\*\*: (.*)", item) for item in cells[4].rstrip(" |").split("<br>"))
+            rows[cells[0][3:].strip("`")] = {m[1]: m[2] for m in items if m}
+    return rows

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from support import FIXTURES
+from support import FIXTURES, index_md_findings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,21 +29,7 @@ needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/kaf
 MIB10 = 10 * 1024 * 1024
 
 
-def _index_md_findings() -> dict[str, dict[str, str]]:
-    """INDEX.md rows of the on-disk sources: {"<source>/.../<dir>/": {"index": "...", "timeindex": ...}}."""
-    index_md = FIXTURES / "INDEX.md"
-    if not index_md.is_file():
-        return {}
-    rows = {}
-    for line in index_md.read_text(encoding="utf-8").splitlines():
-        cells = line.split(" | ")
-        if line.startswith("| `") and len(cells) == 5 and cells[0][3:].startswith(SOURCES):
-            items = (re.fullmatch(r"\*\*(.+?)\*\*: (.*)", item) for item in cells[4].rstrip(" |").split("<br>"))
-            rows[cells[0][3:].strip("`")] = {m[1]: m[2] for m in items if m}
-    return rows
-
-
-FINDINGS = _index_md_findings()
+FINDINGS = index_md_findings()
 
 
 def _fixture_files(pattern: str) -> list[Path]:
