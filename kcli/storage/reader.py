@@ -18,7 +18,9 @@ from kcli.records.batch import HEADER, RECORD_BATCH_OVERHEAD
 from kcli.records.record_set import MAGIC_OFFSET, make_batch
 from kcli.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 from kcli.storage.index import OffsetIndex, TimeIndex
-from kcli.storage.segment import FileBatchReader
+from kcli.storage.segment import DEFAULT_WINDOW, FileBatchReader
+
+FETCH_SCAN_SLACK = 64 * 1024  # > index.interval.bytes: covers the scan from the index entry to the offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +88,9 @@ class PartitionReader:
                 start = index.lookup(offset).position
         first_position = None
         end_position = None
-        reader = FileBatchReader(log_path, start)
+        # Read about what the fetch may return (plus the scan from the index entry), not a whole window:
+        # librdkafka asks for 1 MiB per partition, and an 8 MiB read per Fetch was the consume hot spot.
+        reader = FileBatchReader(log_path, start, window=min(DEFAULT_WINDOW, max_bytes + FETCH_SCAN_SLACK))
         for chunk, local, total in reader.spans():
             position = reader.window_position + local
             first, last = _offsets(chunk, local, total)
