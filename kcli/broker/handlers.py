@@ -214,16 +214,27 @@ def _fetch_once(broker: Broker, req: Any, R: Any) -> tuple[list[Any], int]:
                 continue
             end = partition.log.log_end_offset
             start = partition.log.log_start_offset
-            values.update(high_watermark=end, last_stable_offset=end, log_start_offset=start)
+            # The last stable offset stops at the first offset of the oldest open transaction (KIP-98).
+            open_txns = [e.current_txn_first_offset for e in partition.log.producers.values()
+                         if e.current_txn_first_offset >= 0]
+            stable = min(open_txns, default=end)
+            values.update(high_watermark=end, last_stable_offset=stable, log_start_offset=start)
             if fp.fetch_offset < start or fp.fetch_offset > end:
                 parts.append(build(R, "PartitionData", error_code=ErrorCode.offset_out_of_range, **values))
                 continue
             records: Any = b""
             if remaining > 0 and fp.fetch_offset < end:
                 limit = min(fp.partition_max_bytes, remaining)
-                found = partition.reader().read(fp.fetch_offset, limit)
+                read_committed = getattr(req, "isolation_level", 0) == 1
+                reader = partition.reader()
+                found = reader.read(fp.fetch_offset, limit, upper_bound=stable if read_committed else None)
                 if found is not None:
                     records = found  # a file region: the server sends it with sendfile, zero-copy
+                    if read_committed:
+                        # read_committed consumers drop these ranges themselves (the data stays in the batches)
+                        values["aborted_transactions"] = tuple(
+                            build(R, "AbortedTransaction", producer_id=t.producer_id, first_offset=t.first_offset)
+                            for t in reader.aborted_transactions(fp.fetch_offset, stable))
             remaining -= len(records)
             total += len(records)
             values["records"] = records

@@ -16,8 +16,8 @@ from pathlib import Path
 from kcli.errors import KcliError
 from kcli.records.batch import HEADER, RECORD_BATCH_OVERHEAD
 from kcli.records.record_set import MAGIC_OFFSET, make_batch
-from kcli.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
-from kcli.storage.index import OffsetIndex, TimeIndex
+from kcli.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_path
+from kcli.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from kcli.storage.segment import DEFAULT_WINDOW, FileBatchReader
 
 FETCH_SCAN_SLACK = 64 * 1024  # > index.interval.bytes: covers the scan from the index entry to the offset
@@ -106,6 +106,22 @@ class PartitionReader:
         if first_position is None or end_position is None:
             return None
         return FetchSlice(log_path, first_position, end_position - first_position)
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start, end), from the .txnindex files (read_committed fetches,
+        Kafka `collectAbortedTransactions`): from the segment holding ``start`` until an index says it is complete."""
+        found: list[AbortedTxn] = []
+        first = max(bisect.bisect_right(self.bases, start) - 1, 0)
+        for base in self.bases[first:]:
+            path = segment_path(self.directory, base, TXN_INDEX_SUFFIX)
+            if not path.exists():
+                continue
+            with TransactionIndex(path, base) as index:
+                result = index.collect_aborted(start, end)
+            found.extend(result.aborted_transactions)
+            if result.is_complete:
+                break
+        return found
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampMatch | None:
         """The first record with a timestamp >= ``timestamp`` (ListOffsets by time), via the time index."""

@@ -294,3 +294,37 @@ def test_segments_roll_by_time(make_broker):
     assert len(list((b.log_dir / "rolling-0").glob("*.log"))) == 3
     assert b.stop() == 0
     assert verify([str(b.log_dir)]).is_clean(strict=True)
+
+
+def test_serves_sample_logs_and_read_committed_hides_aborted(make_broker, tmp_path):
+    """The broker serves a log dir it did not write (sample-logs/, made by kcli's writer): every magic,
+    codec and the transactional partition, where read_committed hides the aborted transactions."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from support import REPO
+
+    log_dir = tmp_path / "served"
+    shutil.copytree(REPO / "sample-logs" / "kafka-logs", log_dir)
+    b = make_broker(log_dir=log_dir)
+
+    def values(topic: str, isolation: str) -> list[bytes]:
+        consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"rc-{isolation}",
+                             "isolation.level": isolation, "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        while True:
+            msg = consumer.poll(3)
+            if msg is None:
+                break
+            assert msg.error() is None, msg.error()
+            got.append(msg.value())
+        consumer.close()
+        return got
+
+    committed = values("payments", "read_committed")
+    everything = values("payments", "read_uncommitted")
+    assert not any(v.startswith(b"abort-me") or v == b"also" for v in committed)
+    assert sum(v.startswith(b"commit-me") for v in committed) == 3
+    assert sum(v.startswith(b"abort-me") for v in everything) == 3
+    assert len(values("orders", "read_uncommitted")) == 373  # every record of orders-0, all codecs
+    assert len(values("legacy-v0", "read_uncommitted")) == 18
