@@ -49,7 +49,8 @@ from kcli.storage.files import (
     strip_temp_suffix,
     write_atomically,
 )
-from kcli.storage.index import AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex
+from kcli.storage.index_check import IndexFinding, OffsetIndexMatcher, TimeIndexMatcher
+from kcli.storage.index import AbortedTxn, TransactionIndex
 from kcli.storage.log import LeaderEpochCache, LogConfig, ProducerStateManager, SegmentIndexes, track_batch
 from kcli.storage.segment import FileBatchReader
 from kcli.storage.snapshot import ProducerSnapshot, inspect_producer_snapshot, write_producer_snapshot
@@ -322,8 +323,8 @@ class _Planner:
         log_path = self.files[_name(base, LOG_SUFFIX)]
         size = log_path.stat().st_size
         scan = _SegmentScan(base, size, 0)
-        index_check = _OffsetIndexCheck(self.files.get(_name(base, INDEX_SUFFIX)), base)
-        time_check = _TimeIndexCheck(self.files.get(_name(base, TIME_INDEX_SUFFIX)), base)
+        index_check = _IndexCheck.offset_index(self.files.get(_name(base, INDEX_SUFFIX)), base)
+        time_check = _IndexCheck.time_index(self.files.get(_name(base, TIME_INDEX_SUFFIX)), base)
         txn_check = _TxnIndexCheck(self.files.get(_name(base, TXN_INDEX_SUFFIX)), base)
         if prev_last is not None and base <= prev_last and size > 0:
             scan.cut_reason = f"segment base offset {base} overlaps the previous segment, which ends at {prev_last}"
@@ -343,8 +344,8 @@ class _Planner:
                     scan.valid_bytes = position
                     break
                 first, last = batch.base_offset, batch.last_offset
-                index_check.feed(position, first, last)
-                time_check.feed(first, last, batch.max_timestamp)
+                index_check.feed(position, first, last, batch.max_timestamp)
+                time_check.feed(position, first, last, batch.max_timestamp)
                 if aborted is not None:
                     scan.aborted.append(aborted)
                 prev_last = scan.last_offset = last
@@ -367,8 +368,8 @@ class _Planner:
         self.progress(size - reported)
         plan.bytes += size
         truncated = scan.cut_reason is not None and not plan.rebuild_indexes_only
-        index_problem = "the segment is truncated" if truncated else index_check.finish()
-        time_problem = "the segment is truncated" if truncated else time_check.finish()
+        index_problem = "the segment is truncated" if truncated else index_check.finish(scan.valid_bytes)
+        time_problem = "the segment is truncated" if truncated else time_check.finish(scan.valid_bytes)
         txn_problem = txn_check.finish(scan.aborted)
         if truncated and (txn_check.exists or scan.aborted):
             txn_problem = "the segment is truncated"
@@ -467,95 +468,44 @@ def _invalid_reason(batch, base: int, prev_last: int | None) -> str | None:
 
 # -- index checks ------------------------------------------------------------------------------------
 
-class _OffsetIndexCheck:
-    """Does an .index agree with the log? Any layout Kafka has written passes (last-offset keys, first-offset
-    keys of 1.1 and older, multi-batch entries before KAFKA-806), so intact partitions are left alone."""
+class _IndexCheck:
+    """Does an .index/.timeindex agree with the log? The checks are kcli.storage.index_check's (shared with
+    verify); recovery rebuilds on the first error or a preallocated tail, while the layouts Kafka itself has
+    written (first-offset keys, multi-batch entries) pass, so intact partitions are left alone."""
 
-    def __init__(self, path: Path | None, base: int) -> None:
-        self.problem: str | None = None
-        self.entries: list[OffsetPosition] = []
-        self.slot = 0
-        self.previous: int | None = None
-        self.pending: OffsetPosition | None = None  # keyed past its batch: must be a later batch's last offset
-        if path is None:
-            self.problem = "offset index is missing"
-            return
-        try:
-            with OffsetIndex(path, base) as index:
-                if index.trailing_bytes:
-                    self.problem = f"length {index.length} is not a multiple of 8"
-                elif index.entry_count != index.file_entry_slots:
-                    self.problem = (f"zero-filled tail after {index.entry_count} entries (preallocated, never trimmed)"
-                                    if index.is_preallocated else f"a zero entry follows entry {index.entry_count - 1}")
-                self.entries = list(index.entries())
-        except KcliError as exc:
-            self.problem = f"unreadable ({exc.reason})"
+    def __init__(self, missing: str | None) -> None:
+        self.problem = missing
+        self.matcher: OffsetIndexMatcher | TimeIndexMatcher | None = None
 
-    def feed(self, position: int, first: int, last: int) -> None:
-        if self.problem is not None:
-            return
-        if self.pending is not None and last >= self.pending.offset:
-            if last > self.pending.offset:
-                self.problem = f"entry for offset {self.pending.offset} names no batch's last offset"
-            self.pending = None
-        while self.slot < len(self.entries) and self.entries[self.slot].position <= position:
-            entry = self.entries[self.slot]
-            if self.previous is not None and entry.offset <= self.previous:
-                self.problem = f"entry {self.slot}: offset {entry.offset} does not increase"
-            elif entry.position < position:
-                self.problem = f"entry {self.slot}: position {entry.position} is not the start of a batch"
-            elif entry.offset > last:
-                self.pending = entry
-            elif entry.offset not in (first, last):
-                self.problem = f"entry {self.slot}: offset {entry.offset}, but the batch there ends at {last}"
-            if self.problem is not None:
-                return
-            self.previous = entry.offset
-            self.slot += 1
+    @classmethod
+    def offset_index(cls, path: Path | None, base: int) -> _IndexCheck:
+        check = cls(None if path else "offset index is missing")
+        if path is not None:
+            check.matcher = OffsetIndexMatcher(path, base, check._note)
+        return check
 
-    def finish(self) -> str | None:
-        if self.problem is None and (self.pending is not None or self.slot < len(self.entries)):
-            self.problem = f"entry {self.slot} lies past the last valid batch"
-        return self.problem
+    @classmethod
+    def time_index(cls, path: Path | None, base: int) -> _IndexCheck:
+        check = cls(None if path else "time index is missing")
+        if path is not None:
+            check.matcher = TimeIndexMatcher(path, base, check._note)
+        return check
 
+    def _note(self, finding: IndexFinding) -> None:
+        if self.problem is None and (not finding.warning or finding.code == "index_preallocated"):
+            self.problem = finding.reason
 
-class _TimeIndexCheck:
-    """Does a .timeindex agree with the log? Every entry (T, O) must lie in a batch whose max timestamp is T
-    (Kafka 3.x and older keyed the record holding T, newer ones the batch's last offset), in order."""
+    def feed(self, position: int, first: int, last: int, max_timestamp: int) -> None:
+        if isinstance(self.matcher, OffsetIndexMatcher):
+            self.matcher.feed(position, first, last)
+        elif self.matcher is not None:
+            self.matcher.feed(first, last, max_timestamp)
 
-    def __init__(self, path: Path | None, base: int) -> None:
-        self.problem: str | None = None
-        self.entries: list[TimestampOffset] = []
-        self.slot = 0
-        if path is None:
-            self.problem = "time index is missing"
-            return
-        try:
-            with TimeIndex(path, base) as index:
-                if index.trailing_bytes:
-                    self.problem = f"length {index.length} is not a multiple of 12"
-                elif index.entry_count != index.file_entry_slots:
-                    self.problem = (f"zero-filled tail after {index.entry_count} entries (preallocated, never trimmed)"
-                                    if index.is_preallocated else f"a zero entry follows entry {index.entry_count - 1}")
-                self.entries = list(index.entries())
-        except KcliError as exc:
-            self.problem = f"unreadable ({exc.reason})"
-        for slot in range(1, len(self.entries)):
-            a, b = self.entries[slot - 1], self.entries[slot]
-            if self.problem is None and (b.timestamp < a.timestamp or b.offset < a.offset):
-                self.problem = f"entry {slot} goes backwards"
-
-    def feed(self, first: int, last: int, max_timestamp: int) -> None:
-        while self.problem is None and self.slot < len(self.entries) and self.entries[self.slot].offset <= last:
-            entry = self.entries[self.slot]
-            if entry.offset < first or entry.timestamp != max_timestamp:
-                self.problem = (f"entry {self.slot} ({entry.timestamp}, {entry.offset}) does not match the batch "
-                                f"holding that offset")
-            self.slot += 1
-
-    def finish(self) -> str | None:
-        if self.problem is None and self.slot < len(self.entries):
-            self.problem = f"entry {self.slot} lies past the last valid batch"
+    def finish(self, valid_bytes: int) -> str | None:
+        if isinstance(self.matcher, OffsetIndexMatcher):
+            self.matcher.finish(valid_bytes)
+        elif self.matcher is not None:
+            self.matcher.finish()
         return self.problem
 
 

@@ -21,7 +21,8 @@ from kcli.records.crc import crc32c
 from kcli.records.control import ControlRecordType, parse_control_type
 from kcli.records.types import INT32_MAX
 from kcli.storage.files import FileKind, offset_from_filename
-from kcli.storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex
+from kcli.storage.index import OffsetIndex, TimeIndex, TransactionIndex
+from kcli.storage.index_check import IndexFinding, OffsetIndexMatcher, TimeIndexMatcher
 from kcli.storage.segment import FileBatchReader, LogSegment
 from kcli.storage.snapshot import inspect_producer_snapshot
 from kcli.tools.inputs import InputFile, expand_inputs
@@ -174,8 +175,8 @@ class _Verifier:
             self.verify_other(other, log_end_offset)
 
     # -- one .log ------------------------------------------------------------------------------
-    def verify_segment(self, segment: LogSegment, txn: _TxnState, index: _OffsetIndexMatcher | None = None,
-                       time_index: _TimeIndexMatcher | None = None) -> _SegmentResult:
+    def verify_segment(self, segment: LogSegment, txn: _TxnState, index: OffsetIndexMatcher | None = None,
+                       time_index: TimeIndexMatcher | None = None) -> _SegmentResult:
         report = self.report
         path = segment.log_path
         result = _SegmentResult(segment.base_offset, size=path.stat().st_size)
@@ -329,52 +330,19 @@ class _Verifier:
             txn.expected_aborts.setdefault(str(segment.txn_index_path), []).append((pid, first, batch.base_offset))
 
     # -- indexes -------------------------------------------------------------------------------
-    def open_offset_index(self, segment: LogSegment) -> _OffsetIndexMatcher | None:
-        path = segment.index_path
-        try:
-            with OffsetIndex(path, segment.base_offset) as index:
-                self.report.bytes += index.length
-                if index.trailing_bytes:
-                    self.problem(path, f"index length {index.length} is not a multiple of 8", "index_bad_length",
-                                 position=index.length - index.trailing_bytes)
-                entries = list(index.entries())
-                if index.is_preallocated:
-                    self.problem(path, f"zero-filled preallocated tail after {index.entry_count} entries (active "
-                                 "segment or unclean shutdown; the broker trims it)", "index_preallocated",
-                                 position=index.entry_count * 8, severity=Severity.WARNING)
-                    if entries == [OffsetPosition(segment.base_offset, 0)]:
-                        entries = []  # an all-zero first slot is padding: Kafka never indexes position 0
-        except KcliError as exc:
-            self.problem(path, exc.reason, "unreadable_index", position=exc.position)
-            return None
-        return _OffsetIndexMatcher(self, path, entries)
+    def _report_index(self, finding: IndexFinding) -> None:
+        self.problem(finding.path, finding.reason, finding.code, position=finding.position,
+                     base_offset=finding.base_offset, severity=Severity.WARNING if finding.warning else Severity.ERROR)
 
-    def open_time_index(self, segment: LogSegment) -> _TimeIndexMatcher | None:
-        path = segment.time_index_path
-        try:
-            with TimeIndex(path, segment.base_offset) as tindex:
-                self.report.bytes += tindex.length
-                if tindex.trailing_bytes:
-                    self.problem(path, f"time index length {tindex.length} is not a multiple of 12", "index_bad_length",
-                                 position=tindex.length - tindex.trailing_bytes)
-                if tindex.is_preallocated:
-                    self.problem(path, f"zero-filled preallocated tail after {tindex.entry_count} entries (active "
-                                 "segment or unclean shutdown; the broker's sanity check rejects it until trimmed)",
-                                 "index_preallocated", position=tindex.entry_count * 12, severity=Severity.WARNING)
-                entries = list(tindex.entries())
-                if tindex.is_preallocated and entries == [TimestampOffset(0, segment.base_offset)]:
-                    entries = []  # an all-zero first slot is padding, as for the offset index
-        except KcliError as exc:
-            self.problem(path, exc.reason, "unreadable_index", position=exc.position)
-            return None
-        prev: TimestampOffset | None = None
-        for slot, entry in enumerate(entries):
-            if prev is not None and (entry.timestamp < prev.timestamp or entry.offset < prev.offset):
-                self.problem(path, f"entry {slot} ({entry.timestamp}, {entry.offset}) goes backwards after "
-                             f"({prev.timestamp}, {prev.offset})", "time_index_out_of_order", position=slot * 12,
-                             base_offset=entry.offset)
-            prev = entry
-        return _TimeIndexMatcher(self, path, entries)
+    def open_offset_index(self, segment: LogSegment) -> OffsetIndexMatcher:
+        matcher = OffsetIndexMatcher(segment.index_path, segment.base_offset, self._report_index)
+        self.report.bytes += matcher.length
+        return matcher
+
+    def open_time_index(self, segment: LogSegment) -> TimeIndexMatcher:
+        matcher = TimeIndexMatcher(segment.time_index_path, segment.base_offset, self._report_index)
+        self.report.bytes += matcher.length
+        return matcher
 
     def verify_txn_index(self, segment: LogSegment, txn: _TxnState) -> None:
         path = segment.txn_index_path
@@ -468,104 +436,6 @@ class _Verifier:
                              position=position)
         elif kind is FileKind.LOG:
             self.verify_segment(LogSegment(path), _TxnState())
-
-
-_NEVER = 1 << 63
-
-
-class _OffsetIndexMatcher:
-    """Checks .index entries against the batches as the segment scan passes them (entries and batches
-    are both in position order), so the log is read once."""
-
-    def __init__(self, verifier: _Verifier, path: Path, entries: list[OffsetPosition]) -> None:
-        self.v = verifier
-        self.path = path
-        self.entries = entries
-        self.slot = 0
-        self.prev_offset: int | None = None
-        self.pending: tuple[int, OffsetPosition] | None = None  # an entry keyed past its batch (multi-batch append)
-        self.next_position = entries[0].position if entries else _NEVER
-
-    def feed(self, pos: int, first: int, last: int) -> None:
-        v, path = self.v, self.path
-        if self.pending is not None:
-            pslot, pentry = self.pending
-            if last == pentry.offset:
-                v.problem(path, f"entry {pslot} (offset {pentry.offset}) covers a multi-batch append: it points at "
-                          "the chunk start (Kafka before KAFKA-806)", "index_multi_batch_entry", position=pslot * 8,
-                          base_offset=pentry.offset, severity=Severity.WARNING)
-                self.pending = None
-            elif last > pentry.offset:
-                self._mismatch(pslot, pentry, None)
-                self.pending = None
-        entries = self.entries
-        while self.slot < len(entries) and entries[self.slot].position <= pos:
-            slot, entry = self.slot, entries[self.slot]
-            if self.prev_offset is not None and entry.offset <= self.prev_offset:
-                v.problem(path, f"entry {slot}: offset {entry.offset} is not above the previous entry's "
-                          f"{self.prev_offset}", "index_not_increasing", position=slot * 8, base_offset=entry.offset)
-            self.prev_offset = entry.offset
-            if entry.position < pos:
-                v.problem(path, f"entry {slot}: position {entry.position} is not the start of a batch",
-                          "index_position_not_batch_start", position=slot * 8, base_offset=entry.offset)
-            elif entry.offset != last:
-                if entry.offset == first and first != last:
-                    v.problem(path, f"entry {slot} keys the batch by its first offset {entry.offset} (Kafka 1.1 and "
-                              "older)", "index_first_offset_key", position=slot * 8, base_offset=entry.offset,
-                              severity=Severity.WARNING)
-                elif entry.offset > last:
-                    self.pending = (slot, entry)
-                else:
-                    self._mismatch(slot, entry, last)
-            self.slot += 1
-        self.next_position = 0 if self.pending is not None else (
-            entries[self.slot].position if self.slot < len(entries) else _NEVER)
-
-    def _mismatch(self, slot: int, entry: OffsetPosition, log_offset: int | None) -> None:
-        found = "no batch" if log_offset is None else f"the batch there ends at offset {log_offset}"
-        self.v.problem(self.path, f"entry {slot}: index offset {entry.offset} at position {entry.position}, but {found}",
-                       "index_mismatch", position=slot * 8, base_offset=entry.offset)
-
-    def finish(self, valid_bytes: int) -> None:
-        if self.pending is not None:
-            self._mismatch(self.pending[0], self.pending[1], None)
-        for slot in range(self.slot, len(self.entries)):
-            entry = self.entries[slot]
-            self.v.problem(self.path, f"entry {slot}: position {entry.position} (offset {entry.offset}) lies past the "
-                           f"last valid batch (log valid up to byte {valid_bytes})", "index_past_log_end",
-                           position=slot * 8, base_offset=entry.offset)
-
-
-class _TimeIndexMatcher:
-    """Entry (T, O) says T is the max timestamp up to offset O. Kafka <= 3.x recorded the offset of the
-    record holding T, later ones the batch's last offset: O must fall in a batch whose max timestamp is T."""
-
-    def __init__(self, verifier: _Verifier, path: Path, entries: list[TimestampOffset]) -> None:
-        self.v = verifier
-        self.path = path
-        self.entries = entries
-        self.slot = 0
-        self.next_offset = entries[0].offset if entries else _NEVER
-
-    def feed(self, first: int, last: int, max_timestamp: int) -> None:
-        entries = self.entries
-        while self.slot < len(entries) and entries[self.slot].offset <= last:
-            slot, entry = self.slot, entries[self.slot]
-            if entry.offset < first:
-                self.v.problem(self.path, f"entry {slot}: offset {entry.offset} is in no batch (the next batch starts "
-                               f"at {first})", "time_index_offset_not_found", position=slot * 12, base_offset=entry.offset)
-            elif entry.timestamp != max_timestamp:
-                self.v.problem(self.path, f"entry {slot}: timestamp {entry.timestamp} but the batch holding offset "
-                               f"{entry.offset} has max timestamp {max_timestamp}", "time_index_timestamp_mismatch",
-                               position=slot * 12, base_offset=entry.offset)
-            self.slot += 1
-        self.next_offset = entries[self.slot].offset if self.slot < len(entries) else _NEVER
-
-    def finish(self) -> None:
-        for slot in range(self.slot, len(self.entries)):
-            entry = self.entries[slot]
-            self.v.problem(self.path, f"entry {slot}: offset {entry.offset} lies past the end of the log",
-                           "time_index_past_log_end", position=slot * 12, base_offset=entry.offset)
 
 
 def segment_base(path: Path) -> int | None:
