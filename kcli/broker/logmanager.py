@@ -99,14 +99,14 @@ class Topic:
 class LogManager:
     def __init__(self, log_dirs: list[Path], *, broker_id: int, log_config: LogConfig,
                  flush_interval_messages: int | None = None, flush_interval_ms: int | None = None,
-                 roll_ms: int | None = None, compacted_topics: frozenset[str] = frozenset()) -> None:
+                 roll_ms: int | None = None, cleanup_policy: str = "delete") -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.broker_id = broker_id
         self.log_config = log_config
         self.flush_interval_messages = flush_interval_messages
         self.flush_interval_ms = flush_interval_ms
         self.roll_ms = roll_ms
-        self.compacted_topics = compacted_topics  # cleanup.policy=compact: retention never deletes these
+        self.cleanup_policy = cleanup_policy  # log.cleanup.policy: retention deletes only under "delete"
         self._pending_deletes: list[tuple[float, Path]] = []
         self.topics: dict[str, Topic] = {}
         self.cluster_id: str | None = None
@@ -269,7 +269,8 @@ class LogManager:
         done = []
         now_ms = time.time() * 1000
         for topic in list(self.topics.values()):
-            if topic.name in self.compacted_topics or topic.name == "__consumer_offsets":
+            # __consumer_offsets is always compacted (Kafka creates it with cleanup.policy=compact).
+            if "delete" not in self.cleanup_policy or topic.name == "__consumer_offsets":
                 continue
             for p in topic.partitions:
                 with p.lock:

@@ -68,7 +68,7 @@ class Broker:
             else config["log.flush.interval.messages"],
             flush_interval_ms=config["log.flush.interval.ms"],
             roll_ms=config.roll_ms,
-            compacted_topics=frozenset(),
+            cleanup_policy=str(config["log.cleanup.policy"]),
         )
         self._housekeeping: asyncio.Task | None = None
         self._servers: list[asyncio.AbstractServer] = []
