@@ -10,9 +10,11 @@ from kcli import __version__
 from kcli.cli.common import ExitCode, err_console
 from kcli.errors import InputError, KcliError
 from kcli.cli import broker as broker_cli
+from kcli.cli import zk as zk_cli
 from kcli.cli.dump_log import dump_log
 from kcli.cli.verify import verify_cmd
 from kcli.cli.recover import recover_cmd
+from kcli.cli.compact import compact_cmd
 
 app = typer.Typer(
     name="kctl",
@@ -40,7 +42,9 @@ def root(
 app.command("dump-log", rich_help_panel="Offline tools")(dump_log)
 app.command("verify", rich_help_panel="Offline tools")(verify_cmd)
 app.add_typer(broker_cli.app, name="broker", rich_help_panel="Broker")
+app.add_typer(zk_cli.app, name="zk", rich_help_panel="ZooKeeper")
 app.command("recover", rich_help_panel="Offline tools")(recover_cmd)
+app.command("compact", rich_help_panel="Offline tools")(compact_cmd)
 
 
 def main() -> None:

@@ -1,0 +1,660 @@
+"""Cleaner: offline log compaction of one partition directory with Kafka's cleaner semantics.
+
+An offset map (MD5 of the key -> last offset, 24 bytes an entry as Kafka's SkimpyOffsetMap counts, bounded by
+``max_memory``) is built over the dirty section; segments below its end are grouped up to segment.bytes, each
+group filtered (latest record per key, tombstones until their delete horizon, aborted transactional data and
+obsolete markers removed, a producer's last batch kept empty) into ``<base>.log.cleaned`` with indexes from the
+shared ``SegmentIndexes``, then swapped in crash-safely (``.cleaned`` -> ``.swap``, old files -> ``.deleted``,
+``.swap`` -> final names) and ``cleaner-offset-checkpoint`` updated. When the dirty section does not fit in the
+map, ``apply_compaction`` cleans in several passes, each up to the last fully mapped offset.
+Kafka: storage/.../log/{Cleaner,CleanedTransactionMetadata,SkimpyOffsetMap}.java, MemoryRecords.filterTo.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kcli.errors import InputError, KcliError
+from kcli.records import Record, RecordBatch
+from kcli.records.batch import build_record_batch
+from kcli.records.control import ControlRecordType, parse_control_type
+from kcli.storage.checkpoint import OffsetCheckpointFile
+from kcli.storage.files import (
+    CLEANED_SUFFIX,
+    CLEANER_OFFSET_CHECKPOINT,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    FileKind,
+    classify,
+    fsync_dir,
+    offset_from_filename,
+    parse_partition_dir_name,
+    segment_path,
+)
+from kcli.storage.index import AbortedTxn, TransactionIndex
+from kcli.storage.log import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_BYTES,
+    DEFAULT_SEGMENT_INDEX_BYTES,
+    LogConfig,
+    ProducerStateManager,
+    SegmentIndexes,
+)
+from kcli.storage.recovery import CRASH_AFTER_ENV
+from kcli.storage.segment import FileBatchReader
+
+OFFSET_MAP_ENTRY_BYTES = 24  # MD5 (16) + offset (8), as SkimpyOffsetMap
+OFFSET_MAP_LOAD_FACTOR = 0.9
+DEFAULT_MAX_MEMORY = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_CONFIG_KEYS = {
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "segment.bytes": "segment_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "segment.index.bytes": "segment_index_bytes",
+}
+
+
+@dataclass(frozen=True)
+class CleanerConfig:
+    delete_retention_ms: int = 86_400_000
+    min_compaction_lag_ms: int = 0
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES
+
+    @classmethod
+    def from_overrides(cls, overrides: dict[str, str]) -> CleanerConfig:
+        """Topic configs by their Kafka names (`delete.retention.ms=0`); unknown names or non-integers refused."""
+        values: dict[str, int] = {}
+        for key, text in overrides.items():
+            if key not in _CONFIG_KEYS:
+                raise ValueError(f"unsupported config {key!r} (supported: {', '.join(sorted(_CONFIG_KEYS))})")
+            try:
+                value = int(str(text).strip())
+            except ValueError:
+                raise ValueError(f"{key} must be an integer, got {text!r}") from None
+            if value < 0:
+                raise ValueError(f"{key} must not be negative, got {value}")
+            values[_CONFIG_KEYS[key]] = value
+        return cls(**values)
+
+    @property
+    def log_config(self) -> LogConfig:
+        return LogConfig(segment_bytes=self.segment_bytes, index_interval_bytes=self.index_interval_bytes,
+                         segment_index_bytes=self.segment_index_bytes)
+
+    def to_json(self) -> dict[str, int]:
+        return {name: getattr(self, attr) for name, attr in _CONFIG_KEYS.items()}
+
+
+class OffsetMap:
+    """Key hash -> last offset with Kafka's capacity: memory / 24 slots, 90 % of them usable."""
+
+    def __init__(self, max_memory: int) -> None:
+        slots = max_memory // OFFSET_MAP_ENTRY_BYTES
+        self.capacity = int(slots * OFFSET_MAP_LOAD_FACTOR)
+        self.entries: dict[bytes, int] = {}
+        self.latest_offset = -1
+
+    @staticmethod
+    def hash(key: bytes) -> bytes:
+        return hashlib.md5(key).digest()
+
+    def get(self, key: bytes) -> int:
+        return self.entries.get(self.hash(key), -1)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+@dataclass(frozen=True)
+class Segment:
+    base_offset: int
+    size: int
+    next_offset: int  # base offset when empty
+    max_timestamp: int
+
+
+@dataclass
+class GroupPlan:
+    """One group of segments rewritten into one segment named after the first."""
+
+    base_offset: int
+    segments: list[int]
+    end_offset: int  # next offset of the group's last segment
+    bytes_before: int = 0
+    bytes_after: int = 0
+    batches_before: int = 0
+    batches_after: int = 0
+    records_before: int = 0
+    records_kept: int = 0
+    records_dropped: int = 0
+    keyless_dropped: int = 0
+    tombstones_kept: int = 0
+    tombstones_dropped: int = 0
+    aborted_dropped: int = 0
+    markers_dropped: int = 0
+    empty_batches_kept: int = 0
+    horizons_set: int = 0
+    changed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass
+class CompactionPlan:
+    partition_dir: Path
+    now_ms: int
+    config: CleanerConfig
+    include_active: bool
+    max_memory: int
+    log_start_offset: int
+    log_end_offset: int
+    first_dirty_offset: int
+    uncleanable_offset: int  # the dirty section is [first_dirty_offset, uncleanable_offset)
+    end_offset: int  # this pass cleans [log start, end_offset); the new cleaner checkpoint
+    keys_mapped: int
+    offset_map: OffsetMap
+    aborted: list[AbortedTxn]
+    last_batches: dict[int, tuple[int, int]]  # producer -> (last data offset or -1, epoch)
+    groups: list[GroupPlan] = field(default_factory=list)
+    segments: dict[int, Segment] = field(default_factory=dict)  # base offset -> segment, as planned
+
+    @property
+    def complete(self) -> bool:
+        """False when the map filled up: further passes are needed for the rest of the dirty section."""
+        return self.end_offset >= self.uncleanable_offset
+
+    @property
+    def changed_groups(self) -> list[GroupPlan]:
+        return [g for g in self.groups if g.changed]
+
+    def total(self, name: str) -> int:
+        return sum(getattr(g, name) for g in self.groups)
+
+    def to_json(self) -> dict[str, Any]:
+        totals = ("bytes_before", "bytes_after", "records_before", "records_kept", "records_dropped", "keyless_dropped",
+                  "tombstones_kept", "tombstones_dropped", "aborted_dropped", "markers_dropped", "empty_batches_kept")
+        return {
+            "partition": str(self.partition_dir),
+            "log_start_offset": self.log_start_offset,
+            "log_end_offset": self.log_end_offset,
+            "first_dirty_offset": self.first_dirty_offset,
+            "uncleanable_offset": self.uncleanable_offset,
+            "end_offset": self.end_offset,
+            "complete": self.complete,
+            "keys_mapped": self.keys_mapped,
+            **{name: self.total(name) for name in totals},
+            "groups": [g.to_json() for g in self.groups],
+        }
+
+
+@dataclass
+class CompactionResult:
+    partition_dir: Path
+    passes: list[CompactionPlan]
+    checkpoint: int | None
+
+    def total(self, name: str) -> int:
+        return sum(p.total(name) for p in self.passes)
+
+    @property
+    def groups_rewritten(self) -> int:
+        return sum(len(p.changed_groups) for p in self.passes)
+
+
+# -- planning ------------------------------------------------------------------------------------------
+
+def list_segments(directory: Path) -> list[Segment]:
+    segments = []
+    for path in sorted(p for p in directory.iterdir() if classify(p) is FileKind.LOG):
+        base = offset_from_filename(path.name)
+        reader = FileBatchReader(path)
+        next_offset, max_ts = base, -1
+        for batch in reader:
+            next_offset = batch.last_offset + 1
+            max_ts = max(max_ts, batch.max_timestamp)
+        if reader.valid_bytes != path.stat().st_size:
+            raise KcliError(f"invalid bytes after byte {reader.valid_bytes}: run `kctl recover` first",
+                            path=str(path), position=reader.valid_bytes)
+        segments.append(Segment(base, path.stat().st_size, next_offset, max_ts))
+    return segments
+
+
+def _batches(directory: Path, segment: Segment) -> Iterator[RecordBatch]:
+    for batch in FileBatchReader(segment_path(directory, segment.base_offset, LOG_SUFFIX)):
+        if not isinstance(batch, RecordBatch):
+            raise KcliError("compaction of legacy (magic 0/1) segments is not supported",
+                            path=str(segment_path(directory, segment.base_offset, LOG_SUFFIX)), position=batch.position)
+        yield batch
+
+
+def _read_checkpoint(directory: Path) -> int | None:
+    parsed = parse_partition_dir_name(directory.name)
+    path = directory.parent / CLEANER_OFFSET_CHECKPOINT
+    if parsed is None or not path.is_file():
+        return None
+    try:
+        return OffsetCheckpointFile(path).read_offsets().get(parsed)
+    except KcliError:
+        return None
+
+
+def _write_checkpoint(directory: Path, offset: int) -> bool:
+    parsed = parse_partition_dir_name(directory.name)
+    if parsed is None:
+        return False
+    path = directory.parent / CLEANER_OFFSET_CHECKPOINT
+    offsets: dict = {}
+    if path.is_file():
+        try:
+            offsets = dict(OffsetCheckpointFile(path).read_offsets())
+        except KcliError:
+            offsets = {}
+    key = next((k for k in offsets if tuple(k) == parsed), parsed)
+    offsets[key] = offset
+    OffsetCheckpointFile(path).write_offsets(offsets)
+    return True
+
+
+def _aborted_transactions(directory: Path, segments: list[Segment]) -> list[AbortedTxn]:
+    found = []
+    for segment in segments:
+        path = segment_path(directory, segment.base_offset, TXN_INDEX_SUFFIX)
+        if path.exists():
+            with TransactionIndex(path, segment.base_offset) as index:
+                found.extend(index.entries())
+    return sorted(found, key=lambda t: (t.first_offset, t.last_offset))
+
+
+class _AbortedTracker:
+    """Which transactional batches belong to aborted transactions, fed in offset order (buildOffsetMap)."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self.pending = list(aborted)
+        self.ongoing: dict[int, AbortedTxn] = {}
+
+    def is_aborted(self, batch: RecordBatch) -> bool:
+        while self.pending and self.pending[0].first_offset <= batch.last_offset:
+            txn = self.pending.pop(0)
+            self.ongoing[txn.producer_id] = txn
+        pid = batch.producer_id
+        if batch.is_control:
+            self.ongoing.pop(pid, None) if _is_abort(batch) else None
+            return False
+        return batch.is_transactional and pid in self.ongoing
+
+
+def _is_abort(batch: RecordBatch) -> bool:
+    records = batch.records()
+    return bool(records) and parse_control_type(records[0].key) is ControlRecordType.ABORT
+
+
+def iter_visible_records(partition_dir: str | os.PathLike[str]) -> Iterator[tuple[RecordBatch, Record]]:
+    """Every data record a read_committed consumer sees: control batches and aborted transactions skipped."""
+    directory = Path(partition_dir)
+    segments = list_segments(directory)
+    tracker = _AbortedTracker(_aborted_transactions(directory, segments))
+    for segment in segments:
+        for batch in _batches(directory, segment):
+            if tracker.is_aborted(batch) or batch.is_control:
+                continue
+            for record in batch.records():
+                yield batch, record
+
+
+def plan_compaction(partition_dir: str | os.PathLike[str], *, now_ms: int, config: CleanerConfig | None = None,
+                    include_active: bool = False, max_memory: int = DEFAULT_MAX_MEMORY,
+                    first_dirty_offset: int | None = None) -> CompactionPlan:
+    """One cleaning pass: what it would keep and drop, per group. Changes nothing.
+
+    ``first_dirty_offset`` defaults to the partition's ``cleaner-offset-checkpoint`` entry (reset to the log start
+    when outside the log, as Kafka does).
+    """
+    directory = Path(partition_dir)
+    if not directory.is_dir():
+        raise InputError("not a partition directory", path=str(directory))
+    config = config or CleanerConfig()
+    segments = list_segments(directory)
+    if not segments:
+        raise InputError("no .log segments in this directory", path=str(directory))
+    log_start, log_end = segments[0].base_offset, segments[-1].next_offset
+    dirty = _read_checkpoint(directory) if first_dirty_offset is None else first_dirty_offset
+    if dirty is None or dirty < log_start or dirty > log_end:
+        dirty = log_start
+    # firstUncleanableOffset: the active segment, and the first segment younger than min.compaction.lag.ms.
+    uncleanable = log_end if include_active else segments[-1].base_offset
+    if config.min_compaction_lag_ms > 0:
+        for segment in segments:
+            if segment.next_offset > dirty and segment.max_timestamp > now_ms - config.min_compaction_lag_ms:
+                uncleanable = min(uncleanable, segment.base_offset)
+                break
+    # Producers' last batches over the whole log (ProducerStateManager.activeProducers), and the last stable
+    # offset: an open transaction's data is never cleaned.
+    state = ProducerStateManager()
+    for segment in segments:
+        for batch in _batches(directory, segment):
+            state.update(batch)
+    last_batches = {e.producer_id: (e.last_offset, e.producer_epoch) for e in state.entries()}
+    open_txns = [e.current_txn_first_offset for e in state.entries() if e.current_txn_first_offset >= 0]
+    if open_txns:
+        lso = min(open_txns)
+        uncleanable = min(uncleanable, max((s.base_offset for s in segments if s.base_offset <= lso), default=log_start))
+    uncleanable = max(uncleanable, dirty)
+    aborted = _aborted_transactions(directory, segments)
+    offset_map = _build_offset_map(directory, segments, dirty, uncleanable, aborted, max_memory)
+    end = offset_map.latest_offset + 1 if offset_map.latest_offset >= dirty else dirty
+    offset_map.latest_offset = end - 1  # an empty dirty section still cleans [log start, end) of expired tombstones
+    plan = CompactionPlan(directory, now_ms, config, include_active, max_memory, log_start, log_end, dirty,
+                          uncleanable, end, len(offset_map), offset_map, aborted, last_batches)
+    plan.segments = {s.base_offset: s for s in segments}
+    to_clean = [s for s in segments if s.base_offset < end]
+    for group in _group_segments(to_clean, config.segment_bytes):
+        result = GroupPlan(group[0].base_offset, [s.base_offset for s in group], group[-1].next_offset)
+        _filter_group(plan, group, result, None)
+        plan.groups.append(result)
+    return plan
+
+
+def _build_offset_map(directory: Path, segments: list[Segment], start: int, stop: int, aborted: list[AbortedTxn],
+                      max_memory: int) -> OffsetMap:
+    offset_map = OffsetMap(max_memory)
+    tracker = _AbortedTracker(aborted)
+    for segment in segments:
+        if segment.next_offset <= start or segment.base_offset >= stop:
+            continue
+        for batch in _batches(directory, segment):
+            if batch.last_offset < start:
+                tracker.is_aborted(batch)
+                continue
+            if batch.base_offset >= stop:
+                return offset_map
+            if not batch.is_control and not tracker.is_aborted(batch):
+                entries = offset_map.entries
+                for record in batch.records():
+                    if record.key is not None and record.offset >= start:
+                        digest = OffsetMap.hash(record.key)
+                        if len(entries) >= offset_map.capacity:
+                            _check_progress(offset_map, start)
+                            return offset_map  # full: stop at the last fully mapped batch
+                        entries[digest] = record.offset
+            elif batch.is_control:
+                tracker.is_aborted(batch)
+            offset_map.latest_offset = max(offset_map.latest_offset, batch.last_offset)
+        offset_map.latest_offset = max(offset_map.latest_offset, min(segment.next_offset, stop) - 1)
+    return offset_map
+
+
+def _check_progress(offset_map: OffsetMap, start: int) -> None:
+    if offset_map.latest_offset < start:
+        raise KcliError(f"the offset map ({offset_map.capacity} entries) cannot hold the keys of one batch: "
+                        "raise --max-memory")
+
+
+def _group_segments(segments: list[Segment], max_size: int) -> list[list[Segment]]:
+    groups: list[list[Segment]] = []
+    rest = list(segments)
+    while rest:
+        group = [rest.pop(0)]
+        size = group[0].size
+        while rest and size + rest[0].size <= max_size and rest[0].next_offset - 1 - group[0].base_offset <= 0x7FFFFFFF:
+            size += rest[0].size
+            group.append(rest.pop(0))
+        groups.append(group)
+    return groups
+
+
+# -- filtering (MemoryRecords.filterTo with the cleaner's RecordFilter) --------------------------------
+
+class _TxnMetadata:
+    """CleanedTransactionMetadata: aborted transactions of the group, and which markers have become obsolete."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self.pending = list(aborted)
+        self.ongoing_aborted: dict[int, list[Any]] = {}  # pid -> [AbortedTxn, last observed batch offset]
+        self.ongoing_committed: set[int] = set()
+
+    def _consume_up_to(self, offset: int) -> None:
+        while self.pending and self.pending[0].first_offset <= offset:
+            txn = self.pending.pop(0)
+            self.ongoing_aborted.setdefault(txn.producer_id, [txn, None])
+
+    def on_control(self, batch: RecordBatch) -> tuple[bool, AbortedTxn | None]:
+        """(can discard, txnindex entry to write)."""
+        self._consume_up_to(batch.last_offset)
+        records = batch.records()
+        if not records:
+            return False, None
+        kind = parse_control_type(records[0].key)
+        pid = batch.producer_id
+        if kind is ControlRecordType.ABORT:
+            meta = self.ongoing_aborted.pop(pid, None)
+            if meta is not None and meta[1] is not None:
+                return False, meta[0]
+            return True, None
+        if kind is ControlRecordType.COMMIT:
+            if pid in self.ongoing_committed:
+                self.ongoing_committed.discard(pid)
+                return False, None
+            return True, None
+        return False, None
+
+    def on_data(self, batch: RecordBatch) -> bool:
+        self._consume_up_to(batch.last_offset)
+        if not batch.is_transactional:
+            return False
+        meta = self.ongoing_aborted.get(batch.producer_id)
+        if meta is not None:
+            meta[1] = batch.last_offset
+            return True
+        self.ongoing_committed.add(batch.producer_id)
+        return False
+
+
+Sink = Callable[[bytes, AbortedTxn | None], None]
+
+
+def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, sink: Sink | None) -> None:
+    """Decide every batch of the group; ``sink`` receives each output batch (None: count only)."""
+    directory, now = plan.partition_dir, plan.now_ms
+    horizon = now + plan.config.delete_retention_ms
+    offset_map = plan.offset_map
+    group_start, group_end = group[0].base_offset, group[-1].next_offset
+    txns = _TxnMetadata([t for t in plan.aborted if t.last_offset >= group_start and t.first_offset < group_end])
+    for segment in group:
+        for batch in _batches(directory, segment):
+            stats.batches_before += 1
+            stats.bytes_before += batch.size
+            stats.records_before += batch.records_count
+            index_entry = None
+            if batch.is_control:
+                can_discard, index_entry = txns.on_control(batch)
+                discard_records = can_discard and batch.delete_horizon_ms is not None and batch.delete_horizon_ms <= now
+                marker_of_empty_txn = can_discard
+            else:
+                can_discard = txns.on_data(batch)
+                discard_records = can_discard
+                marker_of_empty_txn = False
+            pid = batch.producer_id
+            last = plan.last_batches.get(pid) if pid >= 0 else None
+            is_last_of_producer = last is not None and (
+                batch.last_offset == last[0] if last[0] >= 0 else batch.is_control and batch.producer_epoch == last[1])
+            retain_empty = is_last_of_producer or batch.next_offset == plan.end_offset
+            records = batch.records()
+            kept: list[Record] = []
+            tombstones = False
+            if not discard_records:
+                for record in records:
+                    if batch.is_control or _retain(record, batch, offset_map, now, stats):
+                        kept.append(record)
+                        if record.value is None and not batch.is_control:
+                            tombstones = True
+            elif batch.is_control:
+                stats.markers_dropped += len(records)
+            else:
+                stats.aborted_dropped += len(records)
+            stats.records_kept += len(kept)
+            stats.records_dropped += len(records) - len(kept)
+            stats.tombstones_kept += sum(1 for r in kept if r.value is None and not batch.is_control)
+            needs_horizon = (tombstones or marker_of_empty_txn) and batch.delete_horizon_ms is None and bool(kept)
+            if len(kept) == len(records) and not needs_horizon and records:
+                raw = batch.raw
+            elif kept:
+                stats.horizons_set += needs_horizon
+                raw = build_record_batch(
+                    kept, base_offset=batch.base_offset, codec=batch.codec, timestamp_type=batch.timestamp_type,
+                    producer_id=pid, producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+                    is_transactional=batch.is_transactional, is_control=batch.is_control,
+                    partition_leader_epoch=batch.partition_leader_epoch,
+                    delete_horizon_ms=horizon if needs_horizon else batch.delete_horizon_ms,
+                    max_timestamp=batch.max_timestamp, last_offset_delta=batch.last_offset_delta)
+            elif retain_empty:
+                raw = batch.raw if not records else _empty_batch(batch)
+                stats.empty_batches_kept += 1
+            else:
+                continue
+            if raw is not batch.raw:
+                stats.changed = True
+            stats.batches_after += 1
+            stats.bytes_after += len(raw)
+            if sink is not None:
+                sink(raw, index_entry)
+    if stats.batches_after != stats.batches_before:
+        stats.changed = True
+
+
+def _retain(record: Record, batch: RecordBatch, offset_map: OffsetMap, now: int, stats: GroupPlan) -> bool:
+    if record.offset > offset_map.latest_offset:
+        return True
+    if record.key is None:
+        stats.keyless_dropped += 1
+        return False
+    if record.offset < offset_map.get(record.key):
+        return False
+    if record.value is not None:
+        return True
+    horizon = batch.delete_horizon_ms
+    if horizon is None or now < horizon:
+        return True
+    stats.tombstones_dropped += 1
+    return False
+
+
+def _empty_batch(batch: RecordBatch) -> bytes:
+    """The 61-byte header the cleaner keeps so a producer's last offset and sequence survive (section 1.5)."""
+    return build_record_batch(
+        [], base_offset=batch.base_offset, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence, is_transactional=batch.is_transactional, is_control=batch.is_control,
+        partition_leader_epoch=batch.partition_leader_epoch, max_timestamp=batch.max_timestamp,
+        last_offset_delta=batch.last_offset_delta, timestamp_type=batch.timestamp_type)
+
+
+# -- applying ------------------------------------------------------------------------------------------
+
+def apply_compaction(plan: CompactionPlan, *, crash_hook: Callable[[], None] | None = None) -> CompactionResult:
+    """Rewrite and swap in every changed group, update the checkpoint, and run further passes until the dirty
+    section is done (when the offset map could not hold it at once)."""
+    if crash_hook is None:
+        crash_hook = _crash_points()
+    passes = []
+    current = plan
+    while True:
+        for group in current.changed_groups:
+            _rewrite_group(current, group, crash_hook)
+        passes.append(current)
+        checkpoint = current.end_offset
+        written = _write_checkpoint(current.partition_dir, checkpoint)
+        if current.complete:
+            break
+        current = plan_compaction(current.partition_dir, now_ms=plan.now_ms, config=plan.config,
+                                  include_active=plan.include_active, max_memory=plan.max_memory,
+                                  first_dirty_offset=checkpoint)
+    return CompactionResult(plan.partition_dir, passes, checkpoint if written else None)
+
+
+def _crash_points() -> Callable[[], None]:
+    """Test hook shared with recovery: with KCLI_TEST_CRASH_AFTER=N the process dies by SIGKILL at step N."""
+    value = os.environ.get(CRASH_AFTER_ENV, "")
+    if not value.isdigit():
+        return lambda: None
+    count = 0
+
+    def step() -> None:
+        nonlocal count
+        count += 1
+        if count >= int(value):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return step
+
+
+def _rewrite_group(plan: CompactionPlan, group: GroupPlan, crash: Callable[[], None]) -> None:
+    directory = plan.partition_dir
+    base = group.base_offset
+    segments = [plan.segments[base] for base in group.segments]
+    for suffix in _SEGMENT_SUFFIXES:
+        segment_path(directory, base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
+    log_path = segment_path(directory, base, LOG_SUFFIX + CLEANED_SUFFIX)
+    indexes = SegmentIndexes.for_segment(directory, base, plan.config.log_config, suffix=CLEANED_SUFFIX)
+    stats = GroupPlan(base, group.segments, group.end_offset)
+    with open(log_path, "wb") as out:
+        position = 0
+
+        def sink(raw: bytes, aborted: AbortedTxn | None) -> None:
+            nonlocal position
+            out.write(raw)
+            indexes.append(RecordBatch(raw, position), position, aborted)
+            position += len(raw)
+
+        _filter_group(plan, segments, stats, sink)
+        out.flush()
+        os.fsync(out.fileno())
+    indexes.close()
+    last_mtime = segment_path(directory, group.segments[-1], LOG_SUFFIX).stat().st_mtime
+    os.utime(log_path, (last_mtime, last_mtime))
+    fsync_dir(directory)
+    crash()
+    # LocalLog.replaceSegments: .cleaned -> .swap (the .log first), old files -> .deleted, .swap -> final names.
+    swapped = []
+    for suffix in _SEGMENT_SUFFIXES:
+        cleaned = segment_path(directory, base, suffix + CLEANED_SUFFIX)
+        if cleaned.exists():
+            target = segment_path(directory, base, suffix + SWAP_SUFFIX)
+            cleaned.rename(target)
+            swapped.append((target, segment_path(directory, base, suffix)))
+    fsync_dir(directory)
+    crash()
+    deleted = []
+    for old in reversed(group.segments):  # highest first: a crash leaves only segments the swap range covers
+        for suffix in _SEGMENT_SUFFIXES:
+            path = segment_path(directory, old, suffix)
+            if path.exists():
+                target = path.with_name(path.name + DELETED_SUFFIX)
+                path.rename(target)
+                deleted.append(target)
+        crash()
+    fsync_dir(directory)
+    for swap, final in swapped:
+        swap.rename(final)
+    fsync_dir(directory)
+    crash()
+    for path in deleted:
+        path.unlink(missing_ok=True)
+    fsync_dir(directory)
+
+
+__all__ = ["CleanerConfig", "CompactionPlan", "CompactionResult", "GroupPlan", "OffsetMap", "apply_compaction",
+           "plan_compaction", "iter_visible_records", "DEFAULT_MAX_MEMORY"]

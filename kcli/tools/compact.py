@@ -1,0 +1,192 @@
+"""Compact partition directories or log directories offline with Kafka's cleaner semantics.
+
+Refuses a log dir whose ``.lock`` another process holds (a running broker), plans every partition, and unless
+it is a dry run applies the plans. With ``verify_after`` it proves the result equivalent: for every key the
+latest value is unchanged (a tombstoned key may vanish only once its delete horizon has passed) and every kept
+record still has its offset. Returns a ``CompactReport``; never prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kcli.errors import InputError, KcliError
+from kcli.storage.cleaner import (
+    DEFAULT_MAX_MEMORY,
+    CleanerConfig,
+    CompactionPlan,
+    apply_compaction,
+    iter_visible_records,
+    plan_compaction,
+)
+from kcli.tools.recover import find_partitions, log_dir_lock
+
+_TOTALS = ("bytes_before", "bytes_after", "records_before", "records_kept", "records_dropped", "keyless_dropped",
+           "tombstones_kept", "tombstones_dropped", "aborted_dropped", "markers_dropped", "empty_batches_kept")
+
+
+@dataclass
+class PartitionCompaction:
+    directory: str
+    passes: list[CompactionPlan]
+    applied: bool = False
+    checkpoint: int | None = None
+    mismatches: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def total(self, name: str) -> int:
+        return sum(p.total(name) for p in self.passes)
+
+    @property
+    def groups_changed(self) -> int:
+        return sum(len(p.changed_groups) for p in self.passes)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.passes) and self.passes[-1].complete
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.directory,
+            "applied": self.applied,
+            "complete": self.complete,
+            "groups_changed": self.groups_changed,
+            "checkpoint": self.checkpoint,
+            **{name: self.total(name) for name in _TOTALS},
+            "passes": [p.to_json() for p in self.passes],
+            "mismatches": self.mismatches,
+            "problems": self.problems,
+        }
+
+
+@dataclass
+class CompactReport:
+    paths: list[str]
+    dry_run: bool
+    config: CleanerConfig
+    verified: bool
+    partitions: list[PartitionCompaction] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def mismatches(self) -> list[str]:
+        return [m for p in self.partitions for m in p.mismatches]
+
+    @property
+    def problems(self) -> list[str]:
+        return [m for p in self.partitions for m in p.problems]
+
+    def total(self, name: str) -> int:
+        return sum(p.total(name) for p in self.partitions)
+
+    def is_ok(self) -> bool:
+        return not self.mismatches and not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.is_ok(),
+            "dry_run": self.dry_run,
+            "verified": self.verified,
+            "paths": self.paths,
+            "config": self.config.to_json(),
+            **{name: self.total(name) for name in _TOTALS},
+            "seconds": round(self.seconds, 3),
+            "partitions": [p.to_json() for p in self.partitions],
+        }
+
+
+def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[str, str] | None = None,
+            include_active: bool = False, max_memory: int = DEFAULT_MAX_MEMORY, verify_after: bool = False,
+            now_ms: int | None = None) -> CompactReport:
+    """Plan (and unless ``dry_run`` apply) compaction of every partition under ``paths``.
+
+    Raises ValueError for bad ``config_overrides``, InputError for missing inputs, RecoveryRefusedError for a
+    log dir a broker holds.
+    """
+    started = time.perf_counter()
+    config = CleanerConfig.from_overrides(config_overrides or {})
+    if max_memory < 24:
+        raise ValueError("max memory must hold at least one 24-byte offset map entry")
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    report = CompactReport(list(paths), dry_run, config, verify_after and not dry_run)
+    partitions = [d for d in find_partitions(paths)]
+    with ExitStack() as locks:
+        for log_dir in sorted({d.resolve().parent for d in partitions}):
+            locks.enter_context(log_dir_lock(log_dir))
+        for directory in partitions:
+            try:
+                plan = plan_compaction(directory, now_ms=now, config=config, include_active=include_active,
+                                       max_memory=max_memory)
+            except OSError as exc:
+                raise InputError(f"cannot read: {exc.strerror or exc}", path=exc.filename or str(directory)) from None
+            except KcliError as exc:
+                report.partitions.append(PartitionCompaction(str(directory), [], problems=[exc.describe()]))
+                continue
+            result = PartitionCompaction(str(directory), [plan])
+            report.partitions.append(result)
+            if dry_run:
+                continue
+            before = latest_values(directory) if verify_after else None
+            try:
+                applied = apply_compaction(plan)
+            except (KcliError, OSError) as exc:
+                result.problems.append(f"{directory}: compaction not applied: {exc}")
+                continue
+            result.applied, result.passes, result.checkpoint = True, applied.passes, applied.checkpoint
+            if before is not None:
+                result.mismatches = compare(before, latest_values(directory), now, config.delete_retention_ms)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+@dataclass
+class KeyState:
+    """What a consumer reading the partition to its end knows: the latest record per key and every record."""
+
+    latest: dict[bytes, tuple[int, bytes | None, int | None]]  # key -> (offset, value digest, tombstone horizon)
+    records: dict[int, tuple[bytes | None, bytes | None]]  # offset -> (key, value digest)
+
+
+def _digest(value: bytes | None) -> bytes | None:
+    return None if value is None else hashlib.sha256(value).digest()
+
+
+def latest_values(partition_dir: str | os.PathLike[str]) -> KeyState:
+    latest: dict[bytes, tuple[int, bytes | None, int | None]] = {}
+    records: dict[int, tuple[bytes | None, bytes | None]] = {}
+    for batch, record in iter_visible_records(Path(partition_dir)):
+        value = _digest(record.value)
+        records[record.offset] = (record.key, value)
+        if record.key is not None:
+            latest[record.key] = (record.offset, value, batch.delete_horizon_ms)
+    return KeyState(latest, records)
+
+
+def compare(before: KeyState, after: KeyState, now_ms: int, delete_retention_ms: int) -> list[str]:
+    """Equivalence of a compaction: same latest value per key, kept records at their old offsets."""
+    mismatches = []
+    for offset, (key, value) in after.records.items():
+        if before.records.get(offset) != (key, value):
+            mismatches.append(f"offset {offset}: record not present with this key and value before compaction")
+    for key, (offset, value, horizon) in before.latest.items():
+        now_latest = after.latest.get(key)
+        if now_latest is None:
+            if value is not None:
+                mismatches.append(f"key {key!r}: latest value (offset {offset}) lost")
+            elif (horizon if horizon is not None else now_ms + delete_retention_ms) > now_ms:
+                mismatches.append(f"key {key!r}: tombstone at offset {offset} removed before its delete horizon")
+            continue
+        if now_latest[:2] != (offset, value):
+            mismatches.append(f"key {key!r}: latest record was offset {offset}, is offset {now_latest[0]} after")
+    for key in after.latest.keys() - before.latest.keys():
+        mismatches.append(f"key {key!r}: appeared by compaction")
+    return mismatches
+
+
+__all__ = ["CompactReport", "PartitionCompaction", "compact", "compare", "latest_values"]

@@ -1,0 +1,224 @@
+"""Cleaner: compaction against an independent model of Kafka's cleaner rules, multi-pass offset maps, the swap."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from builders import T0
+from kcli.records import Record, RecordBatch
+from kcli.records.control import ControlRecordType
+from kcli.storage.cleaner import CleanerConfig, OffsetMap, apply_compaction, plan_compaction
+from kcli.storage.log import LogConfig, PartitionLog
+from kcli.storage.segment import FileBatchReader
+from kcli.tools.verify import verify
+
+NOW = T0 + 10_000_000
+KEYS = [f"k{i}".encode() for i in range(6)]
+
+# One op: ("data", records) | ("txn", records, commit) | ("roll",); a record is (key index or None, value or None).
+_record = st.tuples(st.one_of(st.none(), st.integers(0, len(KEYS) - 1)),
+                    st.one_of(st.none(), st.binary(min_size=0, max_size=8)))
+_ops = st.lists(st.one_of(
+    st.tuples(st.just("data"), st.lists(_record, min_size=1, max_size=4)),
+    st.tuples(st.just("txn"), st.lists(_record, min_size=1, max_size=3), st.booleans()),
+    st.tuples(st.just("roll")),
+), min_size=1, max_size=40)
+
+
+def _write(directory: Path, ops) -> list[tuple[int, bytes | None, bytes | None, bool]]:
+    """Append the ops; returns every data record as (offset, key, value, aborted)."""
+    written = []
+    pid = 5000
+    with PartitionLog(directory, config=LogConfig(segment_bytes=600)) as log:
+        for i, op in enumerate(ops):
+            if op[0] == "roll":
+                if log.segment.size:
+                    log.roll()
+                continue
+            records = [Record(0, T0 + i, None if k is None else KEYS[k], v) for k, v in op[1]]
+            base = log.log_end_offset
+            if op[0] == "data":
+                log.append(records)
+                aborted = False
+            else:
+                pid += 1  # one producer per transaction, one data batch each
+                log.append(records, producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+                log.append_marker(ControlRecordType.COMMIT if op[2] else ControlRecordType.ABORT, producer_id=pid,
+                                  producer_epoch=0, timestamp=T0 + i)
+                aborted = not op[2]
+            written.extend((base + j, None if k is None else KEYS[k], v, aborted) for j, (k, v) in enumerate(op[1]))
+    return written
+
+
+def _active_base(directory: Path) -> int:
+    return max(int(p.name.split(".")[0]) for p in directory.glob("*.log"))
+
+
+def _data_records(directory: Path) -> list[tuple[int, bytes | None, bytes | None]]:
+    found = []
+    for log in sorted(directory.glob("*.log")):
+        for batch in FileBatchReader(log):
+            if not batch.is_control:
+                found.extend((r.offset, r.key, r.value) for r in batch.records())
+    return found
+
+
+def _model(written, cleanable_end: int, *, drop_tombstones: bool):
+    """Kafka's rules, independently: below cleanable_end aborted and keyless records go, the latest record per
+    key (latest among non-aborted records below cleanable_end) stays, tombstones stay unless their horizon passed."""
+    latest = {}
+    for offset, key, _value, aborted in written:
+        if offset < cleanable_end and key is not None and not aborted:
+            latest[key] = offset
+    kept = []
+    for offset, key, value, aborted in written:
+        if offset >= cleanable_end:
+            kept.append((offset, key, value))
+        elif not aborted and key is not None and latest[key] == offset and (value is not None or not drop_tombstones):
+            kept.append((offset, key, value))
+    return kept
+
+
+def _assert_verify_clean(directory: Path) -> None:
+    report = verify([str(directory)])
+    bad = [p for p in report.problems if p.code != "offset_gap"]
+    assert bad == [], [(p.code, p.reason) for p in bad]
+
+
+def _files(directory: Path, base: int) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.glob(f"{base:020d}.*"))}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_ops, max_memory=st.sampled_from([24 * 5, 24 * 9, 1 << 20]))
+def test_compaction_matches_model(tmp_path_factory, ops, max_memory):
+    directory = tmp_path_factory.mktemp("logs") / "topic-0"
+    written = _write(directory, ops)
+    active = _active_base(directory)
+    active_files = _files(directory, active)
+    config = CleanerConfig(delete_retention_ms=1000)
+
+    plan = plan_compaction(directory, now_ms=NOW, config=config, max_memory=max_memory)
+    assert plan.end_offset <= active
+    result = apply_compaction(plan)
+    assert _data_records(directory) == _model(written, active, drop_tombstones=False)
+    assert _files(directory, active) == active_files  # the active segment is never cleaned
+    assert result.checkpoint == active
+    _assert_verify_clean(directory)
+
+    # Same clock: nothing left to do.
+    again = plan_compaction(directory, now_ms=NOW, config=config, max_memory=max_memory)
+    assert again.changed_groups == []
+
+    # Past the delete horizon the tombstones of the cleaned section go (a pass with an empty dirty section).
+    apply_compaction(plan_compaction(directory, now_ms=NOW + 1000, config=config, max_memory=max_memory))
+    assert _data_records(directory) == _model(written, active, drop_tombstones=True)
+    assert _files(directory, active) == active_files
+    _assert_verify_clean(directory)
+
+
+def test_tombstone_batches_get_a_delete_horizon(tmp_path):
+    directory = tmp_path / "t-0"
+    with PartitionLog(directory) as log:
+        log.append([Record(0, T0, b"a", b"1"), Record(0, T0 + 1, b"b", b"2")])
+        log.append([Record(0, T0 + 2, b"a", None)])
+        log.roll()
+        log.append([Record(0, T0 + 3, b"c", b"3")])
+    apply_compaction(plan_compaction(directory, now_ms=NOW, config=CleanerConfig(delete_retention_ms=500)))
+    batches = list(FileBatchReader(directory / f"{0:020d}.log"))
+    assert [b.base_offset for b in batches] == [0, 2]
+    assert [r.offset for r in batches[0].records()] == [1]
+    assert batches[0].last_offset_delta == 1 and batches[0].delete_horizon_ms is None
+    assert batches[1].delete_horizon_ms == NOW + 500 and batches[1].records()[0].value is None
+
+
+def test_producer_last_batch_kept_empty(tmp_path):
+    directory = tmp_path / "t-0"
+    with PartitionLog(directory) as log:
+        log.append([Record(0, T0, b"a", b"1"), Record(0, T0, b"a", b"2")], producer_id=7, producer_epoch=1,
+                   base_sequence=10)
+        log.append([Record(0, T0 + 1, b"a", b"3")])
+        log.roll()
+        log.append([Record(0, T0 + 3, b"c", b"3")])
+    apply_compaction(plan_compaction(directory, now_ms=NOW))
+    first = next(iter(FileBatchReader(directory / f"{0:020d}.log")))
+    assert isinstance(first, RecordBatch)
+    assert (first.size, first.records_count, first.base_offset, first.last_offset_delta) == (61, 0, 0, 1)
+    assert (first.producer_id, first.producer_epoch, first.last_sequence) == (7, 1, 11)
+    _assert_verify_clean(directory)
+
+
+def test_small_offset_map_cleans_in_passes(tmp_path):
+    directory = tmp_path / "t-0"
+    with PartitionLog(directory, config=LogConfig(segment_bytes=300)) as log:
+        for i in range(40):
+            log.append([Record(0, T0 + i, f"k{i % 10}".encode(), f"v{i}".encode())])
+        log.roll()
+        log.append([Record(0, T0, b"x", b"y")])
+    plan = plan_compaction(directory, now_ms=NOW, max_memory=24 * 6)  # 5 usable entries
+    assert not plan.complete and plan.keys_mapped == 5
+    result = apply_compaction(plan)
+    assert len(result.passes) > 1 and result.checkpoint == 40
+    assert [(o, k) for o, k, _v in _data_records(directory)] == [(30 + i, f"k{i}".encode()) for i in range(10)] + [(40, b"x")]
+    _assert_verify_clean(directory)
+
+
+def test_min_compaction_lag_and_dry_plan(tmp_path):
+    directory = tmp_path / "t-0"
+    with PartitionLog(directory, config=LogConfig(segment_bytes=200)) as log:
+        for i in range(12):
+            log.append([Record(0, T0 + i * 1000, b"k", f"v{i}".encode())])
+    before = {p.name: p.read_bytes() for p in directory.iterdir()}
+    plan = plan_compaction(directory, now_ms=T0 + 12_000, config=CleanerConfig(min_compaction_lag_ms=5000))
+    assert plan.uncleanable_offset < 12
+    assert all(o < plan.uncleanable_offset for g in plan.groups for o in g.segments)
+    assert {p.name: p.read_bytes() for p in directory.iterdir()} == before  # planning changes nothing
+
+
+def test_offset_map_hash_is_md5():
+    assert OffsetMap.hash(b"key") == hashlib.md5(b"key").digest()
+    assert OffsetMap(24 * 100).capacity == 90
+
+
+@pytest.mark.parametrize("name", ["__consumer_offsets-12", "__consumer_offsets-18"])
+def test_real_consumer_offsets_keep_latest_value_per_key(tmp_path, name):
+    from support import FIXTURES, fixture_records
+
+    source = FIXTURES / "VolodymyrZee__kafka" / name
+    directory = tmp_path / name
+    shutil.copytree(source, directory)
+    for p in directory.iterdir():
+        p.chmod(0o644)
+    latest = {}
+    for is_control, offset, key, value in fixture_records(source / f"{0:020d}.log"):
+        if not is_control:
+            latest[key] = (offset, value)
+    apply_compaction(plan_compaction(directory, now_ms=NOW, include_active=True))
+    after = [(offset, key, value) for is_control, offset, key, value in fixture_records(directory / f"{0:020d}.log")
+             if not is_control]
+    assert sorted(after) == sorted((o, k, v) for k, (o, v) in latest.items())
+    _assert_verify_clean(directory)
+    assert plan_compaction(directory, now_ms=NOW, include_active=True).changed_groups == []
+
+
+def test_open_transaction_bounds_the_cleaning(tmp_path):
+    directory = tmp_path / "t-0"
+    with PartitionLog(directory, config=LogConfig(segment_bytes=200)) as log:
+        for i in range(4):
+            log.append([Record(0, T0 + i, b"k", f"v{i}".encode())])
+        log.append([Record(0, T0 + 5, b"k", b"open")], producer_id=9, producer_epoch=0, base_sequence=0,
+                   is_transactional=True)
+        for i in range(6):
+            log.append([Record(0, T0 + 10 + i, b"k", f"w{i}".encode())])
+    bases = sorted(int(p.name.split(".")[0]) for p in directory.glob("*.log"))
+    lso_segment = max(b for b in bases if b <= 4)
+    plan = plan_compaction(directory, now_ms=NOW, include_active=True)
+    assert plan.uncleanable_offset == lso_segment and plan.end_offset == lso_segment
+    apply_compaction(plan)
+    assert [o for o, _k, _v in _data_records(directory) if o >= lso_segment] == list(range(lso_segment, 11))

@@ -1,0 +1,163 @@
+"""kctl compact: log dirs, dry runs, --verify, configs, the .lock, exit codes, and SIGKILL between swap steps."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from builders import T0, build_partition
+from kcli.records import Record
+from kcli.storage.log import LogConfig, PartitionLog
+from kcli.storage.recovery import CRASH_AFTER_ENV
+from kcli.storage.segment import FileBatchReader
+from kcli.tools.compact import KeyState, compact, compare
+from kcli.tools.recover import RecoveryRefusedError, recover
+from kcli.tools.verify import verify
+
+
+def kctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _data(partition: Path) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [(r.offset, r.key, r.value) for log in sorted(partition.glob("*.log")) for b in FileBatchReader(log)
+            if not b.is_control for r in b.records()]
+
+
+def _clean(path: Path) -> bool:
+    return all(p.code == "offset_gap" for p in verify([str(path)]).problems)
+
+
+@pytest.fixture
+def log_dir(tmp_path) -> Path:
+    root = tmp_path / "logs"
+    build_partition(root / "t-0", batches=60)
+    with PartitionLog(root / "t-1", config=LogConfig(segment_bytes=400)) as log:
+        for i in range(30):
+            log.append([Record(0, T0 + i, f"k{i % 4}".encode(), None if i % 7 == 3 else f"v{i}".encode())])
+    return root
+
+
+def test_dry_run_changes_nothing(log_dir):
+    before = _tree(log_dir)
+    report = compact([str(log_dir)], dry_run=True)
+    assert report.is_ok() and len(report.partitions) == 2
+    assert report.total("records_dropped") > 0 and report.total("bytes_after") < report.total("bytes_before")
+    assert _tree(log_dir) == before
+    proc = kctl("compact", "--dry-run", "--json", str(log_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["dry_run"] is True
+    assert _tree(log_dir) == before
+
+
+def test_compact_verify_then_nothing_to_do(log_dir):
+    proc = kctl("compact", "--verify", "--config", "delete.retention.ms=3600000", str(log_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert "verified equivalent" in proc.stdout
+    assert _clean(log_dir)
+    assert (log_dir / "cleaner-offset-checkpoint").is_file()
+    after = _tree(log_dir)
+    proc = kctl("compact", "--verify", "--json", "--config", "delete.retention.ms=3600000", str(log_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert [p["groups_changed"] for p in json.loads(proc.stdout)["partitions"]] == [0, 0]
+    assert _tree(log_dir) == after
+
+
+def test_include_active_and_max_memory(log_dir):
+    report = compact([str(log_dir / "t-1")], include_active=True, max_memory=24 * 3, verify_after=True)
+    assert report.is_ok(), report.to_json()
+    assert len(report.partitions[0].passes) > 1
+    keys = {}
+    for offset, key, value in _data(log_dir / "t-1"):
+        keys.setdefault(key, []).append((offset, value))
+    assert all(len(v) == 1 for v in keys.values())  # one record per key left, tombstones included
+    assert _clean(log_dir)
+
+
+def test_usage_and_unreadable_exit_codes(log_dir, tmp_path):
+    assert kctl("compact", "--config", "bogus.config=1", str(log_dir)).returncode == 2
+    assert kctl("compact", "--config", "delete.retention.ms", str(log_dir)).returncode == 2
+    assert kctl("compact", str(tmp_path / "missing")).returncode == 3
+
+
+def test_refuses_a_locked_log_dir(log_dir):
+    (log_dir / ".lock").write_bytes(b"")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, time\n"
+        f"fd = os.open({str(log_dir / '.lock')!r}, os.O_RDWR)\n"
+        "fcntl.lockf(fd, fcntl.LOCK_EX)\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = _tree(log_dir)
+        with pytest.raises(RecoveryRefusedError):
+            compact([str(log_dir)])
+        proc = kctl("compact", str(log_dir))
+        assert proc.returncode == 1 and "lock" in proc.stderr
+        assert _tree(log_dir) == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_compare_reports_mismatches():
+    before = KeyState({b"a": (5, b"x", None), b"b": (6, None, None)}, {5: (b"a", b"x"), 6: (b"b", None)})
+    assert compare(before, before, 0, 1000) == []
+    lost = KeyState({}, {})
+    found = compare(before, lost, 0, 1000)
+    assert any("lost" in m for m in found) and any("delete horizon" in m for m in found)
+    moved = KeyState({b"a": (7, b"x", None)}, {7: (b"a", b"x")})
+    assert len(compare(before, moved, 0, 0)) == 2  # offset 7 never held it, and a's latest moved
+
+
+@pytest.mark.parametrize("name", ["__consumer_offsets-12", "__consumer_offsets-18"])
+def test_real_consumer_offsets_with_verify(tmp_path, name):
+    from support import FIXTURES
+
+    directory = shutil.copytree(FIXTURES / "VolodymyrZee__kafka" / name, tmp_path / name)
+    for p in directory.iterdir():
+        p.chmod(0o644)
+    proc = kctl("compact", "--include-active", "--verify", str(directory))
+    assert proc.returncode == 0, proc.stderr
+    assert _clean(directory)
+
+
+def test_killed_between_swap_steps_then_recovered(tmp_path):
+    """SIGKILL `kctl compact` after each step of the write-and-swap in turn; `kctl recover` then leaves either the
+    old or the new partition, never a mix, and verify is clean."""
+    template = tmp_path / "template" / "t-0"
+    with PartitionLog(template, config=LogConfig(segment_bytes=500)) as log:
+        for i in range(40):
+            log.append([Record(0, T0 + i, f"k{i % 5}".encode(), f"v{i}".encode())])
+    old = _data(template)
+    done = tmp_path / "done" / "t-0"
+    shutil.copytree(template, done)
+    assert compact([str(done)]).is_ok()
+    new = _data(done)
+    assert new != old
+    crashes = 0
+    for step in range(1, 100):
+        partition = Path(shutil.copytree(template, tmp_path / f"{step}" / "logs" / "t-0"))
+        proc = kctl("compact", str(partition), env={CRASH_AFTER_ENV: str(step)})
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == -9, proc.stderr
+        crashes += 1
+        report = recover([str(partition)], dry_run=False, quarantine=tmp_path / f"{step}" / "q")
+        assert report.is_ok(), report.to_json()
+        assert _data(partition) in (old, new), step
+        assert _clean(partition), (step, verify([str(partition)]).problems)
+    assert crashes >= 4
