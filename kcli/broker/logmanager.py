@@ -290,6 +290,30 @@ class LogManager:
                                     f"log start now {log_.log_start_offset}")
         return done
 
+    def compact_offsets_topic(self) -> list[str]:
+        """Kafka's log cleaner for ``__consumer_offsets`` (cleanup.policy=compact): the inactive segments
+        keep only the latest commit per key. Runs on the event loop, so no Fetch reads a segment mid-swap."""
+        from kcli.storage.cleaner import CleanerConfig, apply_compaction, plan_compaction
+
+        topic = self.topics.get("__consumer_offsets")
+        done: list[str] = []
+        if topic is None:
+            return done
+        config = CleanerConfig(segment_bytes=self.log_config.segment_bytes,
+                               index_interval_bytes=self.log_config.index_interval_bytes,
+                               segment_index_bytes=self.log_config.segment_index_bytes)
+        for p in topic.partitions:
+            if len(p.log.segments) < 2:
+                continue  # the active segment is never cleaned
+            with p.lock:
+                plan = plan_compaction(p.directory, now_ms=int(time.time() * 1000), config=config)
+                if not plan.changed_groups:
+                    continue
+                apply_compaction(plan)
+                p.log.segments = sorted(int(f.name.split(".")[0]) for f in p.directory.glob("*.log"))
+                done.append(f"{p.directory.name}: {plan.total('bytes_before')} -> {plan.total('bytes_after')} bytes")
+        return done
+
     def purge_deleted(self, *, force: bool = False) -> None:
         """Remove ``.deleted`` files whose delay has passed (log.segment.delete.delay.ms)."""
         now = time.monotonic()

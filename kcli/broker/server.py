@@ -164,6 +164,8 @@ class Broker:
                 for line in self.logs.enforce_retention(self.config.retention_ms, self.config["log.retention.bytes"],
                                                         self.config["log.segment.delete.delay.ms"]):
                     log.info("retention: %s", line)
+                for line in self.logs.compact_offsets_topic():
+                    log.info("cleaner: %s", line)
             self.logs.purge_deleted()
             self.logs.flush_if_due()
             if time.monotonic() >= next_checkpoint:
