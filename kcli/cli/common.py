@@ -12,6 +12,8 @@ from typing import Any
 
 import typer
 from rich.console import Console
+
+from kcli.errors import InputError, KcliError
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 err_console = Console(stderr=True, highlight=False)
@@ -29,6 +31,28 @@ class ExitCode(IntEnum):
 def fail(message: str, code: ExitCode) -> typer.Exit:
     err_console.print(f"kctl: {message}", markup=False)
     return typer.Exit(int(code))
+
+
+@contextmanager
+def exit_on_errors(*usage: type[BaseException]):
+    """The one mapping from library errors to exit codes: InputError 3, ``usage`` types 2, other KcliError 1."""
+    try:
+        yield
+    except usage as exc:
+        raise fail(exc.describe() if isinstance(exc, KcliError) else str(exc), ExitCode.USAGE) from None
+    except InputError as exc:
+        raise fail(exc.describe(), ExitCode.UNREADABLE) from None
+    except KcliError as exc:
+        raise fail(exc.describe(), ExitCode.PROBLEMS) from None
+
+
+def finish(report_json: dict[str, Any], ok: bool, render, *, json_out: bool, quiet: bool = False) -> typer.Exit:
+    """A report on stdout (one JSON object, or the command's rendering), then the exit status it earns."""
+    if json_out:
+        write_json_line(report_json)
+    elif not quiet:
+        render()
+    return typer.Exit(int(ExitCode.OK if ok else ExitCode.PROBLEMS))
 
 
 def write_json_line(obj: dict[str, Any], out=None) -> None:

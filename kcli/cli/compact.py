@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kcli.cli.common import ExitCode, err_console, fail, write_json_line
-from kcli.errors import InputError, KcliError
+from kcli.cli.common import ExitCode, err_console, exit_on_errors, fail, finish
 from kcli.storage.cleaner import DEFAULT_MAX_MEMORY
 from kcli.tools.compact import CompactReport, compact
 
@@ -34,21 +33,10 @@ def compact_cmd(
         if not eq or not key:
             raise fail(f"--config takes KEY=VALUE, got {item!r}", ExitCode.USAGE)
         overrides[key.strip()] = value
-    try:
+    with exit_on_errors(ValueError):
         report = compact(paths, dry_run=dry_run, config_overrides=overrides, include_active=include_active,
                          max_memory=max_memory, verify_after=verify)
-    except ValueError as exc:
-        raise fail(str(exc), ExitCode.USAGE) from None
-    except InputError as exc:
-        raise fail(exc.describe(), ExitCode.UNREADABLE) from None
-    except KcliError as exc:
-        raise fail(exc.describe(), ExitCode.PROBLEMS) from None
-    if json_out:
-        write_json_line(report.to_json())
-    else:
-        _render(report)
-    raise typer.Exit(int(ExitCode.OK if report.is_ok() else ExitCode.PROBLEMS))
-
+    raise finish(report.to_json(), report.is_ok(), lambda: _render(report), json_out=json_out)
 
 def _render(report: CompactReport) -> None:
     out = sys.stdout

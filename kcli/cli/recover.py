@@ -8,8 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kcli.cli.common import ExitCode, byte_progress, err_console, fail, progress_wanted, write_json_line
-from kcli.errors import InputError, KcliError
+from kcli.cli.common import ExitCode, byte_progress, err_console, exit_on_errors, fail, finish, progress_wanted, write_json_line
 from kcli.storage.recovery import ActionKind, RecoveryAction, RestoreResult
 from kcli.tools.recover import QuarantinePlacementError, RecoverReport, recover, restore, total_log_bytes
 
@@ -36,30 +35,15 @@ def recover_cmd(
         return
     if not paths:
         raise fail("Missing argument 'PATHS...': name segment files, partition directories or log directories", ExitCode.USAGE)
-    try:
+    with exit_on_errors(QuarantinePlacementError):
         total = total_log_bytes(paths)
         with byte_progress(total, "recover", progress_wanted(data_on_stdout=False) and not json_out) as advance:
             report = recover(paths, dry_run=dry_run, quarantine=quarantine, rebuild_indexes=rebuild_indexes, progress=advance)
-    except InputError as exc:
-        raise fail(exc.describe(), ExitCode.UNREADABLE) from None
-    except QuarantinePlacementError as exc:
-        raise fail(exc.describe(), ExitCode.USAGE) from None
-    except KcliError as exc:
-        raise fail(exc.describe(), ExitCode.PROBLEMS) from None
-    if json_out:
-        write_json_line(report.to_json())
-    else:
-        _render(report)
-    raise typer.Exit(int(ExitCode.OK if report.is_ok() else ExitCode.PROBLEMS))
-
+    raise finish(report.to_json(), report.is_ok(), lambda: _render(report), json_out=json_out)
 
 def _restore(path: Path, json_out: bool) -> None:
-    try:
+    with exit_on_errors():
         results = restore(path)
-    except InputError as exc:
-        raise fail(exc.describe(), ExitCode.UNREADABLE) from None
-    except KcliError as exc:
-        raise fail(exc.describe(), ExitCode.PROBLEMS) from None
     if json_out:
         write_json_line({"restored": [_restore_json(r) for r in results]})
         return

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kcli.cli.common import ExitCode, byte_progress, err_console, fail, progress_wanted, write_json_line
-from kcli.errors import InputError
+from kcli.cli.common import byte_progress, err_console, exit_on_errors, finish, progress_wanted
 from kcli.tools.verify import VerifyReport, total_bytes, verify
 
 
@@ -23,21 +22,12 @@ def verify_cmd(
 
     Exit status: 0 clean, 1 problems found, 2 usage error, 3 unreadable input.
     """
-    try:
+    with exit_on_errors():
         total = total_bytes(paths)
-    except InputError as exc:
-        raise fail(exc.describe(), ExitCode.UNREADABLE) from None
-    with byte_progress(total, "verify", progress_wanted(data_on_stdout=False) and not quiet) as advance:
-        try:
+        with byte_progress(total, "verify", progress_wanted(data_on_stdout=False) and not quiet) as advance:
             report = verify(paths, deep=deep, progress=advance)
-        except InputError as exc:
-            raise fail(exc.describe(), ExitCode.UNREADABLE) from None
-    if json_out:
-        write_json_line(report.to_json(strict=strict))
-    elif not quiet:
-        _render(report, strict)
-    raise typer.Exit(int(ExitCode.OK if report.is_clean(strict=strict) else ExitCode.PROBLEMS))
-
+    raise finish(report.to_json(strict=strict), report.is_clean(strict=strict), lambda: _render(report, strict),
+                 json_out=json_out, quiet=quiet)
 
 def _render(report: VerifyReport, strict: bool) -> None:
     """Problems on stderr, one grep-friendly line each; the verdict on stdout."""

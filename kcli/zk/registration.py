@@ -77,6 +77,19 @@ def new_cluster_id() -> str:
             return text
 
 
+def probe(connect, timeout: float) -> None:
+    """kazoo retries a refused connection until its timeout expires; a TCP connect tells "nothing listens
+    there" at once, with the operating system's reason."""
+    reasons = []
+    for host, port in connect.hosts:
+        try:
+            with socket.create_connection((host, port), timeout=min(PROBE_TIMEOUT_S, timeout)):
+                return
+        except OSError as exc:
+            reasons.append(f"{_address(host, port)}: {exc.strerror or exc}")
+    raise ZooKeeperConnectionError(f"ZooKeeper unreachable at {connect.text} ({'; '.join(reasons)})")
+
+
 def _address(host: str | None, port: int) -> str:
     if host is None:
         return f":{port}"
@@ -170,16 +183,7 @@ class BrokerRegistration:
 
     # -- connection --------------------------------------------------------------------------------
     def _probe(self) -> None:
-        # kazoo retries a refused connection until its timeout expires; a TCP connect tells "nothing listens
-        # there" at once, with the operating system's reason.
-        reasons = []
-        for host, port in self.connect.hosts:
-            try:
-                with socket.create_connection((host, port), timeout=min(PROBE_TIMEOUT_S, self._timeout)):
-                    return
-            except OSError as exc:
-                reasons.append(f"{_address(host, port)}: {exc.strerror or exc}")
-        raise ZooKeeperConnectionError(f"ZooKeeper unreachable at {self.connect.text} ({'; '.join(reasons)})")
+        probe(self.connect, self._timeout)
 
     def _open(self, hosts: str) -> KazooClient:
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_DELAY_S)

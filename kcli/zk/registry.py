@@ -7,7 +7,6 @@ models.ZnodeFormatError (content Kafka would not write).
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from kazoo.retry import KazooRetry
 
 from kcli.errors import KcliError
 from kcli.zk import models, paths
-from kcli.zk.registration import PROBE_TIMEOUT_S, ZooKeeperConnectionError, _address, _describe
+from kcli.zk.registration import ZooKeeperConnectionError, _describe, probe
 
 DEFAULT_TIMEOUT_S = 10.0
 CONFIG_TYPES = ("topics", "brokers", "clients", "users", "ips")
@@ -178,15 +177,7 @@ class ZkRegistry:
         return self._client
 
     def _probe(self) -> None:
-        # kazoo retries a refused connection until its timeout: a TCP connect says at once that nothing listens.
-        reasons = []
-        for host, port in self.connect.hosts:
-            try:
-                with socket.create_connection((host, port), timeout=min(PROBE_TIMEOUT_S, self.timeout)):
-                    return
-            except OSError as exc:
-                reasons.append(f"{_address(host, port)}: {exc.strerror or exc}")
-        raise ZooKeeperConnectionError(f"ZooKeeper unreachable at {self.connect.text} ({'; '.join(reasons)})")
+        probe(self.connect, self.timeout)
 
     @contextmanager
     def _zk(self, doing: str, path: str) -> Iterator[None]:
