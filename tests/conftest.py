@@ -29,6 +29,28 @@ def zookeeper(tmp_path_factory):
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession (local[2]) for the whole session (CI rule); kcli's data source registered on it."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("kcli-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.driver.memory", "1g")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        import kcli.spark
+
+        if hasattr(kcli.spark, "register"):
+            kcli.spark.register(session)
+        yield session
+    finally:
+        session.stop()
+
+
 # Property tests run beside brokers and ZooKeeper on 2 cores: wall-clock deadlines would only add flakes.
 from hypothesis import settings as _hypothesis_settings  # noqa: E402
 

@@ -13,7 +13,12 @@ FORBIDDEN = {
                      "typer", "rich", "kazoo", "pyspark", "socket", "asyncio"),
     "kcli.storage": ("kcli.tools", "kcli.cli", "kcli.protocol", "kcli.broker", "kcli.zk", "kcli.spark", "typer", "rich",
                      "kazoo", "pyspark", "socket", "asyncio"),
-    "kcli.tools": ("kcli.cli", "kcli.broker", "typer", "rich", "kazoo", "pyspark", "socket", "asyncio"),
+    "kcli.tools": ("kcli.cli", "kcli.broker", "kcli.spark", "kcli.zk", "typer", "rich", "kazoo", "pyspark", "socket",
+                   "asyncio"),
+    "kcli.spark": ("kcli.cli", "kcli.broker", "kcli.zk", "typer", "rich", "kazoo"),
+    "kcli.zk": ("kcli.cli", "kcli.broker", "kcli.spark", "typer", "rich", "pyspark"),
+    "kcli.client": ("kcli.cli", "kcli.broker", "kcli.spark", "kcli.zk", "kcli.tools", "typer", "rich", "kazoo",
+                    "pyspark"),
 }
 
 

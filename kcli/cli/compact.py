@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, Optional
 
@@ -18,6 +19,7 @@ def compact_cmd(
     config: Annotated[Optional[list[str]], typer.Option("--config", help="Topic config KEY=VALUE (repeatable): delete.retention.ms, min.compaction.lag.ms, segment.bytes, index.interval.bytes, segment.index.bytes.", show_default=False)] = None,
     include_active: Annotated[bool, typer.Option("--include-active", help="Clean the active (last) segment too.")] = False,
     max_memory: Annotated[int, typer.Option("--max-memory", help="Offset map memory in bytes (24 bytes a key); several passes when the dirty section does not fit.")] = DEFAULT_MAX_MEMORY,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes per partition (offset map and segment groups in parallel); 0: the CPU count.")] = 0,
     verify: Annotated[bool, typer.Option("--verify", help="Prove the result equivalent: same latest value per key, kept offsets unchanged.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON report on stdout.")] = False,
 ) -> None:
@@ -35,7 +37,7 @@ def compact_cmd(
         overrides[key.strip()] = value
     with exit_on_errors(ValueError):
         report = compact(paths, dry_run=dry_run, config_overrides=overrides, include_active=include_active,
-                         max_memory=max_memory, verify_after=verify)
+                         max_memory=max_memory, verify_after=verify, jobs=jobs or os.cpu_count() or 1)
     raise finish(report.to_json(), report.is_ok(), lambda: _render(report), json_out=json_out)
 
 def _render(report: CompactReport) -> None:

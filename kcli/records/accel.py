@@ -59,3 +59,17 @@ def decode_records(header: bytes, payload: bytes, base_offset: int, base_sequenc
         return out
     except Exception:  # noqa: BLE001 - any rejection falls back to the pure decoder, which reports it
         return None
+
+
+def decode_keys(header: bytes, payload: bytes) -> list[tuple[int, bytes | None, bool]] | None:
+    """(offset, key, is_tombstone) of every record: what the log cleaner needs, without building Records."""
+    if not available():
+        return None
+    if header[_CODEC_BYTE] & 0x07:
+        patched = bytearray(header)
+        patched[_CODEC_BYTE] &= 0xF8
+        header = bytes(patched)
+    try:
+        return [(r.offset, r.key, r.value is None) for r in _CompiledBatch(header + payload)]
+    except Exception:  # noqa: BLE001 - the caller falls back to the pure decoder, which reports it
+        return None

@@ -226,6 +226,18 @@ class RecordBatch:
                 "Found invalid record structure", position=self.position, base_offset=self.base_offset
             ) from None
 
+    def key_entries(self, payload: bytes | None = None) -> list[tuple[int, bytes | None, bool]]:
+        """(offset, key, is_tombstone) per record, decoded without building Records (the cleaner's hot path).
+
+        ``payload``: the already decompressed records area, when the caller has it."""
+        count = self.records_count
+        if count >= 0:
+            data = self.payload() if payload is None else payload
+            fast = accel.decode_keys(self.raw[:RECORD_BATCH_OVERHEAD], data)
+            if fast is not None and len(fast) == count:
+                return fast
+        return [(r.offset, r.key, r.value is None) for r in self.records()]
+
     def control_type(self, record: Record) -> ControlRecordType:
         return parse_control_type(record.key)
 
@@ -352,6 +364,73 @@ def encode_record(record: Record, offset_delta: int, timestamp_delta: int) -> by
             parts.append(header.value)
     body = b"".join(parts)
     return encode_varint(len(body)) + body
+
+
+def retain_records(batch: RecordBatch, keep: Sequence[int], *, payload: bytes | None = None,
+                   delete_horizon_ms: int | None = None) -> bytes:
+    """The batch with only the records at indices ``keep`` (ascending, not empty): what the log cleaner writes
+    (MemoryRecords.filterTo), byte for byte what ``build_record_batch`` makes of the kept records.
+
+    Kept records are copied as encoded; only their timestamp delta is rewritten when the base timestamp moves
+    (the first record dropped, or a delete horizon set: KIP-534 keeps it in the base timestamp field, and
+    record timestamps stay relative to that field). Other header fields are the original batch's.
+    """
+    data = batch.payload() if payload is None else payload
+    try:
+        spans = _record_spans(data, batch.records_count)
+        old_base = batch.base_timestamp
+        # LogAppendTime: every record reads as the batch's max timestamp, and Kafka's rebuild writes that.
+        append_time = batch.max_timestamp if batch.attributes & ATTR_TIMESTAMP_TYPE else None
+        if delete_horizon_ms is not None:
+            new_base = delete_horizon_ms
+        elif append_time is not None:
+            new_base = append_time
+        else:
+            new_base = old_base + decode_varint(data, decode_varint(data, spans[keep[0]][0], 5)[1] + 1)[0]
+        parts = []
+        for i in keep:
+            start, end = spans[i]
+            body = decode_varint(data, start, 5)[1]
+            delta, after = decode_varint(data, body + 1)
+            timestamp = old_base + delta if append_time is None else append_time
+            if timestamp - new_base == delta and data[body] == 0:
+                parts.append(data[start:end])
+                continue
+            # Re-encode the head: attributes 0 (as Kafka's writer), the timestamp delta against the new base.
+            new_delta = encode_varint(timestamp - new_base)
+            rest = data[after:end]
+            parts.append(encode_varint(1 + len(new_delta) + len(rest)) + b"\0" + new_delta + rest)
+    except (IndexError, CorruptRecordError):
+        raise CorruptRecordError("Found invalid record structure", position=batch.position,
+                                 base_offset=batch.base_offset) from None
+    records = b"".join(parts)
+    codec = batch.attributes & ATTR_CODEC_MASK
+    if codec:
+        records = compress(Codec(codec), records, magic=MAGIC_V2)
+    attributes = batch.attributes & ~ATTR_DELETE_HORIZON
+    if delete_horizon_ms is not None:
+        attributes |= ATTR_DELETE_HORIZON
+    header = bytearray(HEADER.pack(
+        batch.base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records), batch.partition_leader_epoch,
+        MAGIC_V2, 0, attributes, batch.last_offset_delta, new_base, batch.max_timestamp, batch.producer_id,
+        batch.producer_epoch, batch.base_sequence, len(keep)))
+    CRC_FIELD.pack_into(header, CRC_OFFSET, crc32c(bytes(header[ATTRIBUTES_OFFSET:]) + records))
+    return bytes(header) + records
+
+
+def _record_spans(data: bytes, count: int) -> list[tuple[int, int]]:
+    """(start, end) of each encoded record in a decompressed records area, length prefix included."""
+    spans = []
+    pos = 0
+    size = len(data)
+    for _ in range(count):
+        length, body = decode_varint(data, pos, 5)
+        end = body + length
+        if length < 0 or end > size:
+            raise CorruptRecordError("record length outside the batch")
+        spans.append((pos, end))
+        pos = end
+    return spans
 
 
 def build_record_batch(

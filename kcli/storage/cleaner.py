@@ -13,16 +13,18 @@ Kafka: storage/.../log/{Cleaner,CleanedTransactionMetadata,SkimpyOffsetMap}.java
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 import signal
-from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kcli.errors import InputError, KcliError
 from kcli.records import Record, RecordBatch
-from kcli.records.batch import build_record_batch
+from kcli.records.batch import build_record_batch, retain_records
 from kcli.records.control import ControlRecordType, parse_control_type
 from kcli.storage.checkpoint import OffsetCheckpointFile
 from kcli.storage.files import (
@@ -99,8 +101,17 @@ class CleanerConfig:
         return {name: getattr(self, attr) for name, attr in _CONFIG_KEYS.items()}
 
 
+_EXACT_KEY_BYTES = 16  # keys shorter than an MD5 digest are their own map key: exact, and no hashing cost
+
+
+def map_key(key: bytes, _md5: Any = hashlib.md5) -> bytes:
+    """The offset map's key: the key itself when shorter than 16 bytes, else its MD5 digest (16 bytes, so the
+    two kinds never meet). Kafka hashes every key; short keys here are exact, which only removes collisions."""
+    return key if len(key) < _EXACT_KEY_BYTES else _md5(key).digest()
+
+
 class OffsetMap:
-    """Key hash -> last offset with Kafka's capacity: memory / 24 slots, 90 % of them usable."""
+    """Key -> last offset with Kafka's capacity: memory / 24 slots, 90 % of them usable."""
 
     def __init__(self, max_memory: int) -> None:
         slots = max_memory // OFFSET_MAP_ENTRY_BYTES
@@ -110,10 +121,10 @@ class OffsetMap:
 
     @staticmethod
     def hash(key: bytes) -> bytes:
-        return hashlib.md5(key).digest()
+        return map_key(key)
 
     def get(self, key: bytes) -> int:
-        return self.entries.get(self.hash(key), -1)
+        return self.entries.get(map_key(key), -1)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -149,6 +160,11 @@ class GroupPlan:
     empty_batches_kept: int = 0
     horizons_set: int = 0
     changed: bool = False
+    counted: bool = True  # False: planned without the counting pass; apply finds out while rewriting
+
+    @property
+    def to_rewrite(self) -> bool:
+        return self.changed or not self.counted
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -318,11 +334,12 @@ def iter_visible_records(partition_dir: str | os.PathLike[str]) -> Iterator[tupl
 
 def plan_compaction(partition_dir: str | os.PathLike[str], *, now_ms: int, config: CleanerConfig | None = None,
                     include_active: bool = False, max_memory: int = DEFAULT_MAX_MEMORY,
-                    first_dirty_offset: int | None = None) -> CompactionPlan:
+                    first_dirty_offset: int | None = None, count: bool = True, jobs: int = 1) -> CompactionPlan:
     """One cleaning pass: what it would keep and drop, per group. Changes nothing.
 
     ``first_dirty_offset`` defaults to the partition's ``cleaner-offset-checkpoint`` entry (reset to the log start
-    when outside the log, as Kafka does).
+    when outside the log, as Kafka does). ``count=False`` skips filtering every group to count (a full decode
+    of the log): ``apply_compaction`` then counts while it rewrites, so plan-and-apply reads the log once less.
     """
     directory = Path(partition_dir)
     if not directory.is_dir():
@@ -355,7 +372,7 @@ def plan_compaction(partition_dir: str | os.PathLike[str], *, now_ms: int, confi
         uncleanable = min(uncleanable, max((s.base_offset for s in segments if s.base_offset <= lso), default=log_start))
     uncleanable = max(uncleanable, dirty)
     aborted = _aborted_transactions(directory, segments)
-    offset_map = _build_offset_map(directory, segments, dirty, uncleanable, aborted, max_memory)
+    offset_map = _build_offset_map(directory, segments, dirty, uncleanable, aborted, max_memory, jobs)
     end = offset_map.latest_offset + 1 if offset_map.latest_offset >= dirty else dirty
     offset_map.latest_offset = end - 1  # an empty dirty section still cleans [log start, end) of expired tombstones
     plan = CompactionPlan(directory, now_ms, config, include_active, max_memory, log_start, log_end, dirty,
@@ -363,39 +380,76 @@ def plan_compaction(partition_dir: str | os.PathLike[str], *, now_ms: int, confi
     plan.segments = {s.base_offset: s for s in segments}
     to_clean = [s for s in segments if s.base_offset < end]
     for group in _group_segments(to_clean, config.segment_bytes):
-        result = GroupPlan(group[0].base_offset, [s.base_offset for s in group], group[-1].next_offset)
-        _filter_group(plan, group, result, None)
-        plan.groups.append(result)
+        plan.groups.append(GroupPlan(group[0].base_offset, [s.base_offset for s in group], group[-1].next_offset,
+                                     counted=count))
+    if count:
+        for i, counted in _run_groups(plan, range(len(plan.groups)), jobs, write=False):
+            plan.groups[i] = counted
     return plan
 
 
 def _build_offset_map(directory: Path, segments: list[Segment], start: int, stop: int, aborted: list[AbortedTxn],
-                      max_memory: int) -> OffsetMap:
+                      max_memory: int, jobs: int = 1) -> OffsetMap:
+    """Kafka's buildOffsetMap over [start, stop): stops at the last batch that fits when the map fills up.
+
+    With ``jobs`` > 1 each segment's map is built by a worker process and merged here in offset order; a
+    segment whose keys might not fit is redone here record by record, so the result is the sequential one.
+    """
     offset_map = OffsetMap(max_memory)
-    tracker = _AbortedTracker(aborted)
+    wanted = [s for s in segments if s.next_offset > start and s.base_offset < stop]
+    if min(jobs, len(wanted)) > 1 and "fork" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(wanted)), mp_context=context) as pool:
+            futures = [pool.submit(_segment_map, directory, s, start, stop, aborted) for s in wanted]
+            for n, (segment, future) in enumerate(zip(wanted, futures)):
+                entries, latest = future.result()
+                if len(offset_map.entries) + len(entries) > offset_map.capacity:
+                    for later in futures[n + 1:]:
+                        later.cancel()
+                    _map_segments(offset_map, directory, wanted[n:], start, stop, aborted)
+                    return offset_map
+                offset_map.entries.update(entries)
+                offset_map.latest_offset = max(offset_map.latest_offset, latest)
+        return offset_map
+    _map_segments(offset_map, directory, wanted, start, stop, aborted)
+    return offset_map
+
+
+def _segment_map(directory: Path, segment: Segment, start: int, stop: int,
+                 aborted: list[AbortedTxn]) -> tuple[dict[bytes, int], int]:
+    """One segment's map, unbounded (a worker's share of _build_offset_map)."""
+    offset_map = OffsetMap(0)
+    offset_map.capacity = 1 << 62
+    _map_segments(offset_map, directory, [segment], start, stop, aborted)
+    return offset_map.entries, offset_map.latest_offset
+
+
+def _map_segments(offset_map: OffsetMap, directory: Path, segments: list[Segment], start: int, stop: int,
+                  aborted: list[AbortedTxn]) -> None:
+    if not segments:
+        return
+    # Transactions whose ABORT marker lies before these segments cannot affect them.
+    tracker = _AbortedTracker([t for t in aborted if t.last_offset >= segments[0].base_offset])
+    entries = offset_map.entries
+    capacity = offset_map.capacity
     for segment in segments:
-        if segment.next_offset <= start or segment.base_offset >= stop:
-            continue
         for batch in _batches(directory, segment):
             if batch.last_offset < start:
                 tracker.is_aborted(batch)
                 continue
             if batch.base_offset >= stop:
-                return offset_map
+                return
             if not batch.is_control and not tracker.is_aborted(batch):
-                entries = offset_map.entries
-                for record in batch.records():
-                    if record.key is not None and record.offset >= start:
-                        digest = OffsetMap.hash(record.key)
-                        if len(entries) >= offset_map.capacity:
+                for offset, key, _ in batch.key_entries():
+                    if key is not None and offset >= start:
+                        if len(entries) >= capacity:
                             _check_progress(offset_map, start)
-                            return offset_map  # full: stop at the last fully mapped batch
-                        entries[digest] = record.offset
+                            return  # full: stop at the last fully mapped batch
+                        entries[key if len(key) < _EXACT_KEY_BYTES else map_key(key)] = offset
             elif batch.is_control:
                 tracker.is_aborted(batch)
             offset_map.latest_offset = max(offset_map.latest_offset, batch.last_offset)
         offset_map.latest_offset = max(offset_map.latest_offset, min(segment.next_offset, stop) - 1)
-    return offset_map
 
 
 def _check_progress(offset_map: OffsetMap, start: int) -> None:
@@ -468,17 +522,23 @@ Sink = Callable[[bytes, AbortedTxn | None], None]
 
 
 def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, sink: Sink | None) -> None:
-    """Decide every batch of the group; ``sink`` receives each output batch (None: count only)."""
+    """Decide every batch of the group; ``sink`` receives each output batch (None: count only).
+
+    Decisions need only each record's offset, key and whether it is a tombstone (``key_entries``); whole
+    records are decoded and re-encoded only for batches that lose some records but not all.
+    """
     directory, now = plan.partition_dir, plan.now_ms
     horizon = now + plan.config.delete_retention_ms
     offset_map = plan.offset_map
+    mapped, latest = offset_map.entries, offset_map.latest_offset
     group_start, group_end = group[0].base_offset, group[-1].next_offset
     txns = _TxnMetadata([t for t in plan.aborted if t.last_offset >= group_start and t.first_offset < group_end])
     for segment in group:
         for batch in _batches(directory, segment):
+            count = batch.records_count
             stats.batches_before += 1
             stats.bytes_before += batch.size
-            stats.records_before += batch.records_count
+            stats.records_before += count
             index_entry = None
             if batch.is_control:
                 can_discard, index_entry = txns.on_control(batch)
@@ -493,36 +553,46 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
             is_last_of_producer = last is not None and (
                 batch.last_offset == last[0] if last[0] >= 0 else batch.is_control and batch.producer_epoch == last[1])
             retain_empty = is_last_of_producer or batch.next_offset == plan.end_offset
-            records = batch.records()
-            kept: list[Record] = []
-            tombstones = False
-            if not discard_records:
-                for record in records:
-                    if batch.is_control or _retain(record, batch, offset_map, now, stats):
-                        kept.append(record)
-                        if record.value is None and not batch.is_control:
-                            tombstones = True
-            elif batch.is_control:
-                stats.markers_dropped += len(records)
-            else:
-                stats.aborted_dropped += len(records)
-            stats.records_kept += len(kept)
-            stats.records_dropped += len(records) - len(kept)
-            stats.tombstones_kept += sum(1 for r in kept if r.value is None and not batch.is_control)
-            needs_horizon = (tombstones or marker_of_empty_txn) and batch.delete_horizon_ms is None and bool(kept)
-            if len(kept) == len(records) and not needs_horizon and records:
+            keep: list[int] | None = None  # indices of kept records; None: all of them
+            tombstones = 0
+            payload = None
+            if discard_records:
+                keep = []
+                if batch.is_control:
+                    stats.markers_dropped += count
+                else:
+                    stats.aborted_dropped += count
+            elif not batch.is_control:
+                keep = []
+                batch_horizon = batch.delete_horizon_ms
+                payload = batch.payload()
+                for i, (offset, key, tombstone) in enumerate(batch.key_entries(payload)):
+                    if offset <= latest:  # records past the mapped section are kept as they are
+                        if key is None:
+                            stats.keyless_dropped += 1
+                            continue
+                        if offset < mapped.get(key if len(key) < _EXACT_KEY_BYTES else map_key(key), -1):
+                            continue
+                        if tombstone and batch_horizon is not None and now >= batch_horizon:
+                            stats.tombstones_dropped += 1
+                            continue
+                    keep.append(i)
+                    tombstones += tombstone
+                if len(keep) == count:
+                    keep = None
+            kept = count if keep is None else len(keep)
+            stats.records_kept += kept
+            stats.records_dropped += count - kept
+            stats.tombstones_kept += tombstones
+            needs_horizon = (tombstones > 0 or marker_of_empty_txn) and batch.delete_horizon_ms is None and kept > 0
+            if keep is None and not needs_horizon and count > 0:
                 raw = batch.raw
             elif kept:
                 stats.horizons_set += needs_horizon
-                raw = build_record_batch(
-                    kept, base_offset=batch.base_offset, codec=batch.codec, timestamp_type=batch.timestamp_type,
-                    producer_id=pid, producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
-                    is_transactional=batch.is_transactional, is_control=batch.is_control,
-                    partition_leader_epoch=batch.partition_leader_epoch,
-                    delete_horizon_ms=horizon if needs_horizon else batch.delete_horizon_ms,
-                    max_timestamp=batch.max_timestamp, last_offset_delta=batch.last_offset_delta)
+                raw = retain_records(batch, range(count) if keep is None else keep, payload=payload,
+                                     delete_horizon_ms=horizon if needs_horizon else batch.delete_horizon_ms)
             elif retain_empty:
-                raw = batch.raw if not records else _empty_batch(batch)
+                raw = batch.raw if count == 0 else _empty_batch(batch)
                 stats.empty_batches_kept += 1
             else:
                 continue
@@ -536,23 +606,6 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
         stats.changed = True
 
 
-def _retain(record: Record, batch: RecordBatch, offset_map: OffsetMap, now: int, stats: GroupPlan) -> bool:
-    if record.offset > offset_map.latest_offset:
-        return True
-    if record.key is None:
-        stats.keyless_dropped += 1
-        return False
-    if record.offset < offset_map.get(record.key):
-        return False
-    if record.value is not None:
-        return True
-    horizon = batch.delete_horizon_ms
-    if horizon is None or now < horizon:
-        return True
-    stats.tombstones_dropped += 1
-    return False
-
-
 def _empty_batch(batch: RecordBatch) -> bytes:
     """The 61-byte header the cleaner keeps so a producer's last offset and sequence survive (section 1.5)."""
     return build_record_batch(
@@ -564,16 +617,27 @@ def _empty_batch(batch: RecordBatch) -> bytes:
 
 # -- applying ------------------------------------------------------------------------------------------
 
-def apply_compaction(plan: CompactionPlan, *, crash_hook: Callable[[], None] | None = None) -> CompactionResult:
+def apply_compaction(plan: CompactionPlan, *, crash_hook: Callable[[], None] | None = None,
+                     jobs: int = 1) -> CompactionResult:
     """Rewrite and swap in every changed group, update the checkpoint, and run further passes until the dirty
-    section is done (when the offset map could not hold it at once)."""
+    section is done (when the offset map could not hold it at once).
+
+    With ``jobs`` > 1, forked worker processes write groups' ``.cleaned`` files in parallel (they inherit the
+    offset map instead of receiving a copy); this process swaps each group in, in offset order, so the crash
+    states are exactly those of a sequential run.
+    """
     if crash_hook is None:
         crash_hook = _crash_points()
     passes = []
     current = plan
     while True:
-        for group in current.changed_groups:
-            _rewrite_group(current, group, crash_hook)
+        todo = [i for i, group in enumerate(current.groups) if group.to_rewrite]
+        for i, stats in _run_groups(current, todo, jobs, write=True):
+            if stats.changed:
+                _swap_in(current, stats, crash_hook)
+            else:  # planned without counting, and nothing to clean after all
+                _discard_cleaned(current.partition_dir, stats.base_offset)
+            current.groups[i] = stats
         passes.append(current)
         checkpoint = current.end_offset
         written = _write_checkpoint(current.partition_dir, checkpoint)
@@ -581,7 +645,7 @@ def apply_compaction(plan: CompactionPlan, *, crash_hook: Callable[[], None] | N
             break
         current = plan_compaction(current.partition_dir, now_ms=plan.now_ms, config=plan.config,
                                   include_active=plan.include_active, max_memory=plan.max_memory,
-                                  first_dirty_offset=checkpoint)
+                                  first_dirty_offset=checkpoint, count=False, jobs=jobs)
     return CompactionResult(plan.partition_dir, passes, checkpoint if written else None)
 
 
@@ -601,12 +665,54 @@ def _crash_points() -> Callable[[], None]:
     return step
 
 
-def _rewrite_group(plan: CompactionPlan, group: GroupPlan, crash: Callable[[], None]) -> None:
+_FORKED_PLAN: CompactionPlan | None = None  # what forked workers inherit (see _write_groups)
+
+
+def _run_groups(plan: CompactionPlan, todo: Sequence[int], jobs: int, *,
+                write: bool) -> Iterator[tuple[int, GroupPlan]]:
+    """(index, counts) of each group in ``todo``, in order: with ``write`` once its ``.cleaned`` files are
+    written and synced, else only counted (a dry run)."""
+    jobs = min(jobs, len(todo))
+    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        for i in todo:
+            yield i, _group_work(plan, i, write)
+        return
+    global _FORKED_PLAN
+    _FORKED_PLAN = plan
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [(i, pool.submit(_group_work_forked, i, write)) for i in todo]
+            for i, future in futures:
+                yield i, future.result()
+    finally:
+        _FORKED_PLAN = None
+
+
+def _group_work_forked(index: int, write: bool) -> GroupPlan:
+    assert _FORKED_PLAN is not None
+    return _group_work(_FORKED_PLAN, index, write)
+
+
+def _group_work(plan: CompactionPlan, index: int, write: bool) -> GroupPlan:
+    group = plan.groups[index]
+    if write:
+        return _write_cleaned(plan, group)
+    counted = GroupPlan(group.base_offset, group.segments, group.end_offset)
+    _filter_group(plan, [plan.segments[base] for base in group.segments], counted, None)
+    return counted
+
+
+def _discard_cleaned(directory: Path, base: int) -> None:
+    for suffix in _SEGMENT_SUFFIXES:
+        segment_path(directory, base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
+
+
+def _write_cleaned(plan: CompactionPlan, group: GroupPlan) -> GroupPlan:
+    """Filter the group into ``<base>.log.cleaned`` and its indexes, synced; returns the counts."""
     directory = plan.partition_dir
     base = group.base_offset
     segments = [plan.segments[base] for base in group.segments]
-    for suffix in _SEGMENT_SUFFIXES:
-        segment_path(directory, base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
+    _discard_cleaned(directory, base)
     log_path = segment_path(directory, base, LOG_SUFFIX + CLEANED_SUFFIX)
     indexes = SegmentIndexes.for_segment(directory, base, plan.config.log_config, suffix=CLEANED_SUFFIX)
     stats = GroupPlan(base, group.segments, group.end_offset)
@@ -623,6 +729,14 @@ def _rewrite_group(plan: CompactionPlan, group: GroupPlan, crash: Callable[[], N
         out.flush()
         os.fsync(out.fileno())
     indexes.close()
+    return stats
+
+
+def _swap_in(plan: CompactionPlan, group: GroupPlan, crash: Callable[[], None]) -> None:
+    """LocalLog.replaceSegments for a group whose ``.cleaned`` files are written."""
+    directory = plan.partition_dir
+    base = group.base_offset
+    log_path = segment_path(directory, base, LOG_SUFFIX + CLEANED_SUFFIX)
     last_mtime = segment_path(directory, group.segments[-1], LOG_SUFFIX).stat().st_mtime
     os.utime(log_path, (last_mtime, last_mtime))
     fsync_dir(directory)

@@ -103,8 +103,10 @@ class CompactReport:
 
 def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[str, str] | None = None,
             include_active: bool = False, max_memory: int = DEFAULT_MAX_MEMORY, verify_after: bool = False,
-            now_ms: int | None = None) -> CompactReport:
+            now_ms: int | None = None, jobs: int = 1) -> CompactReport:
     """Plan (and unless ``dry_run`` apply) compaction of every partition under ``paths``.
+
+    ``jobs``: worker processes per partition, for building the offset map and writing segment groups.
 
     Raises ValueError for bad ``config_overrides``, InputError for missing inputs, RecoveryRefusedError for a
     log dir a broker holds.
@@ -121,8 +123,9 @@ def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[s
             locks.enter_context(log_dir_lock(log_dir))
         for directory in partitions:
             try:
+                # Applying counts while it rewrites: only a dry run needs the separate counting pass.
                 plan = plan_compaction(directory, now_ms=now, config=config, include_active=include_active,
-                                       max_memory=max_memory)
+                                       max_memory=max_memory, count=dry_run, jobs=jobs)
             except OSError as exc:
                 raise InputError(f"cannot read: {exc.strerror or exc}", path=exc.filename or str(directory)) from None
             except KcliError as exc:
@@ -134,7 +137,7 @@ def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[s
                 continue
             before = latest_values(directory) if verify_after else None
             try:
-                applied = apply_compaction(plan)
+                applied = apply_compaction(plan, jobs=jobs)
             except (KcliError, OSError) as exc:
                 result.problems.append(f"{directory}: compaction not applied: {exc}")
                 continue

@@ -169,6 +169,34 @@ def test_small_offset_map_cleans_in_passes(tmp_path):
     _assert_verify_clean(directory)
 
 
+@pytest.mark.parametrize("max_memory", [24 * 8, 1 << 20], ids=["map-fills-up", "map-fits"])
+def test_parallel_workers_write_what_one_process_writes(tmp_path, max_memory):
+    """jobs=2 (forked workers for the offset map and the groups) leaves the same bytes and counts as jobs=1,
+    including when a worker's segment map would overflow and that segment is redone record by record."""
+    import random
+
+    rng = random.Random(7)
+    ops = []
+    for _ in range(120):
+        kind = rng.random()
+        records = [(rng.choice([None, *range(len(KEYS))]), rng.choice([None, b"v", b"value"]))
+                   for _ in range(rng.randint(1, 4))]
+        ops.append(("roll",) if kind < 0.08 else ("txn", records, rng.random() < 0.5) if kind < 0.3
+                   else ("data", records))
+    runs = {}
+    for jobs in (1, 2):
+        directory = tmp_path / f"jobs{jobs}" / "topic-0"
+        _write(directory, ops)
+        dry = plan_compaction(directory, now_ms=NOW, max_memory=max_memory, jobs=jobs)
+        plan = plan_compaction(directory, now_ms=NOW, max_memory=max_memory, count=False, jobs=jobs)
+        result = apply_compaction(plan, jobs=jobs)
+        runs[jobs] = (dry.to_json() | {"partition": None}, [p.to_json() | {"partition": None} for p in result.passes],
+                      {f.name: f.read_bytes() for f in sorted(directory.iterdir())})
+        _assert_verify_clean(directory)
+    assert runs[1] == runs[2]
+    assert runs[1][0]["records_dropped"] > 0
+
+
 def test_min_compaction_lag_and_dry_plan(tmp_path):
     directory = tmp_path / "t-0"
     with PartitionLog(directory, config=LogConfig(segment_bytes=200)) as log:
@@ -181,8 +209,12 @@ def test_min_compaction_lag_and_dry_plan(tmp_path):
     assert {p.name: p.read_bytes() for p in directory.iterdir()} == before  # planning changes nothing
 
 
-def test_offset_map_hash_is_md5():
-    assert OffsetMap.hash(b"key") == hashlib.md5(b"key").digest()
+def test_offset_map_keys_short_keys_exactly_and_hashes_long_ones_with_md5():
+    assert OffsetMap.hash(b"key") == b"key"
+    assert OffsetMap.hash(b"k" * 15) == b"k" * 15
+    assert OffsetMap.hash(b"k" * 16) == hashlib.md5(b"k" * 16).digest()
+    # A 15-byte key and a digest never share a map key: digests are always 16 bytes.
+    assert len(OffsetMap.hash(b"x" * 1000)) == 16
     assert OffsetMap(24 * 100).capacity == 90
 
 
