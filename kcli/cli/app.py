@@ -11,6 +11,7 @@ from kcli.cli.common import ExitCode, err_console
 from kcli.errors import InputError, KcliError
 from kcli.cli import broker as broker_cli
 from kcli.cli import zk as zk_cli
+from kcli.cli import offsets as offsets_cli
 from kcli.cli.dump_log import dump_log
 from kcli.cli.verify import verify_cmd
 from kcli.cli.recover import recover_cmd
@@ -45,6 +46,7 @@ app.add_typer(broker_cli.app, name="broker", rich_help_panel="Broker")
 app.add_typer(zk_cli.app, name="zk", rich_help_panel="ZooKeeper")
 app.command("recover", rich_help_panel="Offline tools")(recover_cmd)
 app.command("compact", rich_help_panel="Offline tools")(compact_cmd)
+app.add_typer(offsets_cli.app, name="offsets", rich_help_panel="ZooKeeper")
 
 
 def main() -> None:

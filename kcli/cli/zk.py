@@ -216,9 +216,20 @@ def cluster_id_cmd(zookeeper: ZookeeperOpt = None, as_json: JsonOpt = False, tim
 def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this group in detail.",
                                                                  show_default=False)] = None,
                   zookeeper: ZookeeperOpt = None, as_json: JsonOpt = False, timeout: TimeoutOpt = 10.0,
-                  auth: AuthOpt = None) -> None:
+                  auth: AuthOpt = None,
+                  bootstrap: Annotated[Optional[str], typer.Option(
+                      "--bootstrap-server", "-b", envvar="KCTL_BOOTSTRAP_SERVER", show_default=False,
+                      help="With GROUP: host:port of a Kafka-protocol broker; adds each partition's log end offset "
+                           "(ListOffsets) and lag.")] = None,
+                  check: Annotated[bool, typer.Option(
+                      "--check", help="With GROUP: run the old consumer's range assignment over the registered "
+                                      "members and report owner znodes that disagree (exit 1 if any).")] = False,
+                  ) -> None:
     """Old (ZooKeeper-based) consumer groups (/consumers); with GROUP its members, owners and stored offsets."""
     if group is None:
+        if check or bootstrap:
+            raise fail("--check and --bootstrap-server need a GROUP", ExitCode.USAGE)
+
         def human_list(groups: list) -> None:
             table = _table("GROUP", "MEMBERS", "TOPICS")
             for g in groups:
@@ -229,28 +240,81 @@ def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this
              lambda gs: {"groups": _plain(gs)}, human_list)
         return
 
-    def to_json(view: Any) -> dict:
+    def read(registry: Any) -> dict:
+        from kcli.zk.rebalance import read_and_check
+
+        result: dict[str, Any] = {"view": registry.consumer_group(group), "lag": None, "check": None}
+        if check:
+            result["check"] = read_and_check(registry, group)
+        if bootstrap:
+            from kcli.client import BrokerUnreachableError, KafkaClient
+            from kcli.zk.offsets import consumer_lag
+
+            try:
+                with KafkaClient(bootstrap, timeout=timeout) as client:
+                    result["lag"] = consumer_lag(result["view"].offsets, client)
+            except BrokerUnreachableError as exc:
+                raise fail(exc.describe(), ExitCode.UNREADABLE) from None
+            except KcliError as exc:
+                raise fail(exc.describe(), ExitCode.PROBLEMS) from None
+        return result
+
+    def to_json(result: dict) -> dict:
+        view, lag = result["view"], result["lag"]
         partitions = []
         for topic in sorted(set(view.owners) | set(view.offsets)):
             owners, offsets = view.owners.get(topic, {}), view.offsets.get(topic, {})
             for partition in sorted(set(owners) | set(offsets)):
-                partitions.append({"topic": topic, "partition": partition, "offset": offsets.get(partition),
-                                   "owner": owners.get(partition)})
-        return {"group": view.group, "members": _plain(view.members), "partitions": partitions}
+                row = {"topic": topic, "partition": partition, "offset": offsets.get(partition),
+                       "owner": owners.get(partition)}
+                if lag is not None:
+                    end, behind = lag.get((topic, partition), (None, None))
+                    row.update(log_end_offset=end, lag=behind)
+                partitions.append(row)
+        out = {"group": view.group, "members": _plain(view.members), "partitions": partitions}
+        if lag is not None:
+            out["total_lag"] = sum(r["lag"] for r in partitions if r.get("lag") is not None)
+        if result["check"] is not None:
+            out["check"] = result["check"].to_json()
+        return out
 
-    def human(view: Any) -> None:
+    def human(result: dict) -> None:
+        view = result["view"]
         console = _console()
         members = _table("CONSUMER ID", "SUBSCRIPTION", "PATTERN", "REGISTERED", title=f"Group {escape(view.group)}")
         for m in view.members:
             members.add_row(escape(m.consumer_id), _cell(m.subscription), escape(m.pattern), _time(m.timestamp))
         console.print(members)
         console.print()
-        table = _table("TOPIC", "PARTITION", "OFFSET", "OWNER")
-        for row in to_json(view)["partitions"]:
-            table.add_row(escape(row["topic"]), str(row["partition"]), _cell(row["offset"]), _cell(row["owner"]))
+        columns = ["TOPIC", "PARTITION", "OFFSET", "OWNER"] + (["LOG END", "LAG"] if result["lag"] is not None else [])
+        table = _table(*columns)
+        info = to_json(result)
+        for row in info["partitions"]:
+            cells = [escape(row["topic"]), str(row["partition"]), _cell(row["offset"]), _cell(row["owner"])]
+            if result["lag"] is not None:
+                cells += [_cell(row["log_end_offset"]), _cell(row["lag"])]
+            table.add_row(*cells)
         console.print(table)
+        if result["lag"] is not None:
+            console.print(f"total lag: {info['total_lag']}")
+        check_result = result["check"]
+        if check_result is not None:
+            console.print()
+            if check_result.ok:
+                console.print(f"owners agree with the range assignment over {len(check_result.threads)} consumer "
+                              "threads")
+            else:
+                problems = _table("TOPIC", "PARTITION", "STATUS", "OWNER", "EXPECTED OWNER", "REASON",
+                                  title="Owner registry disagreements")
+                for p in check_result.disagreements:
+                    problems.add_row(escape(p.topic), str(p.partition), p.status, _cell(list(p.owners)),
+                                     _cell(p.expected_owner), _cell(p.reason))
+                console.print(problems)
 
-    _run(zookeeper, timeout, auth, as_json, lambda r: r.consumer_group(group), to_json, human)
+    outcome: list[dict] = []
+    _run(zookeeper, timeout, auth, as_json, lambda r: outcome.append(read(r)) or outcome[-1], to_json, human)
+    if check and not outcome[-1]["check"].ok:
+        raise typer.Exit(int(ExitCode.PROBLEMS))  # owner znodes disagree with the range assignment
 
 
 # -- config, admin -----------------------------------------------------------------------------------------

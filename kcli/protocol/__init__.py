@@ -22,6 +22,8 @@ from kcli.protocol.codec import (
     api_name,
     api_versions_response,
     decode_request,
+    decode_response,
+    encode_request,
     encode_response,
     encode_response_parts,
 )
@@ -52,6 +54,8 @@ __all__ = [
     "api_name",
     "api_versions_response",
     "decode_request",
+    "decode_response",
+    "encode_request",
     "encode_response",
     "encode_response_parts",
     "flexible_request_header",

@@ -264,3 +264,47 @@ def _frame(header: Any, body: Any) -> bytes:
     SIZE_PREFIX.pack_into(view, 0, len(view) - SIZE_PREFIX.size)
     del view  # an exported buffer would block getvalue()'s copy
     return out.getvalue()
+
+
+# -- the client side: request frames out, response frames in ------------------------------------------------
+def encode_request(api_key: ApiKey | int, api_version: int, correlation_id: int, client_id: str | None,
+                   body: Any) -> bytes:
+    """The size-prefixed request frame a client sends: header v1 (v2 when the version is flexible), body."""
+    body_type = type(body)
+    if (getattr(body_type, "__type__", None) is not EntityType.request or body_type.__api_key__ != api_key
+            or body_type.__version__ != api_version):
+        raise LocalProtocolError(f"{body_type.__name__} is not {api_name(api_key)}Request v{api_version}")
+    header_type = RequestHeaderV2 if request_header_version(api_key, api_version) == 2 else RequestHeaderV1
+    header = header_type(request_api_key=i16(int(api_key)), request_api_version=i16(api_version),
+                         correlation_id=i32(correlation_id), client_id=client_id)
+    try:
+        return _frame(header, body)
+    except Exception as e:  # kio's writers: out-of-range ints, wrong types, None where not nullable
+        raise LocalProtocolError(f"cannot encode {body_type.__name__} v{api_version}: {e}") from None
+
+
+def decode_response(api_key: ApiKey | int, api_version: int, frame: bytes | bytearray | memoryview) -> tuple[int, Any]:
+    """(correlation id, kio response body) from one response frame (the bytes after the size prefix).
+
+    The bytes are walked along the schema first (``guard.walk``), so a malformed or hostile answer raises
+    ``RemoteProtocolError`` naming the response and field, never an allocation of a forged size.
+    """
+    if not isinstance(frame, bytes):
+        frame = bytes(frame)
+    body_type = load_response_schema(api_key, api_version)
+    label = f"{body_type.__name__} v{api_version}"
+    header_type = ResponseHeaderV1 if response_header_version(api_key, api_version) == 1 else ResponseHeaderV0
+    try:
+        pos = walk(header_type, frame, 0)
+        header, pos = entity_reader(header_type)(frame, 0)
+        end = walk(body_type, frame, pos)
+    except Malformed as e:
+        raise RemoteProtocolError(e.reason, request=label, field=e.field, position=e.position) from None
+    if end != len(frame):
+        raise RemoteProtocolError(f"{len(frame) - end} unexpected bytes after the response body", request=label,
+                                  position=end)
+    try:
+        body, _ = entity_reader(body_type)(frame, pos)
+    except Exception as e:
+        raise RemoteProtocolError(f"body does not decode: {e}", request=label, position=pos) from None
+    return int(header.correlation_id), body

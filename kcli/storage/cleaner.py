@@ -17,7 +17,7 @@ import multiprocessing
 import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,7 +183,7 @@ class CompactionPlan:
     uncleanable_offset: int  # the dirty section is [first_dirty_offset, uncleanable_offset)
     end_offset: int  # this pass cleans [log start, end_offset); the new cleaner checkpoint
     keys_mapped: int
-    offset_map: OffsetMap
+    offset_map: OffsetMap | SupersededOffsets
     aborted: list[AbortedTxn]
     last_batches: dict[int, tuple[int, int]]  # producer -> (last data offset or -1, epoch)
     groups: list[GroupPlan] = field(default_factory=list)
@@ -234,13 +234,19 @@ class CompactionResult:
 
 # -- planning ------------------------------------------------------------------------------------------
 
-def list_segments(directory: Path) -> list[Segment]:
+def list_segments(directory: Path, state: ProducerStateManager | None = None) -> list[Segment]:
+    """The partition's segments (every batch header read); ``state`` is fed every batch on the way."""
     segments = []
     for path in sorted(p for p in directory.iterdir() if classify(p) is FileKind.LOG):
         base = offset_from_filename(path.name)
         reader = FileBatchReader(path)
         next_offset, max_ts = base, -1
         for batch in reader:
+            if state is not None:
+                if not isinstance(batch, RecordBatch):
+                    raise KcliError("compaction of legacy (magic 0/1) segments is not supported",
+                                    path=str(path), position=batch.position)
+                state.update(batch)
             next_offset = batch.last_offset + 1
             max_ts = max(max_ts, batch.max_timestamp)
         if reader.valid_bytes != path.stat().st_size:
@@ -269,7 +275,9 @@ def _read_checkpoint(directory: Path) -> int | None:
         return None
 
 
-def _write_checkpoint(directory: Path, offset: int) -> bool:
+def write_cleaner_checkpoint(directory: Path, offset: int) -> bool:
+    """Set the partition's entry in its log dir's ``cleaner-offset-checkpoint``; False if the directory is not
+    named like a partition (then there is no entry to keep)."""
     parsed = parse_partition_dir_name(directory.name)
     if parsed is None:
         return False
@@ -341,11 +349,26 @@ def plan_compaction(partition_dir: str | os.PathLike[str], *, now_ms: int, confi
     when outside the log, as Kafka does). ``count=False`` skips filtering every group to count (a full decode
     of the log): ``apply_compaction`` then counts while it rewrites, so plan-and-apply reads the log once less.
     """
+    plan = prepare_compaction(partition_dir, now_ms=now_ms, config=config, include_active=include_active,
+                              max_memory=max_memory, first_dirty_offset=first_dirty_offset)
+    offset_map = _build_offset_map(plan.partition_dir, list(plan.segments.values()), plan.first_dirty_offset,
+                                   plan.uncleanable_offset, plan.aborted, max_memory, jobs)
+    return _finish_plan(plan, offset_map, count=count, jobs=jobs)
+
+
+def prepare_compaction(partition_dir: str | os.PathLike[str], *, now_ms: int, config: CleanerConfig | None = None,
+                       include_active: bool = False, max_memory: int = DEFAULT_MAX_MEMORY,
+                       first_dirty_offset: int | None = None) -> CompactionPlan:
+    """Everything of a plan but the offset map and groups (one pass over batch headers): the dirty section
+    [first_dirty_offset, uncleanable_offset), aborted transactions, producers' last batches."""
     directory = Path(partition_dir)
     if not directory.is_dir():
         raise InputError("not a partition directory", path=str(directory))
     config = config or CleanerConfig()
-    segments = list_segments(directory)
+    # Producers' last batches over the whole log (ProducerStateManager.activeProducers), gathered in the same
+    # pass that lists the segments.
+    state = ProducerStateManager()
+    segments = list_segments(directory, state)
     if not segments:
         raise InputError("no .log segments in this directory", path=str(directory))
     log_start, log_end = segments[0].base_offset, segments[-1].next_offset
@@ -359,33 +382,63 @@ def plan_compaction(partition_dir: str | os.PathLike[str], *, now_ms: int, confi
             if segment.next_offset > dirty and segment.max_timestamp > now_ms - config.min_compaction_lag_ms:
                 uncleanable = min(uncleanable, segment.base_offset)
                 break
-    # Producers' last batches over the whole log (ProducerStateManager.activeProducers), and the last stable
-    # offset: an open transaction's data is never cleaned.
-    state = ProducerStateManager()
-    for segment in segments:
-        for batch in _batches(directory, segment):
-            state.update(batch)
     last_batches = {e.producer_id: (e.last_offset, e.producer_epoch) for e in state.entries()}
+    # The last stable offset: an open transaction's data is never cleaned.
     open_txns = [e.current_txn_first_offset for e in state.entries() if e.current_txn_first_offset >= 0]
     if open_txns:
         lso = min(open_txns)
         uncleanable = min(uncleanable, max((s.base_offset for s in segments if s.base_offset <= lso), default=log_start))
     uncleanable = max(uncleanable, dirty)
     aborted = _aborted_transactions(directory, segments)
-    offset_map = _build_offset_map(directory, segments, dirty, uncleanable, aborted, max_memory, jobs)
+    plan = CompactionPlan(directory, now_ms, config, include_active, max_memory, log_start, log_end, dirty,
+                          uncleanable, dirty, 0, OffsetMap(0), aborted, last_batches)
+    plan.segments = {s.base_offset: s for s in segments}
+    return plan
+
+
+def _finish_plan(plan: CompactionPlan, offset_map: OffsetMap | SupersededOffsets, *, count: bool,
+                 jobs: int) -> CompactionPlan:
+    dirty = plan.first_dirty_offset
     end = offset_map.latest_offset + 1 if offset_map.latest_offset >= dirty else dirty
     offset_map.latest_offset = end - 1  # an empty dirty section still cleans [log start, end) of expired tombstones
-    plan = CompactionPlan(directory, now_ms, config, include_active, max_memory, log_start, log_end, dirty,
-                          uncleanable, end, len(offset_map), offset_map, aborted, last_batches)
-    plan.segments = {s.base_offset: s for s in segments}
-    to_clean = [s for s in segments if s.base_offset < end]
-    for group in _group_segments(to_clean, config.segment_bytes):
-        plan.groups.append(GroupPlan(group[0].base_offset, [s.base_offset for s in group], group[-1].next_offset,
-                                     counted=count))
+    plan.end_offset, plan.keys_mapped, plan.offset_map = end, len(offset_map), offset_map
+    to_clean = [s for s in plan.segments.values() if s.base_offset < end]
+    plan.groups = [GroupPlan(group[0].base_offset, [s.base_offset for s in group], group[-1].next_offset,
+                             counted=count) for group in _group_segments(to_clean, plan.config.segment_bytes)]
     if count:
         for i, counted in _run_groups(plan, range(len(plan.groups)), jobs, write=False):
             plan.groups[i] = counted
     return plan
+
+
+class SupersededOffsets:
+    """The offset map's verdicts computed elsewhere (e.g. by Spark for a key space no single map holds): the
+    offsets, ascending, of records whose key has a later record in the dirty section. Consumed once, in order,
+    so it may stream from a sorted source of any size."""
+
+    def __init__(self, offsets: Iterable[int], latest_offset: int, keys: int = 0) -> None:
+        self._offsets = iter(offsets)
+        self._next = -1
+        self._asked = -1
+        self.latest_offset = latest_offset
+        self.keys = keys
+
+    def __len__(self) -> int:
+        return self.keys
+
+    def superseded(self, offset: int) -> bool:
+        if offset < self._asked:
+            raise RuntimeError("superseded offsets are consumed once, in ascending order: plan again to re-read")
+        self._asked = offset
+        while self._next < offset:
+            self._next = next(self._offsets, 1 << 63)
+        return self._next == offset
+
+
+def plan_with_superseded(plan: CompactionPlan, superseded: SupersededOffsets, *, count: bool = True) -> CompactionPlan:
+    """Complete a ``prepare_compaction`` plan whose map verdicts come from ``superseded`` (covering the whole
+    dirty section: ``superseded.latest_offset`` is ``uncleanable_offset - 1``)."""
+    return _finish_plan(plan, superseded, count=count, jobs=1)
 
 
 def _build_offset_map(directory: Path, segments: list[Segment], start: int, stop: int, aborted: list[AbortedTxn],
@@ -530,7 +583,11 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
     directory, now = plan.partition_dir, plan.now_ms
     horizon = now + plan.config.delete_retention_ms
     offset_map = plan.offset_map
-    mapped, latest = offset_map.entries, offset_map.latest_offset
+    latest = offset_map.latest_offset
+    if isinstance(offset_map, OffsetMap):
+        mapped, superseded = offset_map.entries, None
+    else:
+        mapped, superseded = {}, offset_map.superseded
     group_start, group_end = group[0].base_offset, group[-1].next_offset
     txns = _TxnMetadata([t for t in plan.aborted if t.last_offset >= group_start and t.first_offset < group_end])
     for segment in group:
@@ -571,7 +628,10 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
                         if key is None:
                             stats.keyless_dropped += 1
                             continue
-                        if offset < mapped.get(key if len(key) < _EXACT_KEY_BYTES else map_key(key), -1):
+                        if superseded is None:
+                            if offset < mapped.get(key if len(key) < _EXACT_KEY_BYTES else map_key(key), -1):
+                                continue
+                        elif superseded(offset):
                             continue
                         if tombstone and batch_horizon is not None and now >= batch_horizon:
                             stats.tombstones_dropped += 1
@@ -618,14 +678,20 @@ def _empty_batch(batch: RecordBatch) -> bytes:
 # -- applying ------------------------------------------------------------------------------------------
 
 def apply_compaction(plan: CompactionPlan, *, crash_hook: Callable[[], None] | None = None,
-                     jobs: int = 1) -> CompactionResult:
+                     jobs: int = 1, write_checkpoint: bool = True) -> CompactionResult:
     """Rewrite and swap in every changed group, update the checkpoint, and run further passes until the dirty
     section is done (when the offset map could not hold it at once).
 
     With ``jobs`` > 1, forked worker processes write groups' ``.cleaned`` files in parallel (they inherit the
     offset map instead of receiving a copy); this process swaps each group in, in offset order, so the crash
     states are exactly those of a sequential run.
+
+    ``write_checkpoint=False`` leaves ``cleaner-offset-checkpoint`` (shared by the log dir's partitions) to the
+    caller, e.g. a driver collecting results from concurrent tasks (``write_cleaner_checkpoint``); only valid
+    for a plan that completes in one pass.
     """
+    if not write_checkpoint and not plan.complete:
+        raise ValueError("a multi-pass compaction must write its checkpoint after each pass")
     if crash_hook is None:
         crash_hook = _crash_points()
     passes = []
@@ -640,7 +706,7 @@ def apply_compaction(plan: CompactionPlan, *, crash_hook: Callable[[], None] | N
             current.groups[i] = stats
         passes.append(current)
         checkpoint = current.end_offset
-        written = _write_checkpoint(current.partition_dir, checkpoint)
+        written = write_checkpoint and write_cleaner_checkpoint(current.partition_dir, checkpoint)
         if current.complete:
             break
         current = plan_compaction(current.partition_dir, now_ms=plan.now_ms, config=plan.config,
@@ -770,5 +836,6 @@ def _swap_in(plan: CompactionPlan, group: GroupPlan, crash: Callable[[], None]) 
     fsync_dir(directory)
 
 
-__all__ = ["CleanerConfig", "CompactionPlan", "CompactionResult", "GroupPlan", "OffsetMap", "apply_compaction",
-           "plan_compaction", "iter_visible_records", "DEFAULT_MAX_MEMORY"]
+__all__ = ["CleanerConfig", "CompactionPlan", "CompactionResult", "GroupPlan", "OffsetMap", "SupersededOffsets",
+           "apply_compaction", "plan_compaction", "plan_with_superseded", "prepare_compaction",
+           "write_cleaner_checkpoint", "iter_visible_records", "DEFAULT_MAX_MEMORY"]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from builders import T0
 from kcli.records import Record, RecordBatch
 from kcli.records.control import ControlRecordType
-from kcli.storage.cleaner import CleanerConfig, OffsetMap, apply_compaction, plan_compaction
+from kcli.storage.cleaner import CleanerConfig, OffsetMap, apply_compaction, iter_visible_records, plan_compaction
 from kcli.storage.log import LogConfig, PartitionLog
 from kcli.storage.segment import FileBatchReader
 from kcli.tools.verify import verify
@@ -195,6 +195,44 @@ def test_parallel_workers_write_what_one_process_writes(tmp_path, max_memory):
         _assert_verify_clean(directory)
     assert runs[1] == runs[2]
     assert runs[1][0]["records_dropped"] > 0
+
+
+def test_superseded_offsets_from_elsewhere_clean_as_the_offset_map_does(tmp_path):
+    """The hook the Spark engine uses: map verdicts computed outside (here by a plain dict over the visible
+    records) stream in as sorted offsets, and the cleaned partition is byte for byte the offset map's."""
+    import random
+
+    from kcli.storage.cleaner import SupersededOffsets, plan_with_superseded, prepare_compaction
+    from kcli.tools.compact import latest_values
+
+    rng = random.Random(11)
+    ops = [("txn", [(rng.randrange(6), b"t")], rng.random() < 0.5) if i % 5 == 0 else ("roll",) if i % 17 == 0
+           else ("data", [(rng.choice([None, *range(6)]), rng.choice([None, b"v"])) for _ in range(3)])
+           for i in range(150)]
+    dirs = []
+    for name in ("map", "streamed"):
+        directory = tmp_path / name / "topic-0"
+        _write(directory, ops)
+        dirs.append(directory)
+    expected_dry = plan_compaction(dirs[0], now_ms=NOW).to_json() | {"partition": None}
+    expected = apply_compaction(plan_compaction(dirs[0], now_ms=NOW, count=False))
+
+    skeleton = prepare_compaction(dirs[1], now_ms=NOW)
+    start, end = skeleton.first_dirty_offset, skeleton.uncleanable_offset
+    visible = [(r.offset, r.key) for _b, r in iter_visible_records(dirs[1]) if r.key is not None and r.offset < end]
+    latest = {key: offset for offset, key in visible if offset >= start}
+    superseded = sorted(o for o, k in visible if k in latest and o < latest[k])
+    dry = plan_with_superseded(prepare_compaction(dirs[1], now_ms=NOW),
+                               SupersededOffsets(iter(superseded), end - 1, len(latest)))
+    assert dry.to_json() | {"partition": None} == expected_dry
+    plan = plan_with_superseded(skeleton, SupersededOffsets(iter(superseded), end - 1, len(latest)), count=False)
+    result = apply_compaction(plan)
+    assert [p.to_json() | {"partition": None} for p in result.passes] == [
+        p.to_json() | {"partition": None} for p in expected.passes]
+    assert {f.name: f.read_bytes() for f in dirs[0].iterdir()} == {f.name: f.read_bytes() for f in dirs[1].iterdir()}
+    assert latest_values(dirs[1]).latest == latest_values(dirs[0]).latest
+    with pytest.raises(RuntimeError, match="consumed once"):
+        plan.offset_map.superseded(0)
 
 
 def test_min_compaction_lag_and_dry_plan(tmp_path):

@@ -1,0 +1,355 @@
+"""`kctl offsets`: move consumer offsets between ZooKeeper, Kafka (``__consumer_offsets``) and CSV/JSON files.
+
+Thin: wires the stores (kcli.zk.offsets, kcli.client, kcli.tools.offsets.LogDirOffsetStore) into
+kcli.tools.offsets' plan/apply/verify and renders the reports.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kcli.cli.common import ExitCode, err_console, fail, progress_wanted, write_json_line
+from kcli.cli.zk import _cell, _console, _table
+from kcli.errors import InputError, KcliError
+
+app = typer.Typer(no_args_is_help=True, help="Move consumer offsets between ZooKeeper, Kafka and files: migrate "
+                  "ZooKeeper-stored offsets into __consumer_offsets (plan, backup, commit, verify), roll back, "
+                  "export and import.")
+
+ZookeeperOpt = Annotated[Optional[str], typer.Option(
+    "--zookeeper", "-z", envvar="KCTL_ZOOKEEPER", show_default=False,
+    help="host:port[,host:port...][/chroot] (default: $KCTL_ZOOKEEPER).")]
+BootstrapOpt = Annotated[Optional[str], typer.Option(
+    "--bootstrap-server", "-b", envvar="KCTL_BOOTSTRAP_SERVER", show_default=False,
+    help="host:port[,host:port...] of any Kafka-protocol broker (default: $KCTL_BOOTSTRAP_SERVER).")]
+LogDirOpt = Annotated[Optional[Path], typer.Option(
+    "--log-dir", show_default=False, help="Offline mode: a stopped broker's log dir; append to __consumer_offsets "
+    "directly instead of committing through a broker.")]
+OffsetsPartitionsOpt = Annotated[Optional[int], typer.Option(
+    "--offsets-partitions", min=1, show_default=False,
+    help="With --log-dir: create __consumer_offsets with this many partitions when the log dir has none.")]
+GroupOpt = Annotated[Optional[list[str]], typer.Option("--group", "-g", show_default=False,
+                                                       help="A group (repeat for several; default: all).")]
+TopicOpt = Annotated[Optional[list[str]], typer.Option("--topic", "-t", show_default=False,
+                                                       help="Only this topic (repeat for several).")]
+ExecuteOpt = Annotated[bool, typer.Option("--execute", help="Commit the plan (default: a dry run that only plans).")]
+ClampOpt = Annotated[bool, typer.Option("--clamp", help="Clamp offsets outside the log to its start/end instead of "
+                                        "refusing the group.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Write groups even when they have live members.")]
+BackupOpt = Annotated[Optional[Path], typer.Option(
+    "--backup", show_default=False, help="Where --execute writes the previous offsets as CSV (default: "
+    "kctl-offsets-backup-<time>.csv in the current directory).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Write the plan and results as one JSON object to standard output.")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for ZooKeeper and brokers.")]
+AuthOpt = Annotated[Optional[str], typer.Option(
+    "--auth", envvar="KCTL_ZOOKEEPER_AUTH", show_default=False,
+    help="ZooKeeper digest auth user:password (default: $KCTL_ZOOKEEPER_AUTH).")]
+
+
+# -- wiring --------------------------------------------------------------------------------------------------
+@contextmanager
+def _errors(committed_note: bool = True) -> Iterator[None]:
+    """Library errors to exit codes: unreachable/unreadable 3, refusals and malformed data 1."""
+    from kcli.client import BrokerUnreachableError
+    from kcli.zk.registry import ZnodeAccessError, ZnodeMissingError, ZooKeeperConnectionError
+
+    suffix = " (nothing was written)" if committed_note else ""
+    try:
+        yield
+    except (ZooKeeperConnectionError, ZnodeAccessError, BrokerUnreachableError, InputError) as exc:
+        raise fail(exc.describe() + suffix, ExitCode.UNREADABLE) from None
+    except ZnodeMissingError as exc:
+        raise fail(exc.describe() + suffix, ExitCode.UNREADABLE) from None
+    except KcliError as exc:
+        raise fail(exc.describe() + suffix, ExitCode.PROBLEMS) from None
+
+
+def _zk_store(stack: ExitStack, zookeeper: str | None, timeout: float, auth: str | None, *, required: bool,
+              why: str) -> Any:
+    if not zookeeper:
+        if required:
+            raise fail(f"no ZooKeeper given ({why}): use --zookeeper host:port[/chroot] or set KCTL_ZOOKEEPER",
+                       ExitCode.USAGE)
+        return None
+    from kcli.zk.offsets import ZkOffsetStore
+
+    try:
+        store = ZkOffsetStore(zookeeper, timeout=timeout, auth=auth)
+    except KcliError as exc:
+        raise fail(exc.describe(), ExitCode.USAGE) from None
+    stack.callback(store.close)
+    return store
+
+
+def _kafka_store(stack: ExitStack, bootstrap: str | None, log_dir: Path | None, offsets_partitions: int | None,
+                 timeout: float) -> Any:
+    from kcli.tools.offsets import LogDirOffsetStore
+
+    if bootstrap and log_dir:
+        raise fail("give --bootstrap-server or --log-dir, not both", ExitCode.USAGE)
+    if log_dir is not None:
+        store = LogDirOffsetStore(log_dir, offsets_partitions=offsets_partitions)
+        stack.callback(store.close)
+        return store
+    if not bootstrap:
+        raise fail("no Kafka given: use --bootstrap-server host:port (or --log-dir DIR for a stopped broker)",
+                   ExitCode.USAGE)
+    from kcli.client import KafkaClient, KafkaOffsetStore
+    from kcli.client.client import parse_bootstrap
+
+    try:
+        parse_bootstrap(bootstrap)
+    except KcliError as exc:
+        raise fail(exc.describe(), ExitCode.USAGE) from None
+    store = KafkaOffsetStore(KafkaClient(bootstrap, timeout=timeout))
+    stack.callback(store.close)
+    store.client.connect()
+    return store
+
+
+@contextmanager
+def _progress(description: str) -> Iterator[Any]:
+    """Yields ``start(total) -> advance(n)``; a bar on stderr only when a person watches it."""
+    if not progress_wanted(data_on_stdout=False):
+        yield lambda total, label=None: (lambda n: None)
+        return
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=err_console, transient=True)
+    with bar:
+        def start(total: int, label: str | None = None) -> Any:
+            task = bar.add_task(label or description, total=total)
+            return lambda n: bar.advance(task, n)
+
+        yield start
+
+
+def _default_backup() -> Path:
+    return Path(f"kctl-offsets-backup-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.csv")
+
+
+MAX_TABLE_ROWS = 1000
+
+
+# -- rendering -------------------------------------------------------------------------------------------------
+def _render_plan(plan: Any) -> None:
+    console = _console()
+    table = _table("GROUP", "TOPIC", "PARTITION", plan.source.upper(), plan.target.upper(), "LOG START", "LOG END",
+                   "PLANNED", "ACTION",
+                   title=f"{escape(plan.source)} {escape(plan.source_location)} -> {escape(plan.target)} "
+                         f"{escape(plan.target_location)}")
+    rows = sum(len(g.partitions) for g in plan.groups)
+    brief = rows > MAX_TABLE_ROWS  # a large migration: only what needs attention, --json has every row
+    for g in plan.groups:
+        for p in g.partitions:
+            if brief and p.action in ("commit", "unchanged"):
+                continue
+            table.add_row(escape(g.group), escape(p.topic), str(p.partition), str(p.source_offset),
+                          _cell(p.target_offset), _cell(p.log_start_offset), _cell(p.log_end_offset),
+                          _cell(p.planned_offset), p.action)
+        if not g.partitions and not brief:
+            table.add_row(escape(g.group), "-", "-", "-", "-", "-", "-", "-", "; ".join(g.notes) or "-")
+    if table.row_count:
+        console.print(table)
+    if brief:
+        console.print(f"({rows} partitions: rows that commit or stay unchanged are not shown; --json has them all)")
+    for g in plan.groups:
+        for why in g.live:
+            console.print(f"group {escape(g.group)}: live: {escape(why)}" + (" (--force)" if g.forced else ""))
+        for refusal in g.refusals:
+            if refusal not in g.live:
+                console.print(f"group {escape(g.group)}: refused: {escape(refusal)}")
+    s = plan.summary()
+    console.print(f"plan: {s['groups']} groups ({s['groups_commit']} to commit, {s['groups_unchanged']} unchanged, "
+                  f"{s['groups_refused']} refused, {s['groups_empty']} without offsets), "
+                  f"{s['partitions_to_write']} partitions to write")
+
+
+def _finish_plan(plan: Any, as_json: bool) -> None:
+    if as_json:
+        write_json_line({"executed": False, "plan": plan.to_json()})
+    else:
+        _render_plan(plan)
+        _console().print("dry run: nothing written (add --execute to commit)")
+    raise typer.Exit(int(ExitCode.OK if plan.ok else ExitCode.PROBLEMS))
+
+
+def _finish_apply(result: Any, as_json: bool) -> None:
+    if as_json:
+        write_json_line(result.to_json())
+    else:
+        console = _console()
+        _render_plan(result.plan)
+        rate = f" ({result.partitions_written / result.elapsed_s:,.0f} partitions/s)" if result.elapsed_s else ""
+        console.print(f"committed {len(result.committed)} groups, {result.partitions_written} partitions in "
+                      f"{result.elapsed_s:.2f}s{rate}")
+        if result.backup:
+            console.print(f"backup of the previous offsets: {escape(result.backup)}")
+        if result.no_previous:
+            console.print(f"{result.no_previous} partitions had no previous offset: a roll-back from the backup "
+                          "leaves them as migrated")
+        for group, errors in result.partition_errors.items():
+            for tp, error in errors.items():
+                console.print(f"group {escape(group)}: {escape(tp)}: {escape(error)}")
+        for d in result.differences:
+            console.print(f"verification: group {escape(d.group)} {escape(d.topic)}-{d.partition}: planned "
+                          f"{d.planned_offset}, found {_cell(d.found_offset)}")
+        if result.verified and not result.differences:
+            console.print("verified: the target holds exactly the planned offsets")
+    if result.error is not None:
+        committed = ", ".join(result.committed) or "none"
+        err_console.print(f"kctl: group {result.failed_group}: {result.error}", markup=False)
+        err_console.print(f"kctl: groups committed before the failure: {committed}; not attempted: "
+                          f"{len(result.not_attempted)}", markup=False)
+        from kcli.client import BrokerUnreachableError
+        from kcli.zk.registry import ZooKeeperConnectionError
+
+        lost = isinstance(result.exception, (BrokerUnreachableError, ZooKeeperConnectionError))
+        raise typer.Exit(int(ExitCode.UNREADABLE if lost else ExitCode.PROBLEMS))
+    raise typer.Exit(int(ExitCode.OK if result.ok else ExitCode.PROBLEMS))
+
+
+def _transfer(source: Any, target: Any, ranges: Any, live_checks: list[Any], *, groups: list[str] | None,
+              topics: list[str] | None, execute: bool, clamp: bool, force: bool, backup: Path | None,
+              as_json: bool) -> None:
+    from kcli.tools.offsets import apply_plan, plan_transfer
+
+    with _progress("reading offsets") as progress:
+        with _errors():
+            bar: list[Any] = []
+            plan = plan_transfer(source, target, ranges, groups=groups, topics=topics, clamp=clamp, force=force,
+                                 live_checks=live_checks, progress=lambda n: bar[0](n) if bar else None,
+                                 on_total=lambda total: bar.append(progress(total, f"reading {source.kind}")))
+        if not execute:
+            _finish_plan(plan, as_json)
+        advance = progress(plan.count("commit"), f"writing {target.kind}")
+        with _errors(committed_note=False):
+            result = apply_plan(plan, target, backup=backup or _default_backup(), progress=advance)
+    _finish_apply(result, as_json)
+
+
+# -- commands ----------------------------------------------------------------------------------------------------
+@app.command("migrate")
+def migrate_cmd(
+    zookeeper: ZookeeperOpt = None,
+    bootstrap: BootstrapOpt = None,
+    log_dir: LogDirOpt = None,
+    offsets_partitions: OffsetsPartitionsOpt = None,
+    group: GroupOpt = None,
+    topic: TopicOpt = None,
+    execute: ExecuteOpt = False,
+    clamp: ClampOpt = False,
+    force: ForceOpt = False,
+    backup: BackupOpt = None,
+    rollback: Annotated[Optional[Path], typer.Option(
+        "--rollback", show_default=False, help="Restore the offsets saved in this backup file.")] = None,
+    to_zookeeper: Annotated[bool, typer.Option(
+        "--to-zookeeper", help="Copy the other way, Kafka -> ZooKeeper (a roll-back of the migration).")] = False,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = 10.0,
+    auth: AuthOpt = None,
+) -> None:
+    """ZooKeeper-stored offsets (/consumers/G/offsets/T/P) into __consumer_offsets, through the groups' coordinators
+    (or a stopped broker's log dir): plan, back up, commit one request per group, verify with OffsetFetch."""
+    from kcli.tools.offsets import FileOffsetStore
+
+    with ExitStack() as stack, _errors():
+        kafka = _kafka_store(stack, bootstrap, log_dir, offsets_partitions, timeout)
+        zk = _zk_store(stack, zookeeper, timeout, auth, required=rollback is None or to_zookeeper,
+                       why="the offsets are read from ZooKeeper" if not to_zookeeper else "--to-zookeeper writes it")
+        live = [s for s in (zk, kafka) if s is not None]
+        if rollback is not None:
+            if len(group or []) > 1:
+                raise fail("--rollback restores what its file holds; give at most one --group (for a 3-column CSV)",
+                           ExitCode.USAGE)
+            source = FileOffsetStore(rollback, group=group[0] if group else None)
+            target = zk if to_zookeeper else kafka
+            groups = None
+        else:
+            source, target = (kafka, zk) if to_zookeeper else (zk, kafka)
+            # Back to ZooKeeper: the old consumers' groups (those under /consumers), not every Kafka group.
+            groups = group or (zk.list_groups() if to_zookeeper else None)
+        _transfer(source, target, kafka, live, groups=groups, topics=topic, execute=execute, clamp=clamp,
+                  force=force, backup=backup, as_json=as_json)
+
+
+@app.command("export")
+def export_cmd(
+    source: Annotated[str, typer.Option("--from", help="zookeeper or kafka (kafka with --log-dir: a stopped broker's "
+                                                      "log dir).")] = "zookeeper",
+    zookeeper: ZookeeperOpt = None,
+    bootstrap: BootstrapOpt = None,
+    log_dir: LogDirOpt = None,
+    group: GroupOpt = None,
+    topic: TopicOpt = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="csv (kafka-consumer-groups' layout) or json.")] = "csv",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", show_default=False,
+                                                   help="Write here (default: standard output).")] = None,
+    timeout: TimeoutOpt = 10.0,
+    auth: AuthOpt = None,
+) -> None:
+    """Offsets of groups from ZooKeeper or Kafka to a CSV or JSON file."""
+    from kcli.tools.offsets import dump_offsets
+
+    if source not in ("zookeeper", "kafka") or fmt not in ("csv", "json"):
+        raise fail("--from takes zookeeper or kafka, --format csv or json", ExitCode.USAGE)
+    with ExitStack() as stack, _errors(committed_note=False):
+        store = (_zk_store(stack, zookeeper, timeout, auth, required=True, why="--from zookeeper")
+                 if source == "zookeeper" else _kafka_store(stack, bootstrap, log_dir, None, timeout))
+        names = sorted(set(group)) if group else store.list_groups()
+        offsets = store.read(names)
+        if topic:
+            offsets = {g: {tp: o for tp, o in tps.items() if tp[0] in topic} for g, tps in offsets.items()}
+        text = dump_offsets(offsets, fmt, source=store.kind, location=store.location)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        try:
+            output.write_text(text)
+        except OSError as exc:
+            raise fail(f"{output}: {exc.strerror}", ExitCode.UNREADABLE) from None
+        err_console.print(f"kctl: wrote {sum(len(t) for t in offsets.values())} offsets of {len(offsets)} groups "
+                          f"to {output}", markup=False)
+
+
+@app.command("import")
+def import_cmd(
+    file: Annotated[Path, typer.Argument(help="A CSV (topic,partition,offset or group,topic,partition,offset) or "
+                                              "JSON file, as export writes.", show_default=False)],
+    to: Annotated[str, typer.Option("--to", help="kafka or zookeeper.")] = "kafka",
+    zookeeper: ZookeeperOpt = None,
+    bootstrap: BootstrapOpt = None,
+    log_dir: LogDirOpt = None,
+    offsets_partitions: OffsetsPartitionsOpt = None,
+    group: GroupOpt = None,
+    topic: TopicOpt = None,
+    execute: ExecuteOpt = False,
+    clamp: ClampOpt = False,
+    force: ForceOpt = False,
+    backup: BackupOpt = None,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = 10.0,
+    auth: AuthOpt = None,
+) -> None:
+    """Offsets from a CSV or JSON file into Kafka or ZooKeeper, with migrate's plan, backup and verification."""
+    from kcli.tools.offsets import FileOffsetStore
+
+    if to not in ("kafka", "zookeeper"):
+        raise fail("--to takes kafka or zookeeper", ExitCode.USAGE)
+    with ExitStack() as stack, _errors():
+        kafka = _kafka_store(stack, bootstrap, log_dir, offsets_partitions, timeout)
+        zk = _zk_store(stack, zookeeper, timeout, auth, required=to == "zookeeper", why="--to zookeeper")
+        single = group[0] if group and len(group) == 1 else None
+        source = FileOffsetStore(file, group=single)
+        target = zk if to == "zookeeper" else kafka
+        _transfer(source, target, kafka, [s for s in (zk, kafka) if s is not None],
+                  groups=group or None, topics=topic,
+                  execute=execute, clamp=clamp, force=force, backup=backup, as_json=as_json)
