@@ -7,8 +7,8 @@ import os
 import sys
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from enum import IntEnum
-from typing import Any
+from enum import Enum, IntEnum
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -31,6 +31,35 @@ class ExitCode(IntEnum):
 def fail(message: str, code: ExitCode) -> typer.Exit:
     err_console.print(f"kctl: {message}", markup=False)
     return typer.Exit(int(code))
+
+
+class Engine(str, Enum):
+    """Where offline tools run: this machine (processes) or Spark (kcli/spark)."""
+
+    LOCAL = "local"
+    SPARK = "spark"
+
+
+MasterOpt = Annotated[Optional[str], typer.Option(
+    "--master", help="Spark master URL (--engine spark; default: spark.master from the environment, else local[*]).",
+    show_default=False)]
+
+
+def spark_session(engine: Engine, master: str | None, app_name: str):
+    """The Spark engine's session (None for the local engine); exit 2 with one line when pyspark or Java is
+    missing, or when --master comes without --engine spark. pyspark is imported only on this path."""
+    if engine is not Engine.SPARK:
+        if master is not None:
+            raise fail("--master needs --engine spark", ExitCode.USAGE)
+        return None
+    try:
+        from kcli.spark.session import SparkUnavailableError, get_session
+    except ImportError as exc:
+        raise fail(f"--engine spark needs pyspark: pip install 'kcli[spark]' ({exc})", ExitCode.USAGE) from None
+    try:
+        return get_session(master, app_name=app_name)
+    except SparkUnavailableError as exc:
+        raise fail(exc.describe(), ExitCode.USAGE) from None
 
 
 @contextmanager

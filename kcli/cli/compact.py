@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kcli.cli.common import ExitCode, err_console, exit_on_errors, fail, finish
+from kcli.cli.common import Engine, ExitCode, MasterOpt, err_console, exit_on_errors, fail, finish, spark_session
 from kcli.storage.cleaner import DEFAULT_MAX_MEMORY
 from kcli.tools.compact import CompactReport, compact
 
@@ -22,6 +22,8 @@ def compact_cmd(
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes per partition (offset map and segment groups in parallel); 0: the CPU count.")] = 0,
     verify: Annotated[bool, typer.Option("--verify", help="Prove the result equivalent: same latest value per key, kept offsets unchanged.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON report on stdout.")] = False,
+    engine: Annotated[Engine, typer.Option("--engine", help="local: this machine (--jobs processes); spark: Spark computes each partition's offset map (any key count, one pass) and executors rewrite the partitions.")] = Engine.LOCAL,
+    master: MasterOpt = None,
 ) -> None:
     """Compact partitions as Kafka's log cleaner would: keep the latest record per key at its offset, tombstones
     until their delete horizon, drop aborted transactional data and obsolete markers; the broker must be stopped.
@@ -35,9 +37,16 @@ def compact_cmd(
         if not eq or not key:
             raise fail(f"--config takes KEY=VALUE, got {item!r}", ExitCode.USAGE)
         overrides[key.strip()] = value
+    session = spark_session(engine, master, "kctl compact")
     with exit_on_errors(ValueError):
-        report = compact(paths, dry_run=dry_run, config_overrides=overrides, include_active=include_active,
-                         max_memory=max_memory, verify_after=verify, jobs=jobs or os.cpu_count() or 1)
+        if session is not None:
+            from kcli.spark.compact import compact as compact_on_spark
+
+            report = compact_on_spark(session, paths, dry_run=dry_run, config_overrides=overrides,
+                                      include_active=include_active, verify_after=verify)
+        else:
+            report = compact(paths, dry_run=dry_run, config_overrides=overrides, include_active=include_active,
+                             max_memory=max_memory, verify_after=verify, jobs=jobs or os.cpu_count() or 1)
     raise finish(report.to_json(), report.is_ok(), lambda: _render(report), json_out=json_out)
 
 def _render(report: CompactReport) -> None:

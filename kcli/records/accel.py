@@ -33,16 +33,21 @@ def available() -> bool:
     return _CompiledBatch is not None
 
 
+def _uncompressed(header: bytes) -> bytes:
+    """The header with the codec bits cleared: the payload handed over is already decompressed."""
+    if not header[_CODEC_BYTE] & 0x07:
+        return header
+    patched = bytearray(header)
+    patched[_CODEC_BYTE] &= 0xF8
+    return bytes(patched)
+
+
 def decode_records(header: bytes, payload: bytes, base_offset: int, base_sequence: int) -> list[Record] | None:
     """Records of a v2 batch from its 61-byte header and decompressed payload; None if unavailable or rejected."""
     if not available():
         return None
-    if header[_CODEC_BYTE] & 0x07:
-        patched = bytearray(header)
-        patched[_CODEC_BYTE] &= 0xF8
-        header = bytes(patched)
     try:
-        batch = _CompiledBatch(header + payload)
+        batch = _CompiledBatch(_uncompressed(header) + payload)
         out = []
         append = out.append
         if base_sequence < 0:
@@ -65,11 +70,7 @@ def decode_keys(header: bytes, payload: bytes) -> list[tuple[int, bytes | None, 
     """(offset, key, is_tombstone) of every record: what the log cleaner needs, without building Records."""
     if not available():
         return None
-    if header[_CODEC_BYTE] & 0x07:
-        patched = bytearray(header)
-        patched[_CODEC_BYTE] &= 0xF8
-        header = bytes(patched)
     try:
-        return [(r.offset, r.key, r.value is None) for r in _CompiledBatch(header + payload)]
+        return [(r.offset, r.key, r.value is None) for r in _CompiledBatch(_uncompressed(header) + payload)]
     except Exception:  # noqa: BLE001 - the caller falls back to the pure decoder, which reports it
         return None

@@ -1,0 +1,57 @@
+"""kcli on Spark (optional extra ``kcli[spark]``): pyspark is imported only inside this package.
+
+``register(spark)`` adds the ``kafka-log`` batch data source::
+
+    import kcli.spark
+    kcli.spark.register(spark)
+    df = spark.read.format("kafka-log").load("/var/lib/kafka/data")      # a log dir, partition dir or glob
+
+This module imports nothing from pyspark, so ``import kcli.spark`` works without the extra installed;
+``SCHEMA`` is the column contract (Spark DDL) that ``kctl scan`` and other readers build on.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+FORMAT = "kafka-log"
+
+# The contract: names, types and order are fixed. Names shared with Spark's own Kafka source (topic,
+# partition, offset, timestamp, timestampType, key, value, headers) mean the same thing there.
+SCHEMA = (
+    "topic string, partition int, offset long, timestamp timestamp, timestampType int, key binary, value binary, "
+    "headers array<struct<key:string,value:binary>>, magic int, codec string, producer_id long, producer_epoch int, "
+    "sequence int, is_transactional boolean, is_control boolean, segment string, position long"
+)
+CORRUPT_COLUMN = "_corrupt"
+PERMISSIVE_SCHEMA = SCHEMA + f", {CORRUPT_COLUMN} string"  # mode=PERMISSIVE only
+
+# Spark 4.1+ refuses a Python reader that implements pushFilters unless this is on.
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+__all__ = ["CORRUPT_COLUMN", "FORMAT", "PERMISSIVE_SCHEMA", "SCHEMA", "register"]
+
+
+def register(spark: Any) -> None:
+    """Register the ``kafka-log`` format on ``spark`` and turn on Python filter pushdown, which it uses."""
+    from kcli.spark.datasource import KafkaLogDataSource
+
+    spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
+    try:
+        sc = spark.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext; the server's config decides
+        sc = None
+    default_exec = sc.pythonExec if sc is not None else None
+    # The data source's Python workers run the interpreter recorded at registration. In local mode with no
+    # interpreter configured that is whatever `python3` is on PATH, which may lack kcli and pyarrow;
+    # the driver's own interpreter has both and is on the same machine.
+    if (sc is not None and sc.master.startswith("local") and not os.environ.get("PYSPARK_PYTHON")
+            and not sc.getConf().get("spark.pyspark.python")):
+        sc.pythonExec = sys.executable
+    try:
+        spark.dataSource.register(KafkaLogDataSource)
+    finally:
+        if sc is not None:
+            sc.pythonExec = default_exec
