@@ -26,14 +26,13 @@ from kcli.records.consumer_offsets import (
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
-    decode_record,
     encode_group_metadata,
     encode_group_metadata_tombstone,
     encode_offset_commit,
     encode_offset_commit_tombstone,
     partition_for_group,
 )
-from kcli.storage.segment import FileBatchReader
+from kcli.storage.offsets_topic import iter_offsets_topic
 
 if TYPE_CHECKING:
     from kcli.broker.server import Broker
@@ -97,24 +96,14 @@ class GroupCoordinator:
         if topic is None:
             return
         loaded = 0
+
+        def undecodable(offset: int, exc: KcliError) -> None:
+            log.warning("skipping undecodable %s record at offset %d: %s", OFFSETS_TOPIC, offset, exc)
+
         for partition in topic.partitions:
-            for base in partition.log.segments:
-                log_path = partition.directory / f"{base:020d}.log"
-                if not log_path.exists():
-                    continue
-                for batch in FileBatchReader(log_path):
-                    if batch.is_control:
-                        continue
-                    for record in batch.records():
-                        if record.key is None:
-                            continue
-                        try:
-                            key, value = decode_record(record.key, record.value)
-                        except KcliError as exc:
-                            log.warning("skipping undecodable %s record at offset %d: %s", OFFSETS_TOPIC, record.offset, exc)
-                            continue
-                        self._apply(key, value)
-                        loaded += 1
+            for _offset, key, value in iter_offsets_topic(partition.directory, undecodable):
+                self._apply(key, value)
+                loaded += 1
         log.info("loaded %d records of %s: %d groups", loaded, OFFSETS_TOPIC, len(self.groups))
 
     def _apply(self, key: Any, value: Any) -> None:

@@ -16,6 +16,7 @@ from kcli.cli.dump_log import dump_log
 from kcli.cli.verify import verify_cmd
 from kcli.cli.recover import recover_cmd
 from kcli.cli.compact import compact_cmd
+from kcli.cli.scan import scan_cmd
 
 app = typer.Typer(
     name="kctl",
@@ -46,6 +47,7 @@ app.add_typer(broker_cli.app, name="broker", rich_help_panel="Broker")
 app.add_typer(zk_cli.app, name="zk", rich_help_panel="ZooKeeper")
 app.command("recover", rich_help_panel="Offline tools")(recover_cmd)
 app.command("compact", rich_help_panel="Offline tools")(compact_cmd)
+app.command("scan", rich_help_panel="Offline tools")(scan_cmd)
 app.add_typer(offsets_cli.app, name="offsets", rich_help_panel="ZooKeeper")
 
 

@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from kcli.cli.common import byte_progress, err_console, exit_on_errors, finish, progress_wanted
+from kcli.cli.common import (
+    Engine,
+    MasterOpt,
+    byte_progress,
+    err_console,
+    exit_on_errors,
+    finish,
+    progress_wanted,
+    spark_session,
+)
 from kcli.tools.verify import VerifyReport, total_bytes, verify
 
 
@@ -17,15 +26,23 @@ def verify_cmd(
     strict: Annotated[bool, typer.Option("--strict", help="Warnings (offset gaps, preallocated indexes, leftovers) also fail.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON report on stdout.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No output; the exit status tells.")] = False,
+    engine: Annotated[Engine, typer.Option("--engine", help="local: this process; spark: one Spark task per partition directory (same checks, same report).")] = Engine.LOCAL,
+    master: MasterOpt = None,
 ) -> None:
     """Verify CRCs, batch framing, offsets, indexes, the .txnindex, producer snapshots and checkpoints.
 
     Exit status: 0 clean, 1 problems found, 2 usage error, 3 unreadable input.
     """
+    session = spark_session(engine, master, "kctl verify")  # None for the local engine; pyspark only if spark
     with exit_on_errors():
-        total = total_bytes(paths)
-        with byte_progress(total, "verify", progress_wanted(data_on_stdout=False) and not quiet) as advance:
-            report = verify(paths, deep=deep, progress=advance)
+        if session is not None:
+            from kcli.spark.verify import verify_spark
+
+            report = verify_spark(session, paths, deep=deep)
+        else:
+            total = total_bytes(paths)
+            with byte_progress(total, "verify", progress_wanted(data_on_stdout=False) and not quiet) as advance:
+                report = verify(paths, deep=deep, progress=advance)
     raise finish(report.to_json(strict=strict), report.is_clean(strict=strict), lambda: _render(report, strict),
                  json_out=json_out, quiet=quiet)
 

@@ -29,7 +29,6 @@ from kcli.records.consumer_offsets import (
     DEFAULT_OFFSETS_PARTITIONS,
     OffsetCommitKey,
     OffsetCommitValue,
-    decode_record,
     encode_offset_commit,
     partition_for_group,
 )
@@ -47,6 +46,7 @@ from kcli.storage.files import (
     segment_path,
 )
 from kcli.storage.log import PartitionLog
+from kcli.storage.offsets_topic import iter_offsets_topic
 from kcli.storage.segment import FileBatchReader
 
 TopicPartition = tuple[str, int]
@@ -536,23 +536,14 @@ class LogDirOffsetStore:
             return cached
         committed: dict[str, Offsets] = {}
         directory = self._dirs.get((OFFSETS_TOPIC, index))
-        for base in _segment_bases(directory) if directory else []:
-            for batch in FileBatchReader(segment_path(directory, base, LOG_SUFFIX)):  # type: ignore[arg-type]
-                if batch.is_control:
-                    continue
-                for record in batch.records():
-                    if record.key is None:
-                        continue
-                    try:
-                        key, value = decode_record(record.key, record.value)
-                    except KcliError:
-                        continue  # group metadata of newer versions, etc.: not offsets
-                    if isinstance(key, OffsetCommitKey):
-                        tps = committed.setdefault(key.group, {})
-                        if value is None:
-                            tps.pop((key.topic, key.partition), None)
-                        elif isinstance(value, OffsetCommitValue):
-                            tps[(key.topic, key.partition)] = value.offset
+        # Aborted TxnOffsetCommits are skipped; group metadata of newer versions is not offsets.
+        for _offset, key, value in iter_offsets_topic(directory) if directory else ():
+            if isinstance(key, OffsetCommitKey):
+                tps = committed.setdefault(key.group, {})
+                if value is None:
+                    tps.pop((key.topic, key.partition), None)
+                elif isinstance(value, OffsetCommitValue):
+                    tps[(key.topic, key.partition)] = value.offset
         self._cache[index] = committed
         return committed
 

@@ -462,5 +462,34 @@ def verify(paths: list[str], *, deep: bool = False, progress: Callable[[int], No
     return report
 
 
+# -- pieces of ``verify`` for engines that spread the partitions over workers (kcli.spark.verify) ------------
+def group_inputs(paths: list[str]) -> list[list[InputFile]]:
+    """The inputs of ``verify(paths)`` grouped as it checks them: one group per directory, in its order."""
+    groups: dict[Path, list[InputFile]] = {}
+    for item in expand_inputs(paths):
+        groups.setdefault(item.path.parent, []).append(item)
+    return list(groups.values())
+
+
+def verify_group(files: list[InputFile], *, deep: bool = False) -> VerifyReport:
+    """Verify one group of ``group_inputs`` (a partition directory, or a log dir's own files) on its own."""
+    report = VerifyReport([], deep=deep)
+    _Verifier(report, deep, None).verify_partition(files)
+    return report
+
+
+def merge_reports(paths: list[str], parts: list[VerifyReport], *, deep: bool = False, seconds: float = 0.0) -> VerifyReport:
+    """Reports of the groups, in ``group_inputs`` order, as the one report ``verify(paths)`` returns."""
+    report = VerifyReport(list(paths), deep=deep, seconds=seconds)
+    for part in parts:
+        report.files += part.files
+        report.segments += part.segments
+        report.bytes += part.bytes
+        report.batches += part.batches
+        report.records += part.records
+        report.problems.extend(part.problems)
+    return report
+
+
 def total_bytes(paths: list[str]) -> int:
     return sum(f.path.stat().st_size for f in expand_inputs(paths))

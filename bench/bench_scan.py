@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Benchmark `kctl scan`: the local engine at 1 and 2 workers and the Spark engine at local[1] and local[2],
+on one >= 1 GiB log directory, against a baseline measured in the same run.
+
+Builds (or reuses) bench/data/scan-<size>mib/: 4 partitions of 3 segments each (mixed codecs, ~100-byte and
+~1 KiB records, some tombstones), written with kcli's PartitionLog from a pool of batches whose base offsets
+are rewritten (as bench_verify_dump.py does). Each measurement runs in its own process:
+
+* baseline: the same segments read in 8 MiB windows and CRC-32C'd batch by batch (no record decoding),
+  one process;
+* local engine, --workers 1 and 2 (`kcli.tools.scan.scan`);
+* Spark engine, local[1] and local[2] (`kcli.spark.scan.scan_spark`): session start-up, a first scan of the
+  small sample logs (Python workers starting, the data source planning), then the big scan; the fixed cost
+  is start-up + that first small scan.
+
+Every run must produce the same report (engine, timings aside); the figures are records/s and MiB/s of
+segment bytes, the ratio to the baseline, and the 2-vs-1 scaling of each engine.
+
+Usage: bench/bench_scan.py [--size-mib 1024] [--skip-spark] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DATA = HERE / "data"
+WINDOW = 8 * 1024 * 1024
+PARTITIONS = 4
+NOW = 1_800_000_000_000
+
+
+# -- data -------------------------------------------------------------------------------------------
+def build_log_dir(root: Path, size_mib: int) -> Path:
+    """PARTITIONS partition dirs of three segments each (the last one short), size_mib MiB in all."""
+    from kcli.records import Codec, Header, Record, build_record_batch
+    from kcli.storage.log import LogConfig, PartitionLog
+
+    marker = root / ".complete"
+    if marker.exists():
+        return root
+    if root.exists():
+        for d in root.iterdir():
+            if d.is_dir():
+                for f in d.iterdir():
+                    f.unlink()
+                d.rmdir()
+    root.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(size_mib)
+    words = [rng.randbytes(6).hex() for _ in range(500)]
+    pool = []
+    for i in range(400):
+        small = i % 2 == 0
+        count, size = (40, 100) if small else (12, 1024)
+        records = []
+        for j in range(count):
+            text = " ".join(rng.choice(words) for _ in range(size // 13 + 1)).encode()[:size]
+            headers = (Header("trace", rng.randbytes(8)),) if j % 4 == 0 else ()
+            value = None if j % 50 == 49 else text  # a tombstone now and then
+            records.append(Record(j, 1_700_000_000_000 + i * 100 + j, f"key-{rng.randrange(100000)}".encode(), value,
+                                  headers))
+        pool.append(build_record_batch(records, codec=Codec(i % 5), partition_leader_epoch=0))
+    per_partition = size_mib * 1024 * 1024 // PARTITIONS
+    totals = {"bytes": 0, "records": 0, "batches": 0}
+    for p in range(PARTITIONS):
+        directory = root / f"scan-bench-{p}"
+        # rolled at half the partition's size: two full segments and a short third
+        with PartitionLog(directory, config=LogConfig(segment_bytes=per_partition // 2 + 1)) as log:
+            offset = written = 0
+            i = p * 37
+            while written < per_partition:
+                raw = bytearray(pool[i % len(pool)])
+                struct.pack_into(">q", raw, 0, offset)
+                log.append_raw(bytes(raw))
+                offset += struct.unpack_from(">i", raw, 57)[0]
+                written += len(raw)
+                i += 1
+        totals["bytes"] += written
+        totals["records"] += offset
+        totals["batches"] += i - p * 37
+    marker.write_text(json.dumps(totals))
+    return root
+
+
+def segments(root: Path) -> list[str]:
+    return sorted(str(p) for p in root.glob("*/*.log"))
+
+
+# -- measurements (each in its own process) -------------------------------------------------------------
+def measure_baseline(root: str) -> dict:
+    from crc32c import crc32c
+
+    started = time.perf_counter()
+    total = batches = 0
+    unpack = struct.Struct(">i").unpack_from
+    for path in segments(Path(root)):
+        fd = os.open(path, os.O_RDONLY)
+        size = os.fstat(fd).st_size
+        total += size
+        pos = 0
+        while pos < size:
+            chunk = os.pread(fd, min(WINDOW, size - pos), pos)
+            view = memoryview(chunk)
+            local, end = 0, len(chunk)
+            while end - local > 17:
+                (length,) = unpack(chunk, local + 8)
+                if local + 12 + length > end:
+                    break
+                crc32c(view[local + 21: local + 12 + length])
+                local += 12 + length
+                batches += 1
+            view.release()
+            if local == 0:
+                break
+            pos += local
+        os.close(fd)
+    return {"seconds": time.perf_counter() - started, "bytes": total, "batches": batches}
+
+
+def _strip(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k not in ("engine", "seconds", "parallelism", "output")}
+
+
+def measure_local(root: str, workers: str) -> dict:
+    from kcli.tools.scan import scan
+
+    started = time.perf_counter()
+    report = scan([root], workers=int(workers), now_ms=NOW)
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "report": _strip(report.to_json())}
+
+
+def measure_spark(root: str, master: str) -> dict:
+    started = time.perf_counter()
+    from kcli.spark.scan import scan_spark
+    from kcli.spark.session import get_session
+
+    spark = get_session(master, app_name="bench-scan", config={"spark.driver.memory": "3g"})
+    session_seconds = time.perf_counter() - started
+    t = time.perf_counter()
+    scan_spark(spark, [str(REPO / "sample-logs" / "kafka-logs")], now_ms=NOW)
+    first_small = time.perf_counter() - t
+    t = time.perf_counter()
+    scan_spark(spark, [str(REPO / "sample-logs" / "kafka-logs")], now_ms=NOW)
+    second_small = time.perf_counter() - t
+    t = time.perf_counter()
+    report = scan_spark(spark, [root], now_ms=NOW)
+    seconds = time.perf_counter() - t
+    spark.stop()
+    return {"seconds": seconds, "session_seconds": session_seconds, "first_small_scan_seconds": first_small,
+            "small_scan_seconds": second_small, "report": _strip(report.to_json())}
+
+
+def _child(kind: str, *args: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--measure", kind, *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{kind} {args} failed:\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--skip-spark", action="store_true")
+    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--measure", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        kind, *rest = args.measure
+        fn = {"baseline": measure_baseline, "local": measure_local, "spark": measure_spark}[kind]
+        result = fn(*rest)
+        result["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        result["children_maxrss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        print(json.dumps(result))
+        return
+
+    started = time.perf_counter()
+    root = build_log_dir(DATA / f"scan-{args.size_mib}mib", args.size_mib)
+    meta = json.loads((root / ".complete").read_text())
+    print(f"# {root}: {meta['bytes'] / 2**20:.0f} MiB, {meta['records']} records, {len(segments(root))} segments, "
+          f"ready in {time.perf_counter() - started:.1f}s; {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+          file=sys.stderr)
+    mib = meta["bytes"] / 2**20
+    runs: list[dict] = []
+    base = _child("baseline", str(root))
+    runs.append({"name": "baseline (read + CRC-32C per batch)", "seconds": base["seconds"]})
+    reports = []
+    for workers in ("1", "2"):
+        r = _child("local", str(root), workers)
+        reports.append(r.pop("report"))
+        runs.append({"name": f"local engine, {workers} worker{'s' if workers != '1' else ''}", **r})
+        print(f"# {runs[-1]['name']}: {r['seconds']:.1f}s", file=sys.stderr)
+    if not args.skip_spark:
+        for master in ("local[1]", "local[2]"):
+            r = _child("spark", str(root), master)
+            reports.append(r.pop("report"))
+            runs.append({"name": f"spark engine, {master}", **r})
+            print(f"# {runs[-1]['name']}: {r['seconds']:.1f}s", file=sys.stderr)
+    same = all(rep == reports[0] for rep in reports)
+    records = reports[0]["records"]
+    assert records == meta["records"], (records, meta["records"])
+    base_rate = mib / base["seconds"]
+    print(f"\n{mib:.0f} MiB, {records} records, {len(segments(root))} segments in {PARTITIONS} partitions; "
+          f"reports identical across runs: {same}")
+    print(f"{'run':40} {'seconds':>8} {'records/s':>11} {'MiB/s':>7} {'vs baseline':>12}")
+    for run in runs:
+        run["records_per_s"] = records / run["seconds"]
+        run["mib_per_s"] = mib / run["seconds"]
+        run["ratio_to_baseline"] = run["mib_per_s"] / base_rate
+        print(f"{run['name']:40} {run['seconds']:8.1f} {run['records_per_s']:11.0f} {run['mib_per_s']:7.1f} "
+              f"{run['ratio_to_baseline']:12.3f}")
+    by = {r["name"]: r for r in runs}
+    summary = {"mib": round(mib, 1), "records": records, "reports_identical": same,
+               "local_scaling_2_vs_1": by["local engine, 1 worker"]["seconds"] / by["local engine, 2 workers"]["seconds"]}
+    print(f"\nlocal engine scaling, 2 workers vs 1: {summary['local_scaling_2_vs_1']:.2f}x")
+    if not args.skip_spark:
+        s1, s2 = by["spark engine, local[1]"], by["spark engine, local[2]"]
+        summary["spark_scaling_2_vs_1"] = s1["seconds"] / s2["seconds"]
+        summary["spark_fixed_cost_seconds"] = {m: round(r["session_seconds"] + r["first_small_scan_seconds"], 1)
+                                               for m, r in (("local[1]", s1), ("local[2]", s2))}
+        summary["spark_vs_local_2"] = by["local engine, 2 workers"]["seconds"] / s2["seconds"]
+        print(f"spark engine scaling, local[2] vs local[1]: {summary['spark_scaling_2_vs_1']:.2f}x")
+        for m, r in (("local[1]", s1), ("local[2]", s2)):
+            print(f"spark {m} fixed cost: session start-up {r['session_seconds']:.1f}s + first small scan "
+                  f"{r['first_small_scan_seconds']:.1f}s (a warm small scan: {r['small_scan_seconds']:.1f}s)")
+        print(f"spark local[2] vs local engine 2 workers: {summary['spark_vs_local_2']:.2f}x the speed")
+    result = {"summary": summary, "runs": runs, "load_average": os.getloadavg()}
+    print("\n" + json.dumps(result, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
