@@ -25,6 +25,8 @@ from typing import Any
 from kcli.errors import InputError, KcliError
 from kcli.records import Record, RecordBatch
 from kcli.records.batch import build_record_batch, retain_records
+from kcli.records.legacy import build_legacy_messages
+from kcli.records.record_set import Batch, make_batch
 from kcli.records.control import ControlRecordType, parse_control_type
 from kcli.storage.checkpoint import OffsetCheckpointFile
 from kcli.storage.files import (
@@ -188,6 +190,7 @@ class CompactionPlan:
     last_batches: dict[int, tuple[int, int]]  # producer -> (last data offset or -1, epoch)
     groups: list[GroupPlan] = field(default_factory=list)
     segments: dict[int, Segment] = field(default_factory=dict)  # base offset -> segment, as planned
+    legacy_delete_horizon_ms: int = 0  # magic 0/1 tombstones in segments modified up to this go
 
     @property
     def complete(self) -> bool:
@@ -242,10 +245,7 @@ def list_segments(directory: Path, state: ProducerStateManager | None = None) ->
         reader = FileBatchReader(path)
         next_offset, max_ts = base, -1
         for batch in reader:
-            if state is not None:
-                if not isinstance(batch, RecordBatch):
-                    raise KcliError("compaction of legacy (magic 0/1) segments is not supported",
-                                    path=str(path), position=batch.position)
+            if state is not None and isinstance(batch, RecordBatch):  # magic 0/1 messages have no producer
                 state.update(batch)
             next_offset = batch.last_offset + 1
             max_ts = max(max_ts, batch.max_timestamp)
@@ -256,12 +256,14 @@ def list_segments(directory: Path, state: ProducerStateManager | None = None) ->
     return segments
 
 
-def _batches(directory: Path, segment: Segment) -> Iterator[RecordBatch]:
-    for batch in FileBatchReader(segment_path(directory, segment.base_offset, LOG_SUFFIX)):
-        if not isinstance(batch, RecordBatch):
-            raise KcliError("compaction of legacy (magic 0/1) segments is not supported",
-                            path=str(segment_path(directory, segment.base_offset, LOG_SUFFIX)), position=batch.position)
-        yield batch
+def _batches(directory: Path, segment: Segment) -> Iterator[Batch]:
+    return iter(FileBatchReader(segment_path(directory, segment.base_offset, LOG_SUFFIX)))
+
+
+def _key_entries(batch: Batch, payload: bytes | None = None) -> list[tuple[int, bytes | None, bool]]:
+    if isinstance(batch, RecordBatch):
+        return batch.key_entries(payload)
+    return [(r.offset, r.key, r.value is None) for r in batch.records()]  # magic 0/1: deep iteration
 
 
 def _read_checkpoint(directory: Path) -> int | None:
@@ -393,7 +395,14 @@ def prepare_compaction(partition_dir: str | os.PathLike[str], *, now_ms: int, co
     plan = CompactionPlan(directory, now_ms, config, include_active, max_memory, log_start, log_end, dirty,
                           uncleanable, dirty, 0, OffsetMap(0), aborted, last_batches)
     plan.segments = {s.base_offset: s for s in segments}
+    clean = [s for s in segments if s.next_offset <= dirty]  # logSegments(0, firstDirtyOffset).lastOption
+    if clean:
+        plan.legacy_delete_horizon_ms = _mtime_ms(directory, clean[-1]) - config.delete_retention_ms
     return plan
+
+
+def _mtime_ms(directory: Path, segment: Segment) -> int:
+    return int(segment_path(directory, segment.base_offset, LOG_SUFFIX).stat().st_mtime * 1000)
 
 
 def _finish_plan(plan: CompactionPlan, offset_map: OffsetMap | SupersededOffsets, *, count: bool,
@@ -451,8 +460,7 @@ def _build_offset_map(directory: Path, segments: list[Segment], start: int, stop
     offset_map = OffsetMap(max_memory)
     wanted = [s for s in segments if s.next_offset > start and s.base_offset < stop]
     if min(jobs, len(wanted)) > 1 and "fork" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(wanted)), mp_context=context) as pool:
+        with _worker_pool(min(jobs, len(wanted))) as pool:
             futures = [pool.submit(_segment_map, directory, s, start, stop, aborted) for s in wanted]
             for n, (segment, future) in enumerate(zip(wanted, futures)):
                 entries, latest = future.result()
@@ -493,7 +501,7 @@ def _map_segments(offset_map: OffsetMap, directory: Path, segments: list[Segment
             if batch.base_offset >= stop:
                 return
             if not batch.is_control and not tracker.is_aborted(batch):
-                for offset, key, _ in batch.key_entries():
+                for offset, key, _ in _key_entries(batch):
                     if key is not None and offset >= start:
                         if len(entries) >= capacity:
                             _check_progress(offset_map, start)
@@ -574,7 +582,8 @@ class _TxnMetadata:
 Sink = Callable[[bytes, AbortedTxn | None], None]
 
 
-def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, sink: Sink | None) -> None:
+def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, sink: Sink | None,
+                  txns: _TxnMetadata | None = None) -> None:
     """Decide every batch of the group; ``sink`` receives each output batch (None: count only).
 
     Decisions need only each record's offset, key and whether it is a tombstone (``key_entries``); whole
@@ -588,11 +597,15 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
         mapped, superseded = offset_map.entries, None
     else:
         mapped, superseded = {}, offset_map.superseded
-    group_start, group_end = group[0].base_offset, group[-1].next_offset
-    txns = _TxnMetadata([t for t in plan.aborted if t.last_offset >= group_start and t.first_offset < group_end])
+    if txns is None:
+        txns = _txn_metadata(plan, group)
     for segment in group:
+        # Magic 0/1 tombstones have no delete horizon of their own: Kafka keeps them while the segment was
+        # modified after the last clean segment's mtime minus delete.retention.ms (Cleaner.cleanSegments).
+        legacy_deletes_expired = (_mtime_ms(directory, segment) <= plan.legacy_delete_horizon_ms)
         for batch in _batches(directory, segment):
-            count = batch.records_count
+            legacy = None if isinstance(batch, RecordBatch) else batch.records()
+            count = batch.records_count if legacy is None else len(legacy)
             stats.batches_before += 1
             stats.bytes_before += batch.size
             stats.records_before += count
@@ -609,7 +622,8 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
             last = plan.last_batches.get(pid) if pid >= 0 else None
             is_last_of_producer = last is not None and (
                 batch.last_offset == last[0] if last[0] >= 0 else batch.is_control and batch.producer_epoch == last[1])
-            retain_empty = is_last_of_producer or batch.next_offset == plan.end_offset
+            # Only v2 batches can be kept empty (MemoryRecords.filterTo refuses it below magic 2).
+            retain_empty = legacy is None and (is_last_of_producer or batch.next_offset == plan.end_offset)
             keep: list[int] | None = None  # indices of kept records; None: all of them
             tombstones = 0
             payload = None
@@ -622,8 +636,10 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
             elif not batch.is_control:
                 keep = []
                 batch_horizon = batch.delete_horizon_ms
-                payload = batch.payload()
-                for i, (offset, key, tombstone) in enumerate(batch.key_entries(payload)):
+                if legacy is not None and legacy_deletes_expired:
+                    batch_horizon = now
+                payload = batch.payload() if legacy is None else None
+                for i, (offset, key, tombstone) in enumerate(_key_entries(batch, payload)):
                     if offset <= latest:  # records past the mapped section are kept as they are
                         if key is None:
                             stats.keyless_dropped += 1
@@ -644,9 +660,14 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
             stats.records_kept += kept
             stats.records_dropped += count - kept
             stats.tombstones_kept += tombstones
-            needs_horizon = (tombstones > 0 or marker_of_empty_txn) and batch.delete_horizon_ms is None and kept > 0
+            needs_horizon = (legacy is None and (tombstones > 0 or marker_of_empty_txn)
+                             and batch.delete_horizon_ms is None and kept > 0)
             if keep is None and not needs_horizon and count > 0:
                 raw = batch.raw
+            elif kept and legacy is not None:
+                # A wrapper keeps its magic and codec; v1 inner offsets become relative to the first kept record.
+                raw = build_legacy_messages([legacy[i] for i in keep], magic=batch.magic, codec=batch.codec_id,
+                                            timestamp_type=batch.timestamp_type)
             elif kept:
                 stats.horizons_set += needs_horizon
                 raw = retain_records(batch, range(count) if keep is None else keep, payload=payload,
@@ -664,6 +685,20 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
                 sink(raw, index_entry)
     if stats.batches_after != stats.batches_before:
         stats.changed = True
+
+
+def _txn_metadata(plan: CompactionPlan, group: list[Segment], *, replay: int = 0) -> _TxnMetadata:
+    """The group's transaction state, advanced past its first ``replay`` segments (headers and markers only):
+    what filtering segment ``replay`` on its own starts from."""
+    start, end = group[0].base_offset, group[-1].next_offset
+    txns = _TxnMetadata([t for t in plan.aborted if t.last_offset >= start and t.first_offset < end])
+    for segment in group[:replay]:
+        for batch in _batches(plan.partition_dir, segment):
+            if batch.is_control:
+                txns.on_control(batch)
+            else:
+                txns.on_data(batch)
+    return txns
 
 
 def _empty_batch(batch: RecordBatch) -> bytes:
@@ -731,25 +766,52 @@ def _crash_points() -> Callable[[], None]:
     return step
 
 
-_FORKED_PLAN: CompactionPlan | None = None  # what forked workers inherit (see _write_groups)
+_FORKED_PLAN: CompactionPlan | None = None  # what forked workers inherit (see _run_groups)
+
+
+def _worker_pool(jobs: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_die_with_parent)
+
+
+def _die_with_parent() -> None:
+    """Workers must not outlive a killed parent (they would hold its pipes open and write on): on Linux the
+    kernel sends them SIGKILL when it dies (prctl PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux: a killed run may leave idle workers until they exit
+        pass
 
 
 def _run_groups(plan: CompactionPlan, todo: Sequence[int], jobs: int, *,
                 write: bool) -> Iterator[tuple[int, GroupPlan]]:
     """(index, counts) of each group in ``todo``, in order: with ``write`` once its ``.cleaned`` files are
-    written and synced, else only counted (a dry run)."""
-    jobs = min(jobs, len(todo))
-    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    written and synced, else only counted (a dry run).
+
+    With ``jobs`` > 1 forked workers take whole groups when there are enough of them, else the segments of
+    one group at a time (each from the transaction state its predecessors leave, replayed from headers),
+    whose outputs this process joins into the group's ``.cleaned`` segment."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        jobs = 1
+    if jobs <= 1 or not todo:
         for i in todo:
             yield i, _group_work(plan, i, write)
         return
     global _FORKED_PLAN
     _FORKED_PLAN = plan
     try:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [(i, pool.submit(_group_work_forked, i, write)) for i in todo]
-            for i, future in futures:
-                yield i, future.result()
+        with _worker_pool(jobs) as pool:
+            if len(todo) >= jobs:
+                futures = [(i, pool.submit(_group_work_forked, i, write)) for i in todo]
+                for i, future in futures:
+                    yield i, future.result()
+                return
+            for i in todo:
+                group = plan.groups[i]
+                parts = [pool.submit(_segment_work_forked, i, k, write) for k in range(len(group.segments))]
+                yield i, _join_parts(plan, group, [part.result() for part in parts], write)
     finally:
         _FORKED_PLAN = None
 
@@ -768,33 +830,101 @@ def _group_work(plan: CompactionPlan, index: int, write: bool) -> GroupPlan:
     return counted
 
 
+_Part = tuple[GroupPlan, str | None, dict[int, AbortedTxn]]  # counts, output file, txnindex entries by position
+
+
+def _segment_work_forked(index: int, k: int, write: bool) -> _Part:
+    """Segment ``k`` of group ``index`` filtered on its own, into ``<base>.log.part<k>.cleaned`` when writing
+    (a name recovery discards, as any ``.cleaned`` file, if the process dies)."""
+    plan = _FORKED_PLAN
+    assert plan is not None
+    group = plan.groups[index]
+    segments = [plan.segments[base] for base in group.segments]
+    stats = GroupPlan(group.base_offset, group.segments, group.end_offset)
+    txns = _txn_metadata(plan, segments, replay=k)
+    if not write:
+        _filter_group(plan, [segments[k]], stats, None, txns)
+        return stats, None, {}
+    path = segment_path(plan.partition_dir, group.base_offset, f"{LOG_SUFFIX}.part{k}{CLEANED_SUFFIX}")
+    aborted: dict[int, AbortedTxn] = {}
+    with open(path, "wb") as out:
+        position = 0
+
+        def sink(raw: bytes, entry: AbortedTxn | None) -> None:
+            nonlocal position
+            out.write(raw)
+            if entry is not None:
+                aborted[position] = entry
+            position += len(raw)
+
+        _filter_group(plan, [segments[k]], stats, sink, txns)
+    return stats, str(path), aborted
+
+
+def _join_parts(plan: CompactionPlan, group: GroupPlan, parts: list[_Part], write: bool) -> GroupPlan:
+    stats = GroupPlan(group.base_offset, group.segments, group.end_offset)
+    for part, _path, _aborted in parts:
+        for name, value in part.__dict__.items():
+            if isinstance(value, bool):
+                setattr(stats, name, getattr(stats, name) or value)
+            elif isinstance(value, int) and name not in ("base_offset", "end_offset"):
+                setattr(stats, name, getattr(stats, name) + value)
+    stats.counted = True
+    if not write:
+        return stats
+    with _CleanedSegment(plan, group.base_offset) as cleaned:
+        for _part, path, aborted in parts:
+            assert path is not None
+            for batch in FileBatchReader(path):
+                cleaned.append(batch.raw, aborted.get(batch.position))
+            os.unlink(path)
+    return stats
+
+
 def _discard_cleaned(directory: Path, base: int) -> None:
     for suffix in _SEGMENT_SUFFIXES:
         segment_path(directory, base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
+    for part in directory.glob(f"{base:020d}{LOG_SUFFIX}.part*{CLEANED_SUFFIX}"):
+        part.unlink()
+
+
+class _CleanedSegment:
+    """``<base>.log.cleaned`` and its indexes being written; synced on a clean exit."""
+
+    def __init__(self, plan: CompactionPlan, base: int) -> None:
+        self.directory, self.base = plan.partition_dir, base
+        self.log_path = segment_path(self.directory, base, LOG_SUFFIX + CLEANED_SUFFIX)
+        self.config = plan.config.log_config
+        self.position = 0
+
+    def __enter__(self) -> _CleanedSegment:
+        for suffix in _SEGMENT_SUFFIXES:
+            segment_path(self.directory, self.base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
+        self.out = open(self.log_path, "wb")
+        self.indexes = SegmentIndexes.for_segment(self.directory, self.base, self.config, suffix=CLEANED_SUFFIX)
+        return self
+
+    def append(self, raw: bytes, aborted: AbortedTxn | None) -> None:
+        self.out.write(raw)
+        self.indexes.append(make_batch(raw, self.position), self.position, aborted)
+        self.position += len(raw)
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if exc[0] is None:
+                self.out.flush()
+                os.fsync(self.out.fileno())
+        finally:
+            self.out.close()
+            self.indexes.close()
 
 
 def _write_cleaned(plan: CompactionPlan, group: GroupPlan) -> GroupPlan:
     """Filter the group into ``<base>.log.cleaned`` and its indexes, synced; returns the counts."""
-    directory = plan.partition_dir
-    base = group.base_offset
-    segments = [plan.segments[base] for base in group.segments]
-    _discard_cleaned(directory, base)
-    log_path = segment_path(directory, base, LOG_SUFFIX + CLEANED_SUFFIX)
-    indexes = SegmentIndexes.for_segment(directory, base, plan.config.log_config, suffix=CLEANED_SUFFIX)
-    stats = GroupPlan(base, group.segments, group.end_offset)
-    with open(log_path, "wb") as out:
-        position = 0
-
-        def sink(raw: bytes, aborted: AbortedTxn | None) -> None:
-            nonlocal position
-            out.write(raw)
-            indexes.append(RecordBatch(raw, position), position, aborted)
-            position += len(raw)
-
-        _filter_group(plan, segments, stats, sink)
-        out.flush()
-        os.fsync(out.fileno())
-    indexes.close()
+    _discard_cleaned(plan.partition_dir, group.base_offset)
+    stats = GroupPlan(group.base_offset, group.segments, group.end_offset)
+    with _CleanedSegment(plan, group.base_offset) as cleaned:
+        _filter_group(plan, [plan.segments[base] for base in group.segments], stats, cleaned.append)
     return stats
 
 

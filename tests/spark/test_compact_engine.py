@@ -83,13 +83,12 @@ def test_spark_engine_leaves_what_the_local_engine_leaves(spark, sources, tmp_pa
     assert _normalized(got, remote) == _normalized(expected, local)
     assert _tree(remote) == _tree(local)
     by_name = {Path(p.directory).name: p for p in got.partitions}
-    # The comparison means something: records were dropped, transactions cleaned, legacy logs refused.
+    # The comparison means something: records were dropped, transactions cleaned, legacy logs compacted.
     assert by_name["mixed-0"].total("records_dropped") > 100
     assert by_name["mixed-0"].total("aborted_dropped") > 0
-    assert by_name["legacy-v1-0"].problems and not by_name["legacy-v1-0"].passes
+    assert by_name["legacy-v1-0"].passes and not by_name["legacy-v1-0"].problems
     if not dry_run:
-        assert got.verified and not got.mismatches
-        assert {Path(p.directory).name for p in got.partitions if p.problems} == {"legacy-v0-0", "legacy-v1-0"}
+        assert got.is_ok() and got.verified
         assert by_name["mixed-0"].applied and by_name["mixed-0"].checkpoint is not None
         assert not [p for p in verify([str(remote / "mixed-0")]).problems if p.code != "offset_gap"]
 
