@@ -35,7 +35,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DATA = HERE / "data"
-WINDOW = 8 * 1024 * 1024
 PARTITIONS = 4
 NOW = 1_800_000_000_000
 
@@ -98,32 +97,16 @@ def segments(root: Path) -> list[str]:
 
 # -- measurements (each in its own process) -------------------------------------------------------------
 def measure_baseline(root: str) -> dict:
-    from crc32c import crc32c
+    """The same bytes read in windows and CRC-32C'd batch by batch (bench_verify_dump's ceiling, per segment)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_verify_dump import measure_ceiling
 
     started = time.perf_counter()
     total = batches = 0
-    unpack = struct.Struct(">i").unpack_from
     for path in segments(Path(root)):
-        fd = os.open(path, os.O_RDONLY)
-        size = os.fstat(fd).st_size
-        total += size
-        pos = 0
-        while pos < size:
-            chunk = os.pread(fd, min(WINDOW, size - pos), pos)
-            view = memoryview(chunk)
-            local, end = 0, len(chunk)
-            while end - local > 17:
-                (length,) = unpack(chunk, local + 8)
-                if local + 12 + length > end:
-                    break
-                crc32c(view[local + 21: local + 12 + length])
-                local += 12 + length
-                batches += 1
-            view.release()
-            if local == 0:
-                break
-            pos += local
-        os.close(fd)
+        one = measure_ceiling(path)
+        total += one["bytes"]
+        batches += one["batches"]
     return {"seconds": time.perf_counter() - started, "bytes": total, "batches": batches}
 
 
