@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import ClassVar, Generic, TypeVar
 
-from kcli.errors import CorruptCheckpointError, InputError
-from kcli.storage.files import write_atomically
+from kcli.errors import CorruptCheckpointError, InputError, KcliError
+from kcli.storage.files import parse_partition_dir_name, write_atomically
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
@@ -186,6 +186,41 @@ class OffsetCheckpointFile(CheckpointFile[tuple[TopicPartition, int]]):
 
     def write_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
         self.write(offsets.items())
+
+
+def read_partition_entry(partition_dir: str | os.PathLike[str], name: str) -> int | None:
+    """The partition's entry in its log dir's offset checkpoint ``name``; an unreadable file counts as absent,
+    as at broker startup."""
+    directory = Path(partition_dir)
+    parsed = parse_partition_dir_name(directory.name)
+    path = directory.parent / name
+    if parsed is None or not path.is_file():
+        return None
+    try:
+        return OffsetCheckpointFile(path).read_offsets().get(parsed)
+    except KcliError:
+        return None
+
+
+def write_partition_entry(partition_dir: str | os.PathLike[str], name: str, offset: int, *,
+                          create: bool = True) -> bool:
+    """Set the partition's entry in its log dir's offset checkpoint ``name`` (other entries kept; an unreadable
+    file is replaced). False when the directory is not named like a partition, or the file is missing and
+    ``create`` is off."""
+    directory = Path(partition_dir)
+    parsed = parse_partition_dir_name(directory.name)
+    path = directory.parent / name
+    if parsed is None or not (create or path.is_file()):
+        return False
+    offsets: dict[TopicPartition, int] = {}
+    if path.is_file():
+        try:
+            offsets = dict(OffsetCheckpointFile(path).read_offsets())
+        except KcliError:
+            offsets = {}
+    offsets[parsed] = offset
+    OffsetCheckpointFile(path).write_offsets(offsets)
+    return True
 
 
 @dataclass(frozen=True, slots=True)

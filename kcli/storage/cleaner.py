@@ -28,7 +28,7 @@ from kcli.records.batch import build_record_batch, retain_records
 from kcli.records.legacy import build_legacy_messages
 from kcli.records.record_set import Batch, make_batch
 from kcli.records.control import ControlRecordType, parse_control_type
-from kcli.storage.checkpoint import OffsetCheckpointFile
+from kcli.storage.checkpoint import read_partition_entry, write_partition_entry
 from kcli.storage.files import (
     CLEANED_SUFFIX,
     CLEANER_OFFSET_CHECKPOINT,
@@ -42,7 +42,6 @@ from kcli.storage.files import (
     classify,
     fsync_dir,
     offset_from_filename,
-    parse_partition_dir_name,
     segment_path,
 )
 from kcli.storage.index import AbortedTxn, TransactionIndex
@@ -266,34 +265,10 @@ def _key_entries(batch: Batch, payload: bytes | None = None) -> list[tuple[int, 
     return [(r.offset, r.key, r.value is None) for r in batch.records()]  # magic 0/1: deep iteration
 
 
-def _read_checkpoint(directory: Path) -> int | None:
-    parsed = parse_partition_dir_name(directory.name)
-    path = directory.parent / CLEANER_OFFSET_CHECKPOINT
-    if parsed is None or not path.is_file():
-        return None
-    try:
-        return OffsetCheckpointFile(path).read_offsets().get(parsed)
-    except KcliError:
-        return None
-
-
 def write_cleaner_checkpoint(directory: Path, offset: int) -> bool:
     """Set the partition's entry in its log dir's ``cleaner-offset-checkpoint``; False if the directory is not
     named like a partition (then there is no entry to keep)."""
-    parsed = parse_partition_dir_name(directory.name)
-    if parsed is None:
-        return False
-    path = directory.parent / CLEANER_OFFSET_CHECKPOINT
-    offsets: dict = {}
-    if path.is_file():
-        try:
-            offsets = dict(OffsetCheckpointFile(path).read_offsets())
-        except KcliError:
-            offsets = {}
-    key = next((k for k in offsets if tuple(k) == parsed), parsed)
-    offsets[key] = offset
-    OffsetCheckpointFile(path).write_offsets(offsets)
-    return True
+    return write_partition_entry(directory, CLEANER_OFFSET_CHECKPOINT, offset)
 
 
 def _aborted_transactions(directory: Path, segments: list[Segment]) -> list[AbortedTxn]:
@@ -374,7 +349,7 @@ def prepare_compaction(partition_dir: str | os.PathLike[str], *, now_ms: int, co
     if not segments:
         raise InputError("no .log segments in this directory", path=str(directory))
     log_start, log_end = segments[0].base_offset, segments[-1].next_offset
-    dirty = _read_checkpoint(directory) if first_dirty_offset is None else first_dirty_offset
+    dirty = read_partition_entry(directory, CLEANER_OFFSET_CHECKPOINT) if first_dirty_offset is None else first_dirty_offset
     if dirty is None or dirty < log_start or dirty > log_end:
         dirty = log_start
     # firstUncleanableOffset: the active segment, and the first segment younger than min.compaction.lag.ms.

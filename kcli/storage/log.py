@@ -24,7 +24,7 @@ from kcli.records.types import NO_TIMESTAMP, TimestampType
 from kcli.storage.checkpoint import (
     EpochEntry,
     LeaderEpochCheckpointFile,
-    OffsetCheckpointFile,
+    read_partition_entry,
     read_partition_metadata,
     write_partition_metadata,
 )
@@ -41,7 +41,6 @@ from kcli.storage.files import (
     FileKind,
     classify,
     offset_from_filename,
-    parse_partition_dir_name,
     segment_path,
 )
 from kcli.storage.index import AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex
@@ -324,7 +323,7 @@ class PartitionLog:
         epochs = directory / LEADER_EPOCH_CHECKPOINT
         log.leader_epochs = LeaderEpochCache(LeaderEpochCheckpointFile(epochs).read() if epochs.exists() else ())
         log.producer_state = log._load_producer_state()
-        checkpointed = _checkpointed_log_start(directory)
+        checkpointed = read_partition_entry(directory, LOG_START_OFFSET_CHECKPOINT)
         log.log_start_offset = log.segments[0]
         if checkpointed is not None and log.segments[0] < checkpointed <= log.log_end_offset:
             log.log_start_offset = checkpointed
@@ -461,16 +460,3 @@ class PartitionLog:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _checkpointed_log_start(directory: Path) -> int | None:
-    """This partition's entry in the log dir's log-start-offset-checkpoint; unreadable counts as absent,
-    as at broker startup."""
-    parsed = parse_partition_dir_name(directory.name)
-    path = directory.parent / LOG_START_OFFSET_CHECKPOINT
-    if parsed is None or not path.is_file():
-        return None
-    try:
-        return OffsetCheckpointFile(path).read_offsets().get(parsed)
-    except KcliError:
-        return None

@@ -32,7 +32,7 @@ from kcli.records.consumer_offsets import (
     encode_offset_commit,
     partition_for_group,
 )
-from kcli.storage.checkpoint import OffsetCheckpointFile
+from kcli.storage.checkpoint import read_partition_entry, write_partition_entry
 from kcli.storage.files import (
     CLEAN_SHUTDOWN,
     LOCK_FILE,
@@ -579,12 +579,8 @@ class LogDirOffsetStore:
         return {tp: None for tp in offsets}
 
     def _checkpoint_recovery_point(self, tp: TopicPartition, end: int) -> None:
-        path = self.log_dir / RECOVERY_POINT_CHECKPOINT
-        if path.exists():
-            checkpoint = OffsetCheckpointFile(path)
-            entries = checkpoint.read_offsets()
-            entries[tp] = end
-            checkpoint.write_offsets(entries)
+        directory = self._dirs.get(tp, self.log_dir / f"{tp[0]}-{tp[1]}")
+        write_partition_entry(directory, RECOVERY_POINT_CHECKPOINT, end, create=False)
 
 
 def _segment_bases(directory: Path) -> list[int]:
@@ -600,15 +596,9 @@ def _log_range(directory: Path) -> tuple[int, int]:
     for batch in FileBatchReader(segment_path(directory, bases[-1], LOG_SUFFIX)):
         end = batch.last_offset + 1
     start = bases[0]
-    parsed = parse_partition_dir_name(directory.name)
-    checkpoint = directory.parent / LOG_START_OFFSET_CHECKPOINT
-    if parsed is not None and checkpoint.is_file():
-        try:
-            recorded = OffsetCheckpointFile(checkpoint).read_offsets().get(parsed)
-        except KcliError:
-            recorded = None
-        if recorded is not None and start < recorded <= end:
-            start = recorded
+    recorded = read_partition_entry(directory, LOG_START_OFFSET_CHECKPOINT)
+    if recorded is not None and start < recorded <= end:
+        start = recorded
     return start, end
 
 
