@@ -53,6 +53,7 @@ def _policy(text: str) -> str:
 # key -> (parser, default). Defaults are Kafka's, except the data directory (a local one by default).
 KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "broker.id": (_int(-1, INT32_MAX), 0),
+    "broker.rack": (_str, None),
     "node.id": (_int(-1, INT32_MAX), None),
     "listeners": (_str, "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": (_str, None),
@@ -83,14 +84,29 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "group.min.session.timeout.ms": (_int(0, INT32_MAX), 6000),
     "group.max.session.timeout.ms": (_int(0, INT32_MAX), 1_800_000),
     "transaction.max.timeout.ms": (_int(1, INT32_MAX), 900_000),
+    "default.replication.factor": (_int(1, INT32_MAX), 1),
+    "min.insync.replicas": (_int(1, INT32_MAX), 1),
+    "log.cleaner.enable": (_bool, True),
+    "log.cleaner.backoff.ms": (_int(0), 15_000),
+    "log.cleaner.delete.retention.ms": (_int(0), 86_400_000),
+    "log.cleaner.min.cleanable.ratio": (_str, "0.5"),
+    "log.cleaner.min.compaction.lag.ms": (_int(0), 0),
+    "log.cleaner.max.compaction.lag.ms": (_int(1), LONG_MAX),
+    "log.message.timestamp.type": (_str, "CreateTime"),
+    "log.message.timestamp.difference.max.ms": (_int(0), LONG_MAX),
+    "log.message.downconversion.enable": (_bool, True),
+    "log.preallocate": (_bool, False),
+    "compression.type": (_str, "producer"),
+    "unclean.leader.election.enable": (_bool, False),
+    "delete.topic.enable": (_bool, True),
 }
 # Accepted because every real server.properties has them; they mean nothing on one standalone broker.
 IGNORED = frozenset({
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "default.replication.factor", "min.insync.replicas", "delete.topic.enable",
+    "transaction.state.log.min.isr", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
     "zookeeper.connection.timeout.ms", "listener.security.protocol.map", "inter.broker.listener.name",
-    "log.cleaner.enable", "num.replica.fetchers", "unclean.leader.election.enable", "controlled.shutdown.enable",
+    "num.replica.fetchers", "controlled.shutdown.enable",
 })
 
 
@@ -117,6 +133,7 @@ class Listener:
 class BrokerConfig:
     values: dict[str, object]
     unknown: list[str] = field(default_factory=list)
+    explicit: frozenset[str] = frozenset()  # keys the file or overrides set (DescribeConfigs sources)
 
     def __getitem__(self, key: str):
         return self.values[key]
@@ -185,7 +202,7 @@ def build_config(raw: Mapping[str, str]) -> BrokerConfig:
                 raise ConfigError(f"Invalid value {text!r} for configuration {key}: {exc}") from None
         elif key not in IGNORED:
             unknown.append(key)
-    config = BrokerConfig(values, unknown)
+    config = BrokerConfig(values, unknown, frozenset(k for k in raw if k in KNOWN))
     config.listeners  # validate now, not at bind time
     config.advertised_listeners
     return config

@@ -28,7 +28,7 @@ def run_cmd(
     an unclean stop recovers the logs first.
     """
     from kcli.broker.config import ConfigError, load_config
-    from kcli.broker.server import Broker
+    from kcli.broker.server import KafkaServer
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -36,7 +36,7 @@ def run_cmd(
     except ConfigError as exc:
         raise fail(exc.describe(), ExitCode.USAGE) from None
     try:
-        asyncio.run(Broker(broker_config).run())
+        asyncio.run(KafkaServer(broker_config).run())
     except KcliError as exc:
         raise fail(exc.describe(), ExitCode.PROBLEMS) from None
     except OSError as exc:

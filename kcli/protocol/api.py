@@ -31,10 +31,20 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_CLUSTER = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +93,16 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.DESCRIBE_CONFIGS:  SupportedApi(1, 4, 4),
     ApiKey.CREATE_PARTITIONS: SupportedApi(0, 3, 2),
     ApiKey.DELETE_GROUPS:     SupportedApi(0, 2, 2),
+    ApiKey.DELETE_RECORDS:    SupportedApi(0, 2, 2),
+    ApiKey.DESCRIBE_ACLS:     SupportedApi(1, 3, 2),
+    ApiKey.CREATE_ACLS:       SupportedApi(1, 3, 2),
+    ApiKey.DELETE_ACLS:       SupportedApi(1, 3, 2),
+    ApiKey.ALTER_CONFIGS:     SupportedApi(0, 2, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: SupportedApi(0, 1, 1),
+    ApiKey.OFFSET_DELETE:     SupportedApi(0, 0, 99),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: SupportedApi(0, 0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: SupportedApi(0, 0, 0),
+    ApiKey.DESCRIBE_CLUSTER:  SupportedApi(0, 1, 0),
 })
 
 # Produce v0-v2 carry message format v0/v1 and are gone from Kafka 4.0 (KIP-896); kio has

@@ -13,6 +13,7 @@ Kafka: storage/.../log/{Cleaner,CleanedTransactionMetadata,SkimpyOffsetMap}.java
 from __future__ import annotations
 
 import hashlib
+from contextlib import AbstractContextManager, nullcontext
 import multiprocessing
 import os
 import signal
@@ -688,7 +689,8 @@ def _empty_batch(batch: RecordBatch) -> bytes:
 # -- applying ------------------------------------------------------------------------------------------
 
 def apply_compaction(plan: CompactionPlan, *, crash_hook: Callable[[], None] | None = None,
-                     jobs: int = 1, write_checkpoint: bool = True) -> CompactionResult:
+                     jobs: int = 1, write_checkpoint: bool = True,
+                     swap_guard: AbstractContextManager[Any] | None = None) -> CompactionResult:
     """Rewrite and swap in every changed group, update the checkpoint, and run further passes until the dirty
     section is done (when the offset map could not hold it at once).
 
@@ -699,6 +701,9 @@ def apply_compaction(plan: CompactionPlan, *, crash_hook: Callable[[], None] | N
     ``write_checkpoint=False`` leaves ``cleaner-offset-checkpoint`` (shared by the log dir's partitions) to the
     caller, e.g. a driver collecting results from concurrent tasks (``write_cleaner_checkpoint``); only valid
     for a plan that completes in one pass.
+
+    ``swap_guard`` (a lock) is held around each swap only, so a live broker keeps appending to the log while
+    its cleaned segments are written (Kafka's cleaner takes the log's lock for replaceSegments alone).
     """
     if not write_checkpoint and not plan.complete:
         raise ValueError("a multi-pass compaction must write its checkpoint after each pass")
@@ -710,7 +715,8 @@ def apply_compaction(plan: CompactionPlan, *, crash_hook: Callable[[], None] | N
         todo = [i for i, group in enumerate(current.groups) if group.to_rewrite]
         for i, stats in _run_groups(current, todo, jobs, write=True):
             if stats.changed:
-                _swap_in(current, stats, crash_hook)
+                with swap_guard or nullcontext():
+                    _swap_in(current, stats, crash_hook)
             else:  # planned without counting, and nothing to clean after all
                 _discard_cleaned(current.partition_dir, stats.base_offset)
             current.groups[i] = stats

@@ -65,9 +65,13 @@ class PartitionReader:
         i = bisect.bisect_right(self.bases, offset) - 1
         return self.bases[max(i, 0)]
 
-    def read(self, offset: int, max_bytes: int, *, upper_bound: int | None = None) -> FetchSlice | None:
-        """Whole batches from the one holding ``offset``, at most ``max_bytes`` (but at least one batch);
-        None when ``offset`` is beyond the log end. ``upper_bound`` caps reads (e.g. at the high watermark)."""
+    def read(self, offset: int, max_bytes: int, *, upper_bound: int | None = None,
+             min_one_message: bool = True) -> FetchSlice | None:
+        """Whole batches from the one holding ``offset``, at most ``max_bytes``; None when ``offset`` is beyond
+        the log end. ``upper_bound`` caps reads (e.g. at the high watermark). With ``min_one_message`` the first
+        batch is returned whole even when larger than ``max_bytes``; without it (every partition of a Fetch but
+        the first with data) the slice is cut at ``max_bytes``, possibly mid-batch, as Kafka's LogSegment.read
+        does: clients drop a partial trailing batch."""
         end_offset = self.log_end_offset if upper_bound is None else upper_bound
         if offset >= end_offset:
             return None
@@ -76,6 +80,8 @@ class PartitionReader:
         for base in self.bases[start_index:]:
             found = self._read_segment(base, offset, max_bytes, end_offset)
             if found is not None:
+                if not min_one_message and found.length > max_bytes:
+                    return FetchSlice(found.path, found.position, max_bytes) if max_bytes > 0 else None
                 return found
         return None
 

@@ -1,9 +1,10 @@
-"""LogManager: the broker's partitions under log.dirs (Kafka's LogManager, one broker, no replication).
+"""LogManager: the logs under log.dirs (Kafka's LogManager).
 
 Owns the ``.lock`` of each log dir, ``meta.properties``, partition directories named ``<topic>-<n>``,
-startup recovery after an unclean stop, the root checkpoint files and the clean-shutdown marker.
-Synchronous; the asyncio server calls it from its event loop (appends land in the page cache) and
-pushes fsyncs to a thread.
+startup recovery after an unclean stop, the root checkpoint files, the clean-shutdown marker, and the
+background work on logs: retention, the cleaner, flushes. Synchronous and thread-safe per log: the broker
+calls appends from its event loop (they land in the page cache) and runs fsyncs, retention and cleaning in
+worker threads, each log guarded by its own lock (held only for short, in-memory-speed steps).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from kcli.errors import KcliError
 from kcli.storage.checkpoint import (
@@ -73,7 +76,9 @@ def validate_topic_name(name: str) -> None:
 
 
 @dataclass
-class Partition:
+class ManagedLog:
+    """One partition's log as the LogManager keeps it: the log, its lock and its flush bookkeeping."""
+
     topic: str
     index: int
     log: PartitionLog
@@ -93,21 +98,19 @@ class Partition:
 class Topic:
     name: str
     topic_id: uuid.UUID
-    partitions: list[Partition]
+    partitions: list[ManagedLog]
 
 
 class LogManager:
     def __init__(self, log_dirs: list[Path], *, broker_id: int, log_config: LogConfig,
-                 flush_interval_messages: int | None = None, flush_interval_ms: int | None = None,
-                 roll_ms: int | None = None, cleanup_policy: str = "delete") -> None:
+                 topic_config: Callable[[str], Mapping[str, Any]] | None = None) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.broker_id = broker_id
         self.log_config = log_config
-        self.flush_interval_messages = flush_interval_messages
-        self.flush_interval_ms = flush_interval_ms
-        self.roll_ms = roll_ms
-        self.cleanup_policy = cleanup_policy  # log.cleanup.policy: retention deletes only under "delete"
+        # topic -> its effective topic-level settings by Kafka's names (retention.ms, cleanup.policy, ...)
+        self.topic_config: Callable[[str], Mapping[str, Any]] = topic_config or (lambda topic: {})
         self._pending_deletes: list[tuple[float, Path]] = []
+        self._deletes_lock = threading.Lock()
         self.topics: dict[str, Topic] = {}
         self.cluster_id: str | None = None
         self._locks: list[int] = []
@@ -165,7 +168,7 @@ class LogManager:
         meta_path = directory / PARTITION_METADATA
         topic_id = read_partition_metadata(meta_path).topic_id if meta_path.exists() else uuid.uuid4()
         entry = self.topics.setdefault(topic, Topic(topic, topic_id, []))
-        entry.partitions.append(Partition(topic, index, partition_log))
+        entry.partitions.append(ManagedLog(topic, index, partition_log))
         entry.partitions.sort(key=lambda p: p.index)
 
     def shutdown(self) -> None:
@@ -215,7 +218,7 @@ class LogManager:
             directory = self._least_loaded_dir() / f"{name}-{index}"
             partition_log = PartitionLog(directory, config=self.log_config, topic_id=topic.topic_id)
             write_partition_metadata(directory / PARTITION_METADATA, topic.topic_id)
-            topic.partitions.append(Partition(name, index, partition_log))
+            topic.partitions.append(ManagedLog(name, index, partition_log))
 
     def delete_topic(self, name: str) -> None:
         topic = self.topics.pop(name)
@@ -235,47 +238,85 @@ class LogManager:
                     counts[p.directory.parent] += 1
         return min(self.log_dirs, key=lambda d: counts[d])
 
-    def partition(self, topic: str, index: int) -> Partition | None:
+    def partition(self, topic: str, index: int) -> ManagedLog | None:
         entry = self.topics.get(topic)
         if entry is None or not 0 <= index < len(entry.partitions):
             return None
         return entry.partitions[index]
 
     # -- data --------------------------------------------------------------------------------------
-    def append(self, partition: Partition, records: bytes) -> tuple[int, int]:
-        """Append a producer's record set as given (offsets already assigned by the caller): returns
-        (base offset, records appended). Flushes per log.flush.interval.messages/ms."""
+    def append(self, partition: ManagedLog, records: bytes) -> tuple[int, int]:
+        """Append a validated record set (offsets already assigned): returns (base offset, records
+        appended). The bytes reach the page cache here; durability is `flush` (log.flush.interval.*)."""
         with partition.lock:
             base = partition.log.log_end_offset
             segment = partition.log.segment
-            # log.roll.ms: a segment whose first batch is older than the limit is rolled before the append.
-            if self.roll_ms is not None and segment.size > 0 and segment.first_timestamp is not None and \
-                    time.time() * 1000 - segment.first_timestamp > self.roll_ms:
+            roll_ms = self.topic_setting(partition.topic, "segment.ms")
+            # segment.ms: a segment whose first batch is older than the limit is rolled before the append.
+            if roll_ms is not None and segment.size > 0 and segment.first_timestamp is not None and \
+                    time.time() * 1000 - segment.first_timestamp > roll_ms:
                 partition.log.roll()
             partition.log.append_raw(records)
             appended = partition.log.log_end_offset - base
             partition.log.flush_to_os()
             partition.unflushed_messages += appended
-            if self._flush_due(partition):
-                partition.log.fsync()
-                partition.unflushed_messages = 0
-                partition.last_flush = time.monotonic()
         return base, appended
 
-    def enforce_retention(self, retention_ms: int, retention_bytes: int, delete_delay_ms: int) -> list[str]:
-        """Kafka's retention: delete whole segments (never the active one) whose largest timestamp is older
-        than retention.ms, then the oldest while the log exceeds retention.bytes; files go to ``.deleted``
-        and are removed ``delete_delay_ms`` later. Returns a description of what was scheduled."""
+    def flush_due(self, partition: ManagedLog) -> bool:
+        """log.flush.interval.messages / flush.messages, log.flush.interval.ms / flush.ms."""
+        if not partition.unflushed_messages:
+            return False
+        messages = self.topic_setting(partition.topic, "flush.messages")
+        if messages is not None and partition.unflushed_messages >= messages:
+            return True
+        interval = self.topic_setting(partition.topic, "flush.ms")
+        return interval is not None and (time.monotonic() - partition.last_flush) * 1000 >= interval
+
+    def flush(self, partition: ManagedLog) -> None:
+        """fsync the active segment and its indexes, without holding the log's lock during the fsync: appends
+        to this partition go on meanwhile (blocking, so call it from a worker thread, never the event loop)."""
+        with partition.lock:
+            segment = partition.log.segment
+            fd = os.dup(segment.log.fileno())
+            pending = partition.unflushed_messages
+        try:
+            os.fsync(fd)
+            try:
+                segment.indexes.flush()
+            except (ValueError, OSError):
+                pass  # the segment rolled meanwhile: closing it flushed its indexes
+        finally:
+            os.close(fd)
+        with partition.lock:
+            partition.unflushed_messages = max(0, partition.unflushed_messages - pending)
+            partition.last_flush = time.monotonic()
+
+    def due_flushes(self) -> list[ManagedLog]:
+        return [p for t in self.topics.values() for p in t.partitions if self.flush_due(p)]
+
+    def topic_setting(self, topic: str, key: str):
+        return self.topic_config(topic).get(key)
+
+    def enforce_retention(self) -> list[str]:
+        """Kafka's retention for logs whose cleanup.policy has delete: whole segments (never the active one)
+        whose largest timestamp is older than retention.ms, then the oldest while the log exceeds
+        retention.bytes; files go to ``.deleted`` and are removed file.delete.delay.ms later. Returns a
+        description of what was scheduled. Blocking: run it in a worker thread."""
         done = []
         now_ms = time.time() * 1000
         for topic in list(self.topics.values()):
-            # __consumer_offsets is always compacted (Kafka creates it with cleanup.policy=compact).
-            if "delete" not in self.cleanup_policy or topic.name == "__consumer_offsets":
+            config = self.topic_config(topic.name)
+            if "delete" not in str(config.get("cleanup.policy", "delete")):
                 continue
+            retention_ms = config.get("retention.ms", -1)
+            retention_bytes = config.get("retention.bytes", -1)
+            delay_ms = config.get("file.delete.delay.ms", 60000)
             for p in topic.partitions:
-                with p.lock:
-                    log_ = p.log
-                    while len(log_.segments) > 1:
+                while True:
+                    with p.lock:
+                        log_ = p.log
+                        if len(log_.segments) < 2:
+                            break
                         size, largest = log_.segment_stats(log_.segments[0])
                         total = sum(log_.segment_stats(b)[0] for b in log_.segments)
                         expired = retention_ms >= 0 and now_ms - largest > retention_ms
@@ -284,65 +325,87 @@ class LogManager:
                             break
                         base = log_.segments[0]
                         renamed = log_.delete_oldest_segment()
-                        due = time.monotonic() + delete_delay_ms / 1000
+                    due = time.monotonic() + delay_ms / 1000
+                    with self._deletes_lock:
                         self._pending_deletes.extend((due, path) for path in renamed)
-                        done.append(f"{p.directory.name}: segment {base} ({'time' if expired else 'size'}), "
-                                    f"log start now {log_.log_start_offset}")
+                    done.append(f"{p.directory.name}: segment {base} ({'time' if expired else 'size'}), "
+                                f"log start now {log_.log_start_offset}")
         return done
 
-    def compact_offsets_topic(self) -> list[str]:
-        """Kafka's log cleaner for ``__consumer_offsets`` (cleanup.policy=compact): the inactive segments
-        keep only the latest commit per key. Runs on the event loop, so no Fetch reads a segment mid-swap."""
+    def clean_logs(self, enabled: bool = True) -> list[str]:
+        """Kafka's log cleaner over every log whose cleanup.policy has compact (``__consumer_offsets`` always),
+        when log.cleaner.enable: a log is cleaned when its dirty ratio reaches min.cleanable.dirty.ratio or a
+        record older than max.compaction.lag.ms waits; records newer than min.compaction.lag.ms and the
+        active segment stay dirty. Planning reads inactive segments without the log's lock; only the swap of
+        cleaned segments takes it. Blocking: run it in a worker thread."""
         from kcli.storage.cleaner import CleanerConfig, apply_compaction, plan_compaction
 
-        topic = self.topics.get("__consumer_offsets")
         done: list[str] = []
-        if topic is None:
+        if not enabled:
             return done
-        config = CleanerConfig(segment_bytes=self.log_config.segment_bytes,
-                               index_interval_bytes=self.log_config.index_interval_bytes,
-                               segment_index_bytes=self.log_config.segment_index_bytes)
-        for p in topic.partitions:
-            if len(p.log.segments) < 2:
-                continue  # the active segment is never cleaned
-            with p.lock:
-                plan = plan_compaction(p.directory, now_ms=int(time.time() * 1000), config=config)
-                if not plan.changed_groups:
+        now_ms = int(time.time() * 1000)
+        for topic in list(self.topics.values()):
+            config = self.topic_config(topic.name)
+            if "compact" not in str(config.get("cleanup.policy", "delete")):
+                continue
+            cleaner = CleanerConfig(segment_bytes=config.get("segment.bytes", self.log_config.segment_bytes),
+                                    index_interval_bytes=config.get("index.interval.bytes",
+                                                                    self.log_config.index_interval_bytes),
+                                    segment_index_bytes=self.log_config.segment_index_bytes,
+                                    delete_retention_ms=config.get("delete.retention.ms", 86_400_000),
+                                    min_compaction_lag_ms=config.get("min.compaction.lag.ms", 0))
+            for p in topic.partitions:
+                if len(p.log.segments) < 2:
+                    continue  # the active segment is never cleaned
+                try:
+                    plan = plan_compaction(p.directory, now_ms=now_ms, config=cleaner)
+                except KcliError as exc:
+                    log.warning("cleaner: skipping %s: %s", p.directory.name, exc)
                     continue
-                apply_compaction(plan)
-                p.log.segments = sorted(int(f.name.split(".")[0]) for f in p.directory.glob("*.log"))
+                if not plan.changed_groups or not _cleanable(plan, config, now_ms):
+                    continue
+                apply_compaction(plan, swap_guard=p.lock)
+                with p.lock:
+                    p.log.segments = sorted(int(f.name.split(".")[0]) for f in p.directory.glob("*.log"))
                 done.append(f"{p.directory.name}: {plan.total('bytes_before')} -> {plan.total('bytes_after')} bytes")
         return done
 
+    def delete_records_before(self, partition: ManagedLog, offset: int, delay_ms: int = 60_000) -> int:
+        """DeleteRecords: the log start offset moves up to ``offset``; segments wholly below it go to
+        ``.deleted`` as retention's do. Returns the new log start offset (the low watermark)."""
+        with partition.lock:
+            log_ = partition.log
+            renamed: list[Path] = []
+            while len(log_.segments) > 1 and log_.segments[1] <= offset:
+                renamed.extend(log_.delete_oldest_segment())
+            log_.log_start_offset = max(log_.log_start_offset, offset)
+            start = log_.log_start_offset
+        due = time.monotonic() + delay_ms / 1000
+        with self._deletes_lock:
+            self._pending_deletes.extend((due, path) for path in renamed)
+        return start
+
     def purge_deleted(self, *, force: bool = False) -> None:
-        """Remove ``.deleted`` files whose delay has passed (log.segment.delete.delay.ms)."""
+        """Remove ``.deleted`` files whose delay has passed (file.delete.delay.ms)."""
         now = time.monotonic()
-        keep = []
-        for due, path in self._pending_deletes:
-            if force or due <= now:
-                path.unlink(missing_ok=True)
-            else:
-                keep.append((due, path))
-        self._pending_deletes = keep
+        with self._deletes_lock:
+            due = [path for when, path in self._pending_deletes if force or when <= now]
+            self._pending_deletes = [(w, p) for w, p in self._pending_deletes if not (force or w <= now)]
+        for path in due:
+            path.unlink(missing_ok=True)
 
-    def flush_if_due(self) -> None:
-        """log.flush.interval.ms for partitions that saw no append since their last flush."""
-        if self.flush_interval_ms is None:
-            return
-        for topic in self.topics.values():
-            for p in topic.partitions:
-                if p.unflushed_messages and self._flush_due(p):
-                    with p.lock:
-                        p.log.fsync()
-                        p.unflushed_messages = 0
-                        p.last_flush = time.monotonic()
 
-    def _flush_due(self, partition: Partition) -> bool:
-        if self.flush_interval_messages is not None and partition.unflushed_messages >= self.flush_interval_messages:
-            return True
-        if self.flush_interval_ms is not None:
-            return (time.monotonic() - partition.last_flush) * 1000 >= self.flush_interval_ms
-        return False
+def _cleanable(plan: Any, config: Mapping[str, Any], now_ms: int) -> bool:
+    """min.cleanable.dirty.ratio (dirty bytes over cleanable bytes, as Kafka's LogToClean), overridden by
+    max.compaction.lag.ms for a dirty segment whose records waited longer than that (KIP-354)."""
+    segments = [s for s in plan.segments.values() if s.base_offset < plan.uncleanable_offset]
+    total = sum(s.size for s in segments)
+    dirty = [s for s in segments if s.next_offset > plan.first_dirty_offset]
+    if total and sum(s.size for s in dirty) / total >= float(config.get("min.cleanable.dirty.ratio", 0.5)):
+        return True
+    max_lag = config.get("max.compaction.lag.ms")
+    return bool(max_lag is not None and max_lag < 2**63 - 1 and
+                any(s.max_timestamp >= 0 and now_ms - s.max_timestamp > max_lag for s in dirty))
 
 
 def _new_cluster_id() -> str:

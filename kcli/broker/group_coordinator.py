@@ -35,7 +35,10 @@ from kcli.records.consumer_offsets import (
 from kcli.storage.offsets_topic import iter_offsets_topic
 
 if TYPE_CHECKING:
-    from kcli.broker.server import Broker
+    from kcli.broker.config import BrokerConfig
+    from kcli.broker.log_manager import LogManager
+    from kcli.broker.replica_manager import ReplicaManager
+    from kcli.broker.topic_admin import TopicAdmin
 
 log = logging.getLogger("kcli.broker.groups")
 
@@ -84,15 +87,20 @@ class CommittedOffset:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, log_manager: LogManager, replica_manager: ReplicaManager,
+                 admin: TopicAdmin) -> None:
+        self.config = config
+        self.log_manager = log_manager
+        self.replicas = replica_manager
+        self.admin = admin
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        self.loading = True  # until load() has replayed __consumer_offsets: COORDINATOR_LOAD_IN_PROGRESS
         self._expiry: asyncio.Task | None = None
 
     # -- startup: reload from __consumer_offsets ---------------------------------------------------
     def load(self) -> None:
-        topic = self.broker.logs.topics.get(OFFSETS_TOPIC)
+        topic = self.log_manager.topics.get(OFFSETS_TOPIC)
         if topic is None:
             return
         loaded = 0
@@ -134,18 +142,21 @@ class GroupCoordinator:
     # -- persistence ---------------------------------------------------------------------------------
     def _write(self, group_id: str, pairs: list[tuple[bytes, bytes | None]]) -> None:
         partitions = self._offsets_partitions()
-        partition = self.broker.logs.partition(OFFSETS_TOPIC, partition_for_group(group_id, partitions))
+        index = partition_for_group(group_id, partitions)
         now = int(time.time() * 1000)
-        base = partition.log.log_end_offset
-        records = [Record(base + i, now, key, value) for i, (key, value) in enumerate(pairs)]
-        self.broker.logs.append(partition, build_record_batch(records, partition_leader_epoch=0))
+        records = [Record(i, now, key, value) for i, (key, value) in enumerate(pairs)]
+        result = self.replicas.append_records(-1, {(OFFSETS_TOPIC, index): build_record_batch(records)},
+                                              origin_client=False)[(OFFSETS_TOPIC, index)]
+        if result.error:
+            raise KcliError(f"cannot write to {OFFSETS_TOPIC}-{index}: error {result.error} {result.message or ''}")
 
     def _offsets_partitions(self) -> int:
-        topic = self.broker.logs.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            self.broker.create_topic(OFFSETS_TOPIC, self.broker.config["offsets.topic.num.partitions"])
-            topic = self.broker.logs.topics[OFFSETS_TOPIC]
-        return len(topic.partitions)
+        count = self.admin.metadata.partition_count(OFFSETS_TOPIC)
+        if count is None:
+            self.admin.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"], 1,
+                                    configs={"cleanup.policy": "compact", "segment.bytes": "104857600"})
+            count = self.admin.metadata.partition_count(OFFSETS_TOPIC)
+        return int(count or 0)
 
     def _write_group(self, group: Group) -> None:
         members = [MemberMetadata(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
@@ -199,7 +210,7 @@ class GroupCoordinator:
             if m.sync_waiter is not None and not m.sync_waiter.done():
                 m.sync_waiter.set_result({"error_code": ErrorCode.rebalance_in_progress})
         timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0) / 1000
-        delay = self.broker.config["group.initial.rebalance.delay.ms"] / 1000 if initial else 0.0
+        delay = self.config["group.initial.rebalance.delay.ms"] / 1000 if initial else 0.0
         group.rebalance = asyncio.get_running_loop().create_task(self._run_rebalance(group, delay, timeout))
 
     async def _run_rebalance(self, group: Group, delay: float, timeout: float) -> None:
@@ -290,10 +301,14 @@ class GroupCoordinator:
         group.members[req.member_id].last_seen = time.monotonic()
         return ErrorCode.rebalance_in_progress if group.state == PREPARING else ErrorCode.none
 
-    def leave(self, group_id: str, member_ids: list[str]) -> list[ErrorCode]:
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        """(member id, group instance id) pairs; a static member may leave by instance id alone (KIP-345)."""
         group = self.groups.get(group_id)
         results = []
-        for member_id in member_ids:
+        for member_id, instance_id in members:
+            if group is not None and instance_id is not None and not member_id:
+                member_id = next((m.member_id for m in group.members.values()
+                                  if m.group_instance_id == instance_id), "")
             if group is None or member_id not in group.members:
                 results.append(ErrorCode.unknown_member_id)
                 continue
@@ -328,7 +343,8 @@ class GroupCoordinator:
 
     # -- offsets -------------------------------------------------------------------------------------
     def commit(self, group_id: str, generation: int, member_id: str,
-               offsets: list[tuple[str, int, int, int, str | None]]) -> ErrorCode:
+               offsets: list[tuple[str, int, int, int, str | None]], *,
+               group_instance_id: str | None = None) -> ErrorCode:
         """offsets: (topic, partition, offset, leader_epoch, metadata). Generation -1 is a standalone
         commit (admin tools, assign() consumers), allowed while the group has no members."""
         group = self.groups.get(group_id)
@@ -362,6 +378,30 @@ class GroupCoordinator:
             return out
         return {topic: {p: committed.get((topic, p)) for p in partitions} for topic, partitions in topics}
 
+    def delete_offsets(self, group_id: str, wanted: list[tuple[str, int]]) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        """OffsetDelete (KIP-496): refused per partition for topics the group's consumers subscribe to."""
+        group = self.groups.get(group_id)
+        committed = self.offsets.get(group_id)
+        if group is None and committed is None:
+            return ErrorCode.group_id_not_found, {}
+        subscribed: set[str] = set()
+        if group is not None and group.members:
+            if group.protocol_type != "consumer":
+                return ErrorCode.non_empty_group, {}
+            for m in group.members.values():
+                subscribed.update(_subscribed_topics(m.metadata_for(group.protocol_name)))
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        tombstones = []
+        for topic, partition in wanted:
+            if topic in subscribed:
+                errors[(topic, partition)] = ErrorCode.group_subscribed_to_topic
+                continue
+            if committed is not None and committed.pop((topic, partition), None) is not None:
+                tombstones.append(encode_offset_commit_tombstone(group_id, topic, partition))
+        if tombstones:
+            self._write(group_id, tombstones)
+        return ErrorCode.none, errors
+
     def delete(self, group_id: str) -> ErrorCode:
         group = self.groups.get(group_id)
         if group is None and group_id not in self.offsets:
@@ -373,3 +413,19 @@ class GroupCoordinator:
         self.groups.pop(group_id, None)
         self._write(group_id, tombstones)
         return ErrorCode.none
+
+
+def _subscribed_topics(subscription: bytes) -> list[str]:
+    """Topics of a ConsumerProtocolSubscription (version int16, topics array of int16-length strings)."""
+    import struct
+
+    try:
+        (count,) = struct.unpack_from(">i", subscription, 2)
+        position, topics = 6, []
+        for _ in range(max(count, 0)):
+            (length,) = struct.unpack_from(">h", subscription, position)
+            topics.append(subscription[position + 2:position + 2 + length].decode())
+            position += 2 + length
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return []

@@ -1,0 +1,70 @@
+"""What every handler shares: the request context and building a response of the request's own version."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib
+import uuid
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kcli.broker.services import BrokerServices
+
+ZERO = datetime.timedelta(0)
+ZERO_UUID = uuid.UUID(int=0)
+# authorized_operations when no authorizer is configured: "all operations" is not sent; Kafka sends
+# Int.MIN_VALUE when the client did not ask and the full set when it did (KIP-430). Without an authorizer
+# every operation is allowed, so the full set is what an asking client gets.
+NOT_REQUESTED = -2147483648
+TOPIC_OPERATIONS = sum(1 << op for op in (2, 3, 4, 5, 6, 7, 8))  # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
+CLUSTER_OPERATIONS = sum(1 << op for op in (4, 7, 8, 9, 10, 11, 12))
+GROUP_OPERATIONS = sum(1 << op for op in (2, 6, 8))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who asked and with what: the services, the decoded request's header fields and the peer's host."""
+
+    services: BrokerServices
+    api_version: int
+    client_id: str
+    client_host: str
+    correlation_id: int = 0
+
+
+@cache
+def _fields(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def response_module(request: Any) -> Any:
+    name = type(request).__module__.rsplit(".", 1)[0] + ".response"
+    return importlib.import_module(name)
+
+
+def build(module: Any, class_name: str, **values: Any) -> Any:
+    """Instantiate ``module.class_name`` with the values that version has (others are dropped)."""
+    cls = getattr(module, class_name)
+    names = _fields(cls)
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def build_all(module: Any, class_name: str, items: Any) -> tuple[Any, ...]:
+    """A tuple of ``class_name`` built from each dict in ``items``; empty when this version has no such
+    nested structure (the field it fills is absent at this version, and ``build`` drops it)."""
+    if not hasattr(module, class_name):
+        return ()
+    return tuple(build(module, class_name, **values) for values in items)
+
+
+def has_class(module: Any, class_name: str) -> bool:
+    return hasattr(module, class_name)
+
+
+def ms(value: Any) -> int:
+    """kio gives durations as timedelta: milliseconds as Kafka's int fields hold them."""
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)

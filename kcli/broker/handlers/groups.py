@@ -1,0 +1,206 @@
+"""The classic group protocol and committed offsets: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
+LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8), OffsetFetch (9),
+DeleteGroups (42), OffsetDelete (47)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kcli.broker.handlers.common import (
+    GROUP_OPERATIONS,
+    NOT_REQUESTED,
+    ZERO,
+    RequestContext,
+    build,
+    has_class,
+    response_module,
+)
+
+LOADING = ErrorCode.coordinator_load_in_progress
+
+
+def _loading(ctx: RequestContext) -> bool:
+    """Groups are answered COORDINATOR_LOAD_IN_PROGRESS while __consumer_offsets is replayed (clients retry)."""
+    return ctx.services.groups.loading
+
+
+async def find_coordinator(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    host, port = ctx.services.advertised
+    broker_id = ctx.services.broker_id
+    key_type = getattr(req, "key_type", 0)
+    error = ErrorCode.none
+    if key_type not in (0, 1):
+        error = ErrorCode.invalid_request
+    elif key_type == 1:
+        error = ErrorCode.coordinator_not_available  # transactions: no transaction coordinator yet
+    keys = getattr(req, "coordinator_keys", None) or (getattr(req, "key", ""),)
+    ok = error == ErrorCode.none
+    coordinators = tuple(build(R, "Coordinator", key=k, node_id=broker_id if ok else -1, host=host if ok else "",
+                               port=port if ok else -1, error_code=error, error_message=None) for k in keys
+                         ) if has_class(R, "Coordinator") else ()  # v4+ (KIP-699) batches keys
+    return build(R, "FindCoordinatorResponse", throttle_time=ZERO, error_code=error, error_message=None,
+                 node_id=broker_id if ok else -1, host=host if ok else "", port=port if ok else -1,
+                 coordinators=coordinators)
+
+
+async def join_group(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    if _loading(ctx):
+        result: dict[str, Any] = {"error_code": LOADING}
+    else:
+        result = await ctx.services.groups.join(req, ctx.api_version, ctx.client_id, ctx.client_host)
+    members = tuple(build(R, "JoinGroupResponseMember", member_id=mid, group_instance_id=instance, metadata=meta)
+                    for mid, instance, meta in result.get("members", ()))
+    return build(R, "JoinGroupResponse", throttle_time=ZERO, error_code=result["error_code"],
+                 generation_id=result.get("generation_id", -1), protocol_type=result.get("protocol_type"),
+                 protocol_name=result.get("protocol_name") or ("" if ctx.api_version < 7 else None),
+                 leader=result.get("leader") or "", skip_assignment=False, member_id=result.get("member_id", ""),
+                 members=members)
+
+
+async def sync_group(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    result = {"error_code": LOADING} if _loading(ctx) else await ctx.services.groups.sync(req)
+    return build(R, "SyncGroupResponse", throttle_time=ZERO, error_code=result["error_code"],
+                 protocol_type=result.get("protocol_type"), protocol_name=result.get("protocol_name"),
+                 assignment=result.get("assignment", b""))
+
+
+async def heartbeat(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    error = LOADING if _loading(ctx) else ctx.services.groups.heartbeat(req)
+    return build(R, "HeartbeatResponse", throttle_time=ZERO, error_code=error)
+
+
+async def leave_group(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    identities = list(getattr(req, "members", None) or ())  # v3+ (KIP-345): a batch of members
+    if _loading(ctx):
+        errors = [LOADING] * max(1, len(identities))
+    elif identities:
+        errors = ctx.services.groups.leave(req.group_id, [(m.member_id, m.group_instance_id) for m in identities])
+    else:
+        errors = ctx.services.groups.leave(req.group_id, [(req.member_id, None)])
+    if not has_class(R, "MemberResponse"):  # v0-v2: one member, one top-level error
+        return build(R, "LeaveGroupResponse", throttle_time=ZERO, error_code=errors[0])
+    members = tuple(build(R, "MemberResponse", member_id=m.member_id, group_instance_id=m.group_instance_id,
+                          error_code=err) for m, err in zip(identities, errors))
+    top = LOADING if _loading(ctx) else ErrorCode.none
+    return build(R, "LeaveGroupResponse", throttle_time=ZERO, error_code=top, members=members)
+
+
+async def offset_commit(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    replicas = ctx.services.replica_manager
+    generation = getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1))
+    offsets = [(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                p.committed_metadata) for t in req.topics for p in t.partitions]
+    unknown = {(t, p) for t, p, *_ in offsets if replicas.find(t, p) is None}
+    if _loading(ctx):
+        error = LOADING
+    else:
+        error = ctx.services.groups.commit(req.group_id, generation, req.member_id,
+                                           [o for o in offsets if (o[0], o[1]) not in unknown],
+                                           group_instance_id=getattr(req, "group_instance_id", None))
+    topics = tuple(build(R, "OffsetCommitResponseTopic", name=t.name, partitions=tuple(
+        build(R, "OffsetCommitResponsePartition", partition_index=p.partition_index,
+              error_code=ErrorCode.unknown_topic_or_partition if (t.name, p.partition_index) in unknown else error)
+        for p in t.partitions)) for t in req.topics)
+    return build(R, "OffsetCommitResponse", throttle_time=ZERO, topics=topics)
+
+
+async def offset_fetch(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    groups = ctx.services.groups
+
+    def partitions_of(cls: str, committed: dict[int, Any], error: ErrorCode) -> tuple[Any, ...]:
+        return tuple(build(R, cls, partition_index=p, committed_offset=c.offset if c else -1,
+                           committed_leader_epoch=c.leader_epoch if c else -1, metadata=c.metadata if c else "",
+                           error_code=error) for p, c in sorted(committed.items()))
+
+    def lookup(group_id: str, topics: Any) -> tuple[dict[str, dict[int, Any]], ErrorCode]:
+        wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+        if _loading(ctx):
+            return ({t: {p: None for p in parts} for t, parts in wanted} if wanted else {}), LOADING
+        return groups.fetch_offsets(group_id, wanted), ErrorCode.none
+
+    if hasattr(req, "groups"):  # v8+: several groups per request
+        out = []
+        for g in req.groups:
+            found, error = lookup(g.group_id, g.topics)
+            topics = tuple(build(R, "OffsetFetchResponseTopics", name=t,
+                                 partitions=partitions_of("OffsetFetchResponsePartitions", parts, ErrorCode.none))
+                           for t, parts in found.items())
+            out.append(build(R, "OffsetFetchResponseGroup", group_id=g.group_id, topics=topics, error_code=error))
+        return build(R, "OffsetFetchResponse", throttle_time=ZERO, groups=tuple(out))
+    found, error = lookup(req.group_id, req.topics)
+    # Before v2 there is no top-level error: the partitions carry it.
+    per_partition = error if ctx.api_version < 2 else ErrorCode.none
+    topics = tuple(build(R, "OffsetFetchResponseTopic", name=t,
+                         partitions=partitions_of("OffsetFetchResponsePartition", parts, per_partition))
+                   for t, parts in found.items())
+    return build(R, "OffsetFetchResponse", throttle_time=ZERO, topics=topics, error_code=error)
+
+
+async def describe_groups(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    ops = GROUP_OPERATIONS if getattr(req, "include_authorized_operations", False) else NOT_REQUESTED
+    described = []
+    for group_id in req.groups:
+        if _loading(ctx):
+            described.append(build(R, "DescribedGroup", error_code=LOADING, group_id=group_id, group_state="",
+                                   protocol_type="", protocol_data="", members=(), authorized_operations=ops))
+            continue
+        group = ctx.services.groups.groups.get(group_id)
+        if group is None:
+            described.append(build(R, "DescribedGroup", error_code=ErrorCode.none, group_id=group_id,
+                                   group_state="Dead", protocol_type="", protocol_data="", members=(),
+                                   authorized_operations=ops))
+            continue
+        members = tuple(build(R, "DescribedGroupMember", member_id=m.member_id, group_instance_id=m.group_instance_id,
+                              client_id=m.client_id, client_host=m.client_host,
+                              member_metadata=m.metadata_for(group.protocol_name), member_assignment=m.assignment)
+                        for m in group.members.values())
+        described.append(build(R, "DescribedGroup", error_code=ErrorCode.none, group_id=group_id,
+                               group_state=str(group.state), protocol_type=group.protocol_type or "",
+                               protocol_data=group.protocol_name or "", members=members, authorized_operations=ops))
+    return build(R, "DescribeGroupsResponse", throttle_time=ZERO, groups=tuple(described))
+
+
+async def list_groups(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    if _loading(ctx):
+        return build(R, "ListGroupsResponse", throttle_time=ZERO, error_code=LOADING, groups=())
+    wanted = {s.lower() for s in (getattr(req, "states_filter", None) or ())}
+    groups = tuple(build(R, "ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type or "",
+                         group_state=str(g.state), group_type="classic")
+                   for g in ctx.services.groups.groups.values() if not wanted or str(g.state).lower() in wanted)
+    return build(R, "ListGroupsResponse", throttle_time=ZERO, error_code=ErrorCode.none, groups=groups)
+
+
+async def delete_groups(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    results = tuple(build(R, "DeletableGroupResult", group_id=g,
+                          error_code=LOADING if _loading(ctx) else ctx.services.groups.delete(g))
+                    for g in req.groups_names)
+    return build(R, "DeleteGroupsResponse", throttle_time=ZERO, results=results)
+
+
+async def offset_delete(ctx: RequestContext, req: Any) -> Any:
+    """KIP-496: delete a group's committed offsets for partitions it no longer consumes."""
+    R = response_module(req)
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    if _loading(ctx):
+        top, per = LOADING, {}
+    else:
+        top, per = ctx.services.groups.delete_offsets(req.group_id, wanted)
+    topics = tuple(build(R, "OffsetDeleteResponseTopic", name=t.name, partitions=tuple(
+        build(R, "OffsetDeleteResponsePartition", partition_index=p.partition_index,
+              error_code=per.get((t.name, p.partition_index), ErrorCode.none)) for p in t.partitions))
+        for t in req.topics)
+    return build(R, "OffsetDeleteResponse", error_code=top, throttle_time=ZERO, topics=topics if top == 0 else ())
+
+

@@ -1,0 +1,90 @@
+"""Metadata (key 3) and DescribeCluster (key 60)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kcli.broker.errors import error_code_for
+from kcli.broker.handlers.common import (
+    CLUSTER_OPERATIONS,
+    NOT_REQUESTED,
+    TOPIC_OPERATIONS,
+    ZERO,
+    ZERO_UUID,
+    RequestContext,
+    build,
+    response_module,
+)
+
+
+def requested_topics(req: Any, version: int) -> list[Any] | None:
+    """None for "all topics": a null array from v1 on, and an EMPTY array at v0 (Kafka's MetadataRequest
+    v0 has no null; clients of the 0.8-0.10 era ask for everything with an empty list)."""
+    if req.topics is None or (version == 0 and not req.topics):
+        return None
+    return list(req.topics)
+
+
+async def metadata(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    services = ctx.services
+    cache = services.metadata
+    requested = requested_topics(req, ctx.api_version)
+    # Auto-creation: v4+ asks per request; earlier versions always allow it (broker config decides).
+    auto_create = getattr(req, "allow_auto_topic_creation", True) and services.config["auto.create.topics.enable"]
+    names: list[tuple[str | None, Any]]
+    if requested is None:
+        names = [(name, None) for name in cache.topic_names()]
+    else:
+        names = []
+        for t in requested:
+            name = getattr(t, "name", None)
+            topic_id = getattr(t, "topic_id", None)
+            if name is None and topic_id is not None and topic_id != ZERO_UUID:
+                name = cache.topic_name(topic_id)
+            names.append((name, topic_id))
+    include_topic_ops = getattr(req, "include_topic_authorized_operations", False)
+    topics = []
+    for name, topic_id in names:
+        error = ErrorCode.none
+        topic = cache.topic(name)
+        if topic is None and name and requested is not None and auto_create and not name.startswith("__"):
+            try:
+                services.admin.create_topic(name, -1, -1)
+                error = ErrorCode.leader_not_available  # as Kafka: created, leaders not known to the client yet
+            except Exception as exc:
+                error = error_code_for(exc)
+            topic = None
+        elif topic is None:
+            error = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
+        partitions = []
+        if topic is not None:
+            for p in topic.partitions:
+                partitions.append(build(
+                    R, "MetadataResponsePartition", error_code=ErrorCode.none, partition_index=p.index,
+                    leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=tuple(p.replicas),
+                    isr_nodes=tuple(p.isr), offline_replicas=tuple(p.offline)))
+        topics.append(build(
+            R, "MetadataResponseTopic", error_code=error, name=name,
+            topic_id=topic.topic_id if topic is not None else (topic_id or ZERO_UUID),
+            is_internal=bool(topic is not None and topic.is_internal), partitions=tuple(partitions),
+            topic_authorized_operations=TOPIC_OPERATIONS if include_topic_ops else NOT_REQUESTED))
+    brokers = tuple(build(R, "MetadataResponseBroker", node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+                    for b in cache.alive_brokers())
+    include_cluster_ops = getattr(req, "include_cluster_authorized_operations", False)
+    return build(R, "MetadataResponse", throttle_time=ZERO, brokers=brokers, cluster_id=cache.cluster_id,
+                 controller_id=cache.controller_id, topics=tuple(topics),
+                 cluster_authorized_operations=CLUSTER_OPERATIONS if include_cluster_ops else NOT_REQUESTED)
+
+
+async def describe_cluster(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    cache = ctx.services.metadata
+    brokers = tuple(build(R, "DescribeClusterBroker", broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+                    for b in cache.alive_brokers())
+    return build(R, "DescribeClusterResponse", throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
+                 endpoint_type=1, cluster_id=cache.cluster_id or "", controller_id=cache.controller_id,
+                 brokers=brokers, cluster_authorized_operations=CLUSTER_OPERATIONS
+                 if req.include_cluster_authorized_operations else NOT_REQUESTED)

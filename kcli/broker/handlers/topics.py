@@ -1,0 +1,95 @@
+"""CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DeleteRecords (21)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kcli.broker.errors import error_code_for, error_message_for
+from kcli.broker.handlers.common import ZERO, ZERO_UUID, RequestContext, build, build_all, response_module
+
+
+async def create_topics(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    admin = ctx.services.admin
+    results = []
+    seen: dict[str, int] = {}
+    for t in req.topics:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    for t in req.topics:
+        assignments = {a.partition_index: list(a.broker_ids) for a in (t.assignments or ())}
+        configs = {c.name: c.value for c in (t.configs or ())}
+        values: dict[str, Any] = dict(name=t.name, topic_id=ZERO_UUID, error_code=ErrorCode.none, error_message=None,
+                                      topic_config_error_code=ErrorCode.none, num_partitions=-1,
+                                      replication_factor=-1, configs=())
+        try:
+            if seen[t.name] > 1:
+                values.update(error_code=ErrorCode.invalid_request,
+                              error_message=f"Create topics request from client contains duplicate topic {t.name}")
+            else:
+                created = admin.create_topic(t.name, t.num_partitions, t.replication_factor, assignments or None,
+                                             configs, validate_only=req.validate_only)
+                values.update(topic_id=created.topic_id, num_partitions=created.num_partitions,
+                              replication_factor=created.replication_factor, configs=build_all(
+                                  R, "CreatableTopicConfigs", (dict(name=d.name, value=d.value, read_only=d.read_only,
+                                                                    config_source=d.source, is_sensitive=d.sensitive)
+                                                               for d in created.configs)))
+        except Exception as exc:
+            values.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
+        results.append(build(R, "CreatableTopicResult", **values))
+    return build(R, "CreateTopicsResponse", throttle_time=ZERO, topics=tuple(results))
+
+
+async def delete_topics(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    cache = ctx.services.metadata
+    wanted: list[tuple[str | None, Any]] = [(n, None) for n in (getattr(req, "topic_names", ()) or ())]
+    for state in getattr(req, "topics", ()) or ():
+        wanted.append((state.name or cache.topic_name(state.topic_id), state.topic_id))
+    results = []
+    for name, topic_id in wanted:
+        values: dict[str, Any] = dict(name=name, topic_id=topic_id or ZERO_UUID, error_code=ErrorCode.none,
+                                      error_message=None)
+        if name is None:
+            values.update(error_code=ErrorCode.unknown_topic_id)
+        else:
+            try:
+                values["topic_id"] = ctx.services.admin.delete_topic(name)
+            except Exception as exc:
+                values.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
+        results.append(build(R, "DeletableTopicResult", **values))
+    return build(R, "DeleteTopicsResponse", throttle_time=ZERO, responses=tuple(results))
+
+
+async def create_partitions(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    results = []
+    for t in req.topics:
+        error, message = ErrorCode.none, None
+        assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+        try:
+            ctx.services.admin.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
+        except Exception as exc:
+            error, message = error_code_for(exc), error_message_for(exc)
+        results.append(build(R, "CreatePartitionsTopicResult", name=t.name, error_code=error, error_message=message))
+    return build(R, "CreatePartitionsResponse", throttle_time=ZERO, results=tuple(results))
+
+
+async def delete_records(ctx: RequestContext, req: Any) -> Any:
+    """Move each partition's log start offset up to the given offset (-1: the high watermark)."""
+    R = response_module(req)
+    replicas = ctx.services.replica_manager
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            low, error = -1, ErrorCode.none
+            try:
+                low = replicas.delete_records(t.name, p.partition_index, p.offset)
+            except Exception as exc:
+                error = error_code_for(exc)
+            parts.append(build(R, "DeleteRecordsPartitionResult", partition_index=p.partition_index,
+                               low_watermark=low, error_code=error))
+        topics.append(build(R, "DeleteRecordsTopicResult", name=t.name, partitions=tuple(parts)))
+    return build(R, "DeleteRecordsResponse", throttle_time=ZERO, topics=tuple(topics))

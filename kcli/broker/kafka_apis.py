@@ -1,0 +1,66 @@
+"""KafkaApis: the one dispatch table from API key to handler (Kafka's KafkaApis.handle).
+
+ApiVersions is answered by the protocol layer's table; every other advertised API has exactly one handler
+here, and a test checks that the table and the advertised versions agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kcli.broker.handlers import configs, fetch, groups, list_offsets, metadata, produce, producers, security, topics
+from kcli.broker.handlers.common import RequestContext
+from kcli.protocol import ApiKey
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+HANDLERS: dict[ApiKey, Handler] = {
+    ApiKey.PRODUCE: produce.produce,
+    ApiKey.FETCH: fetch.fetch,
+    ApiKey.LIST_OFFSETS: list_offsets.list_offsets,
+    ApiKey.METADATA: metadata.metadata,
+    ApiKey.OFFSET_COMMIT: groups.offset_commit,
+    ApiKey.OFFSET_FETCH: groups.offset_fetch,
+    ApiKey.FIND_COORDINATOR: groups.find_coordinator,
+    ApiKey.JOIN_GROUP: groups.join_group,
+    ApiKey.HEARTBEAT: groups.heartbeat,
+    ApiKey.LEAVE_GROUP: groups.leave_group,
+    ApiKey.SYNC_GROUP: groups.sync_group,
+    ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
+    ApiKey.LIST_GROUPS: groups.list_groups,
+    ApiKey.CREATE_TOPICS: topics.create_topics,
+    ApiKey.DELETE_TOPICS: topics.delete_topics,
+    ApiKey.DELETE_RECORDS: topics.delete_records,
+    ApiKey.INIT_PRODUCER_ID: producers.init_producer_id,
+    ApiKey.DESCRIBE_ACLS: security.describe_acls,
+    ApiKey.CREATE_ACLS: security.create_acls,
+    ApiKey.DELETE_ACLS: security.delete_acls,
+    ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
+    ApiKey.ALTER_CONFIGS: configs.alter_configs,
+    ApiKey.CREATE_PARTITIONS: topics.create_partitions,
+    ApiKey.DELETE_GROUPS: groups.delete_groups,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+    ApiKey.OFFSET_DELETE: groups.offset_delete,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.alter_user_scram_credentials,
+    ApiKey.DESCRIBE_CLUSTER: metadata.describe_cluster,
+}
+
+
+class KafkaApis:
+    def __init__(self, services: Any) -> None:
+        self.services = services
+
+    def handler_for(self, api_key: ApiKey) -> Handler | None:
+        return HANDLERS.get(api_key)
+
+    async def handle(self, api_key: ApiKey, api_version: int, body: Any, *, client_id: str, client_host: str,
+                     correlation_id: int = 0) -> Any:
+        """The response body for one request (None: no response, as for acks=0). Unknown keys raise
+        LookupError: the socket edge treats that as a protocol error of that connection only."""
+        handler = HANDLERS.get(api_key)
+        if handler is None:
+            raise LookupError(f"no handler for api key {int(api_key)}")
+        context = RequestContext(self.services, api_version, client_id, client_host, correlation_id)
+        return await handler(context, body)

@@ -1,0 +1,98 @@
+"""Delayed operations and the purgatory that holds them (Kafka's DelayedOperation and DelayedOperationPurgatory).
+
+An operation that cannot complete at once (a Fetch below min.bytes, later a Produce with acks=all waiting for
+the ISR) is watched under the keys that can complete it (topic-partitions); whoever changes a partition calls
+`check_and_complete(key)`, and the operation completes when `try_complete` says so or at its deadline. One
+event loop runs everything, so no locking is needed: an operation completes exactly once (`_completed`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+
+class DelayedOperation:
+    """Subclasses implement `try_complete` (call `force_complete` when done) and `on_complete`
+    (compute the result); `on_expiration` runs first when the deadline passes."""
+
+    def __init__(self, delay_ms: float) -> None:
+        self.delay_ms = max(0.0, delay_ms)
+        self._completed = False
+        self._future: asyncio.Future | None = None
+        self.result: Any = None
+
+    def try_complete(self) -> bool:
+        raise NotImplementedError
+
+    def on_complete(self) -> Any:
+        raise NotImplementedError
+
+    def on_expiration(self) -> None:
+        pass
+
+    @property
+    def is_completed(self) -> bool:
+        return self._completed
+
+    def force_complete(self) -> bool:
+        if self._completed:
+            return False
+        self._completed = True
+        self.result = self.on_complete()
+        if self._future is not None and not self._future.done():
+            self._future.set_result(self.result)
+        return True
+
+
+class DelayedOperationPurgatory:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._watchers: dict[Hashable, list[DelayedOperation]] = {}
+
+    def watched(self) -> int:
+        return sum(len(ops) for ops in self._watchers.values())
+
+    async def try_complete_else_watch(self, operation: DelayedOperation, keys: Iterable[Hashable]) -> Any:
+        """Complete now if possible; otherwise watch the keys until completion or the operation's deadline."""
+        if operation.try_complete() or operation.is_completed:
+            return operation.result
+        keys = list(keys)
+        if operation.delay_ms <= 0 or not keys:
+            operation.on_expiration()
+            operation.force_complete()
+            return operation.result
+        operation._future = asyncio.get_running_loop().create_future()
+        for key in keys:
+            self._watchers.setdefault(key, []).append(operation)
+        try:
+            return await asyncio.wait_for(asyncio.shield(operation._future), operation.delay_ms / 1000)
+        except asyncio.TimeoutError:
+            if not operation.is_completed:
+                operation.on_expiration()
+                operation.force_complete()
+            return operation.result
+        finally:
+            for key in keys:
+                ops = self._watchers.get(key)
+                if ops is not None:
+                    if operation in ops:
+                        ops.remove(operation)
+                    if not ops:
+                        del self._watchers[key]
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Something changed under `key` (an append, a high-watermark move): complete what now can."""
+        completed = 0
+        for operation in list(self._watchers.get(key, ())):
+            if not operation.is_completed and operation.try_complete():
+                completed += 1
+        return completed
+
+    def cancel_all(self) -> None:
+        for ops in self._watchers.values():
+            for operation in ops:
+                if operation._future is not None and not operation._future.done():
+                    operation._future.cancel()
+        self._watchers.clear()

@@ -1,0 +1,131 @@
+"""SocketServer: the network edge, the only broker module that touches sockets (Kafka's SocketServer).
+
+Per connection: bytes -> ServerConnection (sans-io framing and decoding) -> KafkaApis -> response frame.
+Requests of one connection are answered in order, one at a time, as Kafka does (it mutes a channel until
+its response is sent). Fetch responses carry open segment files, sent with sendfile (zero-copy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from kcli.broker.kafka_apis import KafkaApis
+from kcli.protocol import NEED_DATA, ApiKey, LocalProtocolError, ProtocolError, ServerConnection, UnsupportedVersionError, api_versions_response
+
+log = logging.getLogger("kcli.broker")
+
+
+class SocketServer:
+    def __init__(self, apis: KafkaApis, *, max_frame_bytes: int) -> None:
+        self.apis = apis
+        self.max_frame_bytes = max_frame_bytes
+        self._servers: list[asyncio.AbstractServer] = []
+        self._connections: set[asyncio.Task] = set()
+        self.bound: list[tuple[str, int]] = []
+        # (api, version) -> [requests, client software names]: the version ledger's evidence
+        self.served: dict[tuple[str, int], list[Any]] = {}
+
+    async def start(self, listeners: list[tuple[str, int]]) -> None:
+        for host, port in listeners:
+            server = await asyncio.start_server(self._serve_connection, host, port, reuse_address=True)
+            self._servers.append(server)
+            for sock in server.sockets:
+                self.bound.append(sock.getsockname()[:2])
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for server in self._servers:
+            await server.wait_closed()
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        conn = ServerConnection(max_frame_bytes=self.max_frame_bytes)
+        try:
+            while True:
+                data = await reader.read(256 * 1024)
+                if not data:
+                    return
+                conn.receive_data(data)
+                while True:
+                    try:
+                        request = conn.next_request()
+                    except UnsupportedVersionError as exc:
+                        if exc.response is None:
+                            raise
+                        writer.write(exc.response)  # ApiVersions too new: our ranges in the v0 layout (KIP-511)
+                        continue
+                    if request is NEED_DATA:
+                        break
+                    frame = await self._answer(conn, request, peer[0] if peer else "")
+                    if frame is None:
+                        continue
+                    if isinstance(frame, list):
+                        await self._send_parts(writer, frame)
+                    else:
+                        writer.write(frame)
+                    await writer.drain()
+        except ProtocolError as exc:
+            # Malformed frames close this connection only; everyone else is served on.
+            log.warning("closing connection from %s: %s", peer, exc)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception:  # a handler bug must cost one connection, never the broker
+            log.exception("internal error serving %s; closing the connection", peer)
+        finally:
+            if task is not None:
+                self._connections.discard(task)
+            writer.close()
+
+    async def _answer(self, conn: ServerConnection, request: Any, client_host: str) -> bytes | list[Any] | None:
+        entry = self.served.setdefault((request.api_key.name, request.api_version), [0, set()])
+        entry[0] += 1
+        entry[1].add(_client_family(request.client_id))
+        if request.api_key == ApiKey.API_VERSIONS:
+            return conn.send(request, api_versions_response(version=request.api_version))
+        try:
+            response = await self.apis.handle(request.api_key, request.api_version, request.body,
+                                              client_id=request.client_id or "", client_host=client_host,
+                                              correlation_id=request.correlation_id)
+        except LookupError:  # advertised but unhandled would be a bug: cost the connection, not the broker
+            raise LocalProtocolError(f"no handler for {request.name}", request=request.name,
+                                     correlation_id=request.correlation_id) from None
+        if response is None:
+            return None
+        if request.api_key == ApiKey.FETCH:
+            return conn.send_parts(request, response)
+        return conn.send(request, response)
+
+    async def _send_parts(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
+        """Bytes through the stream; open segment regions with sendfile. Every region is closed afterwards,
+        sent or not."""
+        loop = asyncio.get_running_loop()
+        try:
+            for part in parts:
+                if isinstance(part, (bytes, bytearray, memoryview)):
+                    writer.write(part)
+                    continue
+                await writer.drain()
+                with open(part.fd, "rb", closefd=False) as segment:
+                    await loop.sendfile(writer.transport, segment, part.position, part.length)
+        finally:
+            for part in parts:
+                close = getattr(part, "close", None)
+                if close is not None:
+                    close()
+
+
+def _client_family(client_id: str | None) -> str:
+    """librdkafka names clients rdkafka by default; kafka-python kafka-python-<version>; kcat 'rdkafka' too."""
+    text = (client_id or "").lower()
+    for family in ("kafka-python", "rdkafka", "kcat", "aiokafka", "console-consumer", "adminclient", "producer"):
+        if family in text:
+            return family
+    return client_id or "(none)"

@@ -1,0 +1,267 @@
+"""Topic administration: create, delete and grow topics, and keep their configs (Kafka's ZkAdminManager and
+the topic side of its ConfigHandler).
+
+The one writer of topics: it asks the LogManager for logs, registers Partitions with the ReplicaManager,
+updates the MetadataCache and tells ZooKeeper. Per-topic configs live where Kafka keeps them: in ZooKeeper
+mode `/config/topics/<topic>` (Kafka's JSON, with a change notification), standalone a JSON file in the
+first log dir (`kctl-topic-configs.json`), written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kcli.broker.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidRequestError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from kcli.broker.log_manager import LogManager, TopicError, validate_topic_name
+from kcli.broker.metadata_cache import MetadataCache, PartitionState, TopicMetadata
+from kcli.broker.partition import Partition
+from kcli.broker.replica_manager import ReplicaManager
+from kcli.broker.topic_config import TopicConfigDefs
+
+log = logging.getLogger("kcli.broker")
+
+TOPIC_CONFIGS_FILE = "kctl-topic-configs.json"
+
+
+@dataclass
+class CreatedTopic:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    replication_factor: int
+    configs: list[Any]  # described entries (name, value, source, ...)
+
+
+class TopicAdmin:
+    def __init__(self, broker_id: int, log_manager: LogManager, replica_manager: ReplicaManager,
+                 metadata: MetadataCache, defs: TopicConfigDefs, *, registry: Any = None) -> None:
+        self.broker_id = broker_id
+        self.logs = log_manager
+        self.replicas = replica_manager
+        self.metadata = metadata
+        self.defs = defs
+        self.registry = registry  # kcli.zk.registration.BrokerRegistration in ZooKeeper mode
+        self.overrides: dict[str, dict[str, str]] = {}
+        self._effective: dict[str, dict[str, Any]] = {}
+        self.listeners: list[Callable[[str], None]] = []  # called after a topic's config changes
+
+    # -- startup -----------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Configs from disk (or ZooKeeper), then a Partition for every log the LogManager loaded."""
+        self.overrides = self._read_overrides()
+        for name, topic in self.logs.topics.items():
+            self._register(name, topic.topic_id)
+            self._announce(name)
+
+    def _register(self, name: str, topic_id: uuid.UUID) -> None:
+        topic = self.logs.topics[name]
+        states = []
+        for managed in topic.partitions:
+            partition = self.replicas.find(name, managed.index)
+            if partition is None:
+                partition = Partition(name, managed.index, topic_id, managed, replicas=[self.broker_id],
+                                      isr=[self.broker_id])
+                self.replicas.add_partition(partition)
+            states.append(PartitionState(managed.index, self.broker_id, partition.leader_epoch, [self.broker_id],
+                                         [self.broker_id]))
+        self.metadata.put_topic(TopicMetadata(name, topic_id, states))
+
+    # -- configs -----------------------------------------------------------------------------------
+    def topic_config(self, name: str) -> Mapping[str, Any]:
+        """Effective topic-level settings (overrides over broker defaults), typed, by Kafka's names."""
+        cached = self._effective.get(name)
+        if cached is None:
+            cached = self.defs.effective(self.overrides.get(name, {}))
+            if name == "__consumer_offsets":
+                cached = {**cached, "cleanup.policy": "compact"}  # Kafka creates it compacted, always
+            self._effective[name] = cached
+        return cached
+
+    def describe_config(self, name: str) -> list[Any]:
+        if name not in self.metadata.topics:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        return self.defs.describe(self.overrides.get(name, {}))
+
+    def set_config(self, name: str, overrides: Mapping[str, str], *, validate_only: bool = False) -> None:
+        """Replace a topic's overrides (AlterConfigs) after validating every key and value."""
+        if name not in self.metadata.topics:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        clean = self.defs.validate(overrides)
+        if validate_only:
+            return
+        self.overrides[name] = clean
+        self._effective.pop(name, None)
+        self._write_overrides(name)
+        for listener in self.listeners:
+            listener(name)
+
+    def incremental_config(self, name: str, ops: list[tuple[str, int, str | None]], *,
+                           validate_only: bool = False) -> None:
+        """IncrementalAlterConfigs: (key, op, value) with op 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT (lists)."""
+        current = dict(self.overrides.get(name, {}))
+        for key, op, value in ops:
+            if op == 0:
+                current[key] = value or ""
+            elif op == 1:
+                current.pop(key, None)
+            elif op in (2, 3):
+                if not self.defs.is_list(key):
+                    raise InvalidConfigError(f"Config value append/subtract is not allowed for config key {key}")
+                items = [v for v in str(current.get(key, self.defs.default_text(key) or "")).split(",") if v]
+                for v in (value or "").split(","):
+                    if op == 2 and v and v not in items:
+                        items.append(v)
+                    elif op == 3 and v in items:
+                        items.remove(v)
+                current[key] = ",".join(items)
+            else:
+                raise InvalidConfigError(f"Unknown config operation {op}")
+        self.set_config(name, current, validate_only=validate_only)
+
+    def _config_file(self) -> Path:
+        return self.logs.log_dirs[0] / TOPIC_CONFIGS_FILE
+
+    def _read_overrides(self) -> dict[str, dict[str, str]]:
+        if self.registry is not None and hasattr(self.registry, "topic_configs"):
+            return self.registry.topic_configs()
+        path = self._config_file()
+        if not path.exists():
+            return {}
+        try:
+            data = json.loads(path.read_text())
+            return {str(t): {str(k): str(v) for k, v in c.items()} for t, c in data.get("topics", {}).items()}
+        except (OSError, ValueError, AttributeError) as exc:
+            log.error("ignoring unreadable topic configs %s: %s", path, exc)
+            return {}
+
+    def _write_overrides(self, name: str) -> None:
+        if self.registry is not None and hasattr(self.registry, "set_topic_config"):
+            self.registry.set_topic_config(name, self.overrides.get(name, {}))
+        path = self._config_file()
+        tmp = path.with_name(path.name + ".tmp")
+        data = {"version": 1, "topics": {t: c for t, c in sorted(self.overrides.items()) if c}}
+        with open(tmp, "w") as out:
+            json.dump(data, out, indent=1, sort_keys=True)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+
+    # -- topics ------------------------------------------------------------------------------------
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     assignments: Mapping[int, list[int]] | None = None, configs: Mapping[str, str] | None = None,
+                     *, validate_only: bool = False) -> CreatedTopic:
+        """Kafka's createTopics checks, in its order: name, existence, partitions/replication or explicit
+        assignment, configs. One broker: every replica must be this broker."""
+        try:
+            validate_topic_name(name)
+        except TopicError as exc:
+            raise InvalidTopicError(exc.reason) from None
+        if name in self.metadata.topics or name in self.logs.topics:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                         "Both cannot be used at the same time.")
+            indexes = sorted(assignments)
+            if indexes != list(range(len(indexes))):
+                raise InvalidReplicaAssignmentError("Partitions should be a consecutive 0-based integer sequence")
+            for replicas in assignments.values():
+                if len(set(replicas)) != len(replicas) or not replicas:
+                    raise InvalidReplicaAssignmentError("Duplicate replicas or no replica in the assignment")
+                unknown = [r for r in replicas if r not in self.metadata.brokers]
+                if unknown:
+                    raise InvalidReplicaAssignmentError(f"Unknown broker(s) {unknown} in the replica assignment")
+            num_partitions = len(indexes)
+            replication_factor = len(next(iter(assignments.values())))
+        else:
+            if num_partitions == -1:
+                num_partitions = self.defs.broker_int("num.partitions", 1)
+            if replication_factor == -1:
+                replication_factor = self.defs.broker_int("default.replication.factor", 1)
+            if num_partitions <= 0:
+                raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+            if replication_factor <= 0:
+                raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+            if replication_factor > len(self.metadata.brokers):
+                raise InvalidReplicationFactorError(
+                    f"Replication factor: {replication_factor} larger than available brokers: "
+                    f"{len(self.metadata.brokers)}.")
+        clean = self.defs.validate(configs or {})
+        if validate_only:
+            return CreatedTopic(name, uuid.UUID(int=0), num_partitions, replication_factor, self.defs.describe(clean))
+        if clean:
+            self.overrides[name] = clean
+            self._effective.pop(name, None)
+            self._write_overrides(name)
+        try:
+            topic = self.logs.create_topic(name, num_partitions)
+        except TopicError as exc:
+            raise InvalidTopicError(exc.reason) from None
+        self._register(name, topic.topic_id)
+        self._announce(name)
+        log.info("created topic %s with %d partitions%s", name, num_partitions,
+                 f" and configs {clean}" if clean else "")
+        return CreatedTopic(name, topic.topic_id, num_partitions, replication_factor, self.defs.describe(clean))
+
+    def delete_topic(self, name: str) -> uuid.UUID:
+        topic = self.metadata.topic(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        self.replicas.remove_topic(name)
+        self.metadata.remove_topic(name)
+        self.logs.delete_topic(name)
+        if self.overrides.pop(name, None) is not None:
+            self._effective.pop(name, None)
+            self._write_overrides(name)
+        if self.registry is not None:
+            self.registry.topic_deleted(name)
+        log.info("deleted topic %s", name)
+        return topic.topic_id
+
+    def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None, *,
+                          validate_only: bool = False) -> None:
+        topic = self.metadata.topic(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        if total < current:
+            raise InvalidPartitionsError(f"Topic currently has {current} partitions, which is higher than the "
+                                         f"requested {total}.")
+        if total == current:
+            raise InvalidPartitionsError(f"Topic already has {current} partitions.")
+        if assignments is not None:
+            if len(assignments) != total - current:
+                raise InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {total - current} but {len(assignments)} assignments "
+                    "provided.")
+            for replicas in assignments:
+                unknown = [r for r in replicas if r not in self.metadata.brokers]
+                if unknown or not replicas:
+                    raise InvalidReplicaAssignmentError(f"Unknown broker(s) {unknown} in the replica assignment")
+        if validate_only:
+            return
+        self.logs.add_partitions(name, total)
+        self._register(name, topic.topic_id)
+        self._announce(name)
+
+    def _announce(self, name: str) -> None:
+        topic = self.logs.topics.get(name)
+        if self.registry is not None and topic is not None:
+            self.registry.topic_created(name, len(topic.partitions), topic.topic_id)
+
