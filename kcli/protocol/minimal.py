@@ -78,13 +78,27 @@ _BY_NAME: Final[dict[str, Any]] = {
     "require_stable": False,
 }
 
-# Per-API exceptions to the table above.
-_BY_API: Final[dict[ApiKey, dict[str, Any]]] = {
+# ACL filters that match one literal topic ACL of a probe principal (DescribeAcls, DeleteAcls).
+_ACL_FILTER: Final[dict[str, Any]] = {
+    "resource_type_filter": 2, "resource_name_filter": "topic", "pattern_type_filter": 3,  # TOPIC, LITERAL
+    "principal_filter": "User:kctl-probe", "host_filter": None, "operation": 1, "permission_type": 1,  # ANY
+}
+
+# Per-API exceptions to the table above, by api key number (also for keys ApiKey does not list yet).
+_BY_API: Final[dict[int, dict[str, Any]]] = {
     ApiKey.METADATA: {"include_cluster_authorized_operations": False,
                       "include_topic_authorized_operations": False},
     ApiKey.OFFSET_FETCH: {"topics": None},  # all committed offsets of the group (v2+; v0-v1 need a list)
     ApiKey.CREATE_PARTITIONS: {"assignments": None},
     ApiKey.JOIN_GROUP: {"name": "range"},  # JoinGroupRequestProtocol.name: the assignor
+    29: _ACL_FILTER,  # DescribeAcls
+    30: {"resource_type": 2, "resource_pattern_type": 3, "principal": "User:kctl-probe", "host": "*",
+         "operation": 3, "permission_type": 3},  # CreateAcls: TOPIC, LITERAL, READ, ALLOW
+    31: _ACL_FILTER,  # DeleteAcls
+    33: {"validate_only": True},  # AlterConfigs replaces a resource's whole config: never for real
+    44: {"validate_only": True},  # IncrementalAlterConfigs
+    50: {"users": None},  # DescribeUserScramCredentials: all users
+    51: {"deletions": (), "upsertions": ()},  # AlterUserScramCredentials: nothing to change
 }
 
 _NEUTRAL: Final[dict[str, Any]] = {
@@ -95,7 +109,7 @@ _NEUTRAL: Final[dict[str, Any]] = {
 
 
 def minimal_request(
-    api_key: ApiKey | int,
+    api_key: int,
     api_version: int,
     *,
     topic: str = "kctl-probe",
@@ -112,7 +126,7 @@ def minimal_request(
     subscription). ``overrides`` replace top-level fields by name. Raises ``KioIndexError`` for a
     version kio has no schema of.
     """
-    api_key = ApiKey(api_key)
+    api_key = int(api_key)
     body_type = load_request_schema(api_key, api_version)
     values = {**_BY_NAME, **_BY_API.get(api_key, {})}
     names = {"topic": topic, "group": group_id}
@@ -146,6 +160,8 @@ def minimal_request(
             if isinstance(kind, (EntityField, EntityTupleField)):
                 if f.name in values and values[f.name] is None and optional:
                     kwargs[f.name] = None
+                elif f.name in values and values[f.name] == ():
+                    kwargs[f.name] = ()
                 elif isinstance(kind, EntityTupleField):
                     kwargs[f.name] = () if f.name in _EMPTY_ARRAYS else (build(kind.type_, False),)
                 else:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import uuid
 
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequestTopic
+from kio.serial import entity_reader, entity_writer
 
 from kcli.protocol import (
     SUPPORTED_APIS,
@@ -86,3 +88,22 @@ def test_requested_topics_by_id():
     topic_id = uuid.uuid4()
     body = minimal_request(ApiKey.METADATA, 12, topics=(MetadataRequestTopic(topic_id=topic_id, name=None),))
     assert requested_topics(body, 12) == [topic_id]
+
+
+# APIs the broker may come to serve (ACLs, configs, records, SCRAM, cluster): minimal_request takes any key kio knows.
+MORE = [(21, 2), (29, 3), (30, 3), (31, 3), (33, 2), (44, 1), (47, 0), (50, 0), (51, 0), (60, 1)]
+
+
+@pytest.mark.parametrize("api_key,version", MORE)
+def test_minimal_request_for_keys_beyond_the_table(api_key, version):
+    body = minimal_request(api_key, version, topic="t1")
+    out = io.BytesIO()
+    entity_writer(type(body))(out, body)
+    assert entity_reader(type(body))(out.getvalue(), 0)[0] == body
+    if api_key in (33, 44):
+        assert body.validate_only  # a probe never rewrites a config
+
+
+def test_delete_acls_probe_matches_only_its_own_principal():
+    [acl_filter] = minimal_request(31, 3, topic="t1").filters
+    assert (acl_filter.resource_name_filter, acl_filter.principal_filter) == ("t1", "User:kctl-probe")
