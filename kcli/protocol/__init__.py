@@ -11,6 +11,7 @@ from kcli.protocol.api import (
     SUPPORTED_APIS,
     ApiKey,
     SupportedApi,
+    advertised_versions,
     flexible_request_header,
     is_flexible,
     is_supported,
@@ -35,6 +36,8 @@ from kcli.protocol.errors import (
     RemoteProtocolError,
     UnsupportedVersionError,
 )
+from kcli.protocol.minimal import minimal_request
+from kcli.protocol.requests import requested_topics
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
@@ -51,6 +54,7 @@ __all__ = [
     "ServerConnection",
     "SupportedApi",
     "UnsupportedVersionError",
+    "advertised_versions",
     "api_name",
     "api_versions_response",
     "decode_request",
@@ -61,6 +65,8 @@ __all__ = [
     "flexible_request_header",
     "is_flexible",
     "is_supported",
+    "minimal_request",
     "request_header_version",
+    "requested_topics",
     "response_header_version",
 ]

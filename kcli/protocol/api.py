@@ -110,6 +110,17 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
 FIRST_SERVED_PRODUCE_VERSION: Final = 3
 
 
+def advertised_versions() -> list[tuple[ApiKey, int]]:
+    """Every (api, version) the broker advertises in ApiVersions, in key then version order.
+
+    ``SUPPORTED_APIS`` is the one table: the ApiVersions response (``codec.api_versions_response``)
+    and the request decoder both read it. Produce v0-v2 are in this list although not served
+    (``FIRST_SERVED_PRODUCE_VERSION``).
+    """
+    return [(key, version) for key, api in sorted(SUPPORTED_APIS.items())
+            for version in range(api.min_version, api.max_version + 1)]
+
+
 def is_supported(api_key: int, api_version: int) -> bool:
     """True when ``api_version`` of ``api_key`` is inside the advertised range."""
     try:

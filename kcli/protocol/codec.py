@@ -61,6 +61,9 @@ class Request:
     client_id: str | None
     header: RequestHeader
     body: Any  # the kio request dataclass for (api_key, api_version)
+    # Bytes after the body that the schema does not account for; ignored, as Kafka does
+    # (see decode_request). librdkafka sends 3 with its all-topics Metadata v12 request.
+    trailing_bytes: int = 0
 
     @property
     def name(self) -> str:
@@ -83,6 +86,7 @@ def api_name(api_key: int) -> str:
 def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     """Decode one request frame (the bytes after the size prefix).
 
+    Bytes after the body are ignored and counted in ``Request.trailing_bytes``, as Kafka ignores them.
     Raises ``UnsupportedVersionError`` for an API or version outside ``SUPPORTED_APIS``
     (with ``response`` set for ApiVersions, KIP-511) and ``RemoteProtocolError`` for
     anything malformed or truncated, naming the request and field. Never anything else.
@@ -135,16 +139,21 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     except Malformed as e:
         raise RemoteProtocolError(e.reason, request=label, field=e.field, position=e.position,
                                   correlation_id=correlation_id) from None
-    if end != len(frame):
-        raise RemoteProtocolError(f"{len(frame) - end} unexpected bytes after the request body",
-                                  request=label, position=end, correlation_id=correlation_id)
+    # Bytes after the body are ignored, as Kafka does: RequestContext.parseRequest (3.x) hands the
+    # rest of the frame to AbstractRequest.parseRequest, whose generated ``XRequestData.read`` reads
+    # the fields of the version and stops; nothing checks ``buffer.remaining()`` afterwards (the
+    # RequestAndSize size is the whole buffer's). librdkafka (through 2.16 at least) relies on it:
+    # its all-topics Metadata v12 request carries 3 stray bytes. Everything before the end of the
+    # body stays strict: a short body, a forged count or a bad header is still an error (the walk
+    # above), exactly where Kafka's reader throws (BufferUnderflowException, InvalidRequestException).
+    trailing_bytes = len(frame) - end
     try:
         body: Any = entity_reader(body_type)(frame, pos)[0]
     except Exception as e:  # the walk accepted it; kio's own errors are still the peer's fault
         raise RemoteProtocolError(f"body does not decode: {e}", request=label, position=pos,
                                   correlation_id=correlation_id) from None
     return Request(api_key=api_key, api_version=version, correlation_id=correlation_id,
-                   client_id=header.client_id, header=header, body=body)
+                   client_id=header.client_id, header=header, body=body, trailing_bytes=trailing_bytes)
 
 
 def encode_response(request: Request, response_body: Any) -> bytes:

@@ -13,6 +13,7 @@ from kcli.protocol import SUPPORTED_APIS
 from support import REPO
 
 LEDGER = REPO / "kcli" / "protocol" / "version_ledger.json"
+BAD_LOG_LINES = ("internal error", "Traceback", "cannot encode")
 
 
 def _workload(bootstrap: str) -> None:
@@ -115,8 +116,9 @@ def test_every_advertised_api_is_exercised_by_a_real_client(tmp_path):
         _workload(broker.bootstrap)
     finally:
         assert broker.stop() == 0, broker.log()
-    log = broker.log()
-    assert "internal error" not in log and "Traceback" not in log and "cannot encode" not in log, log
+    # A handler bug costs the client its connection and most clients retry past it: only the log tells.
+    bad = [line for line in broker.log().splitlines() if any(b in line for b in BAD_LOG_LINES)]
+    assert not bad, f"internal error in the broker's log:\n{broker.log()}"
     observed = json.loads(observed_path.read_text())
     exercised = {(row["api"], row["version"]) for row in observed}
     for api, supported in SUPPORTED_APIS.items():

@@ -426,10 +426,36 @@ def test_negative_lengths(pair, kafka_python):
     assert caught.value.field == "topic_data[0].partition_data[0].records"
 
 
-def test_trailing_bytes_are_refused(pair, kafka_python):
+def test_trailing_bytes_are_ignored_as_kafka_does(pair, kafka_python):
     frame = _frame(pair, kafka_python[18, "request"][0]())
-    with pytest.raises(RemoteProtocolError, match="3 unexpected bytes"):
-        decode_request(frame + b"abc")
+    request = decode_request(frame + b"abc")
+    assert request.trailing_bytes == 3
+    assert dataclasses.replace(decode_request(frame), trailing_bytes=3) == request
+    assert decode_request(frame).trailing_bytes == 0
+
+
+def test_trailing_bytes_after_a_flexible_body_are_ignored(pair, kafka_python):
+    # librdkafka's all-topics Metadata v12 (topics null): 3 stray bytes after the tagged fields.
+    frame = _frame(pair, kafka_python[3, "request"][12](topics=None, allow_auto_topic_creation=False))
+    request = decode_request(frame + b"\x00\x00\x00")
+    assert (request.body.topics, request.trailing_bytes) == (None, 3)
+
+
+def test_a_short_body_is_still_refused(pair, kafka_python):
+    # Leniency is for bytes after the body only: one byte short is the peer's error, as in Kafka.
+    frame = _frame(pair, kafka_python[3, "request"][12](topics=None, allow_auto_topic_creation=False))
+    with pytest.raises(RemoteProtocolError):
+        decode_request(frame[:-1])
+    frame = _frame(pair, kafka_python[3, "request"][1](topics=[]))
+    with pytest.raises(RemoteProtocolError):
+        decode_request(frame[:-1])
+
+
+def test_a_malformed_header_is_still_refused_with_trailing_bytes(pair, kafka_python):
+    frame = _frame(pair, kafka_python[18, "request"][0]())
+    with pytest.raises(RemoteProtocolError) as caught:
+        decode_request(frame[:10] + b"\xff" + frame[11:] + b"abc")
+    assert caught.value.field == "header.client_id"
 
 
 def test_invalid_utf8_names_the_header_field(pair, kafka_python):

@@ -1,0 +1,179 @@
+"""Every (api, version) the broker advertises, sent once over a real socket to a `kctl broker run` subprocess.
+
+Each request is ``kcli.protocol.minimal_request`` (one topic that exists, one partition, a group of its own),
+framed by ``encode_request``. The test wants a response that decodes at that version with the request's
+correlation id and no UNKNOWN_SERVER_ERROR in it (other error codes are the expected answers to a probe:
+MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, ...), and a broker log with no internal error or Traceback while it was served. Produce v0-v2
+have no kio schema: kafka-python (its own codec, Kafka's JSON specs) frames those and reads the answer,
+with message format v0/v1 records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import struct
+import time
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from broker_support import BrokerProcess, free_port
+from kcli.protocol import ApiKey, ProtocolError, advertised_versions, decode_response, encode_request, minimal_request
+from kcli.protocol.api import FIRST_SERVED_PRODUCE_VERSION
+from kcli.records import Record, build_record_batch
+from kcli.records.consumer_offsets import Subscription, encode_subscription
+from kcli.records.legacy import build_legacy_messages
+
+TOPIC = "sweep"
+BAD_LOG_LINES = ("internal error", "Traceback")
+
+
+class Wire:
+    """One client connection: frames out, one response frame back (None when the broker closed)."""
+
+    def __init__(self, port: int, timeout: float = 20.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+
+    def roundtrip(self, frame: bytes) -> bytes | None:
+        self.sock.sendall(frame)
+        head = self._read(4)
+        if head is None:
+            return None
+        return self._read(struct.unpack(">i", head)[0])
+
+    def _read(self, size: int) -> bytes | None:
+        data = b""
+        while len(data) < size:
+            try:
+                chunk = self.sock.recv(size - len(data))
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _call(port: int, api_key: ApiKey, version: int, body, correlation_id: int = 41):
+    wire = Wire(port)
+    try:
+        data = wire.roundtrip(encode_request(api_key, version, correlation_id, "kctl-sweep", body))
+    finally:
+        wire.close()
+    assert data is not None, f"{api_key.name} v{version}: the broker closed the connection without a response"
+    got_id, response = decode_response(api_key, version, data)
+    assert got_id == correlation_id
+    return response
+
+
+@pytest.fixture(scope="module")
+def sweep_broker(tmp_path_factory):
+    base = tmp_path_factory.mktemp("sweep")
+    broker = BrokerProcess(free_port(), base / "kafka-logs", ["group.initial.rebalance.delay.ms=0"])
+    broker.start()
+    created = _call(broker.port, ApiKey.CREATE_TOPICS, 7, minimal_request(ApiKey.CREATE_TOPICS, 7, topic=TOPIC))
+    assert created.topics[0].error_code == 0, created
+    batch = build_record_batch([Record(0, 1_700_000_000_000, b"k", b"v")])
+    produced = _call(broker.port, ApiKey.PRODUCE, 9, minimal_request(ApiKey.PRODUCE, 9, topic=TOPIC, records=batch))
+    assert produced.responses[0].partition_responses[0].error_code == 0, produced
+    metadata = _call(broker.port, ApiKey.METADATA, 12, minimal_request(ApiKey.METADATA, 12, topic=TOPIC))
+    broker.topic_id = metadata.topics[0].topic_id
+    yield broker
+    if broker.proc is not None:
+        assert broker.stop() == 0, broker.log()
+
+
+def _request(api_key: ApiKey, version: int, topic_id: uuid.UUID):
+    """The minimal request of the sweep, on names that make sense for each API."""
+    group = f"sweep-{api_key.name.lower()}-v{version}"  # a group of its own: no rebalance waits on another
+    topic = TOPIC
+    extra = {}
+    if api_key is ApiKey.CREATE_TOPICS:
+        topic = f"sweep-created-v{version}"
+    elif api_key is ApiKey.DELETE_TOPICS:
+        topic = f"sweep-missing-v{version}"  # never the topic the other requests use
+        topic_id = None
+    elif api_key is ApiKey.PRODUCE:
+        extra["records"] = build_record_batch([Record(0, 1_700_000_000_000, b"k", b"v%d" % version)])
+    elif api_key is ApiKey.JOIN_GROUP:
+        extra["protocol_metadata"] = encode_subscription(Subscription(topics=(TOPIC,), version=0))
+    return minimal_request(api_key, version, topic=topic, group_id=group, topic_id=topic_id, **extra)
+
+
+def _legacy_produce(port: int, version: int):
+    """Produce v0-v2 through kafka-python, magic 0 (v0, v1) or 1 (v2) messages; its decoded response."""
+    from kafka.protocol.parser import KafkaProtocol
+
+    from kafka.protocol.producer import ProduceRequest
+
+    records = build_legacy_messages([Record(0, 1_700_000_000_000, b"k", b"legacy")], magic=1 if version == 2 else 0)
+    request = ProduceRequest[version](acks=1, timeout_ms=5000, topic_data=[
+        (TOPIC, [(0, records)])])
+    protocol = KafkaProtocol(client_id="kctl-sweep")
+    protocol.send_request(request)
+    wire = Wire(port)
+    try:
+        data = wire.roundtrip(bytes(protocol.send_bytes()))
+    finally:
+        wire.close()
+    assert data is not None, f"PRODUCE v{version}: the broker closed the connection without a response"
+    [(_, response)] = protocol.receive_bytes(struct.pack(">i", len(data)) + data)
+    return response
+
+
+def _error_codes(obj, path: str = "") -> list[tuple[str, int]]:
+    """Every error_code in a kio response (kafka-python's legacy responses: none), with its field path."""
+    if dataclasses.is_dataclass(obj):
+        found = []
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            found += [(path + f.name, value)] if f.name == "error_code" else _error_codes(value, f"{path}{f.name}.")
+        return found
+    if isinstance(obj, tuple):
+        return [hit for i, item in enumerate(obj) for hit in _error_codes(item, f"{path[:-1]}[{i}].")]
+    return []
+
+
+def _log_since(broker: BrokerProcess, start: int) -> str:
+    time.sleep(0.05)  # the broker writes its log line before it closes the socket; let the file catch up
+    return broker.log()[start:]
+
+
+@pytest.mark.parametrize("api_key,version", advertised_versions(),
+                         ids=lambda x: x.name if isinstance(x, ApiKey) else f"v{x}")
+def test_every_advertised_version_is_served(sweep_broker, api_key, version):
+    start = len(sweep_broker.log())
+    failure = None
+    try:
+        if api_key is ApiKey.PRODUCE and version < FIRST_SERVED_PRODUCE_VERSION:
+            response = _legacy_produce(sweep_broker.port, version)
+        else:
+            response = _call(sweep_broker.port, api_key, version, _request(api_key, version, sweep_broker.topic_id))
+    except (AssertionError, ProtocolError, OSError) as e:
+        failure = str(e).splitlines()[0]
+    else:
+        unknown = [path for path, code in _error_codes(response) if code == ErrorCode.unknown_server_error]
+        if unknown:
+            failure = f"UNKNOWN_SERVER_ERROR at {', '.join(unknown)}"
+    log = _log_since(sweep_broker, start)
+    bad = [line for line in log.splitlines() if any(b in line for b in BAD_LOG_LINES)]
+    assert failure is None and not bad, f"{api_key.name} v{version}: {failure or 'internal error'}; broker log:\n{log}"
+
+
+def test_api_versions_advertises_exactly_the_table(sweep_broker):
+    for version in range(0, 4):
+        response = _call(sweep_broker.port, ApiKey.API_VERSIONS, version, minimal_request(ApiKey.API_VERSIONS, version))
+        assert response.error_code == 0
+        advertised = sorted((ApiKey(int(a.api_key)), v) for a in response.api_keys
+                            for v in range(a.min_version, a.max_version + 1))
+        assert advertised == advertised_versions()
+
+
+def test_no_internal_error_in_the_whole_log(sweep_broker):
+    log = sweep_broker.log()
+    assert not any(b in log for b in BAD_LOG_LINES), log
