@@ -7,6 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.errors import error_code_for
+from kcli.protocol import requested_topics
 from kcli.broker.handlers.common import (
     CLUSTER_OPERATIONS,
     NOT_REQUESTED,
@@ -19,19 +20,12 @@ from kcli.broker.handlers.common import (
 )
 
 
-def requested_topics(req: Any, version: int) -> list[Any] | None:
-    """None for "all topics": a null array from v1 on, and an EMPTY array at v0 (Kafka's MetadataRequest
-    v0 has no null; clients of the 0.8-0.10 era ask for everything with an empty list)."""
-    if req.topics is None or (version == 0 and not req.topics):
-        return None
-    return list(req.topics)
-
-
 async def metadata(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     services = ctx.services
     cache = services.metadata
-    requested = requested_topics(req, ctx.api_version)
+    # None is "all topics": a null array from v1 on, an EMPTY array at v0 (kcli.protocol.requested_topics)
+    requested = None if requested_topics(req, ctx.api_version) is None else list(req.topics)
     # Auto-creation: v4+ asks per request; earlier versions always allow it (broker config decides).
     auto_create = getattr(req, "allow_auto_topic_creation", True) and services.config["auto.create.topics.enable"]
     names: list[tuple[str | None, Any]]
