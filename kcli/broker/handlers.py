@@ -11,7 +11,6 @@ import dataclasses
 import datetime
 import importlib
 import logging
-import struct
 import time
 import uuid
 from functools import cache
@@ -21,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from kcli.errors import KcliError
 from kcli.records import BatchReader, RecordBatch
+from kcli.records.layout import stamp_base_offset, stamp_leader_epoch
 from kcli.records.types import NO_SEQUENCE, increment_sequence
 
 if TYPE_CHECKING:
@@ -141,8 +141,8 @@ def assign_offsets(raw: bytes, log_end_offset: int, max_message_bytes: int) -> t
         if batch.size > max_message_bytes:
             raise ProduceError(ErrorCode.message_too_large,
                                 f"batch of {batch.size} bytes exceeds message.max.bytes {max_message_bytes}")
-        struct.pack_into(">q", out, batch.position, next_offset)
-        struct.pack_into(">i", out, batch.position + 12, 0)
+        stamp_base_offset(out, batch.position, next_offset)
+        stamp_leader_epoch(out, batch.position, 0)
         batch.base_offset = next_offset
         next_offset += batch.last_offset_delta + 1
     return bytes(out), batches
