@@ -114,6 +114,9 @@ RECORDS_COUNT_FIELD: Final = _field(BATCH_V2_FIELDS, "records_count")
 # Bytes that hold everything up to and including last_offset_delta: what a reader peeks to learn a v2
 # batch's offset range without reading the batch.
 HEADER_SIZE_UP_TO_LAST_OFFSET_DELTA: Final = LAST_OFFSET_DELTA_OFFSET + LAST_OFFSET_DELTA_FIELD.size  # 27
+# base_offset, batch_length, partition_leader_epoch, magic, crc, attributes, last_offset_delta: a batch's
+# offset range in one unpack (the fetch path's hot loop).
+HEAD_THROUGH_LAST_OFFSET_DELTA: Final = struct.Struct(BYTE_ORDER + _codes(_through(BATCH_V2_FIELDS, "last_offset_delta")))
 PEEK_FORMAT: Final = BYTE_ORDER + _codes(_through(BATCH_V2_FIELDS, "magic"))
 PEEK_HEAD: Final = struct.Struct(PEEK_FORMAT)  # base_offset, batch_length, partition_leader_epoch, magic
 
