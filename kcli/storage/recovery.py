@@ -22,16 +22,9 @@ from typing import Any
 
 from kcli.errors import CorruptRecordError, InputError, KcliError
 from kcli.records import StopReason, make_batch
-from kcli.records.layout import (
-    HEADER_SIZE_UP_TO_MAGIC,
-    LAST_OFFSET_DELTA_FIELD,
-    LAST_OFFSET_DELTA_OFFSET,
-    LOG_OVERHEAD,
-    LOG_OVERHEAD_STRUCT,
-    MAGIC_OFFSET,
-    MIN_RECORD_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
-)
+from kcli.records.batch import RECORD_BATCH_OVERHEAD
+from kcli.records.layout import LAST_OFFSET_DELTA_FIELD, LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD_STRUCT
+from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_OFFSET, MIN_RECORD_OVERHEAD
 from kcli.records.types import INT32_MAX
 from kcli.storage.checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from kcli.storage.files import (
