@@ -53,7 +53,8 @@ from typing import Any
 from kcli.errors import CorruptRecordError, InputError, KcliError
 from kcli.records import StopReason, make_batch
 from kcli.records.compression import Codec
-from kcli.records.layout import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_RECORD_OVERHEAD, entry_size
+from kcli.records.layout import entry_size
+from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_RECORD_OVERHEAD
 from kcli.storage.files import FileKind, offset_from_filename, parse_partition_dir_name
 from kcli.storage.segment import FileBatchReader
 from kcli.tools.inputs import expand_inputs

@@ -16,9 +16,10 @@ from typing import Any
 
 from kcli.errors import CorruptIndexError, KcliError
 from kcli.records import Batch, LegacyMessage, RecordBatch, StopReason, make_batch
-from kcli.records.layout import ATTRIBUTES_OFFSET, BATCH_HEADER, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD
+from kcli.records.batch import ATTRIBUTES_OFFSET, HEADER, RECORD_BATCH_OVERHEAD
 from kcli.records.crc import crc32c
 from kcli.records.control import ControlRecordType, parse_control_type
+from kcli.records.layout import MAGIC_OFFSET
 from kcli.records.types import INT32_MAX
 from kcli.storage.files import FileKind, offset_from_filename
 from kcli.storage.index import OffsetIndex, TimeIndex, TransactionIndex
@@ -185,7 +186,7 @@ class _Verifier:
         prev_last: int | None = None
         base = segment.base_offset
         progressed = 0
-        unpack = BATCH_HEADER.unpack_from
+        unpack = HEADER.unpack_from
         magic_at = MAGIC_OFFSET
         deep = self.deep
         view_of: bytes | None = None
