@@ -26,7 +26,6 @@ import json
 import os
 import random
 import resource
-import struct
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ NOW = 1_800_000_000_000
 def build_log_dir(root: Path, size_mib: int) -> Path:
     """PARTITIONS partition dirs of three segments each (the last one short), size_mib MiB in all."""
     from kcli.records import Codec, Header, Record, build_record_batch
+    from kcli.records.layout import read_records_count, stamp_base_offset
     from kcli.storage.log import LogConfig, PartitionLog
 
     marker = root / ".complete"
@@ -79,9 +79,9 @@ def build_log_dir(root: Path, size_mib: int) -> Path:
             i = p * 37
             while written < per_partition:
                 raw = bytearray(pool[i % len(pool)])
-                struct.pack_into(">q", raw, 0, offset)
+                stamp_base_offset(raw, 0, offset)
                 log.append_raw(bytes(raw))
-                offset += struct.unpack_from(">i", raw, 57)[0]
+                offset += read_records_count(raw)
                 written += len(raw)
                 i += 1
         totals["bytes"] += written

@@ -20,7 +20,6 @@ import json
 import os
 import random
 import resource
-import struct
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ def build_partition(directory: Path, size_mib: int) -> Path:
     """One segment of ~size_mib MiB. A pool of distinct batches is built once, then written again and
     again with the base offset rewritten (it is outside the CRC), so building 1 GiB takes seconds."""
     from kcli.records import Codec, Header, Record, build_record_batch
+    from kcli.records.layout import read_records_count, stamp_base_offset
     from kcli.storage.log import LogConfig, PartitionLog
 
     log_file = directory / "00000000000000000000.log"
@@ -64,8 +64,8 @@ def build_partition(directory: Path, size_mib: int) -> Path:
         i = 0
         while written < target:
             raw = bytearray(pool[i % len(pool)])
-            struct.pack_into(">q", raw, 0, offset)
-            count = struct.unpack_from(">i", raw, 57)[0]
+            stamp_base_offset(raw, 0, offset)
+            count = read_records_count(raw)
             log.append_raw(bytes(raw))
             offset += count
             written += len(raw)
@@ -78,23 +78,32 @@ def build_partition(directory: Path, size_mib: int) -> Path:
 def measure_ceiling(path: str) -> dict:
     from crc32c import crc32c
 
+    from kcli.records.layout import (
+        ATTRIBUTES_OFFSET,
+        BATCH_LENGTH_FIELD,
+        BATCH_LENGTH_OFFSET,
+        HEADER_SIZE_UP_TO_MAGIC,
+        LOG_OVERHEAD,
+    )
+
     started = time.perf_counter()
     fd = os.open(path, os.O_RDONLY)
     size = os.fstat(fd).st_size
     pos = 0
     batches = 0
-    unpack = struct.Struct(">i").unpack_from
+    unpack = BATCH_LENGTH_FIELD.unpack_from
+    length_at, overhead, up_to_magic, crc_from = BATCH_LENGTH_OFFSET, LOG_OVERHEAD, HEADER_SIZE_UP_TO_MAGIC, ATTRIBUTES_OFFSET
     while pos < size:
         chunk = os.pread(fd, min(WINDOW, size - pos), pos)
         view = memoryview(chunk)
         local = 0
         end = len(chunk)
-        while end - local > 17:
-            (length,) = unpack(chunk, local + 8)
-            if local + 12 + length > end:
+        while end - local > up_to_magic:
+            (length,) = unpack(chunk, local + length_at)
+            if local + overhead + length > end:
                 break
-            crc32c(view[local + 21 : local + 12 + length])
-            local += 12 + length
+            crc32c(view[local + crc_from : local + overhead + length])
+            local += overhead + length
             batches += 1
         view.release()
         if local == 0:
@@ -137,6 +146,8 @@ def measure_dump(path: str, *extra: str) -> dict:
 def measure_kafka_python(path: str) -> dict:
     from kafka.record.memory_records import MemoryRecords
 
+    from kcli.records.layout import entry_size
+
     started = time.perf_counter()
     records = 0
     checksum = 0
@@ -151,7 +162,7 @@ def measure_kafka_python(path: str) -> dict:
             batch = mr.next_batch()
             if batch is None:
                 break
-            consumed += 12 + struct.unpack_from(">i", chunk, consumed + 8)[0]
+            consumed += entry_size(chunk, consumed)
             for r in batch:
                 records += 1
                 checksum += r.offset + r.timestamp + len(r.value or b"") + len(r.key or b"") + len(r.headers)

@@ -64,5 +64,10 @@ class UnsupportedCodecError(KcliError):
     """A compression codec id kcli does not know (or that is not allowed for the magic)."""
 
 
+class UnsupportedCompressionTypeError(UnsupportedCodecError):
+    """Kafka's UnsupportedCompressionTypeException: data the requested format cannot carry, e.g. a zstd batch
+    down-converted for a Fetch older than v10 (a broker answers UNSUPPORTED_COMPRESSION_TYPE)."""
+
+
 class InputError(KcliError):
     """The input cannot be read at all: missing file, permission denied, not a Kafka file."""

@@ -29,6 +29,7 @@ from kcli.broker.partition import AppendResult, Partition, ReadResult
 from kcli.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kcli.errors import KcliError
 from kcli.records import BatchReader, RecordBatch
+from kcli.records.layout import stamp_base_offset, stamp_leader_epoch
 from kcli.records.types import NO_SEQUENCE, increment_sequence
 
 log = logging.getLogger("kcli.broker")
@@ -268,8 +269,6 @@ def _validate(raw: bytes, config: Any, log_end_offset: int, leader_epoch: int, p
         raise fail(ErrorCode.corrupt_message, "record set does not hold whole batches")
     out = bytearray(raw)
     next_offset = log_end_offset
-    import struct
-
     for batch in batches:
         if not isinstance(batch, RecordBatch) or batch.magic != 2:
             raise fail(ErrorCode.invalid_record, "Produce v3+ requires record batches of magic 2")
@@ -293,7 +292,7 @@ def _validate(raw: bytes, config: Any, log_end_offset: int, leader_epoch: int, p
                     raise fail(ErrorCode.out_of_order_sequence_number, "out of order sequence")
             elif batch.base_sequence != 0:
                 raise fail(ErrorCode.out_of_order_sequence_number, "new epoch must start at sequence 0")
-        struct.pack_into(">q", out, batch.position, next_offset)
-        struct.pack_into(">i", out, batch.position + 12, leader_epoch)
+        stamp_base_offset(out, batch.position, next_offset)
+        stamp_leader_epoch(out, batch.position, leader_epoch)
         next_offset += batch.last_offset_delta + 1
     return _Validated(bytes(out))

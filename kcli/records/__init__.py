@@ -3,6 +3,7 @@
 from kcli.records.batch import RecordBatch, build_record_batch
 from kcli.records.compression import Codec
 from kcli.records.control import ControlRecordType, EndTxnMarker
+from kcli.records.convert import downconvert, upconvert_to_v2
 from kcli.records.legacy import LegacyMessage, build_legacy_messages
 from kcli.records.record_set import Batch, BatchReader, StopReason, iter_batches, make_batch
 from kcli.records.types import Header, Record, TimestampType
@@ -21,6 +22,8 @@ __all__ = [
     "TimestampType",
     "build_legacy_messages",
     "build_record_batch",
+    "downconvert",
     "iter_batches",
     "make_batch",
+    "upconvert_to_v2",
 ]

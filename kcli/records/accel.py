@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 
+from kcli.records.layout import ATTRIBUTES_LOW_BYTE
 from kcli.records.types import NO_SEQUENCE, Header, Record, increment_sequence
 
-_CODEC_BYTE = 22  # low byte of the attributes field
+_CODEC_BYTE = ATTRIBUTES_LOW_BYTE  # the codec bits are in the attributes field's low byte
 _CompiledBatch = None
 _loaded = False
 

@@ -19,6 +19,16 @@ from kcli.records import accel
 from kcli.records.compression import Codec, compress, decompress
 from kcli.records.control import ControlRecordType, parse_control_type
 from kcli.records.crc import crc32c
+from kcli.records.layout import (  # CRC_FIELD, CRC_OFFSET: re-exported for callers that know them from here
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
+    CRC_FIELD,  # noqa: F401
+    CRC_OFFSET,  # noqa: F401
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    stamp_crc,
+    stamp_leader_epoch,
+)
 from kcli.records.types import (
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -33,26 +43,7 @@ from kcli.records.types import (
 from kcli.records.varint import VARINT_MAX_BYTES, decode_varint, encode_varint
 
 MAGIC_V2 = 2
-HEADER = struct.Struct(
-    ">q"  # base_offset
-    "i"  # batch_length: bytes after this field
-    "i"  # partition_leader_epoch: not covered by the CRC, the leader rewrites it
-    "b"  # magic
-    "I"  # crc: CRC-32C of attributes..end
-    "h"  # attributes
-    "i"  # last_offset_delta
-    "q"  # base_timestamp (the delete horizon when ATTR_DELETE_HORIZON is set)
-    "q"  # max_timestamp
-    "q"  # producer_id
-    "h"  # producer_epoch
-    "i"  # base_sequence
-    "i"  # records_count
-)
-RECORD_BATCH_OVERHEAD = HEADER.size  # 61
-LOG_OVERHEAD = 12  # base_offset + batch_length
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21  # CRC covers [21, end)
-CRC_FIELD = struct.Struct(">I")
+HEADER = BATCH_HEADER  # the 61-byte header (kcli.records.layout declares it)
 
 ATTR_CODEC_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08
@@ -414,7 +405,7 @@ def retain_records(batch: RecordBatch, keep: Sequence[int], *, payload: bytes | 
         batch.base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records), batch.partition_leader_epoch,
         MAGIC_V2, 0, attributes, batch.last_offset_delta, new_base, batch.max_timestamp, batch.producer_id,
         batch.producer_epoch, batch.base_sequence, len(keep)))
-    CRC_FIELD.pack_into(header, CRC_OFFSET, crc32c(bytes(header[ATTRIBUTES_OFFSET:]) + records))
+    stamp_crc(header, 0, crc32c(bytes(header[ATTRIBUTES_OFFSET:]) + records))
     return bytes(header) + records
 
 
@@ -503,12 +494,12 @@ def build_record_batch(
         )
     )
     crc = crc32c(bytes(header[ATTRIBUTES_OFFSET:]) + payload)
-    CRC_FIELD.pack_into(header, CRC_OFFSET, crc)
+    stamp_crc(header, 0, crc)
     return bytes(header) + payload
 
 
 def set_partition_leader_epoch(raw: bytes | bytearray, epoch: int) -> bytes:
     """The leader stamps its epoch on append; the CRC does not cover the field."""
     buf = bytearray(raw)
-    struct.pack_into(">i", buf, 12, epoch)
+    stamp_leader_epoch(buf, 0, epoch)
     return bytes(buf)

@@ -14,6 +14,17 @@ from collections.abc import Iterable
 from kcli.errors import CorruptRecordError, UnsupportedCodecError
 from kcli.records.compression import Codec, compress, decompress
 from kcli.records.crc import crc32
+from kcli.records.layout import (
+    LEGACY_CRC_FIELD,
+    LEGACY_LENGTH,
+    LEGACY_LOG_ENTRY,
+    LEGACY_LOG_OVERHEAD,
+    LEGACY_MAGIC_OFFSET,
+    LEGACY_TIMESTAMP_FIELD,
+    MESSAGE_V0,
+    MESSAGE_V1,
+    RECORD_OVERHEAD,
+)
 from kcli.records.types import (
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -24,12 +35,10 @@ from kcli.records.types import (
     TimestampType,
 )
 
-LOG_ENTRY = struct.Struct(">qi")  # offset, message size
-MESSAGE_V0 = struct.Struct(">IBb")  # crc, magic, attributes
-MESSAGE_V1 = struct.Struct(">IBbq")  # crc, magic, attributes, timestamp
-INT32 = struct.Struct(">i")
-LOG_OVERHEAD = LOG_ENTRY.size
-RECORD_OVERHEAD = {0: 14, 1: 22}  # crc+magic+attr(+timestamp)+key length+value length
+LOG_ENTRY = LEGACY_LOG_ENTRY  # offset, message size (kcli.records.layout declares the layouts)
+INT32 = LEGACY_LENGTH
+LOG_OVERHEAD = LEGACY_LOG_OVERHEAD
+__all__ = ["MESSAGE_V0", "MESSAGE_V1", "RECORD_OVERHEAD", "LegacyMessage", "build_legacy_messages", "encode_message"]
 ATTR_CODEC_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08  # magic 1 only
 
@@ -59,17 +68,17 @@ class LegacyMessage:
         self._valid: bool | None = None
         self._inner: list[Record] | None = None
         (self.offset, _size) = LOG_ENTRY.unpack_from(raw)
-        if len(raw) < LOG_OVERHEAD + 6:
+        if len(raw) < LOG_OVERHEAD + MESSAGE_V0.size:
             raise CorruptRecordError(f"message of {len(raw)} bytes is too short for a magic 0/1 header", position=position)
         self.crc, self.magic, self.attributes = MESSAGE_V0.unpack_from(raw, LOG_OVERHEAD)
-        pos = LOG_OVERHEAD + 6
+        pos = LOG_OVERHEAD + MESSAGE_V0.size
         self.timestamp = NO_TIMESTAMP
         self.key: bytes | None = None
         self.value: bytes | None = None
         try:
             if self.magic >= 1:
-                (self.timestamp,) = struct.unpack_from(">q", raw, pos)
-                pos += 8
+                (self.timestamp,) = LEGACY_TIMESTAMP_FIELD.unpack_from(raw, pos)
+                pos += LEGACY_TIMESTAMP_FIELD.size
             self.key, pos = _read_bytes(raw, pos)
             self.value, pos = _read_bytes(raw, pos)
         except (struct.error, CorruptRecordError):
@@ -122,7 +131,7 @@ class LegacyMessage:
         return None
 
     def compute_crc(self) -> int:
-        return crc32(self.raw[LOG_OVERHEAD + 4 :])
+        return crc32(self.raw[LEGACY_MAGIC_OFFSET:])
 
     @property
     def is_valid(self) -> bool:
@@ -226,18 +235,18 @@ def _split_entries(data: bytes):
 
 def encode_message(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
     """One log entry (offset, size, message) with its CRC-32."""
-    body = bytearray()
-    body += struct.pack(">Bb", magic, attributes)
-    if magic >= 1:
-        body += struct.pack(">q", timestamp)
+    header = MESSAGE_V1 if magic >= 1 else MESSAGE_V0
+    body = bytearray(header.pack(0, magic, attributes, timestamp) if magic >= 1 else header.pack(0, magic, attributes))
     for blob in (key, value):
         if blob is None:
             body += INT32.pack(-1)
         else:
             body += INT32.pack(len(blob))
             body += blob
-    message = struct.pack(">I", crc32(body)) + bytes(body)
-    return LOG_ENTRY.pack(offset, len(message)) + message
+    # The CRC-32 covers magic..end: everything after the CRC field.
+    crc_size = LEGACY_CRC_FIELD.size
+    LEGACY_CRC_FIELD.pack_into(body, 0, crc32(memoryview(body)[crc_size:]))
+    return LOG_ENTRY.pack(offset, len(body)) + bytes(body)
 
 
 def build_legacy_messages(

@@ -7,20 +7,25 @@ as Kafka does (a zero-filled preallocated tail reads as size 0).
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from enum import Enum
 from typing import Union
 
 from kcli.errors import CorruptRecordError
 from kcli.records.batch import RecordBatch
+from kcli.records.layout import (  # re-exported: the framing constants callers know this module by
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    LOG_OVERHEAD_STRUCT,
+    MAGIC_OFFSET,
+    MIN_RECORD_OVERHEAD,
+)
 from kcli.records.legacy import LegacyMessage
 
-_OFFSET_SIZE = struct.Struct(">qi")
-HEADER_SIZE_UP_TO_MAGIC = 17
-LOG_OVERHEAD = 12
-MIN_RECORD_OVERHEAD = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the smallest valid unit of any magic
-MAGIC_OFFSET = 16
+__all__ = [
+    "HEADER_SIZE_UP_TO_MAGIC", "LOG_OVERHEAD", "MAGIC_OFFSET", "MIN_RECORD_OVERHEAD",
+    "Batch", "BatchReader", "StopReason", "iter_batches", "make_batch",
+]
 
 Batch = Union[RecordBatch, LegacyMessage]
 
@@ -63,7 +68,7 @@ class BatchReader:
         buf = self.buf
         end = self.end
         pos = self.start
-        unpack = _OFFSET_SIZE.unpack_from
+        unpack = LOG_OVERHEAD_STRUCT.unpack_from
         base = self.base_position
         while True:
             remaining = end - pos

@@ -12,12 +12,18 @@ from __future__ import annotations
 import bisect
 import glob
 import os
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kcli.errors import InputError, KcliError
+from kcli.records.layout import (
+    HEADER_SIZE_UP_TO_LAST_OFFSET_DELTA,
+    LOG_OVERHEAD,
+    MIN_RECORD_OVERHEAD,
+    PEEK_HEAD,
+    read_last_offset_delta,
+)
 from kcli.storage.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -36,10 +42,8 @@ TRACE_ENV = "KCLI_SPARK_TRACE"  # names a file readers append "opened <segment>"
 
 # The first 27 bytes every magic shares the offsets of: offset/base_offset, size, (v2: leader epoch), magic;
 # for v2 also crc, attributes and last_offset_delta.
-_HEAD = struct.Struct(">qiib")
-_V2_LAST_OFFSET_DELTA = struct.Struct(">i")
-_V2_LAST_OFFSET_DELTA_AT = 23
-_PEEK = 27
+_HEAD = PEEK_HEAD
+_PEEK = HEADER_SIZE_UP_TO_LAST_OFFSET_DELTA
 
 
 class OptionError(KcliError):
@@ -376,9 +380,9 @@ def _peek(fd: int, position: int, size: int) -> tuple[int, int, int, int | None]
     if len(head) < _PEEK:
         return None
     offset, batch_size, _epoch, magic = _HEAD.unpack_from(head)
-    if magic not in (0, 1, 2) or batch_size < 14 or position + 12 + batch_size > size:
+    if magic not in (0, 1, 2) or batch_size < MIN_RECORD_OVERHEAD or position + LOG_OVERHEAD + batch_size > size:
         return None
-    delta = _V2_LAST_OFFSET_DELTA.unpack_from(head, _V2_LAST_OFFSET_DELTA_AT)[0] if magic == 2 else None
+    delta = read_last_offset_delta(head) if magic == 2 else None
     return offset, batch_size, magic, delta
 
 

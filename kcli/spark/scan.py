@@ -49,7 +49,7 @@ def _read(spark, files: list[str], *, include_control: bool):
 
 
 def _batch_sizes(batches: Any):
-    """Append ``size``: 12 + the batch_length field read at (segment, position)."""
+    """Append ``size``: the log overhead + the batch_length field read at (segment, position)."""
     import pyarrow as pa
     from pyspark.sql.types import LongType, StructField, StructType
 
@@ -57,7 +57,8 @@ def _batch_sizes(batches: Any):
 
     def read_sizes(chunks):
         import os
-        import struct
+
+        from kcli.records.layout import LOG_OVERHEAD, entry_size
 
         fds: dict[str, int] = {}
         try:
@@ -67,7 +68,7 @@ def _batch_sizes(batches: Any):
                     fd = fds.get(segment)
                     if fd is None:
                         fd = fds[segment] = os.open(segment, os.O_RDONLY)
-                    sizes.append(12 + struct.unpack(">i", os.pread(fd, 12, position)[8:12])[0])
+                    sizes.append(entry_size(os.pread(fd, LOG_OVERHEAD, position)))
                 yield pa.RecordBatch.from_arrays(chunk.columns + [pa.array(sizes, pa.int64())], schema=chunk.schema.append(
                     pa.field("size", pa.int64(), False)))
         finally:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcli.errors import KcliError
-from kcli.records.batch import HEADER, RECORD_BATCH_OVERHEAD
-from kcli.records.record_set import MAGIC_OFFSET, make_batch
+from kcli.records.layout import HEAD_THROUGH_LAST_OFFSET_DELTA, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD
+from kcli.records.record_set import make_batch
 from kcli.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_path
 from kcli.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from kcli.storage.segment import DEFAULT_WINDOW, FileBatchReader
@@ -165,8 +165,9 @@ class PartitionReader:
 
 def _offsets(chunk: bytes, local: int, total: int) -> tuple[int, int]:
     if chunk[local + MAGIC_OFFSET] >= 2 and total >= RECORD_BATCH_OVERHEAD:
-        fields = HEADER.unpack_from(chunk, local)
-        return fields[0], fields[0] + fields[6]
+        base_offset, _size, _epoch, _magic, _crc, _attributes, last_offset_delta = (
+            HEAD_THROUGH_LAST_OFFSET_DELTA.unpack_from(chunk, local))
+        return base_offset, base_offset + last_offset_delta
     batch = make_batch(chunk[local : local + total], local)  # legacy: a wrapper's first offset needs its inner set
     try:
         return batch.base_offset, batch.last_offset

@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import signal
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -24,6 +23,7 @@ from typing import Any
 from kcli.errors import CorruptRecordError, InputError, KcliError
 from kcli.records import StopReason, make_batch
 from kcli.records.batch import RECORD_BATCH_OVERHEAD
+from kcli.records.layout import LAST_OFFSET_DELTA_FIELD, LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD_STRUCT
 from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_OFFSET, MIN_RECORD_OVERHEAD
 from kcli.records.types import INT32_MAX
 from kcli.storage.checkpoint import EpochEntry, LeaderEpochCheckpointFile
@@ -62,9 +62,9 @@ CRASH_AFTER_ENV = "KCLI_TEST_CRASH_AFTER"
 
 _INDEX_KINDS = (FileKind.INDEX, FileKind.TIME_INDEX, FileKind.TXN_INDEX)
 _INDEX_SUFFIXES = {FileKind.INDEX: INDEX_SUFFIX, FileKind.TIME_INDEX: TIME_INDEX_SUFFIX, FileKind.TXN_INDEX: TXN_INDEX_SUFFIX}
-_OFFSET_SIZE = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-_LAST_OFFSET_DELTA_AT = 23  # baseOffset, length, leader epoch, magic, crc, attributes
+_OFFSET_SIZE = LOG_OVERHEAD_STRUCT
+_LAST_OFFSET_DELTA = LAST_OFFSET_DELTA_FIELD
+_LAST_OFFSET_DELTA_AT = LAST_OFFSET_DELTA_OFFSET
 _COPY_CHUNK = 1 << 20
 _PROGRESS_EVERY = 4 << 20
 

@@ -40,7 +40,6 @@ import heapq
 import json
 import os
 import shutil
-import struct
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -54,6 +53,7 @@ from typing import Any
 from kcli.errors import CorruptRecordError, InputError, KcliError
 from kcli.records import StopReason, make_batch
 from kcli.records.compression import Codec
+from kcli.records.layout import entry_size
 from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_RECORD_OVERHEAD
 from kcli.storage.files import FileKind, offset_from_filename, parse_partition_dir_name
 from kcli.storage.segment import FileBatchReader
@@ -480,7 +480,7 @@ def describe_damage(path: str, position: int) -> Problem:
         if remaining <= HEADER_SIZE_UP_TO_MAGIC:
             return Problem(path, position, None, f"Found {remaining} invalid bytes at the end of {name}",
                            "invalid_bytes_at_end")
-        declared = LOG_OVERHEAD + struct.unpack_from(">i", head, 8)[0]
+        declared = entry_size(head)
         if declared - LOG_OVERHEAD < MIN_RECORD_OVERHEAD:
             return Problem(path, position, None, f"Found record size {declared - LOG_OVERHEAD} smaller than minimum "
                            f"record overhead ({MIN_RECORD_OVERHEAD})", "corrupt_batch_size")

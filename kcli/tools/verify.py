@@ -19,6 +19,7 @@ from kcli.records import Batch, LegacyMessage, RecordBatch, StopReason, make_bat
 from kcli.records.batch import ATTRIBUTES_OFFSET, HEADER, RECORD_BATCH_OVERHEAD
 from kcli.records.crc import crc32c
 from kcli.records.control import ControlRecordType, parse_control_type
+from kcli.records.layout import MAGIC_OFFSET
 from kcli.records.types import INT32_MAX
 from kcli.storage.files import FileKind, offset_from_filename
 from kcli.storage.index import OffsetIndex, TimeIndex, TransactionIndex
@@ -186,6 +187,7 @@ class _Verifier:
         base = segment.base_offset
         progressed = 0
         unpack = HEADER.unpack_from
+        magic_at = MAGIC_OFFSET
         deep = self.deep
         view_of: bytes | None = None
         view = memoryview(b"")
@@ -197,7 +199,7 @@ class _Verifier:
                 if chunk is not view_of:
                     view_of, view = chunk, memoryview(chunk)
                 fast = False
-                if total >= RECORD_BATCH_OVERHEAD and chunk[local + 16] == 2 and not deep:
+                if total >= RECORD_BATCH_OVERHEAD and chunk[local + magic_at] == 2 and not deep:
                     first, _, _, _, crc, attrs, delta, _, max_ts, _, _, _, count = unpack(chunk, local)
                     fast = (not attrs & 0x37 or attrs & 0x37 <= 4) and 0 <= count <= delta + 1 and (
                         crc == crc32c(view[local + ATTRIBUTES_OFFSET : local + total]))
