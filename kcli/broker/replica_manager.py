@@ -28,7 +28,7 @@ from kcli.broker.log_manager import LogManager
 from kcli.broker.partition import AppendResult, Partition, ReadResult
 from kcli.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kcli.errors import KcliError
-from kcli.records import BatchReader, RecordBatch
+from kcli.records import BatchReader, RecordBatch, upconvert_to_v2
 from kcli.records.layout import stamp_base_offset, stamp_leader_epoch
 from kcli.records.types import NO_SEQUENCE, increment_sequence
 
@@ -100,7 +100,7 @@ class ReplicaManager:
 
     # -- produce -----------------------------------------------------------------------------------
     def append_records(self, acks: int, entries: dict[TopicPartition, bytes], *,
-                       origin_client: bool = True) -> dict[TopicPartition, PartitionAppend]:
+                       origin_client: bool = True, legacy: bool = False) -> dict[TopicPartition, PartitionAppend]:
         """Validate and append each partition's record set (Kafka's appendRecords; acks 0, 1 and -1 are
         served alike on one broker, the ISR being this broker)."""
         if acks not in (0, 1, -1):
@@ -110,6 +110,8 @@ class ReplicaManager:
         for tp, raw in entries.items():
             try:
                 partition = self.get_partition(*tp)
+                if legacy:  # Produce v0-v2: magic 0/1 message sets become one v2 batch, as Kafka converts
+                    raw = upconvert_to_v2(raw)
                 appended = self._append_to_leader(partition, raw)
                 results[tp] = PartitionAppend(ErrorCode.none, appended.base_offset, appended.log_append_time,
                                               partition.log_start_offset)

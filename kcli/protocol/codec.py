@@ -126,14 +126,19 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
             api_key=raw_key, api_version=version, correlation_id=correlation_id, request=label)
 
     body_type = _request_type(api_key, version)
+    legacy_produce = api_key is ApiKey.PRODUCE and version < FIRST_SERVED_PRODUCE_VERSION
+    if legacy_produce:
+        # Produce v0-v2 (message format v0/v1, gone from Kafka 4.0 and from kio): the v3 body is the same
+        # but for a leading nullable transactional_id, so the body is read as v3 with a null one spliced in.
+        body_type = _request_type(api_key, FIRST_SERVED_PRODUCE_VERSION)
     if body_type is None:
-        raise UnsupportedVersionError(
-            f"Produce v0-v{FIRST_SERVED_PRODUCE_VERSION - 1} (message format v0/v1) is not served; "
-            f"advertised only for librdkafka's compression check (KAFKA-18659, KIP-896)",
-            api_key=raw_key, api_version=version, correlation_id=correlation_id, request=label)
+        raise UnsupportedVersionError(f"{label} is not served", api_key=raw_key, api_version=version,
+                                      correlation_id=correlation_id, request=label)
     label = f"{body_type.__name__} v{version}"
 
     header, pos = _read_header(frame, api_key, version, label)
+    if legacy_produce:
+        frame = frame[:pos] + b"\xff\xff" + frame[pos:]
     try:
         end = walk(body_type, frame, pos)
     except Malformed as e:
@@ -158,6 +163,8 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
 
 def encode_response(request: Request, response_body: Any) -> bytes:
     """The size-prefixed response frame: header (v0, or v1 when flexible; ApiVersions always v0), body."""
+    if request.api_key is ApiKey.PRODUCE and request.api_version < FIRST_SERVED_PRODUCE_VERSION:
+        return _legacy_produce_response(request, response_body)
     header = _response_header(request, response_body)
     try:
         return _frame(header, response_body)
@@ -250,6 +257,32 @@ def encode_response_parts(request: Request, response_body: Any) -> list[Any]:
         raise LocalProtocolError(f"cannot encode {type(response_body).__name__}: {e}", request=request.name,
                                  correlation_id=request.correlation_id) from None
     return [SIZE_PREFIX.pack(out.size), *out.finish()]
+
+
+# Produce response v0-v2 from a v3 response body: v2 is v3's layout; v1 lacks log_append_time; v0 also lacks
+# throttle_time_ms. Declared as data: (field, struct code, first version that has it).
+_LEGACY_PRODUCE_PARTITION: Final = (("index", "i", 0), ("error_code", "h", 0), ("base_offset", "q", 0),
+                                    ("log_append_time", "q", 2))
+
+
+def _legacy_produce_response(request: Request, body: Any) -> bytes:
+    version = request.api_version
+    out = bytearray(struct.pack(">i", len(body.responses)))
+    for topic in body.responses:
+        name = topic.name.encode()
+        out += struct.pack(">h", len(name)) + name + struct.pack(">i", len(topic.partition_responses))
+        for part in topic.partition_responses:
+            for field_name, code, since in _LEGACY_PRODUCE_PARTITION:
+                if version < since:
+                    continue
+                value = getattr(part, field_name)
+                if field_name == "log_append_time":
+                    value = -1 if value is None else int(value.timestamp() * 1000)
+                out += struct.pack(">" + code, int(value))
+    if version >= 1:
+        out += struct.pack(">i", int(body.throttle_time.total_seconds() * 1000))
+    payload = struct.pack(">i", request.correlation_id) + bytes(out)
+    return SIZE_PREFIX.pack(len(payload)) + payload
 
 
 def _response_header(request: Request, response_body: Any) -> ResponseHeaderV0 | ResponseHeaderV1:

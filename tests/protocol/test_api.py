@@ -20,7 +20,8 @@ from kcli.protocol import (
 from kcli.protocol.api import FIRST_SERVED_PRODUCE_VERSION
 
 # The APIs issue #3 asks for, by Kafka's numbering.
-WANTED = {18, 3, 0, 1, 2, 10, 11, 14, 12, 13, 8, 9, 15, 16, 42, 19, 20, 37, 32, 22}
+WANTED = {18, 3, 0, 1, 2, 10, 11, 14, 12, 13, 8, 9, 15, 16, 42, 19, 20, 37, 32, 22,
+          21, 29, 30, 31, 33, 44, 47, 50, 51, 60}  # admin APIs clients call (DeleteRecords ... DescribeCluster)
 
 
 def _kio_versions(api_key: int) -> list[int]:

@@ -349,11 +349,28 @@ def test_versions_outside_the_table_are_refused(api_key, version):
     assert (caught.value.response is not None) == (api_key == 18)
 
 
-def test_produce_v0_to_v2_are_advertised_but_refused():
+def test_produce_v0_to_v2_are_served_as_v3_bodies():
+    """Produce v0-v2 are v3 without transactional_id: decoded into v3's body, answered in their own layout."""
+    from kcli.protocol.codec import encode_response
+
+    body = struct.pack(">hi", 1, 5000) + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1) + \
+        struct.pack(">i", 0) + struct.pack(">i", 3) + b"xyz"
     for version in range(FIRST_SERVED_PRODUCE_VERSION):
-        with pytest.raises(UnsupportedVersionError, match="KIP-896") as caught:
-            decode_request(struct.pack(">hhi", 0, version, 1) + b"\x00\x00")
-        assert caught.value.response is None
+        frame = struct.pack(">hhi", 0, version, 7) + struct.pack(">h", 2) + b"cl" + body
+        request = decode_request(frame)
+        assert request.api_version == version and request.body.transactional_id is None
+        assert request.body.acks == 1 and bytes(request.body.topic_data[0].partition_data[0].records) == b"xyz"
+        from kio.schema.errors import ErrorCode
+        from kio.schema.produce.v3 import response as R3
+
+        response = R3.ProduceResponse(responses=(R3.TopicProduceResponse(name="t", partition_responses=(
+            R3.PartitionProduceResponse(index=0, error_code=ErrorCode.none, base_offset=42, log_append_time=None),)),),
+            throttle_time=__import__("datetime").timedelta(0))
+        out = encode_response(request, response)
+        expected = struct.pack(">i", 7) + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1) + \
+            struct.pack(">ihq", 0, 0, 42) + (struct.pack(">q", -1) if version >= 2 else b"") + \
+            (struct.pack(">i", 0) if version >= 1 else b"")
+        assert out == struct.pack(">i", len(expected)) + expected
 
 
 def _sample_request(kafka_python, api_key: int, version: int):

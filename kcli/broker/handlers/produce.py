@@ -12,7 +12,7 @@ async def produce(ctx: RequestContext, req: Any) -> Any | None:
     R = response_module(req)
     entries = {(topic.name, pd.index): bytes(pd.records or b"") for topic in req.topic_data
                for pd in topic.partition_data}
-    results = ctx.services.replica_manager.append_records(req.acks, entries)
+    results = ctx.services.replica_manager.append_records(req.acks, entries, legacy=ctx.api_version < 3)
     if req.acks == 0:
         return None  # acks=0: the producer reads no response, so none is sent
     topics = []
