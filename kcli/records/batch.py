@@ -33,26 +33,36 @@ from kcli.records.types import (
 from kcli.records.varint import VARINT_MAX_BYTES, decode_varint, encode_varint
 
 MAGIC_V2 = 2
-HEADER = struct.Struct(
-    ">q"  # base_offset
-    "i"  # batch_length: bytes after this field
-    "i"  # partition_leader_epoch: not covered by the CRC, the leader rewrites it
-    "b"  # magic
-    "I"  # crc: CRC-32C of attributes..end
-    "h"  # attributes
-    "i"  # last_offset_delta
-    "q"  # base_timestamp (the delete horizon when ATTR_DELETE_HORIZON is set)
-    "q"  # max_timestamp
-    "q"  # producer_id
-    "h"  # producer_epoch
-    "i"  # base_sequence
-    "i"  # records_count
+# The header layout, declared once: (field, struct code, note). Offsets of single fields derive from it.
+HEADER_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("base_offset", "q", ""),
+    ("batch_length", "i", "bytes after this field"),
+    ("partition_leader_epoch", "i", "not covered by the CRC, the leader rewrites it"),
+    ("magic", "b", ""),
+    ("crc", "I", "CRC-32C of attributes..end"),
+    ("attributes", "h", ""),
+    ("last_offset_delta", "i", ""),
+    ("base_timestamp", "q", "the delete horizon when ATTR_DELETE_HORIZON is set"),
+    ("max_timestamp", "q", ""),
+    ("producer_id", "q", ""),
+    ("producer_epoch", "h", ""),
+    ("base_sequence", "i", ""),
+    ("records_count", "i", ""),
 )
+HEADER = struct.Struct(">" + "".join(code for _name, code, _note in HEADER_FIELDS))
+FIELD_OFFSETS: dict[str, int] = {}
+FIELD_STRUCTS: dict[str, struct.Struct] = {}
+_at = 0
+for _name, _code, _note in HEADER_FIELDS:
+    FIELD_OFFSETS[_name] = _at
+    FIELD_STRUCTS[_name] = struct.Struct(">" + _code)
+    _at += FIELD_STRUCTS[_name].size
+del _at, _name, _code, _note
 RECORD_BATCH_OVERHEAD = HEADER.size  # 61
-LOG_OVERHEAD = 12  # base_offset + batch_length
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21  # CRC covers [21, end)
-CRC_FIELD = struct.Struct(">I")
+LOG_OVERHEAD = FIELD_OFFSETS["partition_leader_epoch"]  # base_offset + batch_length: 12
+CRC_OFFSET = FIELD_OFFSETS["crc"]  # 17
+ATTRIBUTES_OFFSET = FIELD_OFFSETS["attributes"]  # CRC covers [21, end)
+CRC_FIELD = FIELD_STRUCTS["crc"]
 
 ATTR_CODEC_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08
@@ -507,8 +517,41 @@ def build_record_batch(
     return bytes(header) + payload
 
 
+def write_header_field(buf: bytearray | memoryview, position: int, name: str, value: int) -> None:
+    """Overwrite one header field of the batch at ``position`` in ``buf`` (the CRC is not updated)."""
+    FIELD_STRUCTS[name].pack_into(buf, position + FIELD_OFFSETS[name], value)
+
+
+def read_header_field(buf: bytes | bytearray | memoryview, position: int, name: str) -> int:
+    return FIELD_STRUCTS[name].unpack_from(buf, position + FIELD_OFFSETS[name])[0]
+
+
+def stamp_offsets(buf: bytearray | memoryview, position: int, base_offset: int, leader_epoch: int) -> None:
+    """What a leader writes into a produced batch: its base offset and the partition leader epoch.
+    Neither field is covered by the CRC, so the batch stays valid (Kafka `setLastOffset`,
+    `setPartitionLeaderEpoch`; record offsets are deltas and need no rewrite)."""
+    write_header_field(buf, position, "base_offset", base_offset)
+    write_header_field(buf, position, "partition_leader_epoch", leader_epoch)
+
+
+def set_max_timestamp(buf: bytearray | memoryview, position: int, size: int, timestamp_type: TimestampType,
+                      max_timestamp: int) -> int:
+    """Kafka `DefaultRecordBatch.setMaxTimestamp`: the timestamp type attribute and max timestamp of the batch
+    at ``buf[position:position + size]`` are rewritten and its CRC recomputed (once). Returns the new CRC."""
+    attributes = read_header_field(buf, position, "attributes")
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= ATTR_TIMESTAMP_TYPE
+    else:
+        attributes &= ~ATTR_TIMESTAMP_TYPE
+    write_header_field(buf, position, "attributes", attributes)
+    write_header_field(buf, position, "max_timestamp", max_timestamp)
+    crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + size])
+    write_header_field(buf, position, "crc", crc)
+    return crc
+
+
 def set_partition_leader_epoch(raw: bytes | bytearray, epoch: int) -> bytes:
     """The leader stamps its epoch on append; the CRC does not cover the field."""
     buf = bytearray(raw)
-    struct.pack_into(">i", buf, 12, epoch)
+    write_header_field(buf, 0, "partition_leader_epoch", epoch)
     return bytes(buf)

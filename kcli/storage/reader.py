@@ -9,42 +9,14 @@ KIP-74) so a consumer never stalls on a big batch.
 from __future__ import annotations
 
 import bisect
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcli.errors import KcliError
-from kcli.records.batch import HEADER, RECORD_BATCH_OVERHEAD
-from kcli.records.record_set import MAGIC_OFFSET, make_batch
 from kcli.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_path
 from kcli.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
-from kcli.storage.segment import DEFAULT_WINDOW, FileBatchReader
+from kcli.storage.segment import FETCH_SCAN_SLACK, FetchSlice, FileBatchReader, LogSegment
 
-FETCH_SCAN_SLACK = 64 * 1024  # > index.interval.bytes: covers the scan from the index entry to the offset
-
-
-@dataclass(frozen=True, slots=True)
-class FetchSlice:
-    """Bytes [position, position + length) of ``path`` hold whole batches starting at or before the offset."""
-
-    path: Path
-    position: int
-    length: int
-
-    # A Fetch response carries this as its records field; the server sends it with sendfile (zero-copy).
-    file_region = True
-
-    def __len__(self) -> int:
-        return self.length
-
-    def read(self) -> bytes:
-        if self.length == 0:
-            return b""
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            return os.pread(fd, self.length, self.position)
-        finally:
-            os.close(fd)
+__all__ = ["FETCH_SCAN_SLACK", "FetchSlice", "PartitionReader", "TimestampMatch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,32 +52,8 @@ class PartitionReader:
         return None
 
     def _read_segment(self, base: int, offset: int, max_bytes: int, end_offset: int) -> FetchSlice | None:
-        log_path = segment_path(self.directory, base, LOG_SUFFIX)
-        start = 0
-        index_path = segment_path(self.directory, base, INDEX_SUFFIX)
-        if offset > base and index_path.exists():
-            with OffsetIndex(index_path, base) as index:
-                start = index.lookup(offset).position
-        first_position = None
-        end_position = None
-        # Read about what the fetch may return (plus the scan from the index entry), not a whole window:
-        # librdkafka asks for 1 MiB per partition, and an 8 MiB read per Fetch was the consume hot spot.
-        reader = FileBatchReader(log_path, start, window=min(DEFAULT_WINDOW, max_bytes + FETCH_SCAN_SLACK))
-        for chunk, local, total in reader.spans():
-            position = reader.window_position + local
-            first, last = _offsets(chunk, local, total)
-            if first >= end_offset:
-                break
-            if first_position is None:
-                if last < offset:
-                    continue
-                first_position = position
-            elif position + total - first_position > max_bytes:
-                break
-            end_position = position + total
-        if first_position is None or end_position is None:
-            return None
-        return FetchSlice(log_path, first_position, end_position - first_position)
+        return LogSegment(segment_path(self.directory, base, LOG_SUFFIX), base).read(offset, max_bytes,
+                                                                                  max_offset=end_offset)
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start, end), from the .txnindex files (read_committed fetches,
@@ -155,14 +103,3 @@ class PartitionReader:
                         if best is None or record.timestamp > best.timestamp:
                             best = TimestampMatch(record.offset, record.timestamp)
         return best
-
-
-def _offsets(chunk: bytes, local: int, total: int) -> tuple[int, int]:
-    if chunk[local + MAGIC_OFFSET] >= 2 and total >= RECORD_BATCH_OVERHEAD:
-        fields = HEADER.unpack_from(chunk, local)
-        return fields[0], fields[0] + fields[6]
-    batch = make_batch(chunk[local : local + total], local)  # legacy: a wrapper's first offset needs its inner set
-    try:
-        return batch.base_offset, batch.last_offset
-    except KcliError:
-        return batch.last_offset, batch.last_offset
