@@ -339,7 +339,6 @@ class LogConfig:
             if name not in CONFIG_KEYS:
                 raise InvalidConfigError(name, None, f"Unknown topic config name: {name}")
         values: dict[str, Any] = {}
-        broker_used: dict[str, str] = {}
         for key in TOPIC_CONFIGS:
             if key.name in topic_overrides:
                 values[key.name] = key.parse(topic_overrides[key.name])
@@ -356,12 +355,12 @@ class LogConfig:
                             raise InvalidConfigError(synonym.name, raw, str(exc)) from None
                         # KafkaConfig: a negative retention means "forever" whatever the unit.
                         values[key.name] = key.parse(-1 if number < 0 else number * synonym.scale)
-                    broker_used[key.name] = synonym.name
                     break
         config = cls.__new__(cls)
         object.__setattr__(config, "_values", {k.name: values.get(k.name, k.default) for k in TOPIC_CONFIGS})
         object.__setattr__(config, "_overrides", {n: topic_overrides[n] for n in CONFIG_KEYS if n in topic_overrides})
-        object.__setattr__(config, "_broker", {n: dict(broker_defaults) for n in broker_used})
+        synonyms = {s.name for k in TOPIC_CONFIGS for s in k.synonyms}
+        object.__setattr__(config, "_broker", {n: v for n, v in broker_defaults.items() if n in synonyms})
         config._check_combination()
         return config
 
@@ -443,10 +442,10 @@ class LogConfig:
             synonyms: list[ConfigSynonym] = []
             if key.name in self._overrides:
                 synonyms.append(ConfigSynonym(key.name, self._overrides[key.name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-            broker = self._broker.get(key.name, {})
             for synonym in key.synonyms:
-                if synonym.name in broker:
-                    synonyms.append(ConfigSynonym(synonym.name, broker[synonym.name], ConfigSource.STATIC_BROKER_CONFIG))
+                if synonym.name in self._broker:
+                    synonyms.append(ConfigSynonym(synonym.name, self._broker[synonym.name],
+                                                  ConfigSource.STATIC_BROKER_CONFIG))
             default_synonym = next((s for s in reversed(key.synonyms) if s.default is not None), None)
             if default_synonym is not None:
                 synonyms.append(ConfigSynonym(default_synonym.name, default_synonym.default or "", ConfigSource.DEFAULT_CONFIG))
@@ -457,7 +456,7 @@ class LogConfig:
                               key.sensitive, False, key.doc)
 
 
-def _rebuild(values: dict[str, Any], overrides: dict[str, str], broker: dict[str, dict[str, str]]) -> LogConfig:
+def _rebuild(values: dict[str, Any], overrides: dict[str, str], broker: dict[str, str]) -> LogConfig:
     config = LogConfig.__new__(LogConfig)
     object.__setattr__(config, "_values", dict(values))
     object.__setattr__(config, "_overrides", dict(overrides))
