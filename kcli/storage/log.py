@@ -70,7 +70,6 @@ __all__ = [
 ]
 
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-_INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +129,11 @@ class PartitionLog:
         log.log_start_offset = loaded.log_start_offset
         return log
 
+    def replace_config(self, config: LogConfig) -> PartitionLog:
+        """Use a new topic config from now on (an AlterConfigs); the segments keep their files. Returns self."""
+        self.config = config
+        return self
+
     # -- views -------------------------------------------------------------------------------
     @property
     def segments(self) -> list[int]:
@@ -186,7 +190,9 @@ class PartitionLog:
         if result.first_offset < self.log_end_offset:
             raise KcliError(f"validated first offset {result.first_offset} is below the log end offset "
                             f"{self.log_end_offset}: the log moved since validation")
-        self._maybe_roll(result.size, result.first_offset, result.last_offset)
+        if self.segment.should_roll(self.config, incoming_bytes=result.size, max_timestamp=result.max_timestamp,
+                                    last_offset=result.last_offset):
+            self.roll(result.first_offset)
         records = memoryview(result.records)
         for info in result.batches:
             aborted = None
@@ -197,13 +203,6 @@ class PartitionLog:
         return LogAppendInfo(result.first_offset, result.last_offset, result.max_timestamp,
                              result.shallow_offset_of_max_timestamp, result.log_append_time, self.log_start_offset,
                              result.record_count, result.size)
-
-    def _maybe_roll(self, size: int, first_offset: int, last_offset: int) -> None:
-        """Kafka `maybeRoll` (size; an offset delta that no longer fits an index entry)."""
-        segment = self.segment
-        if segment.size > 0 and (segment.size + size > self.config.segment_bytes
-                                 or last_offset - segment.base_offset > _INT32_MAX):
-            self.roll(first_offset)
 
     def append_raw(self, raw: bytes) -> Batch:
         """Append a record set (one or more whole batches) as given; offsets must start at the log end.
@@ -284,6 +283,29 @@ class PartitionLog:
         self.log_start_offset = max(self.log_start_offset, self.log_segments[0].base_offset)
         self.leader_epochs.truncate_from_start(self.log_start_offset)
         return renamed
+
+    def delete_retention_breached(self, now_ms: int) -> list[tuple[int, str, list[Path]]]:
+        """Kafka `UnifiedLog.deleteOldSegments` for cleanup.policy=delete: oldest segments first (never the
+        active one) while their largest timestamp is older than retention.ms, while the log without them
+        still holds retention.bytes, or while they end below the log start offset (DeleteRecords). Returns
+        (base offset, "time" | "size" | "log start", renamed files) per segment sent to ``.deleted``."""
+        done: list[tuple[int, str, list[Path]]] = []
+        if not self.config.delete:
+            return done
+        retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
+        while len(self.log_segments) > 1:
+            oldest, following = self.log_segments[0], self.log_segments[1]
+            total = sum(s.size for s in self.log_segments)
+            if following.base_offset <= self.log_start_offset:
+                reason = "log start"
+            elif retention_ms >= 0 and now_ms - oldest.largest_timestamp() > retention_ms:
+                reason = "time"
+            elif retention_bytes >= 0 and total - oldest.size >= retention_bytes:
+                reason = "size"
+            else:
+                break
+            done.append((oldest.base_offset, reason, self.delete_oldest_segment()))
+        return done
 
     def truncate_to(self, offset: int) -> list[Path]:
         """Remove every batch at or after ``offset`` (Kafka `UnifiedLog.truncateTo`, what a follower does

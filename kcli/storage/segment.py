@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kcli.errors import InputError, KcliError
-from kcli.records.batch import HEADER, RECORD_BATCH_OVERHEAD
+from kcli.records.batch import RECORD_BATCH_OVERHEAD, read_header_field
 from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, MAGIC_OFFSET, Batch, BatchReader, StopReason, make_batch
 from kcli.records.types import NO_TIMESTAMP
 from kcli.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, offset_from_filename, segment_path
@@ -228,8 +228,8 @@ class SegmentIndexes:
 def batch_offsets(chunk: bytes, local: int, total: int) -> tuple[int, int]:
     """(first, last) offset of the batch at ``chunk[local:local + total]`` from its header alone (v2)."""
     if chunk[local + MAGIC_OFFSET] >= 2 and total >= RECORD_BATCH_OVERHEAD:
-        fields = HEADER.unpack_from(chunk, local)
-        return fields[0], fields[0] + fields[6]
+        base = read_header_field(chunk, local, "base_offset")
+        return base, base + read_header_field(chunk, local, "last_offset_delta")
     batch = make_batch(chunk[local : local + total], local)  # legacy: a wrapper's first offset needs its inner set
     try:
         return batch.base_offset, batch.last_offset
@@ -315,6 +315,23 @@ class LogSegment:
 
     def batches(self, start_position: int = 0, end_position: int | None = None) -> FileBatchReader:
         return FileBatchReader(self.log_path, start_position, end_position)
+
+    def should_roll(self, config: LogConfig, *, incoming_bytes: int, max_timestamp: int, last_offset: int,
+                    jitter_ms: int = 0) -> bool:
+        """Kafka `LogSegment.shouldRoll`: a non-empty segment rolls before an append that would pass
+        segment.bytes, whose max timestamp is more than segment.ms (less jitter) after the segment's first
+        batch, when an index is full, or when the last offset no longer fits a relative index entry."""
+        size = self.size
+        if size == 0:
+            return False
+        if size > config.segment_bytes - incoming_bytes:
+            return True
+        if self.first_timestamp is not None and self.first_timestamp >= 0 and \
+                max_timestamp - self.first_timestamp > config.segment_ms - jitter_ms:
+            return True
+        if self.indexes is not None and (self.indexes.index.is_full or self.indexes.time_index.is_full):
+            return True
+        return last_offset - self.base_offset > 2**31 - 1
 
     # -- appends -------------------------------------------------------------------------------
     def append(self, raw: bytes, batch: Any, aborted: AbortedTxn | None = None) -> int:

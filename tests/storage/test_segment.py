@@ -127,3 +127,30 @@ def test_leader_epoch_cache_end_offsets_and_truncation(tmp_path):
     cache.path = tmp_path / "leader-epoch-checkpoint"
     cache.flush()
     assert LeaderEpochCache.load(tmp_path).entries == cache.entries
+
+
+def test_retention_by_time_size_and_log_start(tmp_path):
+    config = LogConfig(segment_bytes=1000, retention_bytes=2500, retention_ms=10**12)
+    log = PartitionLog(tmp_path / "t-0", config=config)
+    fill(log, 20)
+    sizes = [log.segment_stats(b)[0] for b in log.segments]
+    done = log.delete_retention_breached(now_ms=T0)
+    assert {reason for _base, reason, _files in done} == {"size"}
+    assert sum(log.segment_stats(b)[0] for b in log.segments) < 2500 + max(sizes)
+    by_time = log.replace_config(config.replace(retention_bytes=-1, retention_ms=1000))
+    done = by_time.delete_retention_breached(now_ms=T0 + 10**6)
+    assert [reason for _b, reason, _f in done] == ["time"] * len(done) and len(log.segments) == 1
+    assert log.log_start_offset == log.segments[0]
+    log.close()
+
+
+def test_validated_appends_roll_on_segment_ms(tmp_path):
+    from kcli.storage.validator import validate_records
+
+    log = PartitionLog(tmp_path / "t-0", config=LogConfig(segment_ms=1000))
+    for ts in (T0, T0 + 1000, T0 + 1001):
+        raw = build_record_batch([Record(0, ts, b"k", b"v")])
+        log.append_validated(validate_records(raw, log.config, log_end_offset=log.log_end_offset, leader_epoch=0,
+                                              producer_state=log.producer_state, now_ms=ts))
+    assert log.segments == [0, 2]  # the third batch is more than segment.ms after the segment's first
+    log.close()
