@@ -154,3 +154,21 @@ def test_validated_appends_roll_on_segment_ms(tmp_path):
                                               producer_state=log.producer_state, now_ms=ts))
     assert log.segments == [0, 2]  # the third batch is more than segment.ms after the segment's first
     log.close()
+
+
+def test_loader_cleans_leftovers_after_a_clean_shutdown(tmp_path):
+    from kcli.storage.loader import LogLoader
+
+    directory = tmp_path / "logs" / "t-0"
+    with PartitionLog(directory, config=LogConfig(segment_bytes=1000)) as log:
+        fill(log, 10, pid=3)
+    (directory / "00000000000000000000.log.cleaned").write_bytes(b"partial")
+    (directory / "00000000000000000000.index.tmp").write_bytes(b"")
+    loaded = LogLoader(directory, recover=False, quarantine=tmp_path / "quarantine").load()
+    assert not list(directory.glob("*.cleaned")) and not list(directory.glob("*.tmp"))
+    assert loaded.recovery is not None and (tmp_path / "quarantine" / "manifest.json").exists()
+    assert loaded.log_end_offset == 20 and loaded.producer_state.producers[3].last_sequence == 19
+    loaded.active.close()
+    untouched = LogLoader(directory, recover=False).load()
+    assert untouched.recovery is None
+    untouched.active.close()
