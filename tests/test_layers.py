@@ -51,3 +51,59 @@ def test_nothing_outside_cli_imports_cli():
         if name.startswith("kcli.cli") or name == "kcli.__main__":
             continue
         assert not any(i.startswith("kcli.cli") for i in _imports(path)), name
+
+
+def _storage_graph() -> dict[str, set[str]]:
+    """kcli.storage module -> the kcli.storage modules it imports, counting every import statement (module
+    level, inside functions, under TYPE_CHECKING, relative ones)."""
+    modules = {name: path for name, path in _modules() if name.startswith("kcli.storage.")}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{parent}.{base}" if base else parent
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            for target in targets:
+                if target in modules and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def test_no_import_cycle_among_storage_modules():
+    graph = _storage_graph()
+    assert graph, "no kcli.storage modules found"
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                cycle = path[path.index(target):] + [target]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if target not in state:
+                visit(target)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def test_storage_layers_inside_the_package():
+    """log -> loader -> recovery: the writer may use the loader and recovery, never the other way round."""
+    graph = _storage_graph()
+    assert "kcli.storage.log" not in graph["kcli.storage.recovery"]
+    assert "kcli.storage.recovery" not in graph["kcli.storage.log"]
+    assert "kcli.storage.log" not in graph["kcli.storage.loader"]
+    for codec_level in ("kcli.storage.validator", "kcli.storage.producer_state", "kcli.storage.log_config"):
+        assert not graph[codec_level] & {"kcli.storage.log", "kcli.storage.loader", "kcli.storage.recovery"}, codec_level

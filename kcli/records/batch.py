@@ -21,6 +21,8 @@ from kcli.records.control import ControlRecordType, parse_control_type
 from kcli.records.crc import crc32c
 from kcli.records.layout import (  # CRC_FIELD, CRC_OFFSET: re-exported for callers that know them from here
     ATTRIBUTES_OFFSET,
+    BATCH_V2_FIELDS,
+    BATCH_V2_OFFSETS,
     BATCH_HEADER,
     CRC_FIELD,  # noqa: F401
     CRC_OFFSET,  # noqa: F401
@@ -44,6 +46,8 @@ from kcli.records.varint import VARINT_MAX_BYTES, decode_varint, encode_varint
 
 MAGIC_V2 = 2
 HEADER = BATCH_HEADER  # the 61-byte header (kcli.records.layout declares it)
+FIELD_OFFSETS: dict[str, int] = dict(BATCH_V2_OFFSETS)
+FIELD_STRUCTS: dict[str, struct.Struct] = {name: struct.Struct(">" + code) for name, code in BATCH_V2_FIELDS}
 
 ATTR_CODEC_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08
@@ -496,6 +500,39 @@ def build_record_batch(
     crc = crc32c(bytes(header[ATTRIBUTES_OFFSET:]) + payload)
     stamp_crc(header, 0, crc)
     return bytes(header) + payload
+
+
+def write_header_field(buf: bytearray | memoryview, position: int, name: str, value: int) -> None:
+    """Overwrite one header field of the batch at ``position`` in ``buf`` (the CRC is not updated)."""
+    FIELD_STRUCTS[name].pack_into(buf, position + FIELD_OFFSETS[name], value)
+
+
+def read_header_field(buf: bytes | bytearray | memoryview, position: int, name: str) -> int:
+    return FIELD_STRUCTS[name].unpack_from(buf, position + FIELD_OFFSETS[name])[0]
+
+
+def stamp_offsets(buf: bytearray | memoryview, position: int, base_offset: int, leader_epoch: int) -> None:
+    """What a leader writes into a produced batch: its base offset and the partition leader epoch.
+    Neither field is covered by the CRC, so the batch stays valid (Kafka `setLastOffset`,
+    `setPartitionLeaderEpoch`; record offsets are deltas and need no rewrite)."""
+    write_header_field(buf, position, "base_offset", base_offset)
+    write_header_field(buf, position, "partition_leader_epoch", leader_epoch)
+
+
+def set_max_timestamp(buf: bytearray | memoryview, position: int, size: int, timestamp_type: TimestampType,
+                      max_timestamp: int) -> int:
+    """Kafka `DefaultRecordBatch.setMaxTimestamp`: the timestamp type attribute and max timestamp of the batch
+    at ``buf[position:position + size]`` are rewritten and its CRC recomputed (once). Returns the new CRC."""
+    attributes = read_header_field(buf, position, "attributes")
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= ATTR_TIMESTAMP_TYPE
+    else:
+        attributes &= ~ATTR_TIMESTAMP_TYPE
+    write_header_field(buf, position, "attributes", attributes)
+    write_header_field(buf, position, "max_timestamp", max_timestamp)
+    crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + size])
+    write_header_field(buf, position, "crc", crc)
+    return crc
 
 
 def set_partition_leader_epoch(raw: bytes | bytearray, epoch: int) -> bytes:

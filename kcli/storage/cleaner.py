@@ -46,16 +46,15 @@ from kcli.storage.files import (
     segment_path,
 )
 from kcli.storage.index import AbortedTxn, TransactionIndex
-from kcli.storage.log import (
+from kcli.storage.log_config import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_BYTES,
     DEFAULT_SEGMENT_INDEX_BYTES,
     LogConfig,
-    ProducerStateManager,
-    SegmentIndexes,
 )
+from kcli.storage.producer_state import ProducerStateManager
 from kcli.storage.recovery import CRASH_AFTER_ENV
-from kcli.storage.segment import FileBatchReader
+from kcli.storage.segment import FileBatchReader, SegmentIndexes
 
 OFFSET_MAP_ENTRY_BYTES = 24  # MD5 (16) + offset (8), as SkimpyOffsetMap
 OFFSET_MAP_LOAD_FACTOR = 0.9

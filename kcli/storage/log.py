@@ -1,38 +1,36 @@
-"""PartitionLog: append batches to a partition directory exactly as a Kafka broker lays them out.
+"""PartitionLog: one ``<topic>-<partition>`` directory as an ordered list of LogSegments (Kafka's LocalLog).
 
-Segments roll by size; closing writes the final time-index entry, trims the indexes, and writes the
-producer ``.snapshot``, ``leader-epoch-checkpoint`` and ``partition.metadata``. The per-batch rules that
-Kafka's LogSegment.append and LogSegment.recover share live here once and are used by recovery too:
-``SegmentIndexer`` (offset/time index entries every ``index_interval_bytes``), ``ProducerStateManager``
-(producer table, ABORT markers -> ``.txnindex`` entries) and ``LeaderEpochCache``.
-Kafka: storage/.../log/{LogSegment,LocalLog,ProducerStateManager,LeaderEpochFileCache}.java.
+The log has a start offset (retention moves it), an end offset (appends move it) and one active segment,
+open for appends; segments roll by size. Appends come validated (``append_validated`` with a
+kcli.storage.validator result) or as whole batches with their offsets (``append_raw``: tools, tests, the
+transaction coordinator's markers). Closing writes the final time-index entry, trims the indexes and
+writes the producer ``.snapshot``, ``leader-epoch-checkpoint`` and ``partition.metadata``.
+Opening an existing directory is kcli.storage.loader's job (LogLoader).
+
+The pieces this module used to hold live in their own modules; the names stay importable from here:
+``LogConfig`` (log_config), ``ProducerStateManager`` (producer_state), ``LeaderEpochCache`` (leader_epoch),
+``SegmentIndexer``/``SegmentIndexes`` (segment).
+Kafka: storage/.../log/{LocalLog,LogSegments,UnifiedLog}.java.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kcli.errors import CorruptSnapshotError, KcliError
+from kcli.errors import KcliError
 from kcli.records import Batch, BatchReader, Record, RecordBatch
 from kcli.records.batch import build_record_batch
-from kcli.records.control import ControlRecordType, control_key, end_txn_marker_value, parse_control_type, parse_end_txn_marker
+from kcli.records.control import ControlRecordType, control_key, end_txn_marker_value
 from kcli.records.types import NO_TIMESTAMP, TimestampType
-from kcli.storage.checkpoint import (
-    EpochEntry,
-    LeaderEpochCheckpointFile,
-    read_partition_entry,
-    read_partition_metadata,
-    write_partition_metadata,
-)
+from kcli.storage.checkpoint import EpochEntry, LeaderEpochCheckpointFile, write_partition_metadata
 from kcli.storage.files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
     LOG_SUFFIX,
     PARTITION_METADATA,
     PRODUCER_SNAPSHOT_SUFFIX,
@@ -43,249 +41,66 @@ from kcli.storage.files import (
     offset_from_filename,
     segment_path,
 )
-from kcli.storage.index import AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex
-from kcli.storage.segment import FileBatchReader
-from kcli.storage.snapshot import ProducerStateEntry, read_producer_snapshot, write_producer_snapshot
+from kcli.storage.leader_epoch import LeaderEpochCache
+from kcli.storage.loader import LogLoader, load_producer_state
+from kcli.storage.log_config import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_BYTES,
+    DEFAULT_SEGMENT_INDEX_BYTES,
+    LogConfig,
+)
+from kcli.storage.producer_state import ProducerEntry, ProducerStateManager, track_batch
+from kcli.storage.reader import PartitionReader
+from kcli.storage.segment import FetchSlice, LogSegment, SegmentIndexer, SegmentIndexes
+from kcli.storage.snapshot import write_producer_snapshot
+from kcli.storage.validator import ValidationResult
 
-DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
-DEFAULT_INDEX_INTERVAL_BYTES = 4096
-DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
+__all__ = [
+    "DEFAULT_INDEX_INTERVAL_BYTES",
+    "DEFAULT_SEGMENT_BYTES",
+    "DEFAULT_SEGMENT_INDEX_BYTES",
+    "LeaderEpochCache",
+    "LogAppendInfo",
+    "LogConfig",
+    "PartitionLog",
+    "ProducerStateManager",
+    "SegmentIndexer",
+    "SegmentIndexes",
+    "track_batch",
+]
 
-
-@dataclass(frozen=True)
-class LogConfig:
-    segment_bytes: int = DEFAULT_SEGMENT_BYTES
-    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
-    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES
-
-
-# -- the per-batch rules shared by append and recovery -----------------------------------------------
-
-class SegmentIndexer:
-    """Which offset/time index entries one batch adds to its segment (LogSegment.append and .recover).
-
-    An entry is due when the bytes appended since the previous one *exceed* the interval, counted before
-    the batch, so the batch at position 0 is never indexed; it is keyed by the batch's last offset. The
-    time entry is (max timestamp so far, last offset of the batch holding it), only when it moved on.
-    """
-
-    __slots__ = ("base_offset", "index_interval_bytes", "bytes_since_last_index_entry", "max_timestamp",
-                 "offset_of_max_timestamp", "last_time_entry_timestamp")
-
-    def __init__(self, base_offset: int, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, *,
-                 bytes_since_last_index_entry: int = 0, last_time_entry: TimestampOffset | None = None) -> None:
-        self.base_offset = base_offset
-        self.index_interval_bytes = index_interval_bytes
-        self.bytes_since_last_index_entry = bytes_since_last_index_entry
-        # Kafka loads the max timestamp so far from the time index's last entry when it opens a segment.
-        last = last_time_entry or TimestampOffset(NO_TIMESTAMP, base_offset)
-        self.max_timestamp = self.last_time_entry_timestamp = last.timestamp
-        self.offset_of_max_timestamp = last.offset
-
-    def append(self, batch: Batch, position: int) -> tuple[OffsetPosition | None, TimestampOffset | None]:
-        if batch.max_timestamp > self.max_timestamp:
-            self.max_timestamp = batch.max_timestamp
-            self.offset_of_max_timestamp = batch.last_offset
-        entry = time_entry = None
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            entry = OffsetPosition(batch.last_offset, position)
-            time_entry = self._time_entry()
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += batch.size
-        return entry, time_entry
-
-    def final_time_entry(self) -> TimestampOffset | None:
-        """The entry Kafka adds when a segment becomes inactive, is closed or recovered (None if a repeat)."""
-        return self._time_entry()
-
-    def _time_entry(self) -> TimestampOffset | None:
-        if self.max_timestamp <= self.last_time_entry_timestamp:
-            return None
-        self.last_time_entry_timestamp = self.max_timestamp
-        return TimestampOffset(self.max_timestamp, self.offset_of_max_timestamp)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
-class ProducerStateManager:
-    """Kafka's ProducerStateManager as a log replay needs it: the last batch of every producer, its open
-    transaction, and for each ABORT that completes one the AbortedTxn its segment's .txnindex records."""
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """Kafka LogAppendInfo, what a Produce response needs: offsets, LogAppendTime, the log start offset.
+    ``duplicate``: nothing was appended, the offsets are the original batch's."""
 
-    def __init__(self, entries: Iterable[ProducerStateEntry] = ()) -> None:
-        self.producers: dict[int, ProducerStateEntry] = {e.producer_id: e for e in entries}
-
-    def entries(self) -> list[ProducerStateEntry]:
-        return sorted(self.producers.values(), key=lambda e: e.producer_id)
-
-    def update(self, batch: RecordBatch) -> AbortedTxn | None:
-        pid = batch.producer_id
-        if pid < 0:
-            return None
-        entry = self.producers.get(pid) or ProducerStateEntry(pid, batch.producer_epoch, -1, -1, 0, NO_TIMESTAMP, -1)
-        if not batch.is_control:
-            txn_first = entry.current_txn_first_offset
-            if batch.is_transactional and txn_first < 0:
-                txn_first = batch.base_offset
-            self.producers[pid] = replace(
-                entry, producer_epoch=batch.producer_epoch, last_sequence=batch.last_sequence,
-                last_offset=batch.last_offset, offset_delta=batch.last_offset_delta, timestamp=batch.max_timestamp,
-                current_txn_first_offset=txn_first,
-            )
-            return None
-        records = batch.records()
-        if not records:
-            return None  # an empty control batch: the cleaner removed the whole transaction
-        kind = parse_control_type(records[0].key)
-        marker = parse_end_txn_marker(kind, records[0].value)
-        aborted = None
-        if kind is ControlRecordType.ABORT and entry.current_txn_first_offset >= 0:
-            aborted = AbortedTxn(pid, entry.current_txn_first_offset, batch.base_offset,
-                                 self._last_stable_offset(pid, batch.base_offset))
-        self.producers[pid] = replace(entry, producer_epoch=batch.producer_epoch, coordinator_epoch=marker.coordinator_epoch,
-                                      current_txn_first_offset=-1, timestamp=batch.max_timestamp)
-        return aborted
-
-    def _last_stable_offset(self, pid: int, marker_offset: int) -> int:
-        """Kafka `lastStableOffset(completedTxn)`: the first offset of the earliest other open transaction."""
-        others = [e.current_txn_first_offset for p, e in self.producers.items() if p != pid and e.current_txn_first_offset >= 0]
-        return min(others) if others else marker_offset + 1
-
-
-class LeaderEpochCache:
-    """leader-epoch-checkpoint entries as Kafka's LeaderEpochFileCache keeps them."""
-
-    def __init__(self, entries: Iterable[EpochEntry] = ()) -> None:
-        self.entries: list[EpochEntry] = list(entries)
-
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """A batch of a newer epoch starts that epoch at its base offset; entries that would break
-        monotonicity are dropped first (Kafka `maybeTruncateNonMonotonicEntries`)."""
-        if epoch < 0 or (self.entries and epoch <= self.entries[-1].epoch):
-            return False
-        while self.entries and self.entries[-1].start_offset >= start_offset:
-            self.entries.pop()
-        self.entries.append(EpochEntry(epoch, start_offset))
-        return True
-
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop epochs starting beyond the log end. Kafka also drops one starting *at* it, but a leader that
-        has not appended yet legitimately has such an entry, so an intact partition keeps it."""
-        while self.entries and self.entries[-1].start_offset > end_offset:
-            self.entries.pop()
-
-
-def track_batch(batch: Batch, producers: ProducerStateManager, epochs: LeaderEpochCache) -> AbortedTxn | None:
-    """The partition-level half of appending or recovering one batch: its leader epoch and producer state.
-    Returns the aborted transaction it completes, for the .txnindex of the segment holding the batch."""
-    if not isinstance(batch, RecordBatch):
-        return None  # magic 0/1 carry neither epochs nor producer ids
-    aborted = producers.update(batch)  # first: it may find the batch undecodable
-    epochs.assign(batch.partition_leader_epoch, batch.base_offset)
-    return aborted
-
-
-class SegmentIndexes:
-    """A segment's writable .index, .timeindex and .txnindex, fed one batch at a time."""
-
-    def __init__(self, base_offset: int, config: LogConfig, *, index_path: Path, time_index_path: Path,
-                 txn_index_path: Path) -> None:
-        self.base_offset = base_offset
-        self.index = OffsetIndex(index_path, base_offset, writable=True, max_index_size=config.segment_index_bytes)
-        self.time_index = TimeIndex(time_index_path, base_offset, writable=True, max_index_size=config.segment_index_bytes)
-        self.txn_index = TransactionIndex(txn_index_path, base_offset)  # the file appears with its first entry
-        self.indexer = SegmentIndexer(
-            base_offset, config.index_interval_bytes,
-            last_time_entry=self.time_index.last_entry if self.time_index.entry_count else None,
-        )
-
-    @classmethod
-    def for_segment(cls, directory: Path, base_offset: int, config: LogConfig, *, suffix: str = "") -> SegmentIndexes:
-        """The indexes of segment `base_offset`; `suffix` names temporary copies (`.index.tmp`)."""
-        return cls(base_offset, config,
-                   index_path=segment_path(directory, base_offset, INDEX_SUFFIX + suffix),
-                   time_index_path=segment_path(directory, base_offset, TIME_INDEX_SUFFIX + suffix),
-                   txn_index_path=segment_path(directory, base_offset, TXN_INDEX_SUFFIX + suffix))
-
-    def append(self, batch: Batch, position: int, aborted: AbortedTxn | None = None) -> None:
-        entry, time_entry = self.indexer.append(batch, position)
-        if entry is not None:
-            self.index.append(entry.offset, entry.position)
-        if time_entry is not None:
-            self.time_index.maybe_append(time_entry.timestamp, time_entry.offset)
-        if aborted is not None:
-            self.txn_index.append(aborted)
-
-    def flush(self) -> None:
-        self.index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
-
-    def close(self) -> None:
-        """Final time-index entry, indexes trimmed to their entries, everything fsynced."""
-        final = self.indexer.final_time_entry()
-        if final is not None:
-            self.time_index.maybe_append(final.timestamp, final.offset, skip_full_check=True)
-        self.index.close()
-        self.time_index.close()
-        self.txn_index.flush()
-        self.txn_index.close()
-
-
-# -- the writer --------------------------------------------------------------------------------------
-
-class _ActiveSegment:
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig) -> None:
-        self.base_offset = base_offset
-        self.log_path = segment_path(directory, base_offset, LOG_SUFFIX)
-        self.log = open(self.log_path, "ab")
-        self.size = self.log.tell()
-        self.indexes = SegmentIndexes.for_segment(directory, base_offset, config)
-        self.next_offset = base_offset
-        self.first_timestamp: int | None = None  # the first batch's max timestamp: what log.roll.ms ages
-
-    def resume(self) -> None:
-        """Continue an existing segment: the next offset from a scan after the last index entry (Kafka
-        `readNextOffset`), and the bytes since that entry."""
-        last = self.indexes.index.last_entry  # (base offset, 0) when the index is empty
-        first = next(iter(FileBatchReader(self.log_path, 0, min(self.size, 1 << 20))), None)
-        self.first_timestamp = None if first is None else first.max_timestamp
-        reader = FileBatchReader(self.log_path, last.position)
-        for batch in reader:
-            self.next_offset = batch.last_offset + 1
-        if reader.valid_bytes != self.size:
-            raise KcliError(f"invalid bytes after byte {reader.valid_bytes}: open the log with recovery",
-                            path=str(self.log_path), position=reader.valid_bytes)
-        self.indexes.indexer.bytes_since_last_index_entry = self.size - last.position
-
-    def append(self, batch: Batch, aborted: AbortedTxn | None) -> None:
-        if self.first_timestamp is None:
-            self.first_timestamp = batch.max_timestamp
-        position = self.size
-        self.log.write(batch.raw)
-        self.size += batch.size
-        self.indexes.append(batch, position, aborted)
-        self.next_offset = batch.last_offset + 1
-
-    def flush(self) -> None:
-        self.log.flush()
-        os.fsync(self.log.fileno())
-        self.indexes.flush()
-
-    def close(self) -> None:
-        self.log.flush()
-        os.fsync(self.log.fileno())
-        self.log.close()
-        self.indexes.close()
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    record_count: int
+    valid_bytes: int
+    duplicate: bool = False
 
 
 class PartitionLog:
-    """Append-only writer for one ``<topic>-<partition>`` directory: a new one, or (``open``) an existing one."""
+    """Append-only writer for one ``<topic>-<partition>`` directory: a new one, or (``open``) an existing one.
+
+    ``log_segments`` are the LogSegments by base offset (the last, ``segment``, is active and open);
+    ``segments`` their base offsets."""
 
     def __init__(self, directory: str | os.PathLike, *, config: LogConfig | None = None, base_offset: int = 0,
                  topic_id: uuid.UUID | None = None) -> None:
         self._setup(Path(directory), config, topic_id)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.log_start_offset = base_offset
-        self.segment = _ActiveSegment(self.directory, base_offset, self.config)
-        self.segments: list[int] = [base_offset]
+        self.segment = LogSegment.open(self.directory, base_offset, self.config)
+        self.log_segments: list[LogSegment] = [self.segment]
 
     def _setup(self, directory: Path, config: LogConfig | None, topic_id: uuid.UUID | None) -> None:
         self.directory = directory
@@ -303,68 +118,92 @@ class PartitionLog:
         ``quarantine``, by default beside the log dir). The active segment's indexes are resized for
         appends; producer state comes from the latest snapshot plus a replay of the batches after it.
         """
-        directory = Path(directory)
-        if not directory.is_dir():
-            raise KcliError("not a partition directory", path=str(directory))
-        config = config or LogConfig()
-        if recover:
-            from kcli.storage.recovery import apply_recovery, new_quarantine_dir, plan_recovery
-
-            plan = plan_recovery(directory, config=config)
-            if plan.actions:
-                apply_recovery(plan, quarantine=Path(quarantine) if quarantine else new_quarantine_dir(directory))
-        meta = directory / PARTITION_METADATA
+        loaded = LogLoader(directory, config, recover=recover, quarantine=quarantine).load()
         log = cls.__new__(cls)
-        log._setup(directory, config, read_partition_metadata(meta).topic_id if meta.exists() else None)
-        bases = sorted(offset_from_filename(p.name) for p in directory.iterdir() if classify(p) is FileKind.LOG)
-        log.segments = bases or [0]  # Kafka creates an empty segment when none is left
-        log.segment = _ActiveSegment(directory, log.segments[-1], config)
-        log.segment.resume()
-        epochs = directory / LEADER_EPOCH_CHECKPOINT
-        log.leader_epochs = LeaderEpochCache(LeaderEpochCheckpointFile(epochs).read() if epochs.exists() else ())
-        log.producer_state = log._load_producer_state()
-        checkpointed = read_partition_entry(directory, LOG_START_OFFSET_CHECKPOINT)
-        log.log_start_offset = log.segments[0]
-        if checkpointed is not None and log.segments[0] < checkpointed <= log.log_end_offset:
-            log.log_start_offset = checkpointed
+        log._setup(loaded.directory, loaded.config, loaded.topic_id)
+        log.log_segments = [LogSegment(segment_path(loaded.directory, b, LOG_SUFFIX), b)
+                            for b in loaded.segment_bases[:-1]] + [loaded.active]
+        log.segment = loaded.active
+        log.leader_epochs = loaded.leader_epochs
+        log.producer_state = loaded.producer_state
+        log.log_start_offset = loaded.log_start_offset
         return log
 
-    def _load_producer_state(self) -> ProducerStateManager:
-        """The latest readable snapshot at or below the log end, then the batches after it (Kafka
-        `loadProducerState`); without one, a replay of the whole log."""
-        snapshots = sorted((offset_from_filename(p.name), p) for p in self.directory.iterdir()
-                           if classify(p) is FileKind.PRODUCER_SNAPSHOT)
-        start, state = self.segments[0], ProducerStateManager()
-        for offset, path in reversed(snapshots):
-            if offset > self.log_end_offset:
-                continue
-            try:
-                state = ProducerStateManager(read_producer_snapshot(path).entries)
-            except CorruptSnapshotError:
-                continue  # Kafka deletes it and falls back to an older one
-            start = offset
-            break
-        for i, base in enumerate(self.segments):
-            if i + 1 < len(self.segments) and self.segments[i + 1] <= start:
-                continue
-            for batch in FileBatchReader(segment_path(self.directory, base, LOG_SUFFIX)):
-                if isinstance(batch, RecordBatch) and batch.base_offset >= start:
-                    state.update(batch)
-        return state
+    def replace_config(self, config: LogConfig) -> PartitionLog:
+        """Use a new topic config from now on (an AlterConfigs); the segments keep their files. Returns self."""
+        self.config = config
+        return self
+
+    # -- views -------------------------------------------------------------------------------
+    @property
+    def segments(self) -> list[int]:
+        """Base offsets of the segments, ascending (a copy)."""
+        return [s.base_offset for s in self.log_segments]
+
+    @segments.setter
+    def segments(self, bases: list[int]) -> None:
+        """Re-read the segment list after files changed underneath (the cleaner swapped segments in)."""
+        known = {s.base_offset: s for s in self.log_segments}
+        self.log_segments = [known.get(b) or LogSegment(segment_path(self.directory, b, LOG_SUFFIX), b)
+                             for b in sorted(bases)]
 
     @property
     def log_end_offset(self) -> int:
         return self.segment.next_offset
 
     @property
-    def producers(self) -> dict[int, ProducerStateEntry]:
+    def producers(self) -> dict[int, ProducerEntry]:
         return self.producer_state.producers
 
     @property
     def epochs(self) -> list[EpochEntry]:
         return self.leader_epochs.entries
 
+    def reader(self) -> PartitionReader:
+        return PartitionReader(self.directory, self.segments, self.log_end_offset)
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             keep_open: bool = False) -> FetchSlice | None:
+        """Whole batches from the one holding ``offset`` (Kafka `LocalLog.read`): at most ``max_bytes`` but
+        at least one batch, none starting at or past ``max_offset`` (default: the log end). None when there
+        is nothing to read. ``keep_open``: the slice keeps the segment file open (see FetchSlice)."""
+        end = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if offset >= end:
+            return None
+        bases = self.segments
+        start = max(bisect.bisect_right(bases, offset) - 1, 0)
+        for segment in self.log_segments[start:]:
+            found = segment.read(offset, max_bytes, max_offset=end, keep_open=keep_open)
+            if found is not None:
+                return found
+        return None
+
     # -- appends -------------------------------------------------------------------------------
+    def append_validated(self, result: ValidationResult) -> LogAppendInfo:
+        """Append what kcli.storage.validator made of a produced record set (no parse, no CRC check: the
+        validator did both). A duplicate appends nothing and answers with the original offsets. The record
+        set goes into one segment, rolled first if it would not fit (Kafka `maybeRoll`)."""
+        if result.duplicate is not None:
+            d = result.duplicate
+            return LogAppendInfo(d.first_offset, d.last_offset, d.timestamp, d.last_offset, NO_TIMESTAMP,
+                                 self.log_start_offset, 0, 0, duplicate=True)
+        if result.first_offset < self.log_end_offset:
+            raise KcliError(f"validated first offset {result.first_offset} is below the log end offset "
+                            f"{self.log_end_offset}: the log moved since validation")
+        if self.segment.should_roll(self.config, incoming_bytes=result.size, max_timestamp=result.max_timestamp,
+                                    last_offset=result.last_offset):
+            self.roll(result.first_offset)
+        records = memoryview(result.records)
+        for info in result.batches:
+            aborted = None
+            if info.producer_id >= 0:
+                aborted = self.producer_state.update(info, info.control)
+            self.leader_epochs.assign(info.partition_leader_epoch, info.base_offset)
+            self.segment.append(records[info.position:info.position + info.size], info, aborted)
+        return LogAppendInfo(result.first_offset, result.last_offset, result.max_timestamp,
+                             result.shallow_offset_of_max_timestamp, result.log_append_time, self.log_start_offset,
+                             result.record_count, result.size)
+
     def append_raw(self, raw: bytes) -> Batch:
         """Append a record set (one or more whole batches) as given; offsets must start at the log end.
 
@@ -385,7 +224,7 @@ class PartitionLog:
         if self.segment.size > 0 and self.segment.size + batch.size > self.config.segment_bytes:
             self.roll(batch.base_offset)
         aborted = track_batch(batch, self.producer_state, self.leader_epochs)
-        self.segment.append(batch, aborted)
+        self.segment.append(batch.raw, batch, aborted)
 
     def append(self, records: list[Record], **batch_options) -> RecordBatch:
         """Build a v2 batch at the log end offset (record offsets are reassigned in order) and append it."""
@@ -404,7 +243,7 @@ class PartitionLog:
 
     def flush_to_os(self) -> None:
         """Hand buffered appends to the OS (readers of the file see them; not yet durable)."""
-        self.segment.log.flush()
+        self.segment.flush_to_os()
 
     def fsync(self) -> None:
         """Make the active segment and its indexes durable (Kafka `LogSegment.flush`)."""
@@ -415,33 +254,94 @@ class PartitionLog:
         base = self.log_end_offset if new_base_offset is None else new_base_offset
         self.segment.close()
         self.write_producer_snapshot(base)
-        self.segment = _ActiveSegment(self.directory, base, self.config)
-        self.segments.append(base)
+        self.segment = LogSegment.open(self.directory, base, self.config)
+        self.log_segments.append(self.segment)
 
     def segment_stats(self, base: int) -> tuple[int, int]:
-        """(size in bytes, largest timestamp) of a segment: the time index's last entry, which an inactive
-        segment's final entry makes the max (Kafka `largestTimestamp`); file mtime when there is none."""
-        log_path = segment_path(self.directory, base, LOG_SUFFIX)
-        size = log_path.stat().st_size
-        with TimeIndex(segment_path(self.directory, base, TIME_INDEX_SUFFIX), base) as tindex:
-            if tindex.entry_count and not tindex.is_preallocated:
-                return size, tindex.last_entry.timestamp
-        return size, int(log_path.stat().st_mtime * 1000)
+        """(size in bytes, largest timestamp) of a segment (Kafka `size`, `largestTimestamp`)."""
+        segment = next(s for s in self.log_segments if s.base_offset == base)
+        return segment.size, segment.largest_timestamp()
 
-    def delete_oldest_segment(self) -> list[Path]:
-        """Retention: the oldest segment (never the active one) is renamed to ``.deleted`` for a delayed
-        delete (Kafka `asyncDeleteSegment`) and the log start moves up. Returns the renamed files."""
-        if len(self.segments) < 2:
-            return []
-        base = self.segments.pop(0)
+    def _rename_deleted(self, base: int) -> list[Path]:
         renamed = []
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        for suffix in _SEGMENT_SUFFIXES:
             path = segment_path(self.directory, base, suffix)
             if path.exists():
                 target = path.with_name(path.name + DELETED_SUFFIX)
                 path.rename(target)
                 renamed.append(target)
-        self.log_start_offset = max(self.log_start_offset, self.segments[0])
+        return renamed
+
+    def delete_oldest_segment(self) -> list[Path]:
+        """Retention: the oldest segment (never the active one) is renamed to ``.deleted`` for a delayed
+        delete (Kafka `asyncDeleteSegment`) and the log start moves up. Returns the renamed files. A reader
+        holding a FetchSlice with its file kept open still reads the old bytes."""
+        if len(self.log_segments) < 2:
+            return []
+        oldest = self.log_segments.pop(0)
+        renamed = self._rename_deleted(oldest.base_offset)
+        self.log_start_offset = max(self.log_start_offset, self.log_segments[0].base_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        return renamed
+
+    def delete_retention_breached(self, now_ms: int) -> list[tuple[int, str, list[Path]]]:
+        """Kafka `UnifiedLog.deleteOldSegments` for cleanup.policy=delete: oldest segments first (never the
+        active one) while their largest timestamp is older than retention.ms, while the log without them
+        still holds retention.bytes, or while they end below the log start offset (DeleteRecords). Returns
+        (base offset, "time" | "size" | "log start", renamed files) per segment sent to ``.deleted``."""
+        done: list[tuple[int, str, list[Path]]] = []
+        if not self.config.delete:
+            return done
+        retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
+        while len(self.log_segments) > 1:
+            oldest, following = self.log_segments[0], self.log_segments[1]
+            total = sum(s.size for s in self.log_segments)
+            if following.base_offset <= self.log_start_offset:
+                reason = "log start"
+            elif retention_ms >= 0 and now_ms - oldest.largest_timestamp() > retention_ms:
+                reason = "time"
+            elif retention_bytes >= 0 and total - oldest.size >= retention_bytes:
+                reason = "size"
+            else:
+                break
+            done.append((oldest.base_offset, reason, self.delete_oldest_segment()))
+        return done
+
+    def truncate_to(self, offset: int) -> list[Path]:
+        """Remove every batch at or after ``offset`` (Kafka `UnifiedLog.truncateTo`, what a follower does
+        when its log diverged): later segments go to ``.deleted`` (returned, for the delayed delete), the
+        segment holding ``offset`` is cut and becomes active, leader epochs from ``offset`` on are dropped,
+        producer snapshots past it removed and producer state reloaded. A batch straddling ``offset`` is
+        removed whole, so the log end may end up below it. Truncating below the log start empties the log
+        and starts it at ``offset`` (Kafka `truncateFullyAndStartAt`)."""
+        if offset >= self.log_end_offset:
+            return []
+        renamed: list[Path] = []
+        keep = [s for s in self.log_segments if s.base_offset <= offset]
+        drop = [s for s in self.log_segments if s.base_offset > offset]
+        if offset < self.log_start_offset or not keep:
+            keep, drop = [], list(self.log_segments)
+        if self.segment in drop:
+            self.segment.close()
+        for segment in drop:
+            renamed += self._rename_deleted(segment.base_offset)
+        if keep:
+            active = keep[-1]
+            if not active.is_open:
+                active = keep[-1] = LogSegment.open(self.directory, active.base_offset, self.config, resume=True)
+            active.truncate_to(offset)
+        else:
+            active = LogSegment.open(self.directory, offset, self.config)
+            keep = [active]
+            self.log_start_offset = offset
+        self.log_segments = keep
+        self.segment = active
+        end = active.next_offset
+        for path in self.directory.iterdir():
+            if classify(path) is FileKind.PRODUCER_SNAPSHOT and offset_from_filename(path.name) > end:
+                path.unlink()
+        self.producer_state = load_producer_state(self.directory, self.segments, end)
+        self.leader_epochs.truncate_from_end(end, keep_at_end=False)
         return renamed
 
     def write_producer_snapshot(self, offset: int) -> None:

@@ -51,8 +51,10 @@ from kcli.storage.files import (
 )
 from kcli.storage.index_check import IndexFinding, OffsetIndexMatcher, TimeIndexMatcher
 from kcli.storage.index import AbortedTxn, TransactionIndex
-from kcli.storage.log import LeaderEpochCache, LogConfig, ProducerStateManager, SegmentIndexes, track_batch
-from kcli.storage.segment import FileBatchReader
+from kcli.storage.leader_epoch import LeaderEpochCache
+from kcli.storage.log_config import LogConfig
+from kcli.storage.producer_state import ProducerStateManager, track_batch
+from kcli.storage.segment import FileBatchReader, SegmentIndexes
 from kcli.storage.snapshot import ProducerSnapshot, inspect_producer_snapshot, write_producer_snapshot
 
 MANIFEST_FORMAT = "kctl-recover-quarantine"
