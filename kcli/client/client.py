@@ -421,7 +421,20 @@ class KafkaClient:
 
     def offset_fetch_many(self, groups: Sequence[str], partitions: Iterable[TopicPartition] | None = None
                           ) -> dict[str, dict[TopicPartition, int]]:
-        """OffsetFetch for many groups, pipelined per coordinator."""
+        """OffsetFetch for many groups, pipelined per coordinator; retriable errors (a coordinator still
+        loading __consumer_offsets, COORDINATOR_LOAD_IN_PROGRESS) are retried with a backoff."""
+        wanted = None if partitions is None else sorted(set(partitions))
+        for attempt in range(RETRIES * 4):
+            try:
+                return self._offset_fetch_many(groups, wanted)
+            except KafkaRequestError as exc:
+                if exc.error not in RETRIABLE or attempt == RETRIES * 4 - 1:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _offset_fetch_many(self, groups: Sequence[str], partitions: Iterable[TopicPartition] | None
+                           ) -> dict[str, dict[TopicPartition, int]]:
         wanted = None if partitions is None else sorted(set(partitions))
         by_node: dict[int, list[str]] = {}
         for group, node in self.find_coordinators(groups).items():
