@@ -47,7 +47,7 @@ def compact_cmd(
         else:
             report = compact(paths, dry_run=dry_run, config_overrides=overrides, include_active=include_active,
                              max_memory=max_memory, verify_after=verify, jobs=jobs or os.cpu_count() or 1)
-    raise finish(report.to_json(), report.is_ok(), lambda: _render(report), json_out=json_out)
+    raise finish(report, lambda: _render(report), json_out=json_out)
 
 def _render(report: CompactReport) -> None:
     out = sys.stdout
@@ -61,14 +61,17 @@ def _render(report: CompactReport) -> None:
                       f"{p.total('markers_dropped')} markers); {p.total('tombstones_kept')} tombstones kept; "
                       f"{p.groups_changed} segment groups {'to rewrite' if report.dry_run else 'rewritten'}"
                       f"{'' if p.complete or not report.dry_run else '; more passes needed (offset map full)'}\n")
-        for problem in p.problems + p.mismatches:
-            err_console.print(f"error: {problem}", markup=False, soft_wrap=True)
-    summary = f"{len(report.partitions)} partition{'s' if len(report.partitions) != 1 else ''}"
+    for problem in report.problems:
+        err_console.print(f"error: {problem.describe()}", markup=False)
+    failed = {p.directory for p in report.partitions if p.issues}
+    done = [p for p in report.partitions if p.directory not in failed]
+    summary = f"{len(done)} partition{'s' if len(done) != 1 else ''}"
+    trouble = f"; PROBLEMS FOUND ({len(report.problems)})" if report.problems else ""
     if report.dry_run:
-        out.write(f"dry run: {summary}, nothing changed\n")
+        out.write(f"dry run: {summary} planned, nothing changed{trouble}\n")
     else:
         checked = "; verified equivalent" if report.verified and not report.mismatches else ""
-        out.write(f"compacted: {summary}{checked}\n")
+        out.write(f"compacted: {summary}{checked}{trouble}\n")
 
 
 __all__ = ["compact_cmd"]

@@ -26,6 +26,7 @@ from kcli.storage.cleaner import (
     plan_compaction,
 )
 from kcli.tools.recover import find_partitions, log_dir_lock
+from kcli.tools.report import UNREADABLE, Problem, as_problem, os_problem
 
 _TOTALS = ("bytes_before", "bytes_after", "records_before", "records_kept", "records_dropped", "keyless_dropped",
            "tombstones_kept", "tombstones_dropped", "aborted_dropped", "markers_dropped", "empty_batches_kept")
@@ -38,7 +39,13 @@ class PartitionCompaction:
     applied: bool = False
     checkpoint: int | None = None
     mismatches: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem | str] = field(default_factory=list)  # plain strings from older producers (kcli.spark)
+
+    @property
+    def issues(self) -> list[Problem]:
+        """Problems and --verify mismatches, in the shared report shape."""
+        return [as_problem(p, self.directory, "compaction_failed") for p in self.problems] + \
+            [Problem(self.directory, None, None, m, "verify_mismatch") for m in self.mismatches]
 
     def total(self, name: str) -> int:
         return sum(p.total(name) for p in self.passes)
@@ -61,7 +68,7 @@ class PartitionCompaction:
             **{name: self.total(name) for name in _TOTALS},
             "passes": [p.to_json() for p in self.passes],
             "mismatches": self.mismatches,
-            "problems": self.problems,
+            "problems": [p.to_json() for p in self.issues],
         }
 
 
@@ -73,14 +80,19 @@ class CompactReport:
     verified: bool
     partitions: list[PartitionCompaction] = field(default_factory=list)
     seconds: float = 0.0
+    unreadable: list[Problem] = field(default_factory=list)  # entries that could not be read at all
 
     @property
     def mismatches(self) -> list[str]:
         return [m for p in self.partitions for m in p.mismatches]
 
     @property
-    def problems(self) -> list[str]:
-        return [m for p in self.partitions for m in p.problems]
+    def problems(self) -> list[Problem]:
+        return self.unreadable + [m for p in self.partitions for m in p.issues]
+
+    @property
+    def ok(self) -> bool:
+        return self.is_ok()
 
     def total(self, name: str) -> int:
         return sum(p.total(name) for p in self.partitions)
@@ -98,6 +110,7 @@ class CompactReport:
             **{name: self.total(name) for name in _TOTALS},
             "seconds": round(self.seconds, 3),
             "partitions": [p.to_json() for p in self.partitions],
+            "problems": [p.to_json() for p in self.problems],
         }
 
 
@@ -117,17 +130,27 @@ def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[s
         raise ValueError("max memory must hold at least one 24-byte offset map entry")
     now = int(time.time() * 1000) if now_ms is None else now_ms
     report = CompactReport(list(paths), dry_run, config, verify_after and not dry_run)
-    partitions = [d for d in find_partitions(paths)]
+    partitions = [d for d in find_partitions(paths, report.unreadable)]
     with ExitStack() as locks:
         for log_dir in sorted({d.resolve().parent for d in partitions}):
             locks.enter_context(log_dir_lock(log_dir))
+        blocked = {Path(p.file).parent.absolute() for p in report.unreadable}
         for directory in partitions:
+            if directory in blocked:  # never rewrite a partition with a segment-like entry we cannot read
+                report.partitions.append(PartitionCompaction(str(directory), [], problems=[Problem(
+                    str(directory), None, None, "not compacted: it holds entries that cannot be read", "skipped")]))
+                continue
             try:
                 # Applying counts while it rewrites: only a dry run needs the separate counting pass.
                 plan = plan_compaction(directory, now_ms=now, config=config, include_active=include_active,
                                        max_memory=max_memory, count=dry_run, jobs=jobs)
-            except OSError as exc:
-                raise InputError(f"cannot read: {exc.strerror or exc}", path=exc.filename or str(directory)) from None
+            except OSError as exc:  # unreadable, or a file deleted since it was listed
+                report.partitions.append(PartitionCompaction(str(directory), [], problems=[os_problem(directory, exc)]))
+                continue
+            except InputError as exc:
+                report.partitions.append(PartitionCompaction(str(directory), [], problems=[
+                    Problem(str(exc.path or directory), None, None, exc.reason, UNREADABLE)]))
+                continue
             except KcliError as exc:
                 report.partitions.append(PartitionCompaction(str(directory), [], problems=[exc.describe()]))
                 continue
@@ -139,7 +162,8 @@ def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[s
             try:
                 applied = apply_compaction(plan, jobs=jobs)
             except (KcliError, OSError) as exc:
-                result.problems.append(f"{directory}: compaction not applied: {exc}")
+                result.problems.append(Problem(str(directory), None, None, f"compaction not applied: {exc}",
+                                               "not_applied"))
                 continue
             result.applied, result.passes, result.checkpoint = True, applied.passes, applied.checkpoint
             if before is not None:

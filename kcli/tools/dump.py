@@ -13,7 +13,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from kcli.errors import KcliError
+from kcli.errors import InputError, KcliError, UsageError
 from kcli.records import Batch, Record, StopReason
 from kcli.records.control import ControlRecordType, control_type_id, parse_control_type
 from kcli.records.record_set import BatchReader
@@ -27,7 +27,8 @@ from kcli.storage.files import (
 )
 from kcli.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from kcli.storage.segment import FileBatchReader
-from kcli.tools.inputs import InputFile, expand_inputs
+from kcli.tools.inputs import InputFile, collect_inputs, file_size
+from kcli.tools.report import os_problem
 from kcli.tools.render import BytesEncoding, encode_bytes
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
@@ -67,6 +68,11 @@ class DumpOptions:
         self.filtered = any(
             v is not None for v in (self.start_offset, self.end_offset, self.start_timestamp, self.end_timestamp)
         )
+        if self.start_offset is not None and self.end_offset is not None and self.start_offset > self.end_offset:
+            raise UsageError(f"--start-offset {self.start_offset} is after --end-offset {self.end_offset}")
+        if self.start_timestamp is not None and self.end_timestamp is not None and \
+                self.start_timestamp > self.end_timestamp:
+            raise UsageError(f"--start-time {self.start_timestamp} is after --end-time {self.end_timestamp}")
 
 
 # -- dump items ----------------------------------------------------------------------------------
@@ -270,6 +276,7 @@ class DumpSummary:
     batches: int = 0
     records: int = 0
     errors: int = 0
+    unreadable: int = 0  # of the errors: inputs that could not be read at all (exit status 3)
 
     def add(self, table: dict[str, list[tuple[int, int]]], path: Path, pair: tuple[int, int]) -> None:
         table.setdefault(str(path.resolve()), []).append(pair)
@@ -284,6 +291,7 @@ class DumpSummary:
             "batches": self.batches,
             "records": self.records,
             "errors": self.errors,
+            "unreadable": self.unreadable,
             "index_mismatches": pairs(self.index_mismatches, "index_offset", "log_offset"),
             "timestamp_mismatches": pairs(self.timestamp_mismatches, "index_timestamp", "log_timestamp"),
             "out_of_order_timestamps": pairs(self.out_of_order_timestamps, "index_timestamp", "previous_timestamp"),
@@ -345,7 +353,9 @@ class DumpRun:
     """One dump over many inputs. Iterate it for items; ``summary`` is complete afterwards."""
 
     def __init__(self, paths: list[str], options: DumpOptions, *, progress: Callable[[int], None] | None = None):
-        self.inputs = expand_inputs(paths)
+        collected = collect_inputs(paths)
+        self.inputs = collected.files
+        self.skipped = collected.unreadable
         self.options = options
         self.summary = DumpSummary()
         self.progress = progress
@@ -353,14 +363,18 @@ class DumpRun:
 
     @property
     def total_bytes(self) -> int:
-        return sum(f.path.stat().st_size for f in self.inputs)
+        return sum(file_size(f.path) for f in self.inputs)
 
     def __iter__(self) -> Iterator[DumpItem]:
+        for skipped in self.skipped:  # named like Kafka data, but not a readable file
+            self.summary.errors += 1
+            self.summary.unreadable += 1
+            yield DumpNotice(skipped.path, NoticeLevel.ERROR, f"{skipped.path}: {skipped.reason}", code="unreadable")
         for item in self.inputs:
             self.summary.files += 1
             yield from self._dump_file(item)
             if self.progress:
-                self.progress(item.path.stat().st_size)
+                self.progress(file_size(item.path))
 
     def _dump_file(self, item: InputFile) -> Iterator[DumpItem]:
         kind = item.kind
@@ -383,13 +397,19 @@ class DumpRun:
             return
         try:
             yield from handler(item)
+        except InputError as exc:  # cannot be opened
+            self.summary.errors += 1
+            self.summary.unreadable += 1
+            yield DumpNotice(item.given, NoticeLevel.ERROR, f"{item.given}: {exc.reason}", code="unreadable")
         except KcliError as exc:
             self.summary.errors += 1
             exc.at(path=item.given)
             yield DumpNotice(item.given, NoticeLevel.ERROR, exc.describe(), exc.position, exc.base_offset, code="corrupt")
-        except OSError as exc:
+        except OSError as exc:  # EIO, or deleted since it was listed (a running broker's retention)
             self.summary.errors += 1
-            yield DumpNotice(item.given, NoticeLevel.ERROR, f"{item.given}: {exc.strerror or exc}", code="unreadable")
+            self.summary.unreadable += 1
+            problem = os_problem(item.given, exc)
+            yield DumpNotice(item.given, NoticeLevel.ERROR, f"{item.given}: {problem.reason}", code=problem.code)
 
     # .log and KRaft .checkpoint --------------------------------------------------------------
     def _dump_log(self, item: InputFile) -> Iterator[DumpItem]:
@@ -446,6 +466,8 @@ class DumpRun:
                         yield self._record_item(item.given, batch, record, decode)
                 else:
                     yield DumpRecords(item.given, batch, records)
+        except InputError:
+            raise  # cannot be read at all: _dump_file says so (code unreadable)
         except KcliError as exc:
             # Kafka aborts the whole run here; kctl reports where and carries on with the next file.
             self.summary.errors += 1
@@ -507,6 +529,11 @@ class DumpRun:
             return False
         if opts.start_timestamp is not None and batch.max_timestamp < opts.start_timestamp:
             return False
+        if opts.end_timestamp is not None:
+            # Record timestamps need not grow (CreateTime), so no batch header bounds them from below: a batch is
+            # past --end-time when none of its records is at or before it.
+            if all(r.timestamp > opts.end_timestamp for r in batch.records()):
+                return False
         return True
 
     def _record_in_range(self, record: Record) -> bool:
