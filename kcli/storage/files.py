@@ -46,6 +46,7 @@ LOCK_FILE = ".lock"
 # kcli's own layout (not Kafka's): <log dir>.kctl-quarantine/<UTC timestamp>/<partition>/manifest.json
 QUARANTINE_DIR_SUFFIX = ".kctl-quarantine"
 MANIFEST_NAME = "manifest.json"
+RUN_MANIFEST_NAME = "run.json"  # marks <timestamp>/ as one quarantine run (one kctl recover, one broker startup)
 
 # Partition dirs renamed to `<topic>-<partition>.<32-hex uuid><suffix>`.
 DELETE_DIR_SUFFIX = "-delete"

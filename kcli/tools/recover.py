@@ -20,16 +20,13 @@ from typing import Any
 from kcli.errors import InputError, KcliError
 from kcli.storage.files import DELETE_DIR_SUFFIX, LOCK_FILE, FileKind, offset_from_filename, partition_dir_marker
 from kcli.storage.recovery import (
-    MANIFEST_NAME,
-    QUARANTINE_DIR_SUFFIX,
     ActionKind,
+    QuarantineRun,
     RecoveryAction,
     RestoreResult,
-    apply_recovery,
-    new_quarantine_run,
     plan_recovery,
-    quarantine_root,
-    restore_quarantine,
+    restore_run,
+    run_manifests,
 )
 from kcli.tools.inputs import collect_inputs, file_size
 from kcli.tools.report import UNREADABLE, Problem, as_problem, os_problem
@@ -101,8 +98,14 @@ class RecoverReport:
         return self.is_ok()
 
     @property
+    def quarantine_runs(self) -> list[str]:
+        runs = [str(Path(p.quarantine).parent) for p in self.partitions if p.quarantine]
+        return list(dict.fromkeys(runs))
+
+    @property
     def restore_commands(self) -> list[str]:
-        return [p.restore_command for p in self.partitions if p.restore_command]
+        """One per quarantine run: it undoes every partition of the run, all or nothing."""
+        return [f"kctl recover --restore {shlex.quote(run)}" for run in self.quarantine_runs]
 
     def is_ok(self) -> bool:
         """Nothing left to repair: no problems remain, and a dry run found nothing to do."""
@@ -137,8 +140,7 @@ def recover(paths: list[str], *, dry_run: bool, quarantine: str | os.PathLike[st
             if root.resolve().is_relative_to(log_dir):
                 raise QuarantinePlacementError(f"quarantine must not lie inside the log dir {log_dir}: a broker takes "
                                                "every sub-directory there for a partition", path=str(quarantine))
-    runs: dict[Path, Path] = {}
-    used: set[Path] = set()
+    runs: dict[Path, QuarantineRun] = {}  # one run per log dir (or the one --quarantine)
     with ExitStack() as locks:
         for log_dir in log_dirs:
             locks.enter_context(log_dir_lock(log_dir))
@@ -164,15 +166,11 @@ def recover(paths: list[str], *, dry_run: bool, quarantine: str | os.PathLike[st
             if dry_run or not plan.actions:
                 continue
             log_dir = directory.resolve().parent
-            if log_dir not in runs:
-                runs[log_dir] = new_quarantine_run(Path(quarantine).absolute() if quarantine else quarantine_root(log_dir))
-            target = runs[log_dir] / directory.name
-            n = 2
-            while target in used:
-                target, n = runs[log_dir] / f"{directory.name}-{n}", n + 1
-            used.add(target)
+            key = Path(quarantine).absolute() if quarantine else log_dir
+            if key not in runs:
+                runs[key] = QuarantineRun(key) if quarantine else QuarantineRun.beside(log_dir)
             try:
-                applied = apply_recovery(plan, quarantine=target)
+                applied = runs[key].apply(plan)
             except (KcliError, OSError) as exc:
                 result.problems.append(Problem(str(directory), None, None, f"recovery not applied: {exc}",
                                                "not_applied"))
@@ -184,14 +182,9 @@ def recover(paths: list[str], *, dry_run: bool, quarantine: str | os.PathLike[st
 
 
 def restore(path: str | os.PathLike[str]) -> list[RestoreResult]:
-    """Undo recoveries: one manifest, or every manifest under a quarantine directory."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError("No such file or directory", path=str(path))
-    manifests = sorted(path.rglob(MANIFEST_NAME)) if path.is_dir() else [path]
-    if not manifests:
-        raise InputError(f"no {MANIFEST_NAME} under this directory", path=str(path))
-    return [restore_quarantine(m) for m in manifests]
+    """Undo ONE recovery run (its directory or run.json), or one partition of it (its manifest.json), all or
+    nothing: every file is checked before any is changed. A directory holding several runs is refused."""
+    return restore_run(run_manifests(path))
 
 
 def find_partitions(paths: list[str], unreadable: list[Problem] | None = None) -> dict[Path, int | None]:
