@@ -92,8 +92,9 @@ def _count(n: int, noun: str) -> str:
 def _describe(action: RecoveryAction) -> str:
     offsets = ""
     if action.first_offset is not None:
-        offsets = f", offsets {action.first_offset}..{action.last_offset}" if action.last_offset is not None \
-            else f", from offset {action.first_offset}"
+        at_least = "at least " if action.lower_bound else ""
+        offsets = (f", offsets {action.first_offset}..{action.last_offset} ({at_least}{_count(action.offsets or 0, 'offset')})"
+                   if action.last_offset is not None else f", from offset {action.first_offset} (an unknown number)")
     if action.kind is ActionKind.RENAME:
         return f"rename   {action.file} -> {action.target}: {action.reason}"
     if action.kind is ActionKind.TRUNCATE:

@@ -93,6 +93,7 @@ class RecoveryAction:
     existed: bool = True  # REBUILD: False when the file is new
     log_bytes: int | None = None  # REBUILD of .index/.timeindex/.txnindex: built from the .log's first bytes
     entries: tuple = ()  # REBUILD: AbortedTxn (.txnindex), ProducerStateEntry (.snapshot), EpochEntry (checkpoint)
+    lower_bound: bool = False  # TRUNCATE: more offsets than first..last may be lost (unreadable bytes after them)
 
     @property
     def bytes(self) -> int:
@@ -101,6 +102,13 @@ class RecoveryAction:
     @property
     def origin(self) -> Path:
         return self.source or self.file
+
+    @property
+    def offsets(self) -> int | None:
+        """How many offsets first..last spans (what the action removes; at least this with ``lower_bound``)."""
+        if self.first_offset is None or self.last_offset is None:
+            return None
+        return self.last_offset - self.first_offset + 1
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,6 +119,8 @@ class RecoveryAction:
             "bytes": self.bytes,
             "first_offset": self.first_offset,
             "last_offset": self.last_offset,
+            "offsets": self.offsets,
+            "lower_bound": self.lower_bound,
             "target": None if self.target is None else str(self.target),
             "reason": self.reason,
         }
@@ -212,10 +222,12 @@ class _Planner:
                                      f"({scan.cut_reason}); not repaired when only rebuilding indexes")
                 continue
             changed = True
-            first, last = _claimed_offsets(self.files[log_name], scan.valid_bytes, scan.size, leo)
+            first, last, lower_bound = _lost_offsets(
+                self.files[log_name], scan.valid_bytes, scan.size, leo, bases[i],
+                self.files.get(_name(bases[i], INDEX_SUFFIX)), self.files.get(_name(bases[i], TIME_INDEX_SUFFIX)))
             self.truncate.append(RecoveryAction(
                 ActionKind.TRUNCATE, self.dir / log_name, scan.cut_reason, scan.valid_bytes, scan.size, first, last,
-                source=self.source(log_name)))
+                source=self.source(log_name), lower_bound=lower_bound))
             for later in reversed(bases[i + 1:]):
                 self.drop_segment(later, bases[i])
             break
@@ -1082,3 +1094,86 @@ def _claimed_offsets(path: Path, start: int, end: int, expected: int) -> tuple[i
                 last = claimed
             position += LOG_OVERHEAD + size
     return first, last
+
+
+def _lost_offsets(path: Path, start: int, end: int, first: int, base: int, index: Path | None,
+                  time_index: Path | None) -> tuple[int | None, int | None, bool]:
+    """Offsets a truncation at ``start`` removes: from ``first`` (one past the last valid offset) to the last
+    offset found after the cut, by the batch headers at the cut, a forward scan for intact batches (CRC-checked)
+    and the segment's index entries. The third value says the count is a lower bound: the last offset found
+    does not come from an intact batch chain that ends the file (a zeroed or torn region hides the rest)."""
+    if end <= start:
+        return None, None, False
+    _claimed_first, claimed_last = _claimed_offsets(path, start, end, first)
+    found = _intact_batches_after(path, start, end, first)
+    indexed = _indexed_offsets_after(index, time_index, base, start, end, first)
+    candidates = [x for x in (claimed_last, found[-1][2] if found else None, indexed) if x is not None]
+    if not candidates:
+        # Nothing readable after the cut: offsets may have been there (a zeroed tail), none can be named.
+        return (first, None, True) if end - start >= RECORD_BATCH_OVERHEAD else (None, None, False)
+    last = max(candidates)
+    chained = bool(found) and found[-1][0] + found[-1][3] == end and last == found[-1][2] and all(
+        a[0] + a[3] == b[0] for a, b in zip(found, found[1:]))
+    return first, last, not chained
+
+
+def _intact_batches_after(path: Path, start: int, end: int, first: int) -> list[tuple[int, int, int, int]]:
+    """(position, base offset, last offset, size) of the v2 batches whose CRC holds in ``path[start:end]``,
+    found by scanning forward byte by byte past damage, offsets increasing from ``first``."""
+    import mmap
+
+    from kcli.records.batch import ATTRIBUTES_OFFSET, CRC_FIELD, CRC_OFFSET
+    from kcli.records.crc import crc32c
+
+    out: list[tuple[int, int, int, int]] = []
+    if end - start < RECORD_BATCH_OVERHEAD:
+        return out
+    with open(path, "rb") as file:
+        mm = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        view = memoryview(mm)
+        try:
+            candidate = start
+            while True:
+                magic_at = mm.find(b"\x02", candidate + MAGIC_OFFSET, end)
+                if magic_at < 0:
+                    break
+                q = magic_at - MAGIC_OFFSET
+                candidate = q + 1
+                if end - q < RECORD_BATCH_OVERHEAD:
+                    break
+                offset, size = _OFFSET_SIZE.unpack_from(mm, q)
+                total = LOG_OVERHEAD + size
+                if size < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or q + total > end:
+                    continue
+                if not first <= offset <= first + INT32_MAX or (out and offset <= out[-1][2]):
+                    continue
+                if CRC_FIELD.unpack_from(mm, q + CRC_OFFSET)[0] != crc32c(view[q + ATTRIBUTES_OFFSET: q + total]):
+                    continue
+                last = offset + _LAST_OFFSET_DELTA.unpack_from(mm, q + _LAST_OFFSET_DELTA_AT)[0]
+                out.append((q, offset, max(last, offset), total))
+                candidate = q + total
+        finally:
+            view.release()
+            mm.close()
+    return out
+
+
+def _indexed_offsets_after(index: Path | None, time_index: Path | None, base: int, start: int, end: int,
+                           first: int) -> int | None:
+    """The highest offset the .index (entries at or past the cut) or the .timeindex names at or after ``first``."""
+    from kcli.storage.index import OffsetIndex, TimeIndex
+
+    best: int | None = None
+    for path, cls in ((index, OffsetIndex), (time_index, TimeIndex)):
+        if path is None:
+            continue
+        try:
+            with cls(path, base) as idx:
+                for entry in idx.entries():
+                    if cls is OffsetIndex and not start <= entry.position < end:
+                        continue
+                    if first <= entry.offset <= first + INT32_MAX and (best is None or entry.offset > best):
+                        best = entry.offset
+        except (KcliError, OSError, ValueError):
+            continue  # a damaged index names nothing
+    return best

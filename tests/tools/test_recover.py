@@ -92,7 +92,8 @@ def test_recover_log_dir_with_default_quarantine(log_dir, damaged):
     assert entry["restore_command"] == f"kctl recover --restore {manifest}"
     assert data["restore_commands"] == [f"kctl recover --restore {manifest.parent.parent}"]  # the whole run
     truncate = next(a for a in entry["actions"] if a["action"] == "truncate")
-    assert set(truncate) == {"action", "file", "position", "end", "bytes", "first_offset", "last_offset", "target", "reason"}
+    assert set(truncate) == {"action", "file", "position", "end", "bytes", "first_offset", "last_offset", "offsets",
+                             "lower_bound", "target", "reason"}
     assert truncate["first_offset"] == damaged[1] and truncate["bytes"] == truncate["end"] - truncate["position"] > 0
     again = recover([str(log_dir)], dry_run=False)
     assert again.actions == [] and again.is_ok()
@@ -331,3 +332,44 @@ def test_restore_is_all_or_nothing(log_dir, tmp_path):
     assert _tree(log_dir) == state  # t-0 (checked first or not) untouched too
     proc = kctl("recover", "--restore", run)
     assert proc.returncode == 1 and "not restoring" in proc.stderr and _tree(log_dir) == state
+
+
+# -- what a dry run says it will remove ------------------------------------------------------------------
+
+def _one_segment(tmp_path: Path, batches: int = 30) -> Path:
+    return build_partition(tmp_path / "logs" / "t-0", batches=batches, records_per_batch=1, segment_bytes=1 << 30,
+                           transactions=False)
+
+
+def test_dry_run_counts_what_a_damaged_length_removes(tmp_path):
+    """The length field of the batch at offset 4 is damaged: the repair removes offsets 4..29, not 4..4."""
+    partition = _one_segment(tmp_path)
+    log = _logs(partition)[0]
+    batches = list(BatchReader(log.read_bytes()))
+    data = bytearray(log.read_bytes())
+    data[batches[4].position + 8: batches[4].position + 12] = (5).to_bytes(4, "big")  # below any batch
+    log.write_bytes(bytes(data))
+    report = recover([str(partition)], dry_run=True)
+    (cut,) = [a for a in report.actions if a.kind.value == "truncate"]
+    assert (cut.first_offset, cut.last_offset, cut.offsets, cut.lower_bound) == (4, 29, 26, False)
+    proc = kctl("recover", "--dry-run", str(partition))
+    assert proc.returncode == 1 and "offsets 4..29 (26 offsets)" in proc.stdout
+
+
+def test_dry_run_says_a_zeroed_tail_is_a_lower_bound(tmp_path):
+    """The last 21 batches were zeroed (a torn write); the index still names offsets in them."""
+    partition = _one_segment(tmp_path, batches=300)
+    log = _logs(partition)[0]
+    batches = list(BatchReader(log.read_bytes()))
+    cut = batches[-21].position
+    data = bytearray(log.read_bytes())
+    data[cut:] = bytes(len(data) - cut)
+    log.write_bytes(bytes(data))
+    report = recover([str(partition)], dry_run=True)
+    (action,) = [a for a in report.actions if a.kind.value == "truncate"]
+    assert action.first_offset == 279 and action.lower_bound
+    assert action.offsets is not None and action.offsets > 1  # the index names offsets past the cut
+    doc = json.loads(kctl("recover", "--dry-run", "--json", str(partition)).stdout)
+    entry = next(a for p in doc["partitions"] for a in p["actions"] if a["action"] == "truncate")
+    assert entry["lower_bound"] is True and entry["offsets"] == action.offsets
+    assert f"(at least {action.offsets} offsets)" in kctl("recover", "--dry-run", str(partition)).stdout
