@@ -213,3 +213,39 @@ def test_fast_json_lines_equal_to_json(fixtures_dir, tmp_path, enc):
                 assert fast == json.loads(json.dumps(item.to_json(enc)))
                 seen += len(fast)
     assert seen > 300
+
+
+# -- range filters and encodings (kctl dump-log) ---------------------------------------------------------
+
+def _kctl(*args):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def test_end_time_stops_the_output(tmp_path):
+    from builders import T0
+
+    partition = build_partition(tmp_path / "t-0", batches=50, records_per_batch=1, transactions=False)
+    log = sorted(partition.glob("*.log"))[0]
+    proc = _kctl("dump-log", "--end-time", str(T0 + 20), str(log))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("baseOffset: ") == 3, proc.stdout
+    deep = _kctl("dump-log", "--deep-iteration", "--end-time", str(T0 + 20), str(log))
+    assert deep.stdout.count("baseOffset: ") == 3 and deep.stdout.count("| offset: ") == 3
+    items = [json.loads(line) for line in _kctl("dump-log", "--json", "--end-time", str(T0 + 20), str(log)).stdout.splitlines()]
+    assert sum(1 for i in items if i["type"] == "batch") == 3
+
+
+@pytest.mark.parametrize("args", [["--start-offset", "9", "--end-offset", "3"],
+                                  ["--start-time", "2024-01-02T00:00:00Z", "--end-time", "2024-01-01T00:00:00Z"],
+                                  ["--value-encoding", "hex"], ["--key-encoding", "base64", "--print-data-log"]],
+                         ids=["offsets", "times", "value-encoding-text", "key-encoding-text"])
+def test_inverted_ranges_and_text_encodings_are_usage_errors(tmp_path, args):
+    partition = build_partition(tmp_path / "t-0", batches=5, transactions=False)
+    proc = _kctl("dump-log", *args, str(partition))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("kctl: ") and "Traceback" not in proc.stderr
