@@ -50,6 +50,8 @@ def _render(report: VerifyReport, strict: bool) -> None:
     """Problems on stderr, one grep-friendly line each; the verdict on stdout."""
     for p in report.problems:
         err_console.print(f"{p.severity.value}: {p.describe()}", markup=False)
+    for note in report.notes:
+        err_console.print(f"note: {note}", markup=False)
     errors, warnings = len(report.errors), len(report.warnings)
     verdict = "clean" if report.is_clean(strict=strict) else "PROBLEMS FOUND"
     mib = report.bytes / (1024 * 1024)

@@ -40,6 +40,16 @@ class VerifyReport:
     seconds: float = 0.0
     deep: bool = False
     strict: bool = False  # warnings fail too (``ok``)
+    preallocated_active: int = 0  # active segments' indexes still zero-filled to their maximum size
+
+    @property
+    def notes(self) -> list[str]:
+        """Facts that are not problems, said once for the whole run."""
+        if not self.preallocated_active:
+            return []
+        return [f"{self.preallocated_active} index files of active segments are preallocated (zero-filled to their "
+                "maximum size): normal for a running broker, which trims them when it rolls the segment or stops "
+                "cleanly; only their entries are counted as data"]
 
     @property
     def ok(self) -> bool:
@@ -68,6 +78,8 @@ class VerifyReport:
             "records": self.records,
             "errors": len(self.errors),
             "warnings": len(self.warnings),
+            "preallocated_active_indexes": self.preallocated_active,
+            "notes": self.notes,
             "seconds": round(self.seconds, 3),
             "problems": [p.to_json() for p in self.problems],
         }
@@ -96,6 +108,8 @@ class _Verifier:
         self.report = report
         self.deep = deep
         self.progress = progress or (lambda _n: None)
+        self.active = False  # checking the last (active) segment of a partition
+        self.preallocated_data: int | None = None  # bytes of entries in the index just opened, if preallocated
 
     def problem(self, file: Path | str, reason: str, code: str, *, position: int | None = None,
                 base_offset: int | None = None, severity: Severity = Severity.ERROR) -> None:
@@ -111,6 +125,7 @@ class _Verifier:
         log_end_offset = None
         for log in logs:
             self.report.files += 1
+            self.active = log is logs[-1]
             try:
                 segment = LogSegment(log.path)
                 result = self._verify_log(segment, by_name, txn)
@@ -329,17 +344,24 @@ class _Verifier:
 
     # -- indexes -------------------------------------------------------------------------------
     def _report_index(self, finding: IndexFinding) -> None:
+        if finding.code == "index_preallocated":
+            self.preallocated_data = finding.position or 0
+            if self.active:  # a live broker's active segment: normal, said once in the report's notes
+                self.report.preallocated_active += 1
+                return
         self.problem(finding.path, finding.reason, finding.code, position=finding.position,
                      base_offset=finding.base_offset, severity=Severity.WARNING if finding.warning else Severity.ERROR)
 
     def open_offset_index(self, segment: LogSegment) -> OffsetIndexMatcher:
+        self.preallocated_data = None
         matcher = OffsetIndexMatcher(segment.index_path, segment.base_offset, self._report_index)
-        self.report.bytes += matcher.length
+        self.report.bytes += matcher.length if self.preallocated_data is None else self.preallocated_data
         return matcher
 
     def open_time_index(self, segment: LogSegment) -> TimeIndexMatcher:
+        self.preallocated_data = None
         matcher = TimeIndexMatcher(segment.time_index_path, segment.base_offset, self._report_index)
-        self.report.bytes += matcher.length
+        self.report.bytes += matcher.length if self.preallocated_data is None else self.preallocated_data
         return matcher
 
     def verify_txn_index(self, segment: LogSegment, txn: _TxnState) -> None:
@@ -395,11 +417,11 @@ class _Verifier:
         try:
             if item.kind is FileKind.INDEX:
                 with OffsetIndex(item.path) as index:
-                    self.report.bytes += index.length
+                    self.report.bytes += index.entry_count * index.ENTRY.size if index.is_preallocated else index.length
                     index.sanity_check()
             elif item.kind is FileKind.TIME_INDEX:
                 with TimeIndex(item.path) as tindex:
-                    self.report.bytes += tindex.length
+                    self.report.bytes += tindex.entry_count * tindex.ENTRY.size if tindex.is_preallocated else tindex.length
                     if not tindex.is_preallocated:
                         tindex.sanity_check()
             else:
@@ -498,6 +520,7 @@ def merge_reports(paths: list[str], parts: list[VerifyReport], *, deep: bool = F
         report.bytes += part.bytes
         report.batches += part.batches
         report.records += part.records
+        report.preallocated_active += part.preallocated_active
         report.problems.extend(part.problems)
     return report
 
