@@ -149,14 +149,18 @@ def _render_plan(plan: Any) -> None:
     rows = sum(len(g.partitions) for g in plan.groups)
     brief = rows > MAX_TABLE_ROWS  # a large migration: only what needs attention, --json has every row
     for g in plan.groups:
+        refused = g.status == "refused"
         for p in g.partitions:
-            if brief and p.action in ("commit", "unchanged"):
+            if brief and p.action in ("commit", "unchanged") and not refused:
                 continue
+            # A refused group writes nothing: its rows say so, whatever each partition alone would do.
+            action = "refused" if refused and p.action in ("commit", "clamped", "unchanged") else p.action
             table.add_row(escape(g.group), escape(p.topic), str(p.partition), str(p.source_offset),
                           _cell(p.target_offset), _cell(p.log_start_offset), _cell(p.log_end_offset),
-                          _cell(p.planned_offset), p.action)
-        if not g.partitions and not brief:
-            table.add_row(escape(g.group), "-", "-", "-", "-", "-", "-", "-", "; ".join(g.notes) or "-")
+                          _cell(p.planned_offset), action)
+        if not g.partitions and (not brief or g.status in ("refused", "not_found")):
+            action = {"refused": "refused", "not_found": "not found"}.get(g.status) or "; ".join(g.notes) or "-"
+            table.add_row(escape(g.group), "-", "-", "-", "-", "-", "-", "-", action)
     if table.row_count:
         console.print(table)
     if brief:
@@ -165,11 +169,17 @@ def _render_plan(plan: Any) -> None:
         for why in g.live:
             console.print(f"group {escape(g.group)}: live: {escape(why)}" + (" (--force)" if g.forced else ""))
         for refusal in g.refusals:
-            if refusal not in g.live:
+            if refusal not in g.live and refusal not in g.errors:
                 console.print(f"group {escape(g.group)}: refused: {escape(refusal)}")
+        for error in g.errors:
+            err_console.print(f"kctl: group {g.group} refused: {error} (nothing was written for it)", markup=False)
+        if g.missing:
+            err_console.print(f"kctl: group {g.group}: not found in {plan.source} {plan.source_location}",
+                              markup=False)
     s = plan.summary()
     console.print(f"plan: {s['groups']} groups ({s['groups_commit']} to commit, {s['groups_unchanged']} unchanged, "
-                  f"{s['groups_refused']} refused, {s['groups_empty']} without offsets), "
+                  f"{s['groups_refused']} refused, {s['groups_empty']} without offsets"
+                  f"{', ' + str(s['groups_not_found']) + ' not found' if s['groups_not_found'] else ''}), "
                   f"{s['partitions_to_write']} partitions to write")
 
 
