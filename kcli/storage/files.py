@@ -191,6 +191,13 @@ def is_log_dir(path: str | os.PathLike[str]) -> bool:
     return any(is_partition_dir(child) for child in path.iterdir())
 
 
+def holds_log_dir_metadata(path: str | os.PathLike[str]) -> bool:
+    """A broker's log dir by its own files (meta.properties or an offset checkpoint), not merely by holding
+    directories named like partitions: where a tool may write a log dir's checkpoint files."""
+    path = Path(path)
+    return any((path / name).is_file() for name in (META_PROPERTIES, *OFFSET_CHECKPOINTS))
+
+
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
     """Kafka's checkpoint write: `<path>.tmp`, fsync, rename over `path`, fsync the directory."""
     path = Path(path)

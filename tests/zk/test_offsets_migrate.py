@@ -533,3 +533,14 @@ def test_missing_chroot_is_an_error(zookeeper, args):
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "/no-such-chroot" in proc.stderr and "chroot does not exist" in proc.stderr
     assert "UserWarning" not in proc.stderr and "warnings.warn" not in proc.stderr
+
+
+def test_compact_reads_cleanup_policy_from_zookeeper(zk, offline_log_dir):
+    """kctl compact -z: a topic whose ZooKeeper config says cleanup.policy=delete is not compacted."""
+    zk.put("/config/topics/orders", json.dumps({"version": 1, "config": {"cleanup.policy": "delete"}}).encode())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KCTL_")}
+    proc = subprocess.run([sys.executable, "-m", "kcli", "compact", "--dry-run", "-j", "1", "-z", zk.connect,
+                           str(offline_log_dir / "orders-0"), str(offline_log_dir / "payments-0")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "orders-0" in proc.stderr and "ZooKeeper" in proc.stderr and "payments-0" not in proc.stderr
