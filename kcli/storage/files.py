@@ -75,6 +75,7 @@ class FileKind(enum.Enum):
     DELETED = "deleted"
     CLEANED = "cleaned"
     SWAP = "swap"
+    QUARANTINED_LOG = "quarantined-log"  # bytes of a .log kept by kctl recover (known from its manifest, not its name)
     UNKNOWN = "unknown"
 
 

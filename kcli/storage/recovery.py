@@ -1105,7 +1105,7 @@ def _lost_offsets(path: Path, start: int, end: int, first: int, base: int, index
     if end <= start:
         return None, None, False
     _claimed_first, claimed_last = _claimed_offsets(path, start, end, first)
-    found = _intact_batches_after(path, start, end, first)
+    found = find_intact_batches(path, start, end, first)
     indexed = _indexed_offsets_after(index, time_index, base, start, end, first)
     candidates = [x for x in (claimed_last, found[-1][2] if found else None, indexed) if x is not None]
     if not candidates:
@@ -1117,9 +1117,10 @@ def _lost_offsets(path: Path, start: int, end: int, first: int, base: int, index
     return first, last, not chained
 
 
-def _intact_batches_after(path: Path, start: int, end: int, first: int) -> list[tuple[int, int, int, int]]:
+def find_intact_batches(path: Path, start: int, end: int, first: int) -> list[tuple[int, int, int, int]]:
     """(position, base offset, last offset, size) of the v2 batches whose CRC holds in ``path[start:end]``,
-    found by scanning forward byte by byte past damage, offsets increasing from ``first``."""
+    found by scanning forward byte by byte past damage, offsets increasing from ``first`` (recovery's loss
+    estimate; dump-log's salvage of quarantined bytes)."""
     import mmap
 
     from kcli.records.batch import ATTRIBUTES_OFFSET, CRC_FIELD, CRC_OFFSET

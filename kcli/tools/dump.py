@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kcli.errors import InputError, KcliError, UsageError
-from kcli.records import Batch, Record, StopReason
+from kcli.records import Batch, Record, StopReason, make_batch
 from kcli.records.control import ControlRecordType, control_type_id, parse_control_type
 from kcli.records.record_set import BatchReader
 from kcli.storage.files import (
@@ -380,6 +380,7 @@ class DumpRun:
         kind = item.kind
         handler = {
             FileKind.LOG: self._dump_log,
+            FileKind.QUARANTINED_LOG: self._dump_quarantined,
             FileKind.KRAFT_CHECKPOINT: self._dump_log,
             FileKind.INDEX: self._dump_offset_index,
             FileKind.TIME_INDEX: self._dump_time_index,
@@ -487,6 +488,47 @@ class DumpRun:
                 reader.valid_bytes, code="invalid_bytes_at_end",
             )
             yield DumpNotice(item.given, NoticeLevel.ERROR, reason, reader.valid_bytes, code="truncated_tail")
+
+    def _dump_quarantined(self, item: InputFile) -> Iterator[DumpItem]:
+        """Salvage from bytes kctl recover cut: the batches in the fragment whose CRC still holds, at their
+        positions in the original segment, with their records, so that an operator can produce them again."""
+        from kcli.storage.recovery import find_intact_batches
+
+        entry = item.quarantined or {}
+        original = str(entry.get("file", ""))
+        position = int(entry.get("position") or 0)
+        base = offset_from_filename(original)
+        first = entry.get("first_offset")
+        yield DumpFile(item.given, FileKind.LOG, base_offset=base)
+        yield DumpNotice(item.given, NoticeLevel.INFO,
+                         f"Quarantined by kctl recover: bytes {position}..{entry.get('end')} of {original} "
+                         f"({entry.get('reason')}); the batches that still parse follow, at their positions in "
+                         f"{original}", position, first, code="quarantined")
+        size = item.path.stat().st_size
+        found = find_intact_batches(item.path, 0, size, base if first is None else min(first, base))
+        opts = self.options
+        with open(item.path, "rb") as fragment:
+            for local, _base, _last, total in found:
+                fragment.seek(local)
+                batch = make_batch(fragment.read(total), position + local)
+                if opts.filtered and not self._batch_in_range(batch):
+                    continue
+                self.summary.batches += 1
+                yield DumpBatch(item.given, batch)
+                if not opts.deep_iteration:
+                    continue
+                records = batch.records()
+                if opts.filtered:
+                    records = [r for r in records if self._record_in_range(r)]
+                self.summary.records += len(records)
+                if batch.is_control or self._decode is not None:
+                    for record in records:
+                        yield self._record_item(item.given, batch, record, self._decode)
+                elif records:
+                    yield DumpRecords(item.given, batch, records)
+        if not found:
+            yield DumpNotice(item.given, NoticeLevel.INFO, "no intact batch in these bytes", position, first,
+                             code="quarantined")
 
     def _record_item(self, file: str, batch: Batch, record: Record, decode) -> DumpRecord:
         item = DumpRecord(file, batch, record)

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcli.errors import InputError
-from kcli.storage.files import QUARANTINE_DIR_SUFFIX, FileKind, classify, offset_from_filename
+from kcli.storage.files import (
+    LOG_SUFFIX,
+    MANIFEST_NAME,
+    QUARANTINE_DIR_SUFFIX,
+    FileKind,
+    classify,
+    offset_from_filename,
+)
 
 # Within one base offset: the .log first, then its indexes (kafka-dump-log needs the .log for them).
 _SEGMENT_ORDER = {
@@ -34,6 +41,33 @@ class InputFile:
     path: Path
     kind: FileKind
     given: str  # the path as the user wrote it (kafka-dump-log echoes it back)
+    quarantined: dict | None = None  # QUARANTINED_LOG: its kctl recover manifest entry
+
+
+def quarantine_entries(directory: Path) -> dict[str, dict]:
+    """Quarantined file name -> manifest entry, for a kctl recover quarantine directory (else empty)."""
+    import json
+
+    manifest = directory / MANIFEST_NAME
+    try:
+        if not manifest.is_file():
+            return {}
+        document = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(document, dict) or document.get("format") != "kctl-recover-quarantine":
+        return {}
+    return {r["quarantine_file"]: r for r in document.get("actions", [])
+            if isinstance(r, dict) and r.get("quarantine_file") and str(r.get("file", "")).endswith(LOG_SUFFIX)}
+
+
+def _input(path: Path, given: str, fragments: dict[str, dict] | None = None) -> InputFile:
+    kind = classify(path)
+    if kind is FileKind.UNKNOWN:
+        entry = (quarantine_entries(path.parent) if fragments is None else fragments).get(path.name)
+        if entry is not None:
+            return InputFile(path, FileKind.QUARANTINED_LOG, given, entry)
+    return InputFile(path, kind, given)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +161,11 @@ def _walk_dir(path: Path, out: Inputs) -> None:
     if listed is None:
         return
     files, subdirs = listed
+    fragments = quarantine_entries(path)
     if not subdirs:
-        out.files.extend(InputFile(p, classify(p), str(p)) for p in sorted(files, key=_sort_key))
+        out.files.extend(_input(p, str(p), fragments) for p in sorted(files, key=_sort_key))
         return
-    out.files.extend(InputFile(p, classify(p), str(p)) for p in files)
+    out.files.extend(_input(p, str(p), fragments) for p in files)
     for sub in subdirs:
         _walk_dir(sub, out)
 
@@ -161,10 +196,10 @@ def collect_inputs(paths: list[str]) -> Inputs:
         if what == "other":
             raise InputError(reason or "not a regular file", path=given)
         if what == "file":
-            kind = classify(path)
-            if kind is FileKind.UNKNOWN:
+            item = _input(path, given)
+            if item.kind is FileKind.UNKNOWN:
                 raise InputError(f"no Kafka log data under {given}: not a Kafka file by its name", path=given)
-            out.files.append(InputFile(path, kind, given))
+            out.files.append(item)
             continue
         if not os.access(path, os.R_OK | os.X_OK):
             raise InputError("Permission denied", path=given)

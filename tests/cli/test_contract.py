@@ -38,7 +38,7 @@ def test_one_exit_code_table():
 def test_compact_failure_is_not_reported_as_compacted(tmp_path, monkeypatch):
     partition = build_partition(tmp_path / "logs" / "t-0", batches=20, transactions=False)
 
-    def broken(plan, jobs=1):
+    def broken(plan, **kwargs):
         raise KcliError("disk full", path=str(partition))
 
     monkeypatch.setattr("kcli.tools.compact.apply_compaction", broken)
