@@ -101,13 +101,14 @@ def guarded(command: Callable[..., Any]) -> Callable[..., Any]:
                            ExitCode.PROBLEMS) from None
             raise fail(message(exc), code) from None
 
+    run.kctl_guarded = True  # type: ignore[attr-defined]  # (tests check every command carries it)
     return run
 
 
 def guard_group(group: typer.Typer) -> typer.Typer:
     """Apply ``guarded`` to every command of a sub-app (and of its sub-apps) before it is mounted."""
     for info in group.registered_commands:
-        if info.callback is not None and not getattr(info.callback, "__wrapped__", None):
+        if info.callback is not None and not getattr(info.callback, "kctl_guarded", False):
             info.callback = guarded(info.callback)
     for sub in group.registered_groups:
         if sub.typer_instance is not None:
