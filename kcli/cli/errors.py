@@ -36,21 +36,29 @@ def _table() -> tuple[tuple[type[BaseException], ExitCode], ...]:
     """Exception class -> exit status, most specific first (looked up with isinstance)."""
     from kcli.client.client import BrokerUnreachableError
     from kcli.tools.recover import QuarantinePlacementError
+    from kcli.zk.models import ZnodeFormatError
+    from kcli.zk.registry import ZnodeAccessError, ZnodeMissingError, ZooKeeperConnectionError
 
     return (
         (UsageError, ExitCode.USAGE),
         (QuarantinePlacementError, ExitCode.USAGE),
-        (InputError, ExitCode.UNREADABLE),
+        (InputError, ExitCode.UNREADABLE),  # includes a missing ZooKeeper chroot
         (BrokerUnreachableError, ExitCode.UNREADABLE),
+        (ZooKeeperConnectionError, ExitCode.UNREADABLE),
+        (ZnodeAccessError, ExitCode.UNREADABLE),
+        (ZnodeMissingError, ExitCode.UNREADABLE),
+        (ZnodeFormatError, ExitCode.PROBLEMS),
         (KcliError, ExitCode.PROBLEMS),
         (OSError, ExitCode.UNREADABLE),
     )
 
 
-def exit_code_for(exc: BaseException) -> ExitCode | None:
+def exit_code_for(exc: BaseException, *, generic: ExitCode = ExitCode.PROBLEMS) -> ExitCode | None:
+    """The exit status of an exception; ``generic`` for a KcliError no more specific row names (what a bare
+    library error means where it was raised: a refusal for the offline tools, ZooKeeper's refusal for zk)."""
     for cls, code in _table():
         if isinstance(exc, cls):
-            return code
+            return generic if cls is KcliError else code
     return None
 
 

@@ -18,8 +18,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kcli.cli.common import ExitCode, err_console, fail, progress_wanted, write_json_line
+from kcli.cli.errors import exit_code_for
 from kcli.cli.zk import _cell, _console, _table
-from kcli.errors import InputError, KcliError
+from kcli.errors import KcliError
 
 app = typer.Typer(no_args_is_help=True, help="Move consumer offsets between ZooKeeper, Kafka and files: migrate "
                   "ZooKeeper-stored offsets into __consumer_offsets (plan, backup, commit, verify), roll back, "
@@ -58,19 +59,12 @@ AuthOpt = Annotated[Optional[str], typer.Option(
 # -- wiring --------------------------------------------------------------------------------------------------
 @contextmanager
 def _errors(committed_note: bool = True) -> Iterator[None]:
-    """Library errors to exit codes: unreachable/unreadable 3, refusals and malformed data 1."""
-    from kcli.client import BrokerUnreachableError
-    from kcli.zk.registry import ZnodeAccessError, ZnodeMissingError, ZooKeeperConnectionError
-
+    """Library errors with a note that nothing was written; their exit status from cli/errors.py's table."""
     suffix = " (nothing was written)" if committed_note else ""
     try:
         yield
-    except (ZooKeeperConnectionError, ZnodeAccessError, BrokerUnreachableError, InputError) as exc:
-        raise fail(exc.describe() + suffix, ExitCode.UNREADABLE) from None
-    except ZnodeMissingError as exc:
-        raise fail(exc.describe() + suffix, ExitCode.UNREADABLE) from None
     except KcliError as exc:
-        raise fail(exc.describe() + suffix, ExitCode.PROBLEMS) from None
+        raise fail(exc.describe() + suffix, exit_code_for(exc) or ExitCode.PROBLEMS) from None
 
 
 def _zk_store(stack: ExitStack, zookeeper: str | None, timeout: float, auth: str | None, *, required: bool,
@@ -219,11 +213,8 @@ def _finish_apply(result: Any, as_json: bool) -> None:
         err_console.print(f"kctl: group {result.failed_group}: {result.error}", markup=False)
         err_console.print(f"kctl: groups committed before the failure: {committed}; not attempted: "
                           f"{len(result.not_attempted)}", markup=False)
-        from kcli.client import BrokerUnreachableError
-        from kcli.zk.registry import ZooKeeperConnectionError
-
-        lost = isinstance(result.exception, (BrokerUnreachableError, ZooKeeperConnectionError))
-        raise typer.Exit(int(ExitCode.UNREADABLE if lost else ExitCode.PROBLEMS))
+        code = exit_code_for(result.exception) if result.exception is not None else None
+        raise typer.Exit(int(code if code is ExitCode.UNREADABLE else ExitCode.PROBLEMS))
     raise typer.Exit(int(ExitCode.OK if result.ok else ExitCode.PROBLEMS))
 
 
