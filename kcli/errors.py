@@ -71,3 +71,14 @@ class UnsupportedCompressionTypeError(UnsupportedCodecError):
 
 class InputError(KcliError):
     """The input cannot be read at all: missing file, permission denied, not a Kafka file."""
+
+
+class UsageError(KcliError):
+    """The request itself is wrong (an inverted range, options that contradict each other): nothing was read."""
+
+
+def describe_os_error(exc: OSError, path: object = None) -> str:
+    """``path: reason`` for an OSError, naming the file it concerns (``exc.filename`` when the caller has none)."""
+    where = exc.filename if exc.filename is not None else path
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{where}: {reason}" if where is not None else reason

@@ -1,28 +1,44 @@
 #!/usr/bin/env bash
-# Installs what kctl and its test suite need on a fresh Debian machine: Debian packages (ZooKeeper,
-# Java for Spark, kcat, man), then a virtualenv in .venv with kcli and its test extras.
-# Idempotent: a second run installs nothing new. Root or sudo is needed only for missing apt packages.
+# Installs what kctl needs on a fresh Debian machine, by need:
+#   scripts/setup.sh broker   kcli in .venv (no extras) and kcat: enough for `kctl broker run` and the quick start
+#   scripts/setup.sh test     everything the test suite needs (the default): ZooKeeper, Java and pyspark for the
+#                             Spark tests, man/groff for the man-page tests, kcat, and kcli with its test and
+#                             spark extras
+# Idempotent: a second run installs nothing new. Root or sudo is needed only for missing apt packages; apt waits
+# for a dpkg lock another apt process holds (unattended upgrades on a fresh machine) instead of failing at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+mode="${1:-test}"
+case "$mode" in
+  broker) extras="" ;;
+  test) extras="[test,spark]" ;;
+  *) echo "usage: scripts/setup.sh [broker|test]" >&2; exit 2 ;;
+esac
+# Seconds apt-get waits for the dpkg and package-list locks (apt >= 1.9.11; older apt ignores the option).
+lock_timeout="${KCLI_APT_LOCK_TIMEOUT:-900}"
+
 export DEBIAN_FRONTEND=noninteractive
 missing=()
-command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
-[ -d /usr/share/zookeeper ] || missing+=(zookeeper)
-command -v kcat >/dev/null 2>&1 || missing+=(kcat)
-command -v man >/dev/null 2>&1 || missing+=(man-db)
-command -v groff >/dev/null 2>&1 || missing+=(groff-base)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+if [ "$mode" = test ]; then
+  command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+  [ -d /usr/share/zookeeper ] || missing+=(zookeeper)
+  command -v man >/dev/null 2>&1 || missing+=(man-db)
+  command -v groff >/dev/null 2>&1 || missing+=(groff-base)
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "setup: installing Debian packages: ${missing[*]}" >&2
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt=($sudo apt-get -o "DPkg::Lock::Timeout=$lock_timeout")
+  echo "setup ($mode): installing Debian packages: ${missing[*]}" >&2
+  "${apt[@]}" update -qq
+  "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,spark]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extras}"

@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from kcli import __version__
-from kcli.cli.common import ExitCode, err_console
-from kcli.errors import InputError, KcliError
+from kcli.cli.errors import guard_group, guarded
 from kcli.cli import broker as broker_cli
 from kcli.cli import zk as zk_cli
 from kcli.cli import offsets as offsets_cli
@@ -41,22 +40,16 @@ def root(
     """Operations toolkit for Kafka logs. Exit status: 0 ok, 1 problems found, 2 usage error, 3 unreadable input."""
 
 
-app.command("dump-log", rich_help_panel="Offline tools")(dump_log)
-app.command("verify", rich_help_panel="Offline tools")(verify_cmd)
-app.add_typer(broker_cli.app, name="broker", rich_help_panel="Broker")
-app.add_typer(zk_cli.app, name="zk", rich_help_panel="ZooKeeper")
-app.command("recover", rich_help_panel="Offline tools")(recover_cmd)
-app.command("compact", rich_help_panel="Offline tools")(compact_cmd)
-app.command("scan", rich_help_panel="Offline tools")(scan_cmd)
-app.add_typer(offsets_cli.app, name="offsets", rich_help_panel="ZooKeeper")
+# Every command runs under cli/errors.py's exit-status table (guarded): one line and a status, never a traceback.
+app.command("dump-log", rich_help_panel="Offline tools")(guarded(dump_log))
+app.command("verify", rich_help_panel="Offline tools")(guarded(verify_cmd))
+app.add_typer(guard_group(broker_cli.app), name="broker", rich_help_panel="Broker")
+app.add_typer(guard_group(zk_cli.app), name="zk", rich_help_panel="ZooKeeper")
+app.command("recover", rich_help_panel="Offline tools")(guarded(recover_cmd))
+app.command("compact", rich_help_panel="Offline tools")(guarded(compact_cmd))
+app.command("scan", rich_help_panel="Offline tools")(guarded(scan_cmd))
+app.add_typer(guard_group(offsets_cli.app), name="offsets", rich_help_panel="ZooKeeper")
 
 
 def main() -> None:
-    try:
-        app()
-    except InputError as exc:
-        err_console.print(f"kctl: {exc.describe()}", markup=False)
-        raise SystemExit(int(ExitCode.UNREADABLE)) from None
-    except KcliError as exc:
-        err_console.print(f"kctl: {exc.describe()}", markup=False)
-        raise SystemExit(int(ExitCode.PROBLEMS)) from None
+    app()

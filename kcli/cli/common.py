@@ -7,30 +7,16 @@ import os
 import sys
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from enum import Enum, IntEnum
+from enum import Enum
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
-
-from kcli.errors import InputError, KcliError
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-err_console = Console(stderr=True, highlight=False)
+from kcli.cli.errors import ExitCode, err_console, fail, report_exit_code
+from kcli.errors import KcliError
 
-
-class ExitCode(IntEnum):
-    """Documented in kctl(1): scripts branch on these."""
-
-    OK = 0
-    PROBLEMS = 1  # corruption or inconsistencies found
-    USAGE = 2  # bad options or arguments (click's own usage errors exit 2 as well)
-    UNREADABLE = 3  # input missing, unreadable, or not a Kafka file at all
-
-
-def fail(message: str, code: ExitCode) -> typer.Exit:
-    err_console.print(f"kctl: {message}", markup=False)
-    return typer.Exit(int(code))
+__all__ = ["ExitCode", "err_console", "fail"]  # re-exported: commands import them from here
 
 
 class Engine(str, Enum):
@@ -64,24 +50,21 @@ def spark_session(engine: Engine, master: str | None, app_name: str):
 
 @contextmanager
 def exit_on_errors(*usage: type[BaseException]):
-    """The one mapping from library errors to exit codes: InputError 3, ``usage`` types 2, other KcliError 1."""
+    """Exceptions of the ``usage`` types exit 2; everything else goes to the exit-status table (cli/errors.py)."""
     try:
         yield
     except usage as exc:
         raise fail(exc.describe() if isinstance(exc, KcliError) else str(exc), ExitCode.USAGE) from None
-    except InputError as exc:
-        raise fail(exc.describe(), ExitCode.UNREADABLE) from None
-    except KcliError as exc:
-        raise fail(exc.describe(), ExitCode.PROBLEMS) from None
 
 
-def finish(report_json: dict[str, Any], ok: bool, render, *, json_out: bool, quiet: bool = False) -> typer.Exit:
-    """A report on stdout (one JSON object, or the command's rendering), then the exit status it earns."""
+def finish(report, render, *, json_out: bool, quiet: bool = False) -> typer.Exit:
+    """A report on stdout (one JSON object, or the command's rendering), then the exit status it earns
+    (``report_exit_code``: 0 ok, 1 problems, 3 unreadable input)."""
     if json_out:
-        write_json_line(report_json)
+        write_json_line(report.to_json())
     elif not quiet:
         render()
-    return typer.Exit(int(ExitCode.OK if ok else ExitCode.PROBLEMS))
+    return typer.Exit(int(report_exit_code(report)))
 
 
 def write_json_line(obj: dict[str, Any], out=None) -> None:

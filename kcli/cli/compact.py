@@ -24,6 +24,8 @@ def compact_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="One JSON report on stdout.")] = False,
     engine: Annotated[Engine, typer.Option("--engine", help="local: this machine (--jobs processes); spark: Spark computes each partition's offset map (any key count, one pass) and executors rewrite the partitions.")] = Engine.LOCAL,
     master: MasterOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Compact even a partition whose known cleanup.policy is delete (without compact).")] = False,
+    zookeeper: Annotated[Optional[str], typer.Option("--zookeeper", "-z", envvar="KCTL_ZOOKEEPER", show_default=False, help="host:port[/chroot]: read the topics' cleanup.policy from ZooKeeper (a ZooKeeper-mode cluster's log dir does not hold it).")] = None,
 ) -> None:
     """Compact partitions as Kafka's log cleaner would: keep the latest record per key at its offset, tombstones
     until their delete horizon, drop aborted transactional data and obsolete markers; the broker must be stopped.
@@ -37,6 +39,7 @@ def compact_cmd(
         if not eq or not key:
             raise fail(f"--config takes KEY=VALUE, got {item!r}", ExitCode.USAGE)
         overrides[key.strip()] = value
+    policies = _zookeeper_policies(zookeeper) if zookeeper and not force else None
     session = spark_session(engine, master, "kctl compact")
     with exit_on_errors(ValueError):
         if session is not None:
@@ -46,8 +49,18 @@ def compact_cmd(
                                       include_active=include_active, verify_after=verify)
         else:
             report = compact(paths, dry_run=dry_run, config_overrides=overrides, include_active=include_active,
-                             max_memory=max_memory, verify_after=verify, jobs=jobs or os.cpu_count() or 1)
-    raise finish(report.to_json(), report.is_ok(), lambda: _render(report), json_out=json_out)
+                             max_memory=max_memory, verify_after=verify, jobs=jobs or os.cpu_count() or 1,
+                             force=force, topic_policies=policies)
+    raise finish(report, lambda: _render(report), json_out=json_out)
+
+def _zookeeper_policies(zookeeper: str) -> dict[str, str]:
+    """Topic -> cleanup.policy overrides under /config/topics (kcli.zk; errors go to the exit-status table)."""
+    from kcli.zk.registry import ZkRegistry
+
+    with ZkRegistry(zookeeper) as registry:
+        return {c.name: c.config["cleanup.policy"] for c in registry.configs()
+                if c.entity_type == "topics" and "cleanup.policy" in c.config}
+
 
 def _render(report: CompactReport) -> None:
     out = sys.stdout
@@ -61,14 +74,17 @@ def _render(report: CompactReport) -> None:
                       f"{p.total('markers_dropped')} markers); {p.total('tombstones_kept')} tombstones kept; "
                       f"{p.groups_changed} segment groups {'to rewrite' if report.dry_run else 'rewritten'}"
                       f"{'' if p.complete or not report.dry_run else '; more passes needed (offset map full)'}\n")
-        for problem in p.problems + p.mismatches:
-            err_console.print(f"error: {problem}", markup=False, soft_wrap=True)
-    summary = f"{len(report.partitions)} partition{'s' if len(report.partitions) != 1 else ''}"
+    for problem in report.problems:
+        err_console.print(f"error: {problem.describe()}", markup=False)
+    failed = {p.directory for p in report.partitions if p.issues}
+    done = [p for p in report.partitions if p.directory not in failed]
+    summary = f"{len(done)} partition{'s' if len(done) != 1 else ''}"
+    trouble = f"; PROBLEMS FOUND ({len(report.problems)})" if report.problems else ""
     if report.dry_run:
-        out.write(f"dry run: {summary}, nothing changed\n")
+        out.write(f"dry run: {summary} planned, nothing changed{trouble}\n")
     else:
         checked = "; verified equivalent" if report.verified and not report.mismatches else ""
-        out.write(f"compacted: {summary}{checked}\n")
+        out.write(f"compacted: {summary}{checked}{trouble}\n")
 
 
 __all__ = ["compact_cmd"]

@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 import typer
 
 from kcli.cli.common import ExitCode, byte_progress, fail, parse_timestamp, progress_wanted, stdout_pipe_guard
-from kcli.errors import InputError
 from kcli.tools.dump import Decoder, DumpOptions, DumpRun, Encodings
 from kcli.tools.dump_json import json_lines
 from kcli.tools.dump_text import stderr_lines, stdout_lines, summary_lines
@@ -33,7 +32,7 @@ def dump_log(
     key_decoder_class: Annotated[Optional[str], typer.Option("--key-decoder-class", hidden=True)] = None,
     value_decoder_class: Annotated[Optional[str], typer.Option("--value-decoder-class", hidden=True)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="NDJSON on stdout: one object per file, batch, record, index entry and notice, then a summary.")] = False,
-    key_encoding: Annotated[BytesEncoding, typer.Option("--key-encoding", help="Force how keys appear in --json output.", case_sensitive=False)] = BytesEncoding.AUTO,
+    key_encoding: Annotated[BytesEncoding, typer.Option("--key-encoding", help="Force how keys appear in --json output (text output refuses it).", case_sensitive=False)] = BytesEncoding.AUTO,
     value_encoding: Annotated[BytesEncoding, typer.Option("--value-encoding", help="Force how values and header values appear in --json output.", case_sensitive=False)] = BytesEncoding.AUTO,
     start_offset: Annotated[Optional[int], typer.Option("--start-offset", help="First offset to show (seeks with the .index).", min=0, show_default=False)] = None,
     end_offset: Annotated[Optional[int], typer.Option("--end-offset", help="Last offset to show, inclusive.", min=0, show_default=False)] = None,
@@ -69,10 +68,11 @@ def dump_log(
         start_timestamp=parse_timestamp(start_time),
         end_timestamp=parse_timestamp(end_time),
     )
-    try:
-        run = DumpRun(all_paths, options)
-    except InputError as exc:
-        raise fail(exc.describe(), ExitCode.UNREADABLE) from None
+    if not json_out and (key_encoding is not BytesEncoding.AUTO or value_encoding is not BytesEncoding.AUTO):
+        # Text output is kafka-dump-log's, whose StringDecoder has no encodings: refuse rather than ignore.
+        raise fail("--key-encoding and --value-encoding apply to --json output; text output decodes as UTF-8 "
+                   "like kafka-dump-log", ExitCode.USAGE)
+    run = DumpRun(all_paths, options)
     encodings = Encodings(key_encoding, value_encoding)
     out = sys.stdout
     with stdout_pipe_guard(), byte_progress(run.total_bytes, "dump-log", progress_wanted(data_on_stdout=True)) as advance:
@@ -91,5 +91,7 @@ def dump_log(
             out.flush()
             for line in summary_lines(run.summary):
                 sys.stderr.write(line + "\n")
+    if run.summary.unreadable:
+        raise typer.Exit(int(ExitCode.UNREADABLE))
     if run.summary.errors:
         raise typer.Exit(int(ExitCode.PROBLEMS))

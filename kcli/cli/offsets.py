@@ -18,8 +18,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kcli.cli.common import ExitCode, err_console, fail, progress_wanted, write_json_line
+from kcli.cli.errors import exit_code_for
 from kcli.cli.zk import _cell, _console, _table
-from kcli.errors import InputError, KcliError
+from kcli.errors import KcliError
 
 app = typer.Typer(no_args_is_help=True, help="Move consumer offsets between ZooKeeper, Kafka and files: migrate "
                   "ZooKeeper-stored offsets into __consumer_offsets (plan, backup, commit, verify), roll back, "
@@ -58,19 +59,12 @@ AuthOpt = Annotated[Optional[str], typer.Option(
 # -- wiring --------------------------------------------------------------------------------------------------
 @contextmanager
 def _errors(committed_note: bool = True) -> Iterator[None]:
-    """Library errors to exit codes: unreachable/unreadable 3, refusals and malformed data 1."""
-    from kcli.client import BrokerUnreachableError
-    from kcli.zk.registry import ZnodeAccessError, ZnodeMissingError, ZooKeeperConnectionError
-
+    """Library errors with a note that nothing was written; their exit status from cli/errors.py's table."""
     suffix = " (nothing was written)" if committed_note else ""
     try:
         yield
-    except (ZooKeeperConnectionError, ZnodeAccessError, BrokerUnreachableError, InputError) as exc:
-        raise fail(exc.describe() + suffix, ExitCode.UNREADABLE) from None
-    except ZnodeMissingError as exc:
-        raise fail(exc.describe() + suffix, ExitCode.UNREADABLE) from None
     except KcliError as exc:
-        raise fail(exc.describe() + suffix, ExitCode.PROBLEMS) from None
+        raise fail(exc.describe() + suffix, exit_code_for(exc) or ExitCode.PROBLEMS) from None
 
 
 def _zk_store(stack: ExitStack, zookeeper: str | None, timeout: float, auth: str | None, *, required: bool,
@@ -149,14 +143,18 @@ def _render_plan(plan: Any) -> None:
     rows = sum(len(g.partitions) for g in plan.groups)
     brief = rows > MAX_TABLE_ROWS  # a large migration: only what needs attention, --json has every row
     for g in plan.groups:
+        refused = g.status == "refused"
         for p in g.partitions:
-            if brief and p.action in ("commit", "unchanged"):
+            if brief and p.action in ("commit", "unchanged") and not refused:
                 continue
+            # A refused group writes nothing: its rows say so, whatever each partition alone would do.
+            action = "refused" if refused and p.action in ("commit", "clamped", "unchanged") else p.action
             table.add_row(escape(g.group), escape(p.topic), str(p.partition), str(p.source_offset),
                           _cell(p.target_offset), _cell(p.log_start_offset), _cell(p.log_end_offset),
-                          _cell(p.planned_offset), p.action)
-        if not g.partitions and not brief:
-            table.add_row(escape(g.group), "-", "-", "-", "-", "-", "-", "-", "; ".join(g.notes) or "-")
+                          _cell(p.planned_offset), action)
+        if not g.partitions and (not brief or g.status in ("refused", "not_found")):
+            action = {"refused": "refused", "not_found": "not found"}.get(g.status) or "; ".join(g.notes) or "-"
+            table.add_row(escape(g.group), "-", "-", "-", "-", "-", "-", "-", action)
     if table.row_count:
         console.print(table)
     if brief:
@@ -165,11 +163,17 @@ def _render_plan(plan: Any) -> None:
         for why in g.live:
             console.print(f"group {escape(g.group)}: live: {escape(why)}" + (" (--force)" if g.forced else ""))
         for refusal in g.refusals:
-            if refusal not in g.live:
+            if refusal not in g.live and refusal not in g.errors:
                 console.print(f"group {escape(g.group)}: refused: {escape(refusal)}")
+        for error in g.errors:
+            err_console.print(f"kctl: group {g.group} refused: {error} (nothing was written for it)", markup=False)
+        if g.missing:
+            err_console.print(f"kctl: group {g.group}: not found in {plan.source} {plan.source_location}",
+                              markup=False)
     s = plan.summary()
     console.print(f"plan: {s['groups']} groups ({s['groups_commit']} to commit, {s['groups_unchanged']} unchanged, "
-                  f"{s['groups_refused']} refused, {s['groups_empty']} without offsets), "
+                  f"{s['groups_refused']} refused, {s['groups_empty']} without offsets"
+                  f"{', ' + str(s['groups_not_found']) + ' not found' if s['groups_not_found'] else ''}), "
                   f"{s['partitions_to_write']} partitions to write")
 
 
@@ -209,11 +213,8 @@ def _finish_apply(result: Any, as_json: bool) -> None:
         err_console.print(f"kctl: group {result.failed_group}: {result.error}", markup=False)
         err_console.print(f"kctl: groups committed before the failure: {committed}; not attempted: "
                           f"{len(result.not_attempted)}", markup=False)
-        from kcli.client import BrokerUnreachableError
-        from kcli.zk.registry import ZooKeeperConnectionError
-
-        lost = isinstance(result.exception, (BrokerUnreachableError, ZooKeeperConnectionError))
-        raise typer.Exit(int(ExitCode.UNREADABLE if lost else ExitCode.PROBLEMS))
+        code = exit_code_for(result.exception) if result.exception is not None else None
+        raise typer.Exit(int(code if code is ExitCode.UNREADABLE else ExitCode.PROBLEMS))
     raise typer.Exit(int(ExitCode.OK if result.ok else ExitCode.PROBLEMS))
 
 

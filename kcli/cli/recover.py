@@ -39,7 +39,7 @@ def recover_cmd(
         total = total_log_bytes(paths)
         with byte_progress(total, "recover", progress_wanted(data_on_stdout=False) and not json_out) as advance:
             report = recover(paths, dry_run=dry_run, quarantine=quarantine, rebuild_indexes=rebuild_indexes, progress=advance)
-    raise finish(report.to_json(), report.is_ok(), lambda: _render(report), json_out=json_out)
+    raise finish(report, lambda: _render(report), json_out=json_out)
 
 def _restore(path: Path, json_out: bool) -> None:
     with exit_on_errors():
@@ -66,14 +66,16 @@ def _render(report: RecoverReport) -> None:
             out.write(f"{p.directory}: log end offset {p.log_end_offset}; {verb} {_count(len(p.actions), 'action')}\n")
             for action in p.actions:
                 out.write(f"  {_describe(action)}\n")
-        for problem in p.problems:
-            err_console.print(f"error: {problem}", markup=False, soft_wrap=True)
+    for problem in report.problems:
+        if not problem.code.startswith("needs_"):  # a dry run's repairs are listed above as actions
+            err_console.print(f"error: {problem.describe()}", markup=False)
     changed = [p for p in report.partitions if p.actions]
     checked = (f"{_count(len(report.partitions), 'partition')}, {_count(report.segments, 'segment')}, "
                f"{report.bytes / 2**20:.1f} MiB checked")
     actions = f"{_count(len(report.actions), 'action')} in {_count(len(changed), 'partition')}"
     if not changed:
-        out.write(f"nothing to do: {checked}\n")
+        verdict = "nothing to do" if report.ok else f"PROBLEMS FOUND ({len(report.problems)}), nothing changed"
+        out.write(f"{verdict}: {checked}\n")
     elif report.dry_run:
         out.write(f"dry run: {actions}, nothing changed; {checked}\n")
     else:
@@ -90,8 +92,9 @@ def _count(n: int, noun: str) -> str:
 def _describe(action: RecoveryAction) -> str:
     offsets = ""
     if action.first_offset is not None:
-        offsets = f", offsets {action.first_offset}..{action.last_offset}" if action.last_offset is not None \
-            else f", from offset {action.first_offset}"
+        at_least = "at least " if action.lower_bound else ""
+        offsets = (f", offsets {action.first_offset}..{action.last_offset} ({at_least}{_count(action.offsets or 0, 'offset')})"
+                   if action.last_offset is not None else f", from offset {action.first_offset} (an unknown number)")
     if action.kind is ActionKind.RENAME:
         return f"rename   {action.file} -> {action.target}: {action.reason}"
     if action.kind is ActionKind.TRUNCATE:

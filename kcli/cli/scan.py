@@ -70,16 +70,14 @@ def scan_cmd(
                     report = scan(paths, workers=workers, top=top, now_ms=now_ms, output=output, progress=advance)
     if sql is not None:
         _problems(result.problems)
-        raise finish(result.to_json(), result.is_ok(), lambda: _render_query(result), json_out=json_out)
+        raise finish(result, lambda: _render_query(result), json_out=json_out)
     _problems(report.problems)
-    raise finish(report.to_json(), report.is_ok(), lambda: _render(report), json_out=json_out)
+    raise finish(report, lambda: _render(report), json_out=json_out)
 
 
 def _problems(problems) -> None:
     for p in problems:
-        where = p.file if p.position is None else f"{p.file}:{p.position}"
-        offset = "" if p.base_offset is None else f" (offset {p.base_offset})"
-        err_console.print(f"error: {where}{offset}: {p.reason} [{p.code}]", markup=False, soft_wrap=True)
+        err_console.print(f"error: {p.describe()}", markup=False)
 
 
 def _iso(ms: int | None) -> str:

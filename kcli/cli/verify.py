@@ -42,16 +42,16 @@ def verify_cmd(
         else:
             total = total_bytes(paths)
             with byte_progress(total, "verify", progress_wanted(data_on_stdout=False) and not quiet) as advance:
-                report = verify(paths, deep=deep, progress=advance)
-    raise finish(report.to_json(strict=strict), report.is_clean(strict=strict), lambda: _render(report, strict),
-                 json_out=json_out, quiet=quiet)
+                report = verify(paths, deep=deep, strict=strict, progress=advance)
+    report.strict = strict
+    raise finish(report, lambda: _render(report, strict), json_out=json_out, quiet=quiet)
 
 def _render(report: VerifyReport, strict: bool) -> None:
     """Problems on stderr, one grep-friendly line each; the verdict on stdout."""
     for p in report.problems:
-        where = p.file if p.position is None else f"{p.file}:{p.position}"
-        offset = "" if p.base_offset is None else f" (offset {p.base_offset})"
-        err_console.print(f"{p.severity.value}: {where}{offset}: {p.reason} [{p.code}]", markup=False, soft_wrap=True)
+        err_console.print(f"{p.severity.value}: {p.describe()}", markup=False)
+    for note in report.notes:
+        err_console.print(f"note: {note}", markup=False)
     errors, warnings = len(report.errors), len(report.warnings)
     verdict = "clean" if report.is_clean(strict=strict) else "PROBLEMS FOUND"
     mib = report.bytes / (1024 * 1024)

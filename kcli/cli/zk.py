@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from kcli.cli.common import ExitCode, fail, write_json_line
+from kcli.cli.errors import exit_code_for
 from kcli.errors import KcliError
 
 app = typer.Typer(no_args_is_help=True, help="Read-only views of Kafka's registries in ZooKeeper (brokers, topics, "
@@ -34,8 +35,7 @@ AuthOpt = Annotated[Optional[str], typer.Option(
 
 @contextmanager
 def _registry(zookeeper: str | None, timeout: float, auth: str | None) -> Iterator[Any]:
-    from kcli.zk.models import ZnodeFormatError
-    from kcli.zk.registry import ZkRegistry, ZnodeAccessError, ZnodeMissingError, ZooKeeperConnectionError
+    from kcli.zk.registry import ZkRegistry
 
     if not zookeeper:
         raise fail("no ZooKeeper given: use --zookeeper host:port[/chroot] or set KCTL_ZOOKEEPER", ExitCode.USAGE)
@@ -45,12 +45,8 @@ def _registry(zookeeper: str | None, timeout: float, auth: str | None) -> Iterat
         raise fail(exc.describe(), ExitCode.USAGE) from None
     try:
         yield registry
-    except (ZooKeeperConnectionError, ZnodeMissingError, ZnodeAccessError) as exc:
-        raise fail(exc.describe(), ExitCode.UNREADABLE) from None
-    except ZnodeFormatError as exc:
-        raise fail(exc.describe(), ExitCode.PROBLEMS) from None
-    except KcliError as exc:
-        raise fail(exc.describe(), ExitCode.UNREADABLE) from None
+    except KcliError as exc:  # a bare KcliError here is ZooKeeper refusing a request: 3
+        raise fail(exc.describe(), exit_code_for(exc, generic=ExitCode.UNREADABLE) or ExitCode.UNREADABLE) from None
     finally:
         registry.close()
 
@@ -247,16 +243,14 @@ def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this
         if check:
             result["check"] = read_and_check(registry, group)
         if bootstrap:
-            from kcli.client import BrokerUnreachableError, KafkaClient
+            from kcli.client import KafkaClient
             from kcli.zk.offsets import consumer_lag
 
             try:
                 with KafkaClient(bootstrap, timeout=timeout) as client:
                     result["lag"] = consumer_lag(result["view"].offsets, client)
-            except BrokerUnreachableError as exc:
-                raise fail(exc.describe(), ExitCode.UNREADABLE) from None
             except KcliError as exc:
-                raise fail(exc.describe(), ExitCode.PROBLEMS) from None
+                raise fail(exc.describe(), exit_code_for(exc) or ExitCode.PROBLEMS) from None
         return result
 
     def to_json(result: dict) -> dict:

@@ -46,6 +46,7 @@ LOCK_FILE = ".lock"
 # kcli's own layout (not Kafka's): <log dir>.kctl-quarantine/<UTC timestamp>/<partition>/manifest.json
 QUARANTINE_DIR_SUFFIX = ".kctl-quarantine"
 MANIFEST_NAME = "manifest.json"
+RUN_MANIFEST_NAME = "run.json"  # marks <timestamp>/ as one quarantine run (one kctl recover, one broker startup)
 
 # Partition dirs renamed to `<topic>-<partition>.<32-hex uuid><suffix>`.
 DELETE_DIR_SUFFIX = "-delete"
@@ -74,6 +75,7 @@ class FileKind(enum.Enum):
     DELETED = "deleted"
     CLEANED = "cleaned"
     SWAP = "swap"
+    QUARANTINED_LOG = "quarantined-log"  # bytes of a .log kept by kctl recover (known from its manifest, not its name)
     UNKNOWN = "unknown"
 
 
@@ -188,6 +190,13 @@ def is_log_dir(path: str | os.PathLike[str]) -> bool:
     if any((path / name).is_file() for name in (META_PROPERTIES, *OFFSET_CHECKPOINTS)):
         return True
     return any(is_partition_dir(child) for child in path.iterdir())
+
+
+def holds_log_dir_metadata(path: str | os.PathLike[str]) -> bool:
+    """A broker's log dir by its own files (meta.properties or an offset checkpoint), not merely by holding
+    directories named like partitions: where a tool may write a log dir's checkpoint files."""
+    path = Path(path)
+    return any((path / name).is_file() for name in (META_PROPERTIES, *OFFSET_CHECKPOINTS))
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:

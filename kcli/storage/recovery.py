@@ -29,6 +29,7 @@ from kcli.records.types import INT32_MAX
 from kcli.storage.checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from kcli.storage.files import (
     MANIFEST_NAME,
+    RUN_MANIFEST_NAME,
     QUARANTINE_DIR_SUFFIX,
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -58,7 +59,9 @@ from kcli.storage.segment import FileBatchReader, SegmentIndexes
 from kcli.storage.snapshot import ProducerSnapshot, inspect_producer_snapshot, write_producer_snapshot
 
 MANIFEST_FORMAT = "kctl-recover-quarantine"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2  # 2: quarantined copies without their trailing zeros ("stored_bytes"), results' SHA-256
+_READABLE_VERSIONS = (1, 2)
+RUN_FORMAT = "kctl-recover-run"
 # Test hook: SIGKILL this process after N mutating steps of apply_recovery (crash-safety tests).
 CRASH_AFTER_ENV = "KCLI_TEST_CRASH_AFTER"
 
@@ -92,6 +95,7 @@ class RecoveryAction:
     existed: bool = True  # REBUILD: False when the file is new
     log_bytes: int | None = None  # REBUILD of .index/.timeindex/.txnindex: built from the .log's first bytes
     entries: tuple = ()  # REBUILD: AbortedTxn (.txnindex), ProducerStateEntry (.snapshot), EpochEntry (checkpoint)
+    lower_bound: bool = False  # TRUNCATE: more offsets than first..last may be lost (unreadable bytes after them)
 
     @property
     def bytes(self) -> int:
@@ -100,6 +104,13 @@ class RecoveryAction:
     @property
     def origin(self) -> Path:
         return self.source or self.file
+
+    @property
+    def offsets(self) -> int | None:
+        """How many offsets first..last spans (what the action removes; at least this with ``lower_bound``)."""
+        if self.first_offset is None or self.last_offset is None:
+            return None
+        return self.last_offset - self.first_offset + 1
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -110,6 +121,8 @@ class RecoveryAction:
             "bytes": self.bytes,
             "first_offset": self.first_offset,
             "last_offset": self.last_offset,
+            "offsets": self.offsets,
+            "lower_bound": self.lower_bound,
             "target": None if self.target is None else str(self.target),
             "reason": self.reason,
         }
@@ -211,10 +224,12 @@ class _Planner:
                                      f"({scan.cut_reason}); not repaired when only rebuilding indexes")
                 continue
             changed = True
-            first, last = _claimed_offsets(self.files[log_name], scan.valid_bytes, scan.size, leo)
+            first, last, lower_bound = _lost_offsets(
+                self.files[log_name], scan.valid_bytes, scan.size, leo, bases[i],
+                self.files.get(_name(bases[i], INDEX_SUFFIX)), self.files.get(_name(bases[i], TIME_INDEX_SUFFIX)))
             self.truncate.append(RecoveryAction(
                 ActionKind.TRUNCATE, self.dir / log_name, scan.cut_reason, scan.valid_bytes, scan.size, first, last,
-                source=self.source(log_name)))
+                source=self.source(log_name), lower_bound=lower_bound))
             for later in reversed(bases[i + 1:]):
                 self.drop_segment(later, bases[i])
             break
@@ -600,6 +615,13 @@ def apply_recovery(plan: RecoveryPlan, *, quarantine: str | os.PathLike[str]) ->
         elif kind is FileKind.LEADER_EPOCH_CHECKPOINT:
             LeaderEpochCheckpointFile(action.file).write(action.entries)
         crash.step()
+    # What recovery left in place, so that a restore can first check that nobody has changed it since.
+    document = json.loads(manifest.read_text())
+    for action, record in zip(plan.actions, document["actions"]):
+        if action.kind is ActionKind.REBUILD and action.file.exists():
+            record["result_sha256"] = _file_sha256(action.file)
+    document["applied"] = True
+    write_atomically(manifest, json.dumps(document, indent=2).encode())
     return RecoveryResult(plan, quarantine, manifest)
 
 
@@ -628,21 +650,65 @@ def _quarantine(action: RecoveryAction, seq: int, quarantine: Path) -> dict[str,
     name = f"{seq:04d}-{action.file.name}"
     if action.kind is ActionKind.TRUNCATE:
         name += f".{action.position}-{action.end}"
+    digest, stored = _copy_without_trailing_zeros(origin, action.position, action.bytes, quarantine / name)
+    record.update(sha256=digest, quarantine_file=name, stored_bytes=stored)
+    return record
+
+
+def _copy_without_trailing_zeros(origin: Path, position: int, length: int, target: Path) -> tuple[str, int]:
+    """Copy ``origin[position:position+length]`` to ``target`` (fsynced) without its trailing zeros, and with
+    all-zero chunks as holes: a 10 MiB preallocated index holding 80 bytes of entries costs 80 bytes. Returns
+    the SHA-256 of the whole range and the bytes stored; restoring pads with zeros to ``length``."""
     digest = hashlib.sha256()
-    with open(origin, "rb") as src, open(quarantine / name, "wb") as out:
-        src.seek(action.position)
-        remaining = action.bytes
-        while remaining:
-            chunk = src.read(min(_COPY_CHUNK, remaining))
+    stored = 0
+    with open(origin, "rb") as src, open(target, "wb") as out:
+        src.seek(position)
+        done = 0
+        while done < length:
+            chunk = src.read(min(_COPY_CHUNK, length - done))
             if not chunk:
                 raise KcliError("file shrank while being quarantined", path=str(origin))
             digest.update(chunk)
-            out.write(chunk)
-            remaining -= len(chunk)
+            kept = len(chunk.rstrip(b"\0"))
+            if kept:
+                out.seek(done)  # a hole over any all-zero chunks before this one
+                out.write(chunk[:kept] if kept < len(chunk) else chunk)
+                stored = done + kept
+            done += len(chunk)
+        out.truncate(stored)
         out.flush()
         os.fsync(out.fileno())
-    record.update(sha256=digest.hexdigest(), quarantine_file=name)
-    return record
+    return digest.hexdigest(), stored
+
+
+def _padded_sha256(data: bytes, length: int) -> str:
+    digest = hashlib.sha256(data)
+    zeros = length - len(data)
+    block = bytes(min(zeros, _COPY_CHUNK))
+    while zeros > 0:
+        digest.update(block[: min(zeros, len(block))])
+        zeros -= len(block)
+    return digest.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(_COPY_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_padded(path: Path, data: bytes, length: int) -> None:
+    """``data`` then zeros up to ``length`` (a sparse tail), atomically: `.tmp`, fsync, rename."""
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    with open(tmp, "wb") as out:
+        out.write(data)
+        out.truncate(length)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
 
 
 def _rebuild_segment_indexes(plan: RecoveryPlan, base: int, group: list[RecoveryAction], crash: _CrashPoints) -> None:
@@ -688,19 +754,36 @@ class _CrashPoints:
 
 # -- restoring ---------------------------------------------------------------------------------------
 
-def restore_quarantine(manifest_path: str | os.PathLike[str]) -> RestoreResult:
-    """Undo an applied recovery from its quarantine: truncated tails are appended back (the file must still
-    end at the cut and the bytes match their SHA-256), dropped and replaced files come back, swaps are renamed
-    back, files recovery created go. Undoes in reverse order; running it again changes nothing."""
-    manifest_path = Path(manifest_path)
+class RestoreRefusedError(KcliError):
+    """A file recovery changed has changed again since (a broker appended, an operator edited): restoring would
+    overwrite that, so nothing is restored."""
+
+
+@dataclass
+class _Restore:
+    manifest_path: Path
+    directory: Path
+    records: list[dict[str, Any]]
+    saved: dict[int, bytes]  # record index -> quarantined bytes (without their trailing zeros)
+    done: list[bool]  # record index -> already undone (a second restore changes nothing)
+
+
+def _load_manifest(manifest_path: Path) -> dict[str, Any]:
     try:
         manifest = json.loads(manifest_path.read_text())
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read quarantine manifest: {exc}", path=str(manifest_path)) from None
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise InputError("not a kctl recover quarantine manifest", path=str(manifest_path))
-    if manifest.get("version") != MANIFEST_VERSION:
+    if manifest.get("version") not in _READABLE_VERSIONS:
         raise InputError(f"unsupported manifest version {manifest.get('version')}", path=str(manifest_path))
+    return manifest
+
+
+def _check_restore(manifest_path: Path) -> _Restore:
+    """Read a manifest and its quarantined bytes, and check that every file it would touch is still as
+    recovery left it (or already restored); raise before anything changes otherwise."""
+    manifest = _load_manifest(manifest_path)
     quarantine = manifest_path.parent
     directory = Path(manifest["partition_dir"])
     records = manifest["actions"]
@@ -708,68 +791,192 @@ def restore_quarantine(manifest_path: str | os.PathLike[str]) -> RestoreResult:
     for i, r in enumerate(records):
         if r["quarantine_file"] is None:
             continue
-        data = (quarantine / r["quarantine_file"]).read_bytes()
-        if hashlib.sha256(data).hexdigest() != r["sha256"] or len(data) != r["bytes"]:
-            raise KcliError("quarantined bytes do not match their SHA-256 in the manifest",
-                            path=str(quarantine / r["quarantine_file"]))
+        source = quarantine / r["quarantine_file"]
+        try:
+            data = source.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read quarantined bytes: {exc.strerror or exc}", path=str(source)) from None
+        if len(data) != r.get("stored_bytes", r["bytes"]) or _padded_sha256(data, r["bytes"]) != r["sha256"]:
+            raise KcliError("quarantined bytes do not match their SHA-256 in the manifest", path=str(source))
         saved[i] = data
-    for i, r in enumerate(records):
-        if r["action"] == ActionKind.TRUNCATE.value and _truncation_state(directory / r["file"], r, saved[i]) is None:
-            raise KcliError(f"file no longer ends at byte {r['position']}, where recovery cut it: not restoring",
-                            path=str(directory / r["file"]))
-    result = RestoreResult(manifest_path, directory, [], [])
+    # Checked in the order restore undoes them (reverse), against the directory as the earlier undos leave it:
+    # a swap renamed back frees the name a deleted file comes back to.
+    view = _View(directory)
+    done = [False] * len(records)
     for i in reversed(range(len(records))):
         r = records[i]
-        path = directory / r["file"]
-        done = _undo(r, path, directory, saved.get(i))
-        (result.restored if done else result.skipped).append(r)
-    fsync_dir(directory)
-    return result
+        state = _entry_state(r, view, saved.get(i, b""))
+        if state is None:
+            raise RestoreRefusedError(_moved_on(r), path=str(directory / r["file"]))
+        done[i] = state == "restored"
+        if not done[i]:
+            view.undo(r)
+    return _Restore(manifest_path, directory, records, saved, done)
+
+
+class _View:
+    """The partition directory as a restore will have changed it so far (names only; nothing is written)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.over: dict[str, Path | str | None] = {}  # name -> real file holding its content | SHA-256 | absent
+
+    def exists(self, name: str) -> bool:
+        if name in self.over:
+            return self.over[name] is not None
+        return (self.dir / name).exists()
+
+    def is_file(self, name: str) -> bool:
+        if name in self.over:
+            return self.over[name] is not None
+        return (self.dir / name).is_file()
+
+    def sha256(self, name: str) -> str:
+        value = self.over.get(name, self.dir / name)
+        return value if isinstance(value, str) else _file_sha256(value)  # type: ignore[arg-type]
+
+    def real(self, name: str) -> Path | None:
+        """The real file while the name is untouched so far (byte-level checks need it)."""
+        return None if name in self.over else self.dir / name
+
+    def undo(self, r: dict[str, Any]) -> None:
+        action = ActionKind(r["action"])
+        if action is ActionKind.RENAME:
+            self.over[r["file"]] = self.over.get(r["target"], self.dir / r["target"])
+            self.over[r["target"]] = None
+        elif action is ActionKind.REBUILD and not r["existed"]:
+            self.over[r["file"]] = None
+        elif action is ActionKind.TRUNCATE:
+            self.over[r["file"]] = "(tail restored)"
+        else:
+            self.over[r["file"]] = r["sha256"]
+
+
+def _moved_on(r: dict[str, Any]) -> str:
+    action = ActionKind(r["action"])
+    if action is ActionKind.TRUNCATE:
+        return f"file no longer ends at byte {r['position']}, where recovery cut it: not restoring"
+    if action is ActionKind.RENAME:
+        return f"neither {r['file']} nor {r['target']} is where recovery left it: not restoring"
+    if action is ActionKind.DELETE:
+        return "exists with other content than the quarantined copy: not overwriting"
+    return "changed since recovery rebuilt it: not overwriting"
+
+
+def _entry_state(r: dict[str, Any], view: _View, data: bytes) -> str | None:
+    """'recovered' (as recovery left it), 'restored' (as it was before), or None (changed since)."""
+    name = r["file"]
+    action = ActionKind(r["action"])
+    if action is ActionKind.TRUNCATE:
+        real = view.real(name)
+        return None if real is None else _truncation_state(real, r, data)
+    if action is ActionKind.RENAME:
+        if view.exists(r["target"]) and not view.exists(name):
+            return "recovered"
+        if view.exists(name) and not view.exists(r["target"]):
+            return "restored"
+        return None
+    exists = view.exists(name)
+    if exists and not view.is_file(name):
+        return None
+    if action is ActionKind.DELETE:
+        if not exists:
+            return "recovered"
+        return "restored" if view.sha256(name) == r["sha256"] else None
+    # REBUILD: recovery wrote a new file (over the old one, if any)
+    if not exists:
+        return "restored" if not r["existed"] else None
+    current = view.sha256(name)
+    if r["existed"] and current == r["sha256"]:
+        return "restored"
+    if r.get("result_sha256") is not None and current != r["result_sha256"]:
+        return None
+    return "recovered"
+
+
+def restore_quarantine(manifest_path: str | os.PathLike[str]) -> RestoreResult:
+    """Undo one partition's applied recovery from its quarantine (see ``restore_run`` for a whole run)."""
+    return restore_run([Path(manifest_path)])[0]
+
+
+def restore_run(manifests: list[Path]) -> list[RestoreResult]:
+    """Undo applied recoveries, all or nothing: every manifest and quarantined byte is read and every file
+    they touch checked first (truncated files must still end at the cut, rebuilt and deleted files must hold
+    what recovery left); only then are truncated tails appended back, dropped and replaced files restored
+    byte-exact (preallocated length included), swaps renamed back and created files removed, in reverse
+    order. Running it again changes nothing."""
+    checked = [_check_restore(Path(m)) for m in manifests]
+    results = []
+    for plan in checked:
+        result = RestoreResult(plan.manifest_path, plan.directory, [], [])
+        for i in reversed(range(len(plan.records))):
+            r = plan.records[i]
+            if plan.done[i]:
+                result.skipped.append(r)
+                continue
+            _undo(r, plan.directory / r["file"], plan.directory, plan.saved.get(i, b""))
+            result.restored.append(r)
+        fsync_dir(plan.directory)
+        results.append(result)
+    return results
+
+
+def run_manifests(path: str | os.PathLike[str]) -> list[Path]:
+    """The partition manifests of ONE quarantine run, given its directory, its run.json, or one partition's
+    manifest.json or directory. Anything else (a tree holding several runs, an unrelated directory) is refused."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("No such file or directory", path=str(path))
+    if path.is_file():
+        if path.name == RUN_MANIFEST_NAME:
+            path = path.parent
+        else:
+            return [path]
+    if (path / MANIFEST_NAME).is_file():
+        return [path / MANIFEST_NAME]
+    children = sorted(c for c in path.iterdir() if c.is_dir())
+    found = [c / MANIFEST_NAME for c in children if (c / MANIFEST_NAME).is_file()]
+    is_run = (path / RUN_MANIFEST_NAME).is_file() or (found and len(found) == len(children))
+    if is_run and found:
+        return found
+    runs = sorted({m.parent.parent for m in path.rglob(MANIFEST_NAME)})
+    hint = ("; it holds these runs: " + ", ".join(str(r) for r in runs[:5]) + (" ..." if len(runs) > 5 else "")
+            if runs else "")
+    raise InputError("not a quarantine run: give one run's directory (<log dir>.kctl-quarantine/<time>) or one "
+                     f"partition's {MANIFEST_NAME}{hint}", path=str(path))
 
 
 def _truncation_state(path: Path, r: dict[str, Any], data: bytes) -> str | None:
-    size = path.stat().st_size if path.exists() else -1
+    if not path.is_file():
+        return None
+    size = path.stat().st_size
     if size == r["position"]:
-        return "cut"
+        return "recovered"
     if size == r["end"]:
         with open(path, "rb") as file:
             file.seek(r["position"])
-            if file.read() == data:
-                return "restored"
+            tail = file.read()
+        if tail[: len(data)] == data and not tail[len(data):].strip(b"\0"):
+            return "restored"
     return None
 
 
-def _undo(r: dict[str, Any], path: Path, directory: Path, data: bytes | None) -> bool:
-    """Undo one manifest entry; False when there was nothing to undo."""
+def _undo(r: dict[str, Any], path: Path, directory: Path, data: bytes) -> None:
+    """Undo one manifest entry that ``_entry_state`` found as recovery left it."""
     action = ActionKind(r["action"])
     if action is ActionKind.TRUNCATE:
-        if _truncation_state(path, r, data or b"") == "restored":
-            return False
         with open(path, "r+b") as file:
             file.seek(r["position"])
-            file.write(data or b"")
+            file.write(data)
+            file.truncate(r["end"])
             file.flush()
             os.fsync(file.fileno())
-        return True
-    if action is ActionKind.RENAME:
-        target = directory / r["target"]
-        if path.exists() and not target.exists():
-            return False
-        if path.exists():
-            raise KcliError(f"both {path.name} and {target.name} exist: cannot undo the swap", path=str(path))
-        os.replace(target, path)
-        return True
-    if action is ActionKind.REBUILD and not r["existed"]:
-        if not path.exists():
-            return False
+    elif action is ActionKind.RENAME:
+        os.replace(directory / r["target"], path)
+    elif action is ActionKind.REBUILD and not r["existed"]:
         path.unlink()
-        return True
-    if path.exists() and hashlib.sha256(path.read_bytes()).hexdigest() == r["sha256"]:
-        return False
-    if action is ActionKind.DELETE and path.exists():
-        raise KcliError("exists with other content than the quarantined copy: not overwriting", path=str(path))
-    write_atomically(path, data or b"")
-    return True
+    else:
+        _write_padded(path, data, r["bytes"])
 
 
 # -- quarantine location -----------------------------------------------------------------------------
@@ -789,6 +996,54 @@ def new_quarantine_run(root: str | os.PathLike[str], now: datetime | None = None
     while candidate.exists():
         candidate, n = root / f"{stamp}-{n}", n + 1
     return candidate
+
+
+class QuarantineRun:
+    """ONE quarantine run for several partitions recovered together (one `kctl recover`, one broker startup):
+    ``<root>/<UTC timestamp>/run.json`` and a ``<partition>/manifest.json`` per partition recovered. Nothing is
+    created until a partition needs changes; ``kctl recover --restore <run dir>`` undoes the whole run.
+
+        run = QuarantineRun.beside(log_dir)          # <log dir>.kctl-quarantine/<UTC timestamp>
+        for partition_dir in partitions:
+            run.recover(partition_dir, config=config)   # plan + apply; None when nothing to do
+    """
+
+    def __init__(self, root: str | os.PathLike[str], now: datetime | None = None) -> None:
+        self.root = Path(root).absolute()
+        self.directory = new_quarantine_run(self.root, now)
+        self.results: list[RecoveryResult] = []
+        self._used: set[str] = set()
+
+    @classmethod
+    def beside(cls, log_dir: str | os.PathLike[str], now: datetime | None = None) -> QuarantineRun:
+        return cls(quarantine_root(log_dir), now)
+
+    def partition_dir(self, partition_dir: str | os.PathLike[str]) -> Path:
+        """A new sub-directory of the run for this partition (``<name>-2`` for a second partition so named)."""
+        name = Path(partition_dir).name
+        candidate, n = name, 2
+        while candidate in self._used or (self.directory / candidate).exists():
+            candidate, n = f"{name}-{n}", n + 1
+        self._used.add(candidate)
+        return self.directory / candidate
+
+    def apply(self, plan: RecoveryPlan) -> RecoveryResult:
+        """``apply_recovery`` with this run's quarantine (the run directory and run.json made on first use)."""
+        target = self.partition_dir(plan.partition_dir)
+        if not (self.directory / RUN_MANIFEST_NAME).exists():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.directory / RUN_MANIFEST_NAME, json.dumps({
+                "format": RUN_FORMAT, "version": 1,
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}).encode())
+        result = apply_recovery(plan, quarantine=target)
+        self.results.append(result)
+        return result
+
+    def recover(self, partition_dir: str | os.PathLike[str], *, config: LogConfig | None = None,
+                recovery_point: int | None = None) -> RecoveryResult | None:
+        """Plan and apply recovery of one partition into this run; None when the partition needs nothing."""
+        plan = plan_recovery(partition_dir, config=config, recovery_point=recovery_point)
+        return self.apply(plan) if plan.actions else None
 
 
 def new_quarantine_dir(partition_dir: str | os.PathLike[str]) -> Path:
@@ -841,3 +1096,87 @@ def _claimed_offsets(path: Path, start: int, end: int, expected: int) -> tuple[i
                 last = claimed
             position += LOG_OVERHEAD + size
     return first, last
+
+
+def _lost_offsets(path: Path, start: int, end: int, first: int, base: int, index: Path | None,
+                  time_index: Path | None) -> tuple[int | None, int | None, bool]:
+    """Offsets a truncation at ``start`` removes: from ``first`` (one past the last valid offset) to the last
+    offset found after the cut, by the batch headers at the cut, a forward scan for intact batches (CRC-checked)
+    and the segment's index entries. The third value says the count is a lower bound: the last offset found
+    does not come from an intact batch chain that ends the file (a zeroed or torn region hides the rest)."""
+    if end <= start:
+        return None, None, False
+    _claimed_first, claimed_last = _claimed_offsets(path, start, end, first)
+    found = find_intact_batches(path, start, end, first)
+    indexed = _indexed_offsets_after(index, time_index, base, start, end, first)
+    candidates = [x for x in (claimed_last, found[-1][2] if found else None, indexed) if x is not None]
+    if not candidates:
+        # Nothing readable after the cut: offsets may have been there (a zeroed tail), none can be named.
+        return (first, None, True) if end - start >= RECORD_BATCH_OVERHEAD else (None, None, False)
+    last = max(candidates)
+    chained = bool(found) and found[-1][0] + found[-1][3] == end and last == found[-1][2] and all(
+        a[0] + a[3] == b[0] for a, b in zip(found, found[1:]))
+    return first, last, not chained
+
+
+def find_intact_batches(path: Path, start: int, end: int, first: int) -> list[tuple[int, int, int, int]]:
+    """(position, base offset, last offset, size) of the v2 batches whose CRC holds in ``path[start:end]``,
+    found by scanning forward byte by byte past damage, offsets increasing from ``first`` (recovery's loss
+    estimate; dump-log's salvage of quarantined bytes)."""
+    import mmap
+
+    from kcli.records.batch import ATTRIBUTES_OFFSET, CRC_FIELD, CRC_OFFSET
+    from kcli.records.crc import crc32c
+
+    out: list[tuple[int, int, int, int]] = []
+    if end - start < RECORD_BATCH_OVERHEAD:
+        return out
+    with open(path, "rb") as file:
+        mm = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        view = memoryview(mm)
+        try:
+            candidate = start
+            while True:
+                magic_at = mm.find(b"\x02", candidate + MAGIC_OFFSET, end)
+                if magic_at < 0:
+                    break
+                q = magic_at - MAGIC_OFFSET
+                candidate = q + 1
+                if end - q < RECORD_BATCH_OVERHEAD:
+                    break
+                offset, size = _OFFSET_SIZE.unpack_from(mm, q)
+                total = LOG_OVERHEAD + size
+                if size < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or q + total > end:
+                    continue
+                if not first <= offset <= first + INT32_MAX or (out and offset <= out[-1][2]):
+                    continue
+                if CRC_FIELD.unpack_from(mm, q + CRC_OFFSET)[0] != crc32c(view[q + ATTRIBUTES_OFFSET: q + total]):
+                    continue
+                last = offset + _LAST_OFFSET_DELTA.unpack_from(mm, q + _LAST_OFFSET_DELTA_AT)[0]
+                out.append((q, offset, max(last, offset), total))
+                candidate = q + total
+        finally:
+            view.release()
+            mm.close()
+    return out
+
+
+def _indexed_offsets_after(index: Path | None, time_index: Path | None, base: int, start: int, end: int,
+                           first: int) -> int | None:
+    """The highest offset the .index (entries at or past the cut) or the .timeindex names at or after ``first``."""
+    from kcli.storage.index import OffsetIndex, TimeIndex
+
+    best: int | None = None
+    for path, cls in ((index, OffsetIndex), (time_index, TimeIndex)):
+        if path is None:
+            continue
+        try:
+            with cls(path, base) as idx:
+                for entry in idx.entries():
+                    if cls is OffsetIndex and not start <= entry.position < end:
+                        continue
+                    if first <= entry.offset <= first + INT32_MAX and (best is None or entry.offset > best):
+                        best = entry.offset
+        except (KcliError, OSError, ValueError):
+            continue  # a damaged index names nothing
+    return best

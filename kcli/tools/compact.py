@@ -25,7 +25,9 @@ from kcli.storage.cleaner import (
     iter_visible_records,
     plan_compaction,
 )
+from kcli.storage.files import CLEANER_OFFSET_CHECKPOINT, holds_log_dir_metadata, parse_partition_dir_name
 from kcli.tools.recover import find_partitions, log_dir_lock
+from kcli.tools.report import UNREADABLE, Problem, as_problem, os_problem
 
 _TOTALS = ("bytes_before", "bytes_after", "records_before", "records_kept", "records_dropped", "keyless_dropped",
            "tombstones_kept", "tombstones_dropped", "aborted_dropped", "markers_dropped", "empty_batches_kept")
@@ -38,7 +40,13 @@ class PartitionCompaction:
     applied: bool = False
     checkpoint: int | None = None
     mismatches: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem | str] = field(default_factory=list)  # plain strings from older producers (kcli.spark)
+
+    @property
+    def issues(self) -> list[Problem]:
+        """Problems and --verify mismatches, in the shared report shape."""
+        return [as_problem(p, self.directory, "compaction_failed") for p in self.problems] + \
+            [Problem(self.directory, None, None, m, "verify_mismatch") for m in self.mismatches]
 
     def total(self, name: str) -> int:
         return sum(p.total(name) for p in self.passes)
@@ -61,7 +69,7 @@ class PartitionCompaction:
             **{name: self.total(name) for name in _TOTALS},
             "passes": [p.to_json() for p in self.passes],
             "mismatches": self.mismatches,
-            "problems": self.problems,
+            "problems": [p.to_json() for p in self.issues],
         }
 
 
@@ -73,14 +81,19 @@ class CompactReport:
     verified: bool
     partitions: list[PartitionCompaction] = field(default_factory=list)
     seconds: float = 0.0
+    unreadable: list[Problem] = field(default_factory=list)  # entries that could not be read at all
 
     @property
     def mismatches(self) -> list[str]:
         return [m for p in self.partitions for m in p.mismatches]
 
     @property
-    def problems(self) -> list[str]:
-        return [m for p in self.partitions for m in p.problems]
+    def problems(self) -> list[Problem]:
+        return self.unreadable + [m for p in self.partitions for m in p.issues]
+
+    @property
+    def ok(self) -> bool:
+        return self.is_ok()
 
     def total(self, name: str) -> int:
         return sum(p.total(name) for p in self.partitions)
@@ -98,36 +111,116 @@ class CompactReport:
             **{name: self.total(name) for name in _TOTALS},
             "seconds": round(self.seconds, 3),
             "partitions": [p.to_json() for p in self.partitions],
+            "problems": [p.to_json() for p in self.problems],
         }
+
+
+CLEANUP_POLICY = "cleanup.policy"
+_CONFIG_RECORD = 4  # ConfigRecord's apiKey in __cluster_metadata
+_TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
+
+
+def cleanup_policies_in_log_dir(log_dir: Path) -> dict[str, str]:
+    """Topic -> cleanup.policy from a KRaft log dir's ``__cluster_metadata`` (its ConfigRecords, last one wins;
+    a null value removes the override). Empty for a ZooKeeper-mode log dir or one without metadata."""
+    from kcli.records.cluster_metadata import decode_metadata_record
+    from kcli.storage.segment import FileBatchReader
+
+    metadata = log_dir / "__cluster_metadata-0"
+    policies: dict[str, str] = {}
+    if not metadata.is_dir():
+        return policies
+    for log in sorted(metadata.glob("*.log")):
+        try:
+            for batch in FileBatchReader(log):
+                if batch.is_control or not batch.is_valid:
+                    continue
+                for record in batch.records():
+                    try:
+                        decoded = decode_metadata_record(record.value)
+                    except KcliError:
+                        continue
+                    data = decoded.data
+                    if decoded.type_id != _CONFIG_RECORD or data.get("resourceType") != _TOPIC_RESOURCE \
+                            or data.get("name") != CLEANUP_POLICY:
+                        continue
+                    if data.get("value") is None:
+                        policies.pop(data.get("resourceName"), None)
+                    else:
+                        policies[data["resourceName"]] = data["value"]
+        except (KcliError, OSError):
+            continue  # damaged metadata names no policy; verify reports it
+    return policies
+
+
+def _policy_refusal(directory: Path, policy: str | None, source: str) -> Problem | None:
+    if policy is None or "compact" in [p.strip() for p in policy.split(",")]:
+        return None
+    return Problem(str(directory), None, None, f"cleanup.policy is {policy} ({source}): compaction would drop "
+                   "records this topic keeps until retention; --force compacts anyway", "cleanup_policy_delete")
 
 
 def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[str, str] | None = None,
             include_active: bool = False, max_memory: int = DEFAULT_MAX_MEMORY, verify_after: bool = False,
-            now_ms: int | None = None, jobs: int = 1) -> CompactReport:
+            now_ms: int | None = None, jobs: int = 1, force: bool = False,
+            topic_policies: dict[str, str] | None = None) -> CompactReport:
     """Plan (and unless ``dry_run`` apply) compaction of every partition under ``paths``.
 
     ``jobs``: worker processes per partition, for building the offset map and writing segment groups.
+    A partition whose known ``cleanup.policy`` (``config_overrides``, else ``topic_policies`` - e.g. read from
+    ZooKeeper - else the log dir's KRaft metadata) has no ``compact`` is refused unless ``force``. The
+    ``cleaner-offset-checkpoint`` is written only into a log dir (one holding meta.properties or a checkpoint).
 
     Raises ValueError for bad ``config_overrides``, InputError for missing inputs, RecoveryRefusedError for a
     log dir a broker holds.
     """
     started = time.perf_counter()
-    config = CleanerConfig.from_overrides(config_overrides or {})
+    overrides = dict(config_overrides or {})
+    given_policy = overrides.pop(CLEANUP_POLICY, None)
+    config = CleanerConfig.from_overrides(overrides)
     if max_memory < 24:
         raise ValueError("max memory must hold at least one 24-byte offset map entry")
     now = int(time.time() * 1000) if now_ms is None else now_ms
     report = CompactReport(list(paths), dry_run, config, verify_after and not dry_run)
-    partitions = [d for d in find_partitions(paths)]
+    partitions = [d for d in find_partitions(paths, report.unreadable)]
     with ExitStack() as locks:
         for log_dir in sorted({d.resolve().parent for d in partitions}):
             locks.enter_context(log_dir_lock(log_dir))
+        blocked = {Path(p.file).parent.absolute() for p in report.unreadable}
+        kraft_policies: dict[Path, dict[str, str]] = {}
         for directory in partitions:
+            if directory in blocked:  # never rewrite a partition with a segment-like entry we cannot read
+                report.partitions.append(PartitionCompaction(str(directory), [], problems=[Problem(
+                    str(directory), None, None, "not compacted: it holds entries that cannot be read", "skipped")]))
+                continue
+            log_dir = directory.parent
+            in_log_dir = holds_log_dir_metadata(log_dir)
+            if not force:
+                topic = (parse_partition_dir_name(directory.name) or (None, None))[0]
+                if given_policy is not None:
+                    policy, source = given_policy, "--config"
+                elif topic is not None and topic_policies and topic in topic_policies:
+                    policy, source = topic_policies[topic], "the topic config in ZooKeeper"
+                else:
+                    if log_dir not in kraft_policies:
+                        kraft_policies[log_dir] = cleanup_policies_in_log_dir(log_dir)
+                    policy = kraft_policies[log_dir].get(topic) if topic is not None else None
+                    source = "the topic config in the log dir's __cluster_metadata"
+                refusal = _policy_refusal(directory, policy, source)
+                if refusal is not None:
+                    report.partitions.append(PartitionCompaction(str(directory), [], problems=[refusal]))
+                    continue
             try:
                 # Applying counts while it rewrites: only a dry run needs the separate counting pass.
                 plan = plan_compaction(directory, now_ms=now, config=config, include_active=include_active,
                                        max_memory=max_memory, count=dry_run, jobs=jobs)
-            except OSError as exc:
-                raise InputError(f"cannot read: {exc.strerror or exc}", path=exc.filename or str(directory)) from None
+            except OSError as exc:  # unreadable, or a file deleted since it was listed
+                report.partitions.append(PartitionCompaction(str(directory), [], problems=[os_problem(directory, exc)]))
+                continue
+            except InputError as exc:
+                report.partitions.append(PartitionCompaction(str(directory), [], problems=[
+                    Problem(str(exc.path or directory), None, None, exc.reason, UNREADABLE)]))
+                continue
             except KcliError as exc:
                 report.partitions.append(PartitionCompaction(str(directory), [], problems=[exc.describe()]))
                 continue
@@ -136,10 +229,18 @@ def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[s
             if dry_run:
                 continue
             before = latest_values(directory) if verify_after else None
+            checkpoint = log_dir / CLEANER_OFFSET_CHECKPOINT
+            had_checkpoint = checkpoint.exists()
             try:
-                applied = apply_compaction(plan, jobs=jobs)
+                # Only a log dir gets a cleaner-offset-checkpoint; a multi-pass compaction needs it between passes,
+                # so outside a log dir the one it wrote is removed again.
+                applied = apply_compaction(plan, jobs=jobs, write_checkpoint=in_log_dir or not plan.complete)
+                if not in_log_dir and not had_checkpoint:
+                    checkpoint.unlink(missing_ok=True)
+                    applied.checkpoint = None
             except (KcliError, OSError) as exc:
-                result.problems.append(f"{directory}: compaction not applied: {exc}")
+                result.problems.append(Problem(str(directory), None, None, f"compaction not applied: {exc}",
+                                               "not_applied"))
                 continue
             result.applied, result.passes, result.checkpoint = True, applied.passes, applied.checkpoint
             if before is not None:

@@ -13,8 +13,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from kcli.errors import KcliError
-from kcli.records import Batch, Record, StopReason
+from kcli.errors import InputError, KcliError, UsageError
+from kcli.records import Batch, Record, StopReason, make_batch
 from kcli.records.control import ControlRecordType, control_type_id, parse_control_type
 from kcli.records.record_set import BatchReader
 from kcli.storage.files import (
@@ -27,7 +27,8 @@ from kcli.storage.files import (
 )
 from kcli.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from kcli.storage.segment import FileBatchReader
-from kcli.tools.inputs import InputFile, expand_inputs
+from kcli.tools.inputs import InputFile, collect_inputs, file_size
+from kcli.tools.report import os_problem
 from kcli.tools.render import BytesEncoding, encode_bytes
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
@@ -67,6 +68,11 @@ class DumpOptions:
         self.filtered = any(
             v is not None for v in (self.start_offset, self.end_offset, self.start_timestamp, self.end_timestamp)
         )
+        if self.start_offset is not None and self.end_offset is not None and self.start_offset > self.end_offset:
+            raise UsageError(f"--start-offset {self.start_offset} is after --end-offset {self.end_offset}")
+        if self.start_timestamp is not None and self.end_timestamp is not None and \
+                self.start_timestamp > self.end_timestamp:
+            raise UsageError(f"--start-time {self.start_timestamp} is after --end-time {self.end_timestamp}")
 
 
 # -- dump items ----------------------------------------------------------------------------------
@@ -270,6 +276,7 @@ class DumpSummary:
     batches: int = 0
     records: int = 0
     errors: int = 0
+    unreadable: int = 0  # of the errors: inputs that could not be read at all (exit status 3)
 
     def add(self, table: dict[str, list[tuple[int, int]]], path: Path, pair: tuple[int, int]) -> None:
         table.setdefault(str(path.resolve()), []).append(pair)
@@ -284,6 +291,7 @@ class DumpSummary:
             "batches": self.batches,
             "records": self.records,
             "errors": self.errors,
+            "unreadable": self.unreadable,
             "index_mismatches": pairs(self.index_mismatches, "index_offset", "log_offset"),
             "timestamp_mismatches": pairs(self.timestamp_mismatches, "index_timestamp", "log_timestamp"),
             "out_of_order_timestamps": pairs(self.out_of_order_timestamps, "index_timestamp", "previous_timestamp"),
@@ -345,7 +353,9 @@ class DumpRun:
     """One dump over many inputs. Iterate it for items; ``summary`` is complete afterwards."""
 
     def __init__(self, paths: list[str], options: DumpOptions, *, progress: Callable[[int], None] | None = None):
-        self.inputs = expand_inputs(paths)
+        collected = collect_inputs(paths)
+        self.inputs = collected.files
+        self.skipped = collected.unreadable
         self.options = options
         self.summary = DumpSummary()
         self.progress = progress
@@ -353,19 +363,24 @@ class DumpRun:
 
     @property
     def total_bytes(self) -> int:
-        return sum(f.path.stat().st_size for f in self.inputs)
+        return sum(file_size(f.path) for f in self.inputs)
 
     def __iter__(self) -> Iterator[DumpItem]:
+        for skipped in self.skipped:  # named like Kafka data, but not a readable file
+            self.summary.errors += 1
+            self.summary.unreadable += 1
+            yield DumpNotice(skipped.path, NoticeLevel.ERROR, f"{skipped.path}: {skipped.reason}", code="unreadable")
         for item in self.inputs:
             self.summary.files += 1
             yield from self._dump_file(item)
             if self.progress:
-                self.progress(item.path.stat().st_size)
+                self.progress(file_size(item.path))
 
     def _dump_file(self, item: InputFile) -> Iterator[DumpItem]:
         kind = item.kind
         handler = {
             FileKind.LOG: self._dump_log,
+            FileKind.QUARANTINED_LOG: self._dump_quarantined,
             FileKind.KRAFT_CHECKPOINT: self._dump_log,
             FileKind.INDEX: self._dump_offset_index,
             FileKind.TIME_INDEX: self._dump_time_index,
@@ -383,13 +398,19 @@ class DumpRun:
             return
         try:
             yield from handler(item)
+        except InputError as exc:  # cannot be opened
+            self.summary.errors += 1
+            self.summary.unreadable += 1
+            yield DumpNotice(item.given, NoticeLevel.ERROR, f"{item.given}: {exc.reason}", code="unreadable")
         except KcliError as exc:
             self.summary.errors += 1
             exc.at(path=item.given)
             yield DumpNotice(item.given, NoticeLevel.ERROR, exc.describe(), exc.position, exc.base_offset, code="corrupt")
-        except OSError as exc:
+        except OSError as exc:  # EIO, or deleted since it was listed (a running broker's retention)
             self.summary.errors += 1
-            yield DumpNotice(item.given, NoticeLevel.ERROR, f"{item.given}: {exc.strerror or exc}", code="unreadable")
+            self.summary.unreadable += 1
+            problem = os_problem(item.given, exc)
+            yield DumpNotice(item.given, NoticeLevel.ERROR, f"{item.given}: {problem.reason}", code=problem.code)
 
     # .log and KRaft .checkpoint --------------------------------------------------------------
     def _dump_log(self, item: InputFile) -> Iterator[DumpItem]:
@@ -446,6 +467,8 @@ class DumpRun:
                         yield self._record_item(item.given, batch, record, decode)
                 else:
                     yield DumpRecords(item.given, batch, records)
+        except InputError:
+            raise  # cannot be read at all: _dump_file says so (code unreadable)
         except KcliError as exc:
             # Kafka aborts the whole run here; kctl reports where and carries on with the next file.
             self.summary.errors += 1
@@ -465,6 +488,47 @@ class DumpRun:
                 reader.valid_bytes, code="invalid_bytes_at_end",
             )
             yield DumpNotice(item.given, NoticeLevel.ERROR, reason, reader.valid_bytes, code="truncated_tail")
+
+    def _dump_quarantined(self, item: InputFile) -> Iterator[DumpItem]:
+        """Salvage from bytes kctl recover cut: the batches in the fragment whose CRC still holds, at their
+        positions in the original segment, with their records, so that an operator can produce them again."""
+        from kcli.storage.recovery import find_intact_batches
+
+        entry = item.quarantined or {}
+        original = str(entry.get("file", ""))
+        position = int(entry.get("position") or 0)
+        base = offset_from_filename(original)
+        first = entry.get("first_offset")
+        yield DumpFile(item.given, FileKind.LOG, base_offset=base)
+        yield DumpNotice(item.given, NoticeLevel.INFO,
+                         f"Quarantined by kctl recover: bytes {position}..{entry.get('end')} of {original} "
+                         f"({entry.get('reason')}); the batches that still parse follow, at their positions in "
+                         f"{original}", position, first, code="quarantined")
+        size = item.path.stat().st_size
+        found = find_intact_batches(item.path, 0, size, base if first is None else min(first, base))
+        opts = self.options
+        with open(item.path, "rb") as fragment:
+            for local, _base, _last, total in found:
+                fragment.seek(local)
+                batch = make_batch(fragment.read(total), position + local)
+                if opts.filtered and not self._batch_in_range(batch):
+                    continue
+                self.summary.batches += 1
+                yield DumpBatch(item.given, batch)
+                if not opts.deep_iteration:
+                    continue
+                records = batch.records()
+                if opts.filtered:
+                    records = [r for r in records if self._record_in_range(r)]
+                self.summary.records += len(records)
+                if batch.is_control or self._decode is not None:
+                    for record in records:
+                        yield self._record_item(item.given, batch, record, self._decode)
+                elif records:
+                    yield DumpRecords(item.given, batch, records)
+        if not found:
+            yield DumpNotice(item.given, NoticeLevel.INFO, "no intact batch in these bytes", position, first,
+                             code="quarantined")
 
     def _record_item(self, file: str, batch: Batch, record: Record, decode) -> DumpRecord:
         item = DumpRecord(file, batch, record)
@@ -507,6 +571,11 @@ class DumpRun:
             return False
         if opts.start_timestamp is not None and batch.max_timestamp < opts.start_timestamp:
             return False
+        if opts.end_timestamp is not None:
+            # Record timestamps need not grow (CreateTime), so no batch header bounds them from below: a batch is
+            # past --end-time when none of its records is at or before it.
+            if all(r.timestamp > opts.end_timestamp for r in batch.records()):
+                return False
         return True
 
     def _record_in_range(self, record: Record) -> bool:

@@ -1,13 +1,26 @@
-"""Expand what the user named (files, partition directories, log directories) into files, in Kafka's order."""
+"""Expand what the user named (files, partition directories, log directories) into files, in Kafka's order.
+
+Only regular files are ever opened: FIFOs, sockets, devices, dangling symlinks, directories named like segment
+files and unreadable directories are listed as skipped with their reason, never followed into a hang or a
+traceback. A path under which nothing is Kafka data is an ``InputError`` ("no Kafka log data under PATH").
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcli.errors import InputError
-from kcli.storage.files import FileKind, classify, offset_from_filename
+from kcli.storage.files import (
+    LOG_SUFFIX,
+    MANIFEST_NAME,
+    QUARANTINE_DIR_SUFFIX,
+    FileKind,
+    classify,
+    offset_from_filename,
+)
 
 # Within one base offset: the .log first, then its indexes (kafka-dump-log needs the .log for them).
 _SEGMENT_ORDER = {
@@ -18,6 +31,9 @@ _SEGMENT_ORDER = {
     FileKind.PRODUCER_SNAPSHOT: 4,
     FileKind.KRAFT_CHECKPOINT: 5,
 }
+# Directories a log dir may hold that are never Kafka data: a filesystem's own, and kcli's quarantines.
+_NOT_KAFKA_DIRS = ("lost+found",)
+_LISTED_SKIPS = 20  # skipped entries named in an error message
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +41,52 @@ class InputFile:
     path: Path
     kind: FileKind
     given: str  # the path as the user wrote it (kafka-dump-log echoes it back)
+    quarantined: dict | None = None  # QUARANTINED_LOG: its kctl recover manifest entry
+
+
+def quarantine_entries(directory: Path) -> dict[str, dict]:
+    """Quarantined file name -> manifest entry, for a kctl recover quarantine directory (else empty)."""
+    import json
+
+    manifest = directory / MANIFEST_NAME
+    try:
+        if not manifest.is_file():
+            return {}
+        document = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(document, dict) or document.get("format") != "kctl-recover-quarantine":
+        return {}
+    return {r["quarantine_file"]: r for r in document.get("actions", [])
+            if isinstance(r, dict) and r.get("quarantine_file") and str(r.get("file", "")).endswith(LOG_SUFFIX)}
+
+
+def _input(path: Path, given: str, fragments: dict[str, dict] | None = None) -> InputFile:
+    kind = classify(path)
+    if kind is FileKind.UNKNOWN:
+        entry = (quarantine_entries(path.parent) if fragments is None else fragments).get(path.name)
+        if entry is not None:
+            return InputFile(path, FileKind.QUARANTINED_LOG, given, entry)
+    return InputFile(path, kind, given)
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """An entry not read. ``unreadable``: it looks like Kafka data (or might hold some) but cannot be read."""
+
+    path: str
+    reason: str
+    unreadable: bool = False
+
+
+@dataclass
+class Inputs:
+    files: list[InputFile] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    @property
+    def unreadable(self) -> list[Skipped]:
+        return [s for s in self.skipped if s.unreadable]
 
 
 def _sort_key(path: Path) -> tuple:
@@ -37,33 +99,127 @@ def _sort_key(path: Path) -> tuple:
     return (1, 0, 0, path.name)
 
 
+def _entry_type(path: Path) -> tuple[str, str | None]:
+    """('file' | 'dir' | 'other' | 'gone', reason): what ``path`` is, following symlinks, without opening it."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return "other", f"dangling symbolic link to {os.readlink(path)}"
+        return "gone", "disappeared while being listed"
+    except OSError as exc:
+        return "other", f"cannot read: {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return "file", None
+    if stat.S_ISDIR(mode):
+        return "dir", None
+    kind = "FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device" \
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file"
+    return "other", f"a {kind}, not a regular file"
+
+
+def _kafka_named(name: str) -> bool:
+    return classify(name) is not FileKind.UNKNOWN
+
+
+def _list_dir(path: Path, out: Inputs) -> tuple[list[Path], list[Path]] | None:
+    """(regular files, directories to walk) of ``path``; None when it cannot be listed (recorded in ``out``)."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        out.skipped.append(Skipped(str(path), f"cannot list directory: {exc.strerror or exc}", unreadable=True))
+        return None
+    files: list[Path] = []
+    dirs: list[Path] = []
+    for name in names:
+        child = path / name
+        what, reason = _entry_type(child)
+        if what == "file":
+            files.append(child)
+        elif what == "dir":
+            if name in _NOT_KAFKA_DIRS or name.endswith(QUARANTINE_DIR_SUFFIX):
+                out.skipped.append(Skipped(str(child), "not Kafka data"))
+            elif _kafka_named(name):
+                out.skipped.append(Skipped(str(child), "a directory named like a Kafka file", unreadable=True))
+            else:
+                dirs.append(child)
+        elif what == "gone":
+            continue  # deleted between listing and looking: as if it had never been there
+        else:
+            out.skipped.append(Skipped(str(child), reason or "not a regular file", unreadable=_kafka_named(name)))
+    return files, dirs
+
+
 def partition_files(directory: Path) -> list[Path]:
-    return sorted((p for p in directory.iterdir() if p.is_file()), key=_sort_key)
+    listed = _list_dir(directory, Inputs())
+    return [] if listed is None else sorted(listed[0], key=_sort_key)
 
 
-def _walk_dir(path: Path) -> list[InputFile]:
+def _walk_dir(path: Path, out: Inputs) -> None:
     """A partition dir holds only files; any other dir (a log dir, or a tree of them) is walked."""
-    children = sorted(path.iterdir(), key=lambda p: p.name)
-    subdirs = [c for c in children if c.is_dir()]
+    listed = _list_dir(path, out)
+    if listed is None:
+        return
+    files, subdirs = listed
+    fragments = quarantine_entries(path)
     if not subdirs:
-        return [InputFile(p, classify(p), str(p)) for p in partition_files(path)]
-    out = [InputFile(p, classify(p), str(p)) for p in children if p.is_file()]
+        out.files.extend(_input(p, str(p), fragments) for p in sorted(files, key=_sort_key))
+        return
+    out.files.extend(_input(p, str(p), fragments) for p in files)
     for sub in subdirs:
-        out.extend(_walk_dir(sub))
+        _walk_dir(sub, out)
+
+
+def _no_data_error(given: str, skipped: list[Skipped]) -> InputError:
+    unreadable = [s for s in skipped if s.unreadable]
+    shown = unreadable or skipped
+    listing = "; ".join(f"{s.path} ({s.reason})" for s in shown[:_LISTED_SKIPS])
+    if len(shown) > _LISTED_SKIPS:
+        listing += f"; and {len(shown) - _LISTED_SKIPS} more"
+    if unreadable:
+        return InputError(f"no readable Kafka log data; unreadable: {listing}", path=given)
+    return InputError(f"no Kafka log data under {given}" + (f"; skipped: {listing}" if listing else ""), path=given)
+
+
+def collect_inputs(paths: list[str]) -> Inputs:
+    """Files as given; a partition dir's files in offset order; a log dir's root files, then each partition.
+
+    Raises InputError for a path that does not exist or holds no Kafka data at all; entries that cannot be
+    read are in ``skipped`` (``unreadable``) for the caller to report.
+    """
+    out = Inputs()
+    for given in paths:
+        path = Path(given)
+        what, reason = _entry_type(path)
+        if what == "gone":
+            raise InputError("No such file or directory", path=given)
+        if what == "other":
+            raise InputError(reason or "not a regular file", path=given)
+        if what == "file":
+            item = _input(path, given)
+            if item.kind is FileKind.UNKNOWN:
+                raise InputError(f"no Kafka log data under {given}: not a Kafka file by its name", path=given)
+            out.files.append(item)
+            continue
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise InputError("Permission denied", path=given)
+        part = Inputs()
+        _walk_dir(path, part)
+        if not any(f.kind is not FileKind.UNKNOWN for f in part.files):
+            raise _no_data_error(given, part.skipped)
+        out.files.extend(part.files)
+        out.skipped.extend(part.skipped)
     return out
 
 
 def expand_inputs(paths: list[str]) -> list[InputFile]:
-    """Files as given; a partition dir's files in offset order; a log dir's root files, then each partition."""
-    out: list[InputFile] = []
-    for given in paths:
-        path = Path(given)
-        if not path.exists():
-            raise InputError("No such file or directory", path=given)
-        if path.is_file():
-            out.append(InputFile(path, classify(path), given))
-            continue
-        if not os.access(path, os.R_OK | os.X_OK):
-            raise InputError("Permission denied", path=given)
-        out.extend(_walk_dir(path))
-    return out
+    """The files of ``collect_inputs`` (entries that cannot be read are left out)."""
+    return collect_inputs(paths).files
+
+
+def file_size(path: Path) -> int:
+    """Size for progress totals; 0 for a file gone since it was listed."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -48,6 +48,7 @@ from kcli.storage.files import (
 from kcli.storage.log import PartitionLog
 from kcli.storage.offsets_topic import iter_offsets_topic
 from kcli.storage.segment import FileBatchReader
+from kcli.tools.report import Problem
 
 TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
@@ -115,15 +116,20 @@ class GroupPlan:
     live: list[str] = field(default_factory=list)  # why the group counts as running (refused unless --force)
     forced: bool = False
     notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # the source's offsets of this group cannot be read
+    missing: bool = False  # named with --group, but the source has no such group
 
     @property
     def refusals(self) -> list[str]:
-        out = [] if self.forced else list(self.live)
+        out = list(self.errors)
+        out += [] if self.forced else list(self.live)
         out += [f"{p.topic}-{p.partition}: {p.reason}" for p in self.partitions if p.action in REFUSALS]
         return out
 
     @property
     def status(self) -> str:
+        if self.missing:
+            return "not_found"
         if self.refusals:
             return "refused"
         if not self.partitions:
@@ -149,7 +155,8 @@ class GroupPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"group": self.group, "status": self.status, "live": self.live, "forced": self.forced,
-                "refusals": self.refusals, "notes": self.notes, "partitions": [p.to_json() for p in self.partitions]}
+                "refusals": self.refusals, "errors": self.errors, "notes": self.notes,
+                "partitions": [p.to_json() for p in self.partitions]}
 
 
 @dataclass
@@ -171,17 +178,29 @@ class TransferPlan:
 
     @property
     def ok(self) -> bool:
-        return not any(g.status == "refused" for g in self.groups)
+        return not any(g.status in ("refused", "not_found") for g in self.groups)
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Refused groups and groups not found, in the shared report shape (file: the group's location)."""
+        out = []
+        for g in self.groups:
+            where = f"{self.source_location} group {g.group}"
+            if g.missing:
+                out.append(Problem(where, None, None, f"no group {g.group} in {self.source}", "group_not_found"))
+            out += [Problem(where, None, None, reason, "group_refused") for reason in g.refusals]
+        return out
 
     def summary(self) -> dict[str, int]:
         return {"groups": len(self.groups), "partitions": self.partitions,
-                **{f"groups_{s}": self.count(s) for s in ("commit", "unchanged", "refused", "empty")},
+                **{f"groups_{s}": self.count(s) for s in ("commit", "unchanged", "refused", "empty", "not_found")},
                 "partitions_to_write": sum(len(g.to_write) for g in self.groups if g.status == "commit")}
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "source_location": self.source_location, "target": self.target,
                 "target_location": self.target_location, "clamp": self.clamp, "force": self.force, "ok": self.ok,
-                "summary": self.summary(), "groups": [g.to_json() for g in self.groups]}
+                "summary": self.summary(), "groups": [g.to_json() for g in self.groups],
+                "problems": [p.to_json() for p in self.problems]}
 
 
 def _select(offsets: Offsets, topics: set[str] | None) -> Offsets:
@@ -201,6 +220,9 @@ def plan_transfer(source: OffsetStore, target: OffsetStore, ranges: LogRanges, *
         on_total(len(names))
     wanted = set(topics) if topics else None
     source_offsets = source.read(names, progress)
+    read_errors: dict[str, str] = dict(getattr(source, "read_errors", None) or {})
+    # A group asked for by name that the source does not have is a typo to report, not "no offsets".
+    known = set(source.list_groups()) if groups is not None else set(names)
     names = [g for g in names if not wanted or _select(source_offsets.get(g, {}), wanted) or groups is not None]
     target_offsets = target.read(names) if names else {}
     live: dict[str, list[str]] = {g: [] for g in names}
@@ -217,7 +239,12 @@ def plan_transfer(source: OffsetStore, target: OffsetStore, ranges: LogRanges, *
     for group in names:
         plan = GroupPlan(group, live=live[group], forced=force and bool(live[group]))
         offsets = _select(source_offsets.get(group, {}), wanted)
-        if group not in source_offsets or not offsets:
+        if group in read_errors:
+            plan.errors.append(read_errors[group])
+        elif group not in known and not offsets:
+            plan.missing = True
+            plan.notes.append(f"no group {group} in {source.kind}")
+        elif group not in source_offsets or not offsets:
             plan.notes.append(f"no offsets in {source.kind}")
         current = target_offsets.get(group, {})
         for (topic, partition), offset in sorted(offsets.items()):
@@ -279,6 +306,20 @@ class ApplyResult:
                 and not self.differences)
 
     @property
+    def problems(self) -> list[Problem]:
+        out = list(self.plan.problems)
+        if self.error is not None:
+            out.append(Problem(f"{self.plan.target_location} group {self.failed_group}", None, None, self.error,
+                               "write_failed"))
+        for group, errors in self.partition_errors.items():
+            out += [Problem(f"{self.plan.target_location} group {group}", None, None, f"{tp}: {e}", "write_failed")
+                    for tp, e in errors.items()]
+        out += [Problem(f"{self.plan.target_location} group {d.group}", None, None,
+                        f"{d.topic}-{d.partition}: planned {d.planned_offset}, found {d.found_offset}",
+                        "verify_mismatch") for d in self.differences]
+        return out
+
+    @property
     def partitions_written(self) -> int:
         by_group = {g.group: g for g in self.plan.groups}
         return sum(len(by_group[g].to_write) for g in self.committed)
@@ -291,7 +332,8 @@ class ApplyResult:
                 "verified": self.verified, "differences": [d.to_json() for d in self.differences],
                 "partitions_without_previous_offset": self.no_previous,
                 "partitions_written": self.partitions_written, "elapsed_s": round(self.elapsed_s, 3),
-                "partitions_per_s": round(rate, 1) if rate else None}
+                "partitions_per_s": round(rate, 1) if rate else None,
+                "problems": [p.to_json() for p in self.problems]}
 
 
 def write_backup(plan: TransferPlan, path: Path) -> int:

@@ -18,18 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from kcli.errors import InputError, KcliError
-from kcli.storage.files import DELETE_DIR_SUFFIX, LOCK_FILE, FileKind, classify, offset_from_filename, partition_dir_marker
+from kcli.storage.files import DELETE_DIR_SUFFIX, LOCK_FILE, FileKind, offset_from_filename, partition_dir_marker
 from kcli.storage.recovery import (
-    MANIFEST_NAME,
-    QUARANTINE_DIR_SUFFIX,
+    ActionKind,
+    QuarantineRun,
     RecoveryAction,
     RestoreResult,
-    apply_recovery,
-    new_quarantine_run,
     plan_recovery,
-    quarantine_root,
-    restore_quarantine,
+    restore_run,
+    run_manifests,
 )
+from kcli.tools.inputs import collect_inputs, file_size
+from kcli.tools.report import UNREADABLE, Problem, as_problem, os_problem
 
 _SEGMENT_KINDS = (FileKind.LOG, FileKind.INDEX, FileKind.TIME_INDEX, FileKind.TXN_INDEX)
 
@@ -47,7 +47,7 @@ class PartitionRecovery:
     directory: str
     log_end_offset: int | None
     actions: list[RecoveryAction]
-    problems: list[str]
+    problems: list[Problem]
     applied: bool = False
     quarantine: str | None = None
     manifest: str | None = None
@@ -62,7 +62,7 @@ class PartitionRecovery:
             "log_end_offset": self.log_end_offset,
             "applied": self.applied,
             "actions": [a.to_json() for a in self.actions],
-            "problems": self.problems,
+            "problems": [p.to_json() for p in self.problems],
             "quarantine": self.quarantine,
             "manifest": self.manifest,
             "restore_command": self.restore_command,
@@ -78,22 +78,38 @@ class RecoverReport:
     segments: int = 0
     bytes: int = 0
     seconds: float = 0.0
+    unreadable: list[Problem] = field(default_factory=list)  # entries that could not be read at all
 
     @property
     def actions(self) -> list[RecoveryAction]:
         return [a for p in self.partitions for a in p.actions]
 
     @property
-    def problems(self) -> list[str]:
-        return [problem for p in self.partitions for problem in p.problems]
+    def problems(self) -> list[Problem]:
+        """Unreadable inputs, damage left, and in a dry run the repairs still to make (one per action)."""
+        found = [problem for p in self.partitions for problem in p.problems]
+        if self.dry_run:
+            found += [Problem(str(a.file), a.position if a.kind is ActionKind.TRUNCATE else None, a.first_offset,
+                              a.reason, f"needs_{a.kind.value}") for a in self.actions]
+        return self.unreadable + found
+
+    @property
+    def ok(self) -> bool:
+        return self.is_ok()
+
+    @property
+    def quarantine_runs(self) -> list[str]:
+        runs = [str(Path(p.quarantine).parent) for p in self.partitions if p.quarantine]
+        return list(dict.fromkeys(runs))
 
     @property
     def restore_commands(self) -> list[str]:
-        return [p.restore_command for p in self.partitions if p.restore_command]
+        """One per quarantine run: it undoes every partition of the run, all or nothing."""
+        return [f"kctl recover --restore {shlex.quote(run)}" for run in self.quarantine_runs]
 
     def is_ok(self) -> bool:
         """Nothing left to repair: no problems remain, and a dry run found nothing to do."""
-        return not self.problems and not (self.dry_run and self.actions)
+        return not self.problems
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -105,6 +121,7 @@ class RecoverReport:
             "bytes": self.bytes,
             "seconds": round(self.seconds, 3),
             "partitions": [p.to_json() for p in self.partitions],
+            "problems": [p.to_json() for p in self.problems],
             "restore_commands": self.restore_commands,
         }
 
@@ -115,7 +132,7 @@ def recover(paths: list[str], *, dry_run: bool, quarantine: str | os.PathLike[st
     partition from that segment on (its base offset is the recovery point), a directory every segment."""
     started = time.perf_counter()
     report = RecoverReport(list(paths), dry_run, rebuild_indexes)
-    partitions = find_partitions(paths)
+    partitions = find_partitions(paths, report.unreadable)
     log_dirs = sorted({d.resolve().parent for d in partitions})
     if quarantine is not None:
         root = Path(quarantine).absolute()
@@ -123,35 +140,40 @@ def recover(paths: list[str], *, dry_run: bool, quarantine: str | os.PathLike[st
             if root.resolve().is_relative_to(log_dir):
                 raise QuarantinePlacementError(f"quarantine must not lie inside the log dir {log_dir}: a broker takes "
                                                "every sub-directory there for a partition", path=str(quarantine))
-    runs: dict[Path, Path] = {}
-    used: set[Path] = set()
+    runs: dict[Path, QuarantineRun] = {}  # one run per log dir (or the one --quarantine)
     with ExitStack() as locks:
         for log_dir in log_dirs:
             locks.enter_context(log_dir_lock(log_dir))
+        blocked = {Path(p.file).parent.absolute() for p in report.unreadable}
         for directory, recovery_point in partitions.items():
+            if directory in blocked:  # a segment-like entry we cannot read: its data would be misjudged
+                report.partitions.append(PartitionRecovery(str(directory), None, [], [Problem(
+                    str(directory), None, None, "not recovered: it holds entries that cannot be read", "skipped")]))
+                continue
             try:
                 plan = plan_recovery(directory, recovery_point=recovery_point, rebuild_indexes_only=rebuild_indexes,
                                      progress=progress)
-            except OSError as exc:
-                raise InputError(f"cannot read: {exc.strerror or exc}", path=exc.filename or str(directory)) from None
-            result = PartitionRecovery(str(directory), plan.log_end_offset, plan.actions, list(plan.problems))
+            except (OSError, InputError) as exc:  # unreadable, or a file deleted since it was listed
+                problem = os_problem(directory, exc) if isinstance(exc, OSError) else \
+                    Problem(str(exc.path or directory), None, None, exc.reason, UNREADABLE)
+                report.partitions.append(PartitionRecovery(str(directory), None, [], [problem]))
+                continue
+            result = PartitionRecovery(str(directory), plan.log_end_offset, plan.actions,
+                                       [as_problem(p, str(directory), "damage_left") for p in plan.problems])
             report.partitions.append(result)
             report.segments += plan.segments
             report.bytes += plan.bytes
             if dry_run or not plan.actions:
                 continue
             log_dir = directory.resolve().parent
-            if log_dir not in runs:
-                runs[log_dir] = new_quarantine_run(Path(quarantine).absolute() if quarantine else quarantine_root(log_dir))
-            target = runs[log_dir] / directory.name
-            n = 2
-            while target in used:
-                target, n = runs[log_dir] / f"{directory.name}-{n}", n + 1
-            used.add(target)
+            key = Path(quarantine).absolute() if quarantine else log_dir
+            if key not in runs:
+                runs[key] = QuarantineRun(key) if quarantine else QuarantineRun.beside(log_dir)
             try:
-                applied = apply_recovery(plan, quarantine=target)
+                applied = runs[key].apply(plan)
             except (KcliError, OSError) as exc:
-                result.problems.append(f"{directory}: recovery not applied: {exc}")
+                result.problems.append(Problem(str(directory), None, None, f"recovery not applied: {exc}",
+                                               "not_applied"))
                 continue
             result.applied = True
             result.quarantine, result.manifest = str(applied.quarantine), str(applied.manifest)
@@ -160,19 +182,16 @@ def recover(paths: list[str], *, dry_run: bool, quarantine: str | os.PathLike[st
 
 
 def restore(path: str | os.PathLike[str]) -> list[RestoreResult]:
-    """Undo recoveries: one manifest, or every manifest under a quarantine directory."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError("No such file or directory", path=str(path))
-    manifests = sorted(path.rglob(MANIFEST_NAME)) if path.is_dir() else [path]
-    if not manifests:
-        raise InputError(f"no {MANIFEST_NAME} under this directory", path=str(path))
-    return [restore_quarantine(m) for m in manifests]
+    """Undo ONE recovery run (its directory or run.json), or one partition of it (its manifest.json), all or
+    nothing: every file is checked before any is changed. A directory holding several runs is refused."""
+    return restore_run(run_manifests(path))
 
 
-def find_partitions(paths: list[str]) -> dict[Path, int | None]:
+def find_partitions(paths: list[str], unreadable: list[Problem] | None = None) -> dict[Path, int | None]:
     """Partition dir -> recovery point (None: every segment). A directory holding segments is a partition; any
-    other directory is searched (log dirs, trees of them), skipping partitions marked for deletion and quarantines."""
+    other directory is searched (log dirs, trees of them), skipping partitions marked for deletion and quarantines.
+    Entries that look like Kafka data but cannot be read go to ``unreadable``; a path holding no Kafka data at
+    all is an InputError."""
     found: dict[Path, int | None] = {}
 
     def add(directory: Path, point: int | None) -> None:
@@ -183,29 +202,18 @@ def find_partitions(paths: list[str]) -> dict[Path, int | None]:
             found[directory] = None if point is None else min(point, found[directory])  # type: ignore[type-var]
 
     for given in paths:
-        path = Path(given)
-        if not path.exists():
-            raise InputError("No such file or directory", path=given)
-        if path.is_file():
-            kind = classify(path)
-            add(path.parent, offset_from_filename(path.name) if kind in _SEGMENT_KINDS else None)
+        inputs = collect_inputs([given])
+        if unreadable is not None:
+            unreadable.extend(Problem(s.path, None, None, s.reason, UNREADABLE) for s in inputs.unreadable)
+        if len(inputs.files) == 1 and inputs.files[0].given == given:  # a file named on its own
+            item = inputs.files[0]
+            add(item.path.parent, offset_from_filename(item.path.name) if item.kind in _SEGMENT_KINDS else None)
             continue
-        if not os.access(path, os.R_OK | os.X_OK):
-            raise InputError("Permission denied", path=given)
-        for directory in _walk(path):
-            add(directory, None)
+        for item in inputs.files:
+            parent = item.path.parent
+            if item.kind is FileKind.LOG and partition_dir_marker(parent.name) != DELETE_DIR_SUFFIX:
+                add(parent, None)
     return found
-
-
-def _walk(path: Path) -> Iterator[Path]:
-    children = sorted(path.iterdir())
-    if any(classify(c) is FileKind.LOG for c in children if c.is_file()):
-        yield path
-        return
-    for child in children:
-        if child.is_dir() and not child.name.endswith(QUARANTINE_DIR_SUFFIX) and \
-                partition_dir_marker(child.name) != DELETE_DIR_SUFFIX:
-            yield from _walk(child)
 
 
 @contextmanager
@@ -237,4 +245,4 @@ def log_dir_lock(log_dir: Path) -> Iterator[None]:
 
 def total_log_bytes(paths: list[str]) -> int:
     """Bytes of the .log files recovery reads (for a progress bar)."""
-    return sum(p.stat().st_size for d in find_partitions(paths) for p in d.iterdir() if classify(p) is FileKind.LOG)
+    return sum(file_size(f.path) for f in collect_inputs(paths).files if f.kind is FileKind.LOG)

@@ -57,9 +57,9 @@ from kcli.records.layout import entry_size
 from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_RECORD_OVERHEAD
 from kcli.storage.files import FileKind, offset_from_filename, parse_partition_dir_name
 from kcli.storage.segment import FileBatchReader
-from kcli.tools.inputs import expand_inputs
+from kcli.tools.inputs import collect_inputs, file_size
 from kcli.tools.render import encode_bytes
-from kcli.tools.verify import Problem
+from kcli.tools.report import UNREADABLE, Problem, os_problem
 
 DEFAULT_TOP = 5
 YEAR_2000_MS = 946_684_800_000  # 2000-01-01T00:00:00Z
@@ -97,11 +97,15 @@ def topic_partition(directory: str | os.PathLike[str]) -> tuple[str, int]:
     return parsed if parsed is not None else (name, -1)
 
 
-def list_segments(paths: list[str]) -> list[SegmentFile]:
-    """The ``.log`` segments under ``paths`` in Kafka's order (directory, then base offset)."""
+def list_segments(paths: list[str], skipped: list[Problem] | None = None) -> list[SegmentFile]:
+    """The ``.log`` segments under ``paths`` in Kafka's order (directory, then base offset); entries that
+    look like Kafka data but cannot be read are appended to ``skipped`` as ``unreadable`` problems."""
     out = []
     # Absolute, normalised names: the same strings the kafka-log data source gives its `segment` column.
-    for item in expand_inputs([os.path.abspath(p) for p in paths]):
+    inputs = collect_inputs([os.path.abspath(p) for p in paths])
+    if skipped is not None:
+        skipped.extend(Problem(s.path, None, None, s.reason, UNREADABLE) for s in inputs.unreadable)
+    for item in inputs.files:
         if item.kind is not FileKind.LOG:
             continue
         directory = str(item.path.parent)
@@ -110,7 +114,7 @@ def list_segments(paths: list[str]) -> list[SegmentFile]:
             base = offset_from_filename(item.path.name)
         except (InputError, ValueError):
             base = 0
-        out.append(SegmentFile(directory, topic, partition, str(item.path), base, item.path.stat().st_size))
+        out.append(SegmentFile(directory, topic, partition, str(item.path), base, file_size(item.path)))
     if not out:
         raise InputError("no .log segments found", path=", ".join(paths))
     return out
@@ -224,6 +228,10 @@ class ScanReport:
     def is_ok(self) -> bool:
         return not self.problems
 
+    @property
+    def ok(self) -> bool:
+        return self.is_ok()
+
     def total(self, name: str) -> int:
         return sum(getattr(p, name) for p in self.partitions)
 
@@ -254,6 +262,10 @@ class QueryResult:
 
     def is_ok(self) -> bool:
         return not self.problems
+
+    @property
+    def ok(self) -> bool:
+        return self.is_ok()
 
     def to_json(self) -> dict[str, Any]:
         return {"engine": self.engine, "sql": self.sql, "columns": self.columns,
@@ -438,6 +450,10 @@ def scan_segment(task: _SegmentTask) -> SegmentPartial:
                     elif item > heap[0]:
                         heapq.heapreplace(heap, item)
                         threshold = heap[0][0]
+    except InputError as exc:  # cannot be opened
+        part.problems.append(Problem(path, None, None, exc.reason, UNREADABLE))
+    except OSError as exc:  # EIO, or deleted since listed (a live broker's retention)
+        part.problems.append(os_problem(path, exc))
     except CorruptRecordError as exc:
         part.problems.append(Problem(path, exc.position, None, exc.reason, "corrupt_batch_size"))
     else:
@@ -682,7 +698,8 @@ def scan(paths: list[str], *, workers: int | None = None, top: int = DEFAULT_TOP
     if top < 0:
         raise ValueError("top must be >= 0")
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    segments = list_segments(paths)
+    unreadable: list[Problem] = []
+    segments = list_segments(paths, unreadable)
     out_dir = prepare_output(output)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -693,6 +710,7 @@ def scan(paths: list[str], *, workers: int | None = None, top: int = DEFAULT_TOP
              for i, seg in enumerate(segments)]
     partials = list(_run_tasks(tasks, n_workers, progress or (lambda _n: None)))
     fill_report(report, segments, partials, lambda seg, prefix: scan_segment(_SegmentTask(seg, top, now, None, prefix)))
+    report.problems[:0] = unreadable
     report.seconds = time.perf_counter() - started
     return report
 
@@ -740,11 +758,12 @@ def query(paths: list[str], sql: str, *, workers: int | None = None,
     import pyarrow.parquet as pq
 
     started = time.perf_counter()
-    segments = list_segments(paths)
+    unreadable: list[Problem] = []
+    segments = list_segments(paths, unreadable)
     tmp = Path(tempfile.mkdtemp(prefix="kctl-scan-sql-"))
     try:
         tasks = [_SegmentTask(seg, 0, 0, str(tmp / _part_name(i, seg))) for i, seg in enumerate(segments)]
-        problems = [p for part in _run_tasks(tasks, workers or default_workers(), progress or (lambda _n: None))
+        problems = unreadable + [p for part in _run_tasks(tasks, workers or default_workers(), progress or (lambda _n: None))
                     for p in part.problems]
         db = sqlite3.connect(":memory:")
         db.execute(f"CREATE TABLE records ({', '.join(f'{name!r} {kind}' for name, kind in SQLITE_COLUMNS)})")

@@ -10,11 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from kcli.errors import CorruptIndexError, KcliError
+from kcli.errors import CorruptIndexError, InputError, KcliError
 from kcli.records import Batch, LegacyMessage, RecordBatch, StopReason, make_batch
 from kcli.records.batch import ATTRIBUTES_OFFSET, HEADER, RECORD_BATCH_OVERHEAD
 from kcli.records.crc import crc32c
@@ -26,32 +25,8 @@ from kcli.storage.index import OffsetIndex, TimeIndex, TransactionIndex
 from kcli.storage.index_check import IndexFinding, OffsetIndexMatcher, TimeIndexMatcher
 from kcli.storage.segment import FileBatchReader, LogSegment
 from kcli.storage.snapshot import inspect_producer_snapshot
-from kcli.tools.inputs import InputFile, expand_inputs
-
-
-class Severity(Enum):
-    ERROR = "error"  # damage: exit status 1
-    WARNING = "warning"  # legitimate in some histories (compaction gaps, old index semantics, crash leftovers)
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    file: str
-    position: int | None
-    base_offset: int | None
-    reason: str
-    code: str
-    severity: Severity = Severity.ERROR
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "position": self.position,
-            "base_offset": self.base_offset,
-            "reason": self.reason,
-            "code": self.code,
-            "severity": self.severity.value,
-        }
+from kcli.tools.inputs import InputFile, Inputs, collect_inputs, file_size
+from kcli.tools.report import UNREADABLE, Problem, Severity, os_problem
 
 
 @dataclass
@@ -65,6 +40,21 @@ class VerifyReport:
     problems: list[Problem] = field(default_factory=list)
     seconds: float = 0.0
     deep: bool = False
+    strict: bool = False  # warnings fail too (``ok``)
+    preallocated_active: int = 0  # active segments' indexes still zero-filled to their maximum size
+
+    @property
+    def notes(self) -> list[str]:
+        """Facts that are not problems, said once for the whole run."""
+        if not self.preallocated_active:
+            return []
+        return [f"{self.preallocated_active} index files of active segments are preallocated (zero-filled to their "
+                "maximum size): normal for a running broker, which trims them when it rolls the segment or stops "
+                "cleanly; only their entries are counted as data"]
+
+    @property
+    def ok(self) -> bool:
+        return self.is_clean(strict=self.strict)
 
     @property
     def errors(self) -> list[Problem]:
@@ -77,9 +67,9 @@ class VerifyReport:
     def is_clean(self, *, strict: bool = False) -> bool:
         return not (self.problems if strict else self.errors)
 
-    def to_json(self, *, strict: bool = False) -> dict[str, Any]:
+    def to_json(self, *, strict: bool | None = None) -> dict[str, Any]:
         return {
-            "ok": self.is_clean(strict=strict),
+            "ok": self.is_clean(strict=self.strict if strict is None else strict),
             "paths": self.paths,
             "deep": self.deep,
             "files": self.files,
@@ -89,6 +79,8 @@ class VerifyReport:
             "records": self.records,
             "errors": len(self.errors),
             "warnings": len(self.warnings),
+            "preallocated_active_indexes": self.preallocated_active,
+            "notes": self.notes,
             "seconds": round(self.seconds, 3),
             "problems": [p.to_json() for p in self.problems],
         }
@@ -117,6 +109,8 @@ class _Verifier:
         self.report = report
         self.deep = deep
         self.progress = progress or (lambda _n: None)
+        self.active = False  # checking the last (active) segment of a partition
+        self.preallocated_data: int | None = None  # bytes of entries in the index just opened, if preallocated
 
     def problem(self, file: Path | str, reason: str, code: str, *, position: int | None = None,
                 base_offset: int | None = None, severity: Severity = Severity.ERROR) -> None:
@@ -132,18 +126,13 @@ class _Verifier:
         log_end_offset = None
         for log in logs:
             self.report.files += 1
-            segment = LogSegment(log.path)
-            index = time_index = None
-            if segment.index_path.name in by_name:
-                self.report.files += 1
-                index = self.open_offset_index(segment)
-            elif segment.size > 0:
-                self.problem(segment.index_path, "offset index is missing: the broker rebuilds it by recovering the "
-                             "segment", "missing_index", severity=Severity.WARNING, base_offset=segment.base_offset)
-            if segment.time_index_path.name in by_name:
-                self.report.files += 1
-                time_index = self.open_time_index(segment)
-            result = self.verify_segment(segment, txn, index, time_index)
+            self.active = log is logs[-1]
+            try:
+                segment = LogSegment(log.path)
+                result = self._verify_log(segment, by_name, txn)
+            except (OSError, InputError) as exc:  # unreadable, or deleted since listed (a live broker's retention)
+                self.report.problems.append(_unreadable(log.path, exc))
+                continue
             if previous is not None and result.first_offset is not None and previous.last_offset is not None:
                 if segment.base_offset <= previous.last_offset:
                     self.problem(log.path, f"segment base offset {segment.base_offset} overlaps the previous segment, "
@@ -160,7 +149,10 @@ class _Verifier:
                 log_end_offset = segment.base_offset
             if segment.txn_index_path.name in by_name or txn.expected_aborts.get(str(segment.txn_index_path)):
                 self.report.files += segment.txn_index_path.name in by_name
-                self.verify_txn_index(segment, txn)
+                try:
+                    self.verify_txn_index(segment, txn)
+                except (OSError, InputError) as exc:
+                    self.report.problems.append(_unreadable(segment.txn_index_path, exc))
         log_names = {segment_base(f.path) for f in logs}
         for other in others:
             if other.kind in (FileKind.INDEX, FileKind.TIME_INDEX, FileKind.TXN_INDEX):
@@ -170,10 +162,29 @@ class _Verifier:
                         self.problem(other.path, "index file without its .log segment (the broker deletes it)",
                                      "orphan_index", severity=Severity.WARNING)
                     else:
-                        self.verify_lone_index(other)
+                        try:
+                            self.verify_lone_index(other)
+                        except (OSError, InputError) as exc:
+                            self.report.problems.append(_unreadable(other.path, exc))
                 continue
             self.report.files += 1
-            self.verify_other(other, log_end_offset)
+            try:
+                self.verify_other(other, log_end_offset)
+            except (OSError, InputError) as exc:
+                self.report.problems.append(_unreadable(other.path, exc))
+
+    def _verify_log(self, segment: LogSegment, by_name: set[str], txn: _TxnState) -> _SegmentResult:
+        index = time_index = None
+        if segment.index_path.name in by_name:
+            self.report.files += 1
+            index = self.open_offset_index(segment)
+        elif segment.size > 0:
+            self.problem(segment.index_path, "offset index is missing: the broker rebuilds it by recovering the "
+                         "segment", "missing_index", severity=Severity.WARNING, base_offset=segment.base_offset)
+        if segment.time_index_path.name in by_name:
+            self.report.files += 1
+            time_index = self.open_time_index(segment)
+        return self.verify_segment(segment, txn, index, time_index)
 
     # -- one .log ------------------------------------------------------------------------------
     def verify_segment(self, segment: LogSegment, txn: _TxnState, index: OffsetIndexMatcher | None = None,
@@ -238,6 +249,8 @@ class _Verifier:
                 if pos - progressed > 4 * 1024 * 1024:
                     self.progress(pos - progressed)
                     progressed = pos
+        except InputError:
+            raise  # cannot be read at all: the caller reports it as unreadable, not as damage
         except KcliError as exc:
             # A size below 14 (a zero-filled tail, usually): recovery truncates here.
             self.problem(path, exc.reason, "corrupt_batch_size", position=exc.position)
@@ -333,17 +346,24 @@ class _Verifier:
 
     # -- indexes -------------------------------------------------------------------------------
     def _report_index(self, finding: IndexFinding) -> None:
+        if finding.code == "index_preallocated":
+            self.preallocated_data = finding.position or 0
+            if self.active:  # a live broker's active segment: normal, said once in the report's notes
+                self.report.preallocated_active += 1
+                return
         self.problem(finding.path, finding.reason, finding.code, position=finding.position,
                      base_offset=finding.base_offset, severity=Severity.WARNING if finding.warning else Severity.ERROR)
 
     def open_offset_index(self, segment: LogSegment) -> OffsetIndexMatcher:
+        self.preallocated_data = None
         matcher = OffsetIndexMatcher(segment.index_path, segment.base_offset, self._report_index)
-        self.report.bytes += matcher.length
+        self.report.bytes += matcher.length if self.preallocated_data is None else self.preallocated_data
         return matcher
 
     def open_time_index(self, segment: LogSegment) -> TimeIndexMatcher:
+        self.preallocated_data = None
         matcher = TimeIndexMatcher(segment.time_index_path, segment.base_offset, self._report_index)
-        self.report.bytes += matcher.length
+        self.report.bytes += matcher.length if self.preallocated_data is None else self.preallocated_data
         return matcher
 
     def verify_txn_index(self, segment: LogSegment, txn: _TxnState) -> None:
@@ -399,11 +419,11 @@ class _Verifier:
         try:
             if item.kind is FileKind.INDEX:
                 with OffsetIndex(item.path) as index:
-                    self.report.bytes += index.length
+                    self.report.bytes += index.entry_count * index.ENTRY.size if index.is_preallocated else index.length
                     index.sanity_check()
             elif item.kind is FileKind.TIME_INDEX:
                 with TimeIndex(item.path) as tindex:
-                    self.report.bytes += tindex.length
+                    self.report.bytes += tindex.entry_count * tindex.ENTRY.size if tindex.is_preallocated else tindex.length
                     if not tindex.is_preallocated:
                         tindex.sanity_check()
             else:
@@ -442,6 +462,17 @@ class _Verifier:
             self.verify_segment(LogSegment(path), _TxnState())
 
 
+def _unreadable(path: Path, exc: OSError | InputError) -> Problem:
+    if isinstance(exc, OSError):
+        return os_problem(path, exc)
+    return Problem(str(exc.path or path), exc.position, None, exc.reason, UNREADABLE)
+
+
+def skipped_problems(inputs: Inputs) -> list[Problem]:
+    """Entries that look like Kafka data but could not be read: errors with code ``unreadable`` (exit 3)."""
+    return [Problem(s.path, None, None, s.reason, UNREADABLE) for s in inputs.unreadable]
+
+
 def segment_base(path: Path) -> int | None:
     try:
         return offset_from_filename(path.name)
@@ -449,14 +480,16 @@ def segment_base(path: Path) -> int | None:
         return None
 
 
-def verify(paths: list[str], *, deep: bool = False, progress: Callable[[int], None] | None = None) -> VerifyReport:
+def verify(paths: list[str], *, deep: bool = False, strict: bool = False,
+           progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Verify files, partition directories or log directories; see ``Problem.code`` for the checks."""
     started = time.perf_counter()
-    report = VerifyReport(list(paths), deep=deep)
-    inputs = expand_inputs(paths)
+    report = VerifyReport(list(paths), deep=deep, strict=strict)
+    inputs = collect_inputs(paths)
+    report.problems.extend(skipped_problems(inputs))
     verifier = _Verifier(report, deep, progress)
     groups: dict[Path, list[InputFile]] = {}
-    for item in inputs:
+    for item in inputs.files:
         groups.setdefault(item.path.parent, []).append(item)
     for files in groups.values():
         verifier.verify_partition(files)
@@ -468,7 +501,7 @@ def verify(paths: list[str], *, deep: bool = False, progress: Callable[[int], No
 def group_inputs(paths: list[str]) -> list[list[InputFile]]:
     """The inputs of ``verify(paths)`` grouped as it checks them: one group per directory, in its order."""
     groups: dict[Path, list[InputFile]] = {}
-    for item in expand_inputs(paths):
+    for item in collect_inputs(paths).files:
         groups.setdefault(item.path.parent, []).append(item)
     return list(groups.values())
 
@@ -489,9 +522,10 @@ def merge_reports(paths: list[str], parts: list[VerifyReport], *, deep: bool = F
         report.bytes += part.bytes
         report.batches += part.batches
         report.records += part.records
+        report.preallocated_active += part.preallocated_active
         report.problems.extend(part.problems)
     return report
 
 
 def total_bytes(paths: list[str]) -> int:
-    return sum(f.path.stat().st_size for f in expand_inputs(paths))
+    return sum(file_size(f.path) for f in collect_inputs(paths).files)

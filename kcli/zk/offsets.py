@@ -109,6 +109,7 @@ class ZkOffsetStore(ZkRegistry):
         return self.connect.text
 
     _multi_read: bool | None = None  # None: not yet known whether the server serves multiRead
+    read_errors: dict[str, str] = {}  # group -> why its offsets cannot be read (a malformed znode); per read()
 
     def _wait(self, pending: list[tuple[Any, str, Any]], doing: str) -> list[tuple[Any, Any]]:
         """Results of async calls in order; a missing znode yields None, other failures raise naming the path."""
@@ -173,6 +174,7 @@ class ZkOffsetStore(ZkRegistry):
         """Stored offsets per group (a group without offsets maps to {})."""
         wanted = set(topics) if topics else None
         out: dict[str, dict[TopicPartition, int]] = {}
+        self.read_errors = {}
         for start in range(0, len(groups), CHUNK):
             chunk = list(groups[start:start + CHUNK])
             for group in chunk:
@@ -187,16 +189,21 @@ class ZkOffsetStore(ZkRegistry):
                 for name in names or ():
                     if not name.isascii() or not name.isdigit():
                         path = f"{paths.child(offsets_dir(group), topic)}/{name}"
-                        raise models.ZnodeFormatError(f"{name!r} is not a partition number", path=self._where(path))
+                        self.read_errors.setdefault(group, models.ZnodeFormatError(
+                            f"{name!r} is not a partition number", path=self._where(path)).describe())
+                        continue
                     keys.append((group, topic, int(name)))
             values = self._read_many(GetData.type, [offset_path(g, t, p) for g, t, p in keys])
             for (group, topic, partition), value in zip(keys, values):
                 if value is None:
                     continue  # deleted between the listing and the read
                 path = offset_path(group, topic, partition)
-                out[group][(topic, partition)] = models.parse_offset(self._where(path), value[0])
+                try:
+                    out[group][(topic, partition)] = models.parse_offset(self._where(path), value[0])
+                except models.ZnodeFormatError as exc:  # refuses this group only, not the whole plan
+                    self.read_errors.setdefault(group, exc.describe())
             for group in chunk:
-                out[group] = dict(sorted(out[group].items()))
+                out[group] = {} if group in self.read_errors else dict(sorted(out[group].items()))
             if progress is not None:
                 progress(len(chunk))
         return out

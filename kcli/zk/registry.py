@@ -7,6 +7,7 @@ models.ZnodeFormatError (content Kafka would not write).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
-from kcli.errors import KcliError
+from kcli.errors import InputError, KcliError
 from kcli.zk import models, paths
 from kcli.zk.registration import ZooKeeperConnectionError, _describe, probe
 
@@ -36,6 +37,10 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 CONSUMERS = "/consumers"
 
 __all__ = ["ZkRegistry", "ZnodeMissingError", "ZnodeAccessError", "ZooKeeperConnectionError"]
+
+
+class ChrootMissingError(InputError):
+    """The chroot of the connect string does not exist: nothing under it can be read (a typo, usually)."""
 
 
 class ZnodeMissingError(KcliError):
@@ -154,7 +159,9 @@ class ZkRegistry:
             client = KazooClient(hosts=self.connect.hosts_with_chroot, timeout=self.timeout, connection_retry=retry,
                                  auth_data=[("digest", self.auth)] if self.auth else None, read_only=True)
             try:
-                client.start(timeout=self.timeout)
+                with warnings.catch_warnings():  # kazoo warns of a missing chroot; we say so below, as an error
+                    warnings.filterwarnings("ignore", message="No chroot path exists")
+                    client.start(timeout=self.timeout)
             except KazooTimeoutError:
                 raise ZooKeeperConnectionError(f"ZooKeeper at {self.connect.text} accepted a connection but opened "
                                                f"no session within {self.timeout:g}s") from None
@@ -172,8 +179,8 @@ class ZkRegistry:
                     raise
                 if present is None:
                     self.close()
-                    raise ZnodeMissingError(f"the chroot does not exist in ZooKeeper at {self.connect.servers}",
-                                            path=self.connect.chroot)
+                    raise ChrootMissingError(f"the chroot does not exist in ZooKeeper at {self.connect.servers} "
+                                             "(check the path after the host:port list)", path=self.connect.chroot)
         return self._client
 
     def _probe(self) -> None:

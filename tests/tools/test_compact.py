@@ -47,6 +47,7 @@ def log_dir(tmp_path) -> Path:
     with PartitionLog(root / "t-1", config=LogConfig(segment_bytes=400)) as log:
         for i in range(30):
             log.append([Record(0, T0 + i, f"k{i % 4}".encode(), None if i % 7 == 3 else f"v{i}".encode())])
+    (root / "meta.properties").write_text("version=0\nbroker.id=0\n")  # a broker's log dir
     return root
 
 
@@ -161,3 +162,54 @@ def test_killed_between_swap_steps_then_recovered(tmp_path):
         assert _data(partition) in (old, new), step
         assert _clean(partition), (step, verify([str(partition)]).problems)
     assert crashes >= 4
+
+
+# -- where the checkpoint goes, and which topics are not for compacting ---------------------------------------
+
+def test_cleaner_checkpoint_only_in_a_log_dir(tmp_path):
+    scratch = tmp_path / "scratch"
+    build_partition(scratch / "t-0", batches=60)
+    report = compact([str(scratch / "t-0")], config_overrides={"delete.retention.ms": "0"})
+    assert report.is_ok() and report.partitions[0].applied
+    assert not (scratch / "cleaner-offset-checkpoint").exists() and report.partitions[0].checkpoint is None
+    (scratch / "meta.properties").write_text("version=0\nbroker.id=0\n")
+    build_partition(scratch / "u-0", batches=60)
+    report = compact([str(scratch / "u-0")])
+    assert report.partitions[0].checkpoint is not None and (scratch / "cleaner-offset-checkpoint").is_file()
+
+
+def test_delete_policy_from_config_is_refused_unless_forced(log_dir):
+    before = _tree(log_dir)
+    proc = kctl("compact", "--config", "cleanup.policy=delete", str(log_dir / "t-0"))
+    assert proc.returncode == 1 and "cleanup.policy is delete" in proc.stderr and "--force" in proc.stderr
+    assert "compacted: 0 partitions" in proc.stdout and _tree(log_dir) == before
+    assert kctl("compact", "--config", "cleanup.policy=compact,delete", "--dry-run", str(log_dir / "t-0")).returncode == 0
+    forced = kctl("compact", "--force", "--config", "cleanup.policy=delete", str(log_dir / "t-0"))
+    assert forced.returncode == 0 and "compacted: 1 partition" in forced.stdout
+
+
+def test_delete_policy_from_kraft_metadata_is_refused(log_dir):
+    from kcli.records.cluster_metadata import encode_metadata_record
+
+    def config(value):
+        return Record(0, T0, None, encode_metadata_record("CONFIG_RECORD", 0, {
+            "resourceType": 2, "resourceName": "t", "name": "cleanup.policy", "value": value}))
+
+    with PartitionLog(log_dir / "__cluster_metadata-0") as log:
+        log.append([config("compact")])
+        log.append([config("delete")])
+    report = compact([str(log_dir / "t-0"), str(log_dir / "t-1")], dry_run=True)
+    assert [[i.code for i in p.issues] for p in report.partitions] == [["cleanup_policy_delete"]] * 2  # topic t
+    assert "__cluster_metadata" in report.partitions[0].issues[0].reason
+    assert compact([str(log_dir / "t-0")], dry_run=True, force=True).is_ok()
+
+
+def test_policies_of_a_real_kraft_log_dir(fixtures_dir, tmp_path):
+    """Confluent's monitoring topic is delete-only in the fixture's metadata; _schemas is compacted."""
+    source = fixtures_dir / "rjmfernandes__flink-on-prem/data"
+    log_dir = tmp_path / "data"
+    shutil.copytree(source, log_dir)  # a scratch copy: compaction may rewrite it
+    report = compact([str(log_dir / "_confluent-monitoring-0"), str(log_dir / "_schemas-0")], dry_run=True)
+    by_name = {Path(p.directory).name: p for p in report.partitions}
+    assert [i.code for i in by_name["_confluent-monitoring-0"].issues] == ["cleanup_policy_delete"]
+    assert not by_name["_schemas-0"].issues

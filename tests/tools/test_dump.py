@@ -180,12 +180,22 @@ def test_partition_dir_dumps_all_kinds(tmp_path):
     assert "producerId: 1001 producerEpoch: 0 coordinatorEpoch: 5" in text  # snapshot
 
 
-def test_unknown_file_is_ignored(tmp_path):
+def test_a_file_that_is_no_kafka_data_is_an_input_error(tmp_path):
+    """Named on its own, an unrelated file is not "ignored" with success: nothing Kafka was read (exit 3)."""
+    from kcli.errors import InputError
+
     other = tmp_path / "notes.txt"
     other.write_text("x")
-    items = _json([other], DumpOptions())
-    assert items == [{"type": "notice", "file": str(other), "level": "warning", "code": "unknown_file",
-                      "message": f"Ignoring unknown file {other}", "position": None, "base_offset": None}]
+    with pytest.raises(InputError, match="no Kafka log data"):
+        _json([other], DumpOptions())
+
+
+def test_unknown_file_in_a_partition_is_ignored(tmp_path):
+    partition = build_partition(tmp_path / "t-0", batches=3, transactions=False)
+    (partition / "notes.txt").write_text("x")
+    items = _json([partition], DumpOptions())
+    assert {"type": "notice", "file": str(partition / "notes.txt"), "level": "warning", "code": "unknown_file",
+            "message": f"Ignoring unknown file {partition / 'notes.txt'}", "position": None, "base_offset": None} in items
 
 
 @pytest.mark.parametrize("enc", [Encodings(), Encodings(BytesEncoding.HEX, BytesEncoding.UTF8),
@@ -194,8 +204,7 @@ def test_fast_json_lines_equal_to_json(fixtures_dir, tmp_path, enc):
     """The templated record lines say exactly what DumpRecord.to_json says."""
     from kcli.tools.dump import DumpRecords
 
-    paths = [fixtures_dir / "rjmfernandes__flink-on-prem/data/promotions-0", fixtures_dir / "segmentio__kafka-go/_extracted",
-             build_partition(tmp_path / "t-0")]
+    paths = [fixtures_dir / "rjmfernandes__flink-on-prem/data/promotions-0", build_partition(tmp_path / "t-0")]
     seen = 0
     for path in paths:
         for item in DumpRun([str(path)], DumpOptions(deep_iteration=True)):
@@ -204,3 +213,39 @@ def test_fast_json_lines_equal_to_json(fixtures_dir, tmp_path, enc):
                 assert fast == json.loads(json.dumps(item.to_json(enc)))
                 seen += len(fast)
     assert seen > 300
+
+
+# -- range filters and encodings (kctl dump-log) ---------------------------------------------------------
+
+def _kctl(*args):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def test_end_time_stops_the_output(tmp_path):
+    from builders import T0
+
+    partition = build_partition(tmp_path / "t-0", batches=50, records_per_batch=1, transactions=False)
+    log = sorted(partition.glob("*.log"))[0]
+    proc = _kctl("dump-log", "--end-time", str(T0 + 20), str(log))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("baseOffset: ") == 3, proc.stdout
+    deep = _kctl("dump-log", "--deep-iteration", "--end-time", str(T0 + 20), str(log))
+    assert deep.stdout.count("baseOffset: ") == 3 and deep.stdout.count("| offset: ") == 3
+    items = [json.loads(line) for line in _kctl("dump-log", "--json", "--end-time", str(T0 + 20), str(log)).stdout.splitlines()]
+    assert sum(1 for i in items if i["type"] == "batch") == 3
+
+
+@pytest.mark.parametrize("args", [["--start-offset", "9", "--end-offset", "3"],
+                                  ["--start-time", "2024-01-02T00:00:00Z", "--end-time", "2024-01-01T00:00:00Z"],
+                                  ["--value-encoding", "hex"], ["--key-encoding", "base64", "--print-data-log"]],
+                         ids=["offsets", "times", "value-encoding-text", "key-encoding-text"])
+def test_inverted_ranges_and_text_encodings_are_usage_errors(tmp_path, args):
+    partition = build_partition(tmp_path / "t-0", batches=5, transactions=False)
+    proc = _kctl("dump-log", *args, str(partition))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("kctl: ") and "Traceback" not in proc.stderr

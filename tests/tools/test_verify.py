@@ -124,12 +124,18 @@ def test_index_offset_mismatch(partition):
 
 
 def test_preallocated_index_is_a_warning(partition):
-    index = _segments(partition)[-1].with_suffix(".index")
+    """On an older segment (a broker trims indexes when it rolls); the active segment's is only a note."""
+    index = _segments(partition)[0].with_suffix(".index")
     with open(index, "ab") as out:
         out.write(bytes(8 * 100))
     report = verify([str(partition)])
     assert report.is_clean() and not report.is_clean(strict=True)
     assert _codes(report) == ["index_preallocated"]
+    active = _segments(partition)[-1].with_suffix(".index")
+    with open(active, "ab") as out:
+        out.write(bytes(8 * 100))
+    report = verify([str(partition)])
+    assert _codes(report) == ["index_preallocated"] and report.preallocated_active == 1 and report.notes
 
 
 def test_time_index_timestamp_mismatch(partition):
@@ -182,3 +188,30 @@ def test_deep_finds_bad_records_behind_valid_crc(partition):
     assert verify([str(partition)]).is_clean()
     report = verify([str(partition)], deep=True)
     assert [(p.code, p.position) for p in report.errors] == [("corrupt_records", victim.position)]
+
+
+def test_a_running_brokers_log_dir(tmp_path):
+    """Active segments' preallocated indexes are normal: one note, no per-partition warnings, and only the
+    entries count as data read (not 10 MiB of zeros per index)."""
+    import uuid
+
+    from kcli.records import Record
+    from kcli.storage.log import LogConfig, PartitionLog
+
+    logs = []
+    for n in range(6):
+        log = PartitionLog(tmp_path / "logs" / f"live-{n}", config=LogConfig(segment_bytes=4096),
+                           topic_id=uuid.UUID(int=n + 1))
+        for i in range(60):
+            log.append([Record(0, 1700000000000 + i, b"k", b"v" * 100)])
+        logs.append(log)  # open, as a running broker holds them
+    preallocated = [p for p in (tmp_path / "logs").rglob("*index") if p.stat().st_size > 10_000_000]
+    assert len(preallocated) == 12
+    report = verify([str(tmp_path / "logs")])
+    assert "index_preallocated" not in {p.code for p in report.problems}, report.problems
+    assert report.is_clean(strict=True) and report.preallocated_active == 12 and len(report.notes) == 1
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "logs").rglob("*") if p.is_file() and p.suffix != ".index"
+                  and p.suffix != ".timeindex")
+    assert report.bytes < on_disk + 64 * 1024, (report.bytes, on_disk)
+    for log in logs:
+        log.close()

@@ -482,3 +482,65 @@ def test_offline_log_dir_then_broker_serves(zk, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "kcli", "verify", str(log_dir)], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# -- typos that must not look like success --------------------------------------------------------------------
+@pytest.fixture
+def offline_log_dir(tmp_path):
+    """A stopped broker's log dir holding orders (3 partitions) and payments (1): the offline target."""
+    from builders import build_partition
+
+    log_dir = tmp_path / "kafka-logs"
+    for name in ("orders-0", "orders-1", "orders-2", "payments-0"):
+        build_partition(log_dir / name, batches=10, records_per_batch=1, transactions=False)
+    return log_dir
+
+
+def test_unknown_group_is_not_found(zk, offline_log_dir):
+    zk.offsets("real", {(ORDERS, 0): 2})
+    args = ("migrate", "-z", zk.connect, "--log-dir", str(offline_log_dir), "--offsets-partitions", "1")
+    proc = kctl(*args, "-g", "nosuch", check=1)
+    assert "nosuch" in proc.stderr and "not found" in proc.stderr
+    assert "not found" in proc.stdout  # the ACTION column
+    plan = as_json(*args, "-g", "nosuch", "-g", "real", check=1)["plan"]
+    assert {g["group"]: g["status"] for g in plan["groups"]} == {"nosuch": "not_found", "real": "commit"}
+    assert plan["problems"] and plan["problems"][0]["code"] == "group_not_found"
+
+
+def test_malformed_znode_refuses_its_group_only(zk, offline_log_dir):
+    zk.offsets("good", {(ORDERS, 0): 2})
+    zk.offsets("bad", {(ORDERS, 0): 1, (ORDERS, 1): b"x7"})
+    args = ("migrate", "-z", zk.connect, "--log-dir", str(offline_log_dir), "--offsets-partitions", "1")
+    plan = as_json(*args, check=1)["plan"]
+    status = {g["group"]: g["status"] for g in plan["groups"]}
+    assert status == {"bad": "refused", "good": "commit"}
+    bad = next(g for g in plan["groups"] if g["group"] == "bad")
+    assert f"{zk.chroot}/consumers/bad/offsets/orders/1" in bad["errors"][0]
+    text = kctl(*args, check=1)
+    row = next(line for line in text.stdout.splitlines() if line.split()[:1] == ["bad"])
+    assert row.split()[-1] == "refused"
+    assert f"{zk.chroot}/consumers/bad/offsets/orders/1" in text.stderr
+    result = as_json(*args, "--execute", "--backup", str(offline_log_dir.parent / "b.csv"), check=1)
+    assert result["committed_groups"] == ["good"]  # the good group is still migrated
+
+
+@pytest.mark.parametrize("args", [["zk", "brokers"], ["zk", "topics"], ["zk", "consumers"],
+                                  ["offsets", "export", "--from", "zookeeper"]], ids=lambda a: "-".join(a[:2]))
+def test_missing_chroot_is_an_error(zookeeper, args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KCTL_")}
+    proc = subprocess.run([sys.executable, "-m", "kcli", *args, "-z", zookeeper.connect + "/no-such-chroot"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "/no-such-chroot" in proc.stderr and "chroot does not exist" in proc.stderr
+    assert "UserWarning" not in proc.stderr and "warnings.warn" not in proc.stderr
+
+
+def test_compact_reads_cleanup_policy_from_zookeeper(zk, offline_log_dir):
+    """kctl compact -z: a topic whose ZooKeeper config says cleanup.policy=delete is not compacted."""
+    zk.put("/config/topics/orders", json.dumps({"version": 1, "config": {"cleanup.policy": "delete"}}).encode())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KCTL_")}
+    proc = subprocess.run([sys.executable, "-m", "kcli", "compact", "--dry-run", "-j", "1", "-z", zk.connect,
+                           str(offline_log_dir / "orders-0"), str(offline_log_dir / "payments-0")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "orders-0" in proc.stderr and "ZooKeeper" in proc.stderr and "payments-0" not in proc.stderr

@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 
 from kcli.errors import KcliError
 from kcli.zk.models import ZnodeFormatError
-from kcli.zk.registry import ZkRegistry, ZnodeMissingError, ZooKeeperConnectionError
+from kcli.zk.registry import ChrootMissingError, ZkRegistry, ZnodeMissingError, ZooKeeperConnectionError
 from zookeeper_support import free_port
 
 pytestmark = pytest.mark.zk
@@ -178,7 +178,7 @@ def test_unreachable_and_missing_chroot(zookeeper):
     with pytest.raises(ZooKeeperConnectionError, match="unreachable"):
         ZkRegistry(f"127.0.0.1:{free_port()}", timeout=10).brokers()
     assert time.monotonic() - started < 5
-    with pytest.raises(ZnodeMissingError, match="chroot"):
+    with pytest.raises(ChrootMissingError, match="chroot"):
         ZkRegistry(f"{zookeeper.connect}/t-missing-{uuid.uuid4().hex}").cluster_id()
     with pytest.raises(KcliError, match="user:password"):
         ZkRegistry(zookeeper.connect, auth="nopassword")

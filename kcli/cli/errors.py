@@ -1,0 +1,124 @@
+"""The one exit-status table of kctl and the one place that applies it: exceptions and reports to 0/1/2/3.
+
+Every command is mounted through ``guarded`` (cli/app.py), so no library exception and no filesystem condition
+reaches the user as a traceback: each becomes one ``kctl: PATH: reason`` line on stderr and its exit status.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from enum import IntEnum
+from typing import Any, Callable
+
+import typer
+from rich.console import Console
+
+from kcli.errors import InputError, KcliError, UsageError, describe_os_error
+
+# soft_wrap: a message to a pipe or a file stays on one line (rich would wrap it at 80 columns).
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+DEBUG_ENV = "KCTL_DEBUG"  # set to 1 for a traceback instead of the one-line message
+
+
+class ExitCode(IntEnum):
+    """Documented in kctl(1): scripts branch on these."""
+
+    OK = 0
+    PROBLEMS = 1  # corruption or inconsistencies found, a refusal, something asked for not found
+    USAGE = 2  # bad options or arguments (click's own usage errors exit 2 as well)
+    UNREADABLE = 3  # input missing, unreadable, or not Kafka data at all; a service unreachable
+
+
+def _table() -> tuple[tuple[type[BaseException], ExitCode], ...]:
+    """Exception class -> exit status, most specific first (looked up with isinstance)."""
+    from kcli.client.client import BrokerUnreachableError
+    from kcli.tools.recover import QuarantinePlacementError
+    from kcli.zk.models import ZnodeFormatError
+    from kcli.zk.registry import ZnodeAccessError, ZnodeMissingError, ZooKeeperConnectionError
+
+    return (
+        (UsageError, ExitCode.USAGE),
+        (QuarantinePlacementError, ExitCode.USAGE),
+        (InputError, ExitCode.UNREADABLE),  # includes a missing ZooKeeper chroot
+        (BrokerUnreachableError, ExitCode.UNREADABLE),
+        (ZooKeeperConnectionError, ExitCode.UNREADABLE),
+        (ZnodeAccessError, ExitCode.UNREADABLE),
+        (ZnodeMissingError, ExitCode.UNREADABLE),
+        (ZnodeFormatError, ExitCode.PROBLEMS),
+        (KcliError, ExitCode.PROBLEMS),
+        (OSError, ExitCode.UNREADABLE),
+    )
+
+
+def exit_code_for(exc: BaseException, *, generic: ExitCode = ExitCode.PROBLEMS) -> ExitCode | None:
+    """The exit status of an exception; ``generic`` for a KcliError no more specific row names (what a bare
+    library error means where it was raised: a refusal for the offline tools, ZooKeeper's refusal for zk)."""
+    for cls, code in _table():
+        if isinstance(exc, cls):
+            return generic if cls is KcliError else code
+    return None
+
+
+def report_exit_code(report: Any) -> ExitCode:
+    """A report's exit status: 0 ok; 3 when an input could not be read (the verdict is incomplete); else 1."""
+    if report.ok:
+        return ExitCode.OK
+    if any(getattr(p, "unreadable", False) for p in report.problems):
+        return ExitCode.UNREADABLE
+    return ExitCode.PROBLEMS
+
+
+def message(exc: BaseException) -> str:
+    if isinstance(exc, KcliError):
+        return exc.describe()
+    if isinstance(exc, OSError):
+        return describe_os_error(exc)
+    return str(exc) or type(exc).__name__
+
+
+def fail(text: str, code: ExitCode) -> typer.Exit:
+    err_console.print(f"kctl: {text}", markup=False)
+    return typer.Exit(int(code))
+
+
+def guarded(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a command with the exit-status table applied to whatever it raises."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.TyperException, SystemExit, KeyboardInterrupt):
+            raise
+        except BrokenPipeError:
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            except OSError:
+                pass
+            raise typer.Exit(0) from None
+        except Exception as exc:  # noqa: BLE001 - the point: one line and a status, never a traceback
+            if os.environ.get(DEBUG_ENV):
+                raise
+            code = exit_code_for(exc)
+            if code is None:
+                raise fail(f"internal error: {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the traceback)",
+                           ExitCode.PROBLEMS) from None
+            raise fail(message(exc), code) from None
+
+    run.kctl_guarded = True  # type: ignore[attr-defined]  # (tests check every command carries it)
+    return run
+
+
+def guard_group(group: typer.Typer) -> typer.Typer:
+    """Apply ``guarded`` to every command of a sub-app (and of its sub-apps) before it is mounted."""
+    for info in group.registered_commands:
+        if info.callback is not None and not getattr(info.callback, "kctl_guarded", False):
+            info.callback = guarded(info.callback)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            guard_group(sub.typer_instance)
+    return group
