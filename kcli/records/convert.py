@@ -16,7 +16,7 @@ storage/.../internals/log/LogValidator.java.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from kcli.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from kcli.records.batch import MAGIC_V2, build_record_batch
@@ -25,7 +25,7 @@ from kcli.records.legacy import ATTR_TIMESTAMP_TYPE, encode_message
 from kcli.records.record_set import Batch, BatchReader
 from kcli.records.types import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, Record, TimestampType
 
-__all__ = ["DOWNCONVERT_MAGICS", "downconvert", "encode_legacy_batch", "upconvert_to_v2"]
+__all__ = ["DOWNCONVERT_MAGICS", "downconvert", "encode_legacy_batch", "upconvert_records", "upconvert_to_v2"]
 
 DOWNCONVERT_MAGICS = (0, 1)
 
@@ -79,7 +79,33 @@ def upconvert_to_v2(
                                          base_offset=record.offset)
             records.append(record)
     first = batches[0]
-    target = source if codec is None else Codec(int(codec))
+    return upconvert_records(records, source_codec=source, base_offset=base_offset, codec=codec,
+                             timestamp_type=timestamp_type, log_append_time_ms=log_append_time_ms,
+                             partition_leader_epoch=partition_leader_epoch, producer_id=first.producer_id,
+                             producer_epoch=first.producer_epoch, base_sequence=first.base_sequence,
+                             is_transactional=first.is_transactional)
+
+
+def upconvert_records(
+    records: Sequence[Record],
+    *,
+    source_codec: Codec | int = Codec.NONE,
+    base_offset: int = 0,
+    codec: Codec | int | None = None,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    log_append_time_ms: int | None = None,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+) -> bytes:
+    """The v2 batch of ``upconvert_to_v2`` from records already read and checked (the produce validator
+    reads a message set once): offsets renumbered from ``base_offset``, ``codec`` None keeps
+    ``source_codec`` (compression.type=producer)."""
+    if timestamp_type == TimestampType.LOG_APPEND_TIME and log_append_time_ms is None:
+        raise ValueError("LogAppendTime needs log_append_time_ms")
+    target = Codec(int(source_codec)) if codec is None else Codec(int(codec))
     renumbered = [Record(base_offset + i, r.timestamp, r.key, r.value, r.headers) for i, r in enumerate(records)]
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
         max_timestamp = log_append_time_ms
@@ -90,10 +116,10 @@ def upconvert_to_v2(
         base_offset=base_offset,
         codec=target,
         timestamp_type=timestamp_type,
-        producer_id=first.producer_id,
-        producer_epoch=first.producer_epoch,
-        base_sequence=first.base_sequence,
-        is_transactional=first.is_transactional,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        is_transactional=is_transactional,
         partition_leader_epoch=partition_leader_epoch,
         max_timestamp=max_timestamp,
     )

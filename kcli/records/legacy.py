@@ -9,10 +9,9 @@ Kafka: clients/.../record/LegacyRecord.java, AbstractLegacyRecordBatch.java; kaf
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from kcli.errors import CorruptRecordError, UnsupportedCodecError
-from kcli.records.batch import build_record_batch
 from kcli.records.compression import Codec, compress, decompress
 from kcli.records.crc import crc32
 from kcli.records.layout import (
@@ -283,30 +282,3 @@ def build_legacy_messages(
     outer_offset = records[-1].offset if wrapper_offset is None else wrapper_offset
     return encode_message(outer_offset, magic, int(codec) | ts_attr, outer_ts, None, compress(codec, inner, magic=magic))
 
-
-def convert_to_v2(
-    messages: Sequence[LegacyMessage],
-    *,
-    base_offset: int,
-    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-    codec: Codec | int | None = None,
-    log_append_time: int | None = None,
-) -> bytes:
-    """A magic 0/1 message set (shallow messages, wrappers included) as ONE v2 batch at ``base_offset``, as
-    Kafka's LogValidator writes a Produce v0-v2 request to a topic whose format is v2
-    (`convertAndAssignOffsetsNonCompressed` / `buildRecordsAndAssignOffsets`): records keep key, value and
-    timestamp (magic 0 has none: -1), offsets are reassigned from ``base_offset``. ``codec`` None keeps the
-    source's (the first compressed wrapper's, else none: compression.type=producer). ``log_append_time``
-    stamps every record with that time (message.timestamp.type=LogAppendTime)."""
-    records = [r for message in messages for r in message.records()]
-    if not records:
-        raise ValueError("nothing to convert")
-    if codec is None:
-        codec = next((m.codec_id for m in messages if m.codec_id), 0)
-    append_time = log_append_time is not None
-    placed = [Record(base_offset + i, log_append_time if append_time else r.timestamp, r.key, r.value)
-              for i, r in enumerate(records)]
-    return build_record_batch(
-        placed, base_offset=base_offset, codec=codec, partition_leader_epoch=partition_leader_epoch,
-        timestamp_type=TimestampType.LOG_APPEND_TIME if append_time else TimestampType.CREATE_TIME,
-    )

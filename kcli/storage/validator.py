@@ -21,7 +21,8 @@ from kcli.errors import CorruptRecordError, KcliError
 from kcli.records.batch import RecordBatch, set_max_timestamp, stamp_offsets
 from kcli.records.compression import Codec
 from kcli.records.control import ControlRecordType, parse_control_type, parse_end_txn_marker
-from kcli.records.legacy import LegacyMessage, convert_to_v2
+from kcli.records.convert import upconvert_records
+from kcli.records.legacy import LegacyMessage
 from kcli.records.record_set import BatchReader, make_batch
 from kcli.records.types import NO_SEQUENCE, NO_TIMESTAMP, Record, TimestampType
 from kcli.storage.errors import (
@@ -280,8 +281,12 @@ class _Validator:
         target = self.config.compression_type
         codec = None if target == "producer" else _CODECS[target]
         append_time = self.now_ms if self.log_append_time else None
-        raw = convert_to_v2(messages, base_offset=self.log_end_offset, partition_leader_epoch=self.leader_epoch,
-                            codec=codec, log_append_time=append_time)
+        # Kafka's sourceCompression: the last compressed wrapper's codec (compression.type=producer keeps it)
+        source = next((m.codec_id for m in reversed(messages) if m.codec_id), 0)
+        raw = upconvert_records(records, source_codec=source, base_offset=self.log_end_offset, codec=codec,
+                                timestamp_type=TimestampType.LOG_APPEND_TIME if append_time is not None
+                                else TimestampType.CREATE_TIME,
+                                log_append_time_ms=append_time, partition_leader_epoch=self.leader_epoch)
         if len(raw) > self.config.max_message_bytes:
             raise RecordTooLargeError(f"The record batch size in the append to {self.tp} is {len(raw)} bytes which "
                                       f"exceeds the maximum configured value of {self.config.max_message_bytes}.")
@@ -289,8 +294,7 @@ class _Validator:
         last = self.log_end_offset + count - 1
         max_ts = append_time if append_time is not None else max(r.timestamp for r in records)
         info = BatchInfo(0, len(raw), 2, self.log_end_offset, last, count, max_ts, last, self.leader_epoch, -1, -1,
-                         NO_SEQUENCE, NO_SEQUENCE, False, False, int(codec if codec is not None else
-                                                                         next((m.codec_id for m in messages if m.codec_id), 0)),
+                         NO_SEQUENCE, NO_SEQUENCE, False, False, int(codec if codec is not None else source),
                          TimestampType.LOG_APPEND_TIME if append_time is not None else TimestampType.CREATE_TIME)
         return self._result(raw, [info], count, converted=True)
 
