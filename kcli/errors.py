@@ -68,6 +68,8 @@ class UnsupportedCompressionTypeError(UnsupportedCodecError):
     """Kafka's UnsupportedCompressionTypeException: data the requested format cannot carry, e.g. a zstd batch
     down-converted for a Fetch older than v10 (a broker answers UNSUPPORTED_COMPRESSION_TYPE)."""
 
+    error_code = "UNSUPPORTED_COMPRESSION_TYPE"
+
 
 class InputError(KcliError):
     """The input cannot be read at all: missing file, permission denied, not a Kafka file."""

@@ -138,6 +138,11 @@ class BrokerConfig:
     def __getitem__(self, key: str):
         return self.values[key]
 
+    def explicit_values(self) -> dict[str, str]:
+        """The keys the file or overrides set, as text (what topic configs take as their broker defaults)."""
+        return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in self.values.items()
+                if k in self.explicit and v is not None}
+
     @property
     def broker_id(self) -> int:
         node_id = self.values["node.id"]
@@ -166,12 +171,6 @@ class BrokerConfig:
             if value is not None:
                 return -1 if int(value) < 0 else int(value) * unit  # type: ignore[arg-type]
         return 168 * 3_600_000
-
-    @property
-    def roll_ms(self) -> int:
-        if self.values["log.roll.ms"] is not None:
-            return int(self.values["log.roll.ms"])  # type: ignore[arg-type]
-        return int(self.values["log.roll.hours"]) * 3_600_000  # type: ignore[arg-type]
 
 
 def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:

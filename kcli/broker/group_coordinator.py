@@ -10,6 +10,7 @@ memory, and reloaded from that topic at startup.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import time
 import uuid
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
 
 from kcli.errors import KcliError
 from kcli.records import Record, build_record_batch
@@ -33,6 +35,7 @@ from kcli.records.consumer_offsets import (
     partition_for_group,
 )
 from kcli.storage.offsets_topic import iter_offsets_topic
+from kcli.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from kcli.broker.config import BrokerConfig
@@ -146,7 +149,7 @@ class GroupCoordinator:
         now = int(time.time() * 1000)
         records = [Record(i, now, key, value) for i, (key, value) in enumerate(pairs)]
         result = self.replicas.append_records(-1, {(OFFSETS_TOPIC, index): build_record_batch(records)},
-                                              origin_client=False)[(OFFSETS_TOPIC, index)]
+                                              origin=AppendOrigin.COORDINATOR)[(OFFSETS_TOPIC, index)]
         if result.error:
             raise KcliError(f"cannot write to {OFFSETS_TOPIC}-{index}: error {result.error} {result.message or ''}")
 
@@ -154,7 +157,7 @@ class GroupCoordinator:
         count = self.admin.metadata.partition_count(OFFSETS_TOPIC)
         if count is None:
             self.admin.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"], 1,
-                                    configs={"cleanup.policy": "compact", "segment.bytes": "104857600"})
+                                    configs={"cleanup.policy": "compact"})
             count = self.admin.metadata.partition_count(OFFSETS_TOPIC)
         return int(count or 0)
 
@@ -416,16 +419,16 @@ class GroupCoordinator:
 
 
 def _subscribed_topics(subscription: bytes) -> list[str]:
-    """Topics of a ConsumerProtocolSubscription (version int16, topics array of int16-length strings)."""
-    import struct
-
-    try:
-        (count,) = struct.unpack_from(">i", subscription, 2)
-        position, topics = 6, []
-        for _ in range(max(count, 0)):
-            (length,) = struct.unpack_from(">h", subscription, position)
-            topics.append(subscription[position + 2:position + 2 + length].decode())
-            position += 2 + length
-        return topics
-    except (struct.error, UnicodeDecodeError):
+    """Topics of a ConsumerProtocolSubscription: an int16 version, then that version's struct (kio reads
+    it; a version newer than kio's reads as its newest, whose fields come first, as Kafka reads them)."""
+    if len(subscription) < 2:
         return []
+    version = min(max(int.from_bytes(subscription[:2], "big", signed=True), 0), _SUBSCRIPTION_VERSIONS - 1)
+    schema = importlib.import_module(f"kio.schema.consumer_protocol_subscription.v{version}.data")
+    try:
+        return list(entity_reader(schema.ConsumerProtocolSubscription)(bytes(subscription), 2)[0].topics)
+    except Exception:  # a malformed subscription from a client: it subscribes to nothing we can name
+        return []
+
+
+_SUBSCRIPTION_VERSIONS = 4  # kio knows ConsumerProtocolSubscription v0-v3

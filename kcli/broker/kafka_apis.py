@@ -52,9 +52,6 @@ class KafkaApis:
     def __init__(self, services: Any) -> None:
         self.services = services
 
-    def handler_for(self, api_key: ApiKey) -> Handler | None:
-        return HANDLERS.get(api_key)
-
     async def handle(self, api_key: ApiKey, api_version: int, body: Any, *, client_id: str, client_host: str,
                      correlation_id: int = 0) -> Any:
         """The response body for one request (None: no response, as for acks=0). Unknown keys raise

@@ -18,7 +18,6 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +43,10 @@ from kcli.storage.files import (
     REPLICATION_OFFSET_CHECKPOINT,
     parse_partition_dir_name,
 )
-from kcli.storage.log import LogConfig, PartitionLog
-from kcli.storage.reader import PartitionReader
+from kcli.storage.log import LogAppendInfo, LogConfig, PartitionLog
+from kcli.storage.log_config import LONG_MAX
+from kcli.storage.producer_state import AppendOrigin
+from kcli.storage.validator import validate_records
 from kcli.storage.segment import FileBatchReader
 
 log = logging.getLogger("kcli.broker")
@@ -56,6 +57,8 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 class TopicError(KcliError):
     """A topic name or partition count Kafka would refuse (INVALID_TOPIC_EXCEPTION and friends)."""
+
+    error_code = "INVALID_TOPIC_EXCEPTION"
 
 
 class LogDirLockedError(KcliError):
@@ -90,9 +93,6 @@ class ManagedLog:
     def directory(self) -> Path:
         return self.log.directory
 
-    def reader(self) -> PartitionReader:
-        return PartitionReader(self.directory, list(self.log.segments), self.log.log_end_offset)
-
 
 @dataclass
 class Topic:
@@ -102,13 +102,11 @@ class Topic:
 
 
 class LogManager:
-    def __init__(self, log_dirs: list[Path], *, broker_id: int, log_config: LogConfig,
-                 topic_config: Callable[[str], Mapping[str, Any]] | None = None) -> None:
+    def __init__(self, log_dirs: list[Path], *, broker_id: int, log_config: LogConfig) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.broker_id = broker_id
+        # The broker's defaults; each log gets its topic's LogConfig (TopicAdmin: replace_config).
         self.log_config = log_config
-        # topic -> its effective topic-level settings by Kafka's names (retention.ms, cleanup.policy, ...)
-        self.topic_config: Callable[[str], Mapping[str, Any]] = topic_config or (lambda topic: {})
         self._pending_deletes: list[tuple[float, Path]] = []
         self._deletes_lock = threading.Lock()
         self.topics: dict[str, Topic] = {}
@@ -245,32 +243,32 @@ class LogManager:
         return entry.partitions[index]
 
     # -- data --------------------------------------------------------------------------------------
-    def append(self, partition: ManagedLog, records: bytes) -> tuple[int, int]:
-        """Append a validated record set (offsets already assigned): returns (base offset, records
-        appended). The bytes reach the page cache here; durability is `flush` (log.flush.interval.*)."""
+    def append_as_leader(self, partition: ManagedLog, raw: bytes, *, leader_epoch: int,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """Kafka's UnifiedLog.appendAsLeader: validate against the topic's LogConfig and the producer state
+        (kcli.storage.validator: one parse, one CRC; typed errors), then append, all under the log's lock. A
+        retried duplicate appends nothing. The log rolls by segment.bytes / segment.ms first; the bytes reach
+        the page cache here, durability is `flush` (flush.messages / flush.ms)."""
         with partition.lock:
-            base = partition.log.log_end_offset
-            segment = partition.log.segment
-            roll_ms = self.topic_setting(partition.topic, "segment.ms")
-            # segment.ms: a segment whose first batch is older than the limit is rolled before the append.
-            if roll_ms is not None and segment.size > 0 and segment.first_timestamp is not None and \
-                    time.time() * 1000 - segment.first_timestamp > roll_ms:
-                partition.log.roll()
-            partition.log.append_raw(records)
-            appended = partition.log.log_end_offset - base
-            partition.log.flush_to_os()
-            partition.unflushed_messages += appended
-        return base, appended
+            log_ = partition.log
+            validated = validate_records(raw, log_.config, log_end_offset=log_.log_end_offset,
+                                         leader_epoch=leader_epoch, producer_state=log_.producer_state,
+                                         now_ms=int(time.time() * 1000), origin=origin,
+                                         topic_partition=partition.directory.name)
+            info = log_.append_validated(validated)
+            if not info.duplicate:
+                log_.flush_to_os()
+                partition.unflushed_messages += info.record_count
+        return info
 
     def flush_due(self, partition: ManagedLog) -> bool:
-        """log.flush.interval.messages / flush.messages, log.flush.interval.ms / flush.ms."""
+        """flush.messages / flush.ms of the log's topic (log.flush.interval.* by default; LONG_MAX: never)."""
         if not partition.unflushed_messages:
             return False
-        messages = self.topic_setting(partition.topic, "flush.messages")
-        if messages is not None and partition.unflushed_messages >= messages:
+        config = partition.log.config
+        if config.flush_messages < LONG_MAX and partition.unflushed_messages >= config.flush_messages:
             return True
-        interval = self.topic_setting(partition.topic, "flush.ms")
-        return interval is not None and (time.monotonic() - partition.last_flush) * 1000 >= interval
+        return config.flush_ms < LONG_MAX and (time.monotonic() - partition.last_flush) * 1000 >= config.flush_ms
 
     def flush(self, partition: ManagedLog) -> None:
         """fsync the active segment and its indexes, without holding the log's lock during the fsync: appends
@@ -294,50 +292,29 @@ class LogManager:
     def due_flushes(self) -> list[ManagedLog]:
         return [p for t in self.topics.values() for p in t.partitions if self.flush_due(p)]
 
-    def topic_setting(self, topic: str, key: str):
-        return self.topic_config(topic).get(key)
-
     def enforce_retention(self) -> list[str]:
-        """Kafka's retention for logs whose cleanup.policy has delete: whole segments (never the active one)
-        whose largest timestamp is older than retention.ms, then the oldest while the log exceeds
-        retention.bytes; files go to ``.deleted`` and are removed file.delete.delay.ms later. Returns a
-        description of what was scheduled. Blocking: run it in a worker thread."""
+        """Kafka's retention for logs whose cleanup.policy has delete (PartitionLog.delete_retention_breached:
+        retention.ms, retention.bytes, the log start); files go to ``.deleted`` and are removed
+        file.delete.delay.ms later. Returns what was scheduled. Blocking: run it in a worker thread."""
         done = []
-        now_ms = time.time() * 1000
+        now_ms = int(time.time() * 1000)
         for topic in list(self.topics.values()):
-            config = self.topic_config(topic.name)
-            if "delete" not in str(config.get("cleanup.policy", "delete")):
-                continue
-            retention_ms = config.get("retention.ms", -1)
-            retention_bytes = config.get("retention.bytes", -1)
-            delay_ms = config.get("file.delete.delay.ms", 60000)
             for p in topic.partitions:
-                while True:
-                    with p.lock:
-                        log_ = p.log
-                        if len(log_.segments) < 2:
-                            break
-                        size, largest = log_.segment_stats(log_.segments[0])
-                        total = sum(log_.segment_stats(b)[0] for b in log_.segments)
-                        expired = retention_ms >= 0 and now_ms - largest > retention_ms
-                        too_big = retention_bytes >= 0 and total - size >= retention_bytes
-                        if not (expired or too_big):
-                            break
-                        base = log_.segments[0]
-                        renamed = log_.delete_oldest_segment()
-                    due = time.monotonic() + delay_ms / 1000
-                    with self._deletes_lock:
-                        self._pending_deletes.extend((due, path) for path in renamed)
-                    done.append(f"{p.directory.name}: segment {base} ({'time' if expired else 'size'}), "
-                                f"log start now {log_.log_start_offset}")
+                with p.lock:
+                    deleted = p.log.delete_retention_breached(now_ms)
+                    start = p.log.log_start_offset
+                    delay_ms = p.log.config.file_delete_delay_ms
+                for base, reason, renamed in deleted:
+                    self._schedule_delete(renamed, delay_ms)
+                    done.append(f"{p.directory.name}: segment {base} ({reason}), log start now {start}")
         return done
 
     def clean_logs(self, enabled: bool = True) -> list[str]:
-        """Kafka's log cleaner over every log whose cleanup.policy has compact (``__consumer_offsets`` always),
-        when log.cleaner.enable: a log is cleaned when its dirty ratio reaches min.cleanable.dirty.ratio or a
-        record older than max.compaction.lag.ms waits; records newer than min.compaction.lag.ms and the
-        active segment stay dirty. Planning reads inactive segments without the log's lock; only the swap of
-        cleaned segments takes it. Blocking: run it in a worker thread."""
+        """Kafka's log cleaner over every log whose cleanup.policy has compact, when log.cleaner.enable: a log
+        is cleaned when its dirty ratio reaches min.cleanable.dirty.ratio or a record older than
+        max.compaction.lag.ms waits; records newer than min.compaction.lag.ms and the active segment stay
+        dirty. Planning reads inactive segments without the log's lock; only the swap of cleaned segments
+        takes it. Blocking: run it in a worker thread."""
         from kcli.storage.cleaner import CleanerConfig, apply_compaction, plan_compaction
 
         done: list[str] = []
@@ -345,20 +322,12 @@ class LogManager:
             return done
         now_ms = int(time.time() * 1000)
         for topic in list(self.topics.values()):
-            config = self.topic_config(topic.name)
-            if "compact" not in str(config.get("cleanup.policy", "delete")):
-                continue
-            cleaner = CleanerConfig(segment_bytes=config.get("segment.bytes", self.log_config.segment_bytes),
-                                    index_interval_bytes=config.get("index.interval.bytes",
-                                                                    self.log_config.index_interval_bytes),
-                                    segment_index_bytes=self.log_config.segment_index_bytes,
-                                    delete_retention_ms=config.get("delete.retention.ms", 86_400_000),
-                                    min_compaction_lag_ms=config.get("min.compaction.lag.ms", 0))
             for p in topic.partitions:
-                if len(p.log.segments) < 2:
+                config = p.log.config
+                if not config.compact or len(p.log.segments) < 2:
                     continue  # the active segment is never cleaned
                 try:
-                    plan = plan_compaction(p.directory, now_ms=now_ms, config=cleaner)
+                    plan = plan_compaction(p.directory, now_ms=now_ms, config=CleanerConfig.from_log_config(config))
                 except KcliError as exc:
                     log.warning("cleaner: skipping %s: %s", p.directory.name, exc)
                     continue
@@ -370,20 +339,24 @@ class LogManager:
                 done.append(f"{p.directory.name}: {plan.total('bytes_before')} -> {plan.total('bytes_after')} bytes")
         return done
 
-    def delete_records_before(self, partition: ManagedLog, offset: int, delay_ms: int = 60_000) -> int:
+    def delete_records_before(self, partition: ManagedLog, offset: int) -> int:
         """DeleteRecords: the log start offset moves up to ``offset``; segments wholly below it go to
-        ``.deleted`` as retention's do. Returns the new log start offset (the low watermark)."""
+        ``.deleted`` as retention's do (the next retention pass would; this does it now). Returns the new log
+        start offset (the low watermark)."""
         with partition.lock:
             log_ = partition.log
-            renamed: list[Path] = []
-            while len(log_.segments) > 1 and log_.segments[1] <= offset:
-                renamed.extend(log_.delete_oldest_segment())
             log_.log_start_offset = max(log_.log_start_offset, offset)
             start = log_.log_start_offset
+            renamed = [path for base, reason, paths in log_.delete_retention_breached(int(time.time() * 1000))
+                       if reason == "log start" for path in paths]
+            delay_ms = log_.config.file_delete_delay_ms
+        self._schedule_delete(renamed, delay_ms)
+        return start
+
+    def _schedule_delete(self, renamed: list[Path], delay_ms: int) -> None:
         due = time.monotonic() + delay_ms / 1000
         with self._deletes_lock:
             self._pending_deletes.extend((due, path) for path in renamed)
-        return start
 
     def purge_deleted(self, *, force: bool = False) -> None:
         """Remove ``.deleted`` files whose delay has passed (file.delete.delay.ms)."""
@@ -395,17 +368,16 @@ class LogManager:
             path.unlink(missing_ok=True)
 
 
-def _cleanable(plan: Any, config: Mapping[str, Any], now_ms: int) -> bool:
+def _cleanable(plan: Any, config: LogConfig, now_ms: int) -> bool:
     """min.cleanable.dirty.ratio (dirty bytes over cleanable bytes, as Kafka's LogToClean), overridden by
     max.compaction.lag.ms for a dirty segment whose records waited longer than that (KIP-354)."""
     segments = [s for s in plan.segments.values() if s.base_offset < plan.uncleanable_offset]
     total = sum(s.size for s in segments)
     dirty = [s for s in segments if s.next_offset > plan.first_dirty_offset]
-    if total and sum(s.size for s in dirty) / total >= float(config.get("min.cleanable.dirty.ratio", 0.5)):
+    if total and sum(s.size for s in dirty) / total >= config.min_cleanable_dirty_ratio:
         return True
-    max_lag = config.get("max.compaction.lag.ms")
-    return bool(max_lag is not None and max_lag < 2**63 - 1 and
-                any(s.max_timestamp >= 0 and now_ms - s.max_timestamp > max_lag for s in dirty))
+    max_lag = config.max_compaction_lag_ms
+    return max_lag < LONG_MAX and any(s.max_timestamp >= 0 and now_ms - s.max_timestamp > max_lag for s in dirty)
 
 
 def _new_cluster_id() -> str:

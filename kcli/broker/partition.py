@@ -8,58 +8,26 @@ the high watermark is the log end offset.
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from kcli.broker.errors import OffsetOutOfRangeError
-from kcli.broker.log_manager import LogManager, ManagedLog
+from kcli.broker.log_manager import ManagedLog
 from kcli.storage.index import AbortedTxn
-from kcli.storage.reader import FetchSlice, PartitionReader, TimestampMatch
+from kcli.storage.reader import PartitionReader, TimestampMatch
 
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP = -1, -2, -3
 
 
-class OpenRegion:
-    """Bytes of an open segment file: a Fetch response holds the file open, so a retention delete or a
-    cleaner swap between building the response and sending it (sendfile) cannot take the bytes away."""
-
-    file_region = True
-    __slots__ = ("fd", "position", "length")
-
-    def __init__(self, fd: int, position: int, length: int) -> None:
-        self.fd, self.position, self.length = fd, position, length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def read(self) -> bytes:
-        return os.pread(self.fd, self.length, self.position)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
 @dataclass
 class ReadResult:
-    records: Any  # b"" or an OpenRegion
+    records: Any  # b"" or a FetchSlice holding its segment file open until the response is sent
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
     log_end_offset: int
     aborted: list[AbortedTxn] | None = None
-
-
-@dataclass
-class AppendResult:
-    base_offset: int
-    last_offset: int
-    log_append_time: int = -1
-    log_start_offset: int = 0
-    duplicate: bool = False
 
 
 @dataclass
@@ -96,7 +64,7 @@ class Partition:
 
     def reader(self) -> PartitionReader:
         with self.managed.lock:
-            return PartitionReader(self.managed.directory, list(self.log.segments), self.log.log_end_offset)
+            return self.log.reader()
 
     def read(self, fetch_offset: int, max_bytes: int, *, read_committed: bool, min_one_message: bool,
              max_offset: int | None = None) -> ReadResult:
@@ -111,17 +79,16 @@ class Partition:
         result = ReadResult(b"", hw, stable, start, end)
         if max_bytes <= 0 and not min_one_message or fetch_offset >= upper:
             return result
-        reader = self.reader()
-        for _attempt in range(3):
-            found = reader.read(fetch_offset, max_bytes, upper_bound=upper, min_one_message=min_one_message)
-            if found is None:
-                return result
-            region = _open(found)
-            if region is not None:
-                result.records = region
-                break
-            reader = self.reader()  # the segment was deleted or swapped since the lookup: look again
-        if read_committed:
+        # Under the log's lock, so no retention delete or cleaner swap runs between finding the bytes and
+        # opening their file; the slice keeps the file open until the response is sent (sendfile).
+        with self.managed.lock:
+            found = self.log.read(fetch_offset, max_bytes, max_offset=upper, keep_open=True,
+                                  min_one_batch=min_one_message)
+            reader = self.log.reader() if read_committed and found is not None else None
+        if found is None:
+            return result
+        result.records = found
+        if reader is not None:
             result.aborted = reader.aborted_transactions(fetch_offset, stable)
         return result
 
@@ -136,15 +103,3 @@ class Partition:
         if match is not None and match.offset < self.log_start_offset:
             return TimestampMatch(self.log_start_offset, match.timestamp)
         return match
-
-
-def _open(found: FetchSlice) -> OpenRegion | None:
-    try:
-        fd = os.open(found.path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    return OpenRegion(fd, found.position, found.length)
-
-
-def managed_logs(log_manager: LogManager) -> list[ManagedLog]:
-    return [p for t in log_manager.topics.values() for p in t.partitions]

@@ -9,11 +9,12 @@ event loop runs everything, so no locking is needed: an operation completes exac
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable
 from typing import Any
 
 
-class DelayedOperation:
+class DelayedOperation(ABC):
     """Subclasses implement `try_complete` (call `force_complete` when done) and `on_complete`
     (compute the result); `on_expiration` runs first when the deadline passes."""
 
@@ -23,11 +24,13 @@ class DelayedOperation:
         self._future: asyncio.Future | None = None
         self.result: Any = None
 
+    @abstractmethod
     def try_complete(self) -> bool:
-        raise NotImplementedError
+        """Complete (force_complete) if the operation's condition now holds; True when it did."""
 
+    @abstractmethod
     def on_complete(self) -> Any:
-        raise NotImplementedError
+        """The operation's result, computed once, when it completes or expires."""
 
     def on_expiration(self) -> None:
         pass

@@ -27,7 +27,6 @@ from kcli.broker.replica_manager import ReplicaManager
 from kcli.broker.services import BrokerServices, ProducerIdManager
 from kcli.broker.socket_server import SocketServer
 from kcli.broker.topic_admin import TopicAdmin
-from kcli.broker.topic_config import TopicConfigDefs
 from kcli.storage.log import LogConfig
 
 log = logging.getLogger("kcli.broker")
@@ -40,22 +39,18 @@ class KafkaServer:
         self.broker_id = config.broker_id
         listener = config.advertised_listeners[0]
         self.advertised = (listener.host, listener.port)
-        self.topic_defs = TopicConfigDefs(config)
         self.log_manager = LogManager(
             config.log_dirs, broker_id=self.broker_id,
             log_config=LogConfig(segment_bytes=config["log.segment.bytes"],
                                  index_interval_bytes=config["log.index.interval.bytes"],
-                                 segment_index_bytes=config["log.index.size.max.bytes"]),
-            topic_config=self._topic_config)
-        self.replica_manager = ReplicaManager(self.log_manager, self._topic_config,
-                                              on_flush_due=self._schedule_flush)
+                                 segment_index_bytes=config["log.index.size.max.bytes"]))
+        self.replica_manager = ReplicaManager(self.log_manager, on_flush_due=self._schedule_flush)
         self.metadata = MetadataCache()
         self.metadata.add_broker(BrokerEndpoint(self.broker_id, listener.host, listener.port,
                                                 self.config.values.get("broker.rack")))  # type: ignore[arg-type]
         self.metadata.controller_id = self.broker_id
         self.zk: Any = None  # kcli.zk.registration.BrokerRegistration in ZooKeeper mode
-        self.admin = TopicAdmin(self.broker_id, self.log_manager, self.replica_manager, self.metadata,
-                                self.topic_defs)
+        self.admin = TopicAdmin(config, self.log_manager, self.replica_manager, self.metadata)
         self.groups = GroupCoordinator(config, self.log_manager, self.replica_manager, self.admin)
         self.producer_ids = ProducerIdManager()
         self.services = BrokerServices(config, self.broker_id, self.advertised, self.log_manager,
@@ -66,9 +61,6 @@ class KafkaServer:
         self._stopping = asyncio.Event()
         self._background: list[asyncio.Task] = []
         self._flushing: set[int] = set()
-
-    def _topic_config(self, topic: str) -> Any:
-        return self.admin.topic_config(topic)
 
     @property
     def bound(self) -> list[tuple[str, int]]:
@@ -198,6 +190,3 @@ class KafkaServer:
                 raise
             except Exception:
                 log.exception("background log work failed; retrying next round")
-
-
-Broker = KafkaServer  # the name kctl's CLI and older tests know

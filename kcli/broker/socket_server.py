@@ -113,7 +113,7 @@ class SocketServer:
                     writer.write(part)
                     continue
                 await writer.drain()
-                with open(part.fd, "rb", closefd=False) as segment:
+                with part.opened() as segment:
                     await loop.sendfile(writer.transport, segment, part.position, part.length)
         finally:
             for part in parts:

@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,11 +28,12 @@ from kcli.broker.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from kcli.broker.config import BrokerConfig
 from kcli.broker.log_manager import LogManager, TopicError, validate_topic_name
 from kcli.broker.metadata_cache import MetadataCache, PartitionState, TopicMetadata
 from kcli.broker.partition import Partition
 from kcli.broker.replica_manager import ReplicaManager
-from kcli.broker.topic_config import TopicConfigDefs
+from kcli.storage.log_config import CONFIG_KEYS, ConfigEntry, ConfigType, LogConfig
 
 log = logging.getLogger("kcli.broker")
 
@@ -49,17 +50,18 @@ class CreatedTopic:
 
 
 class TopicAdmin:
-    def __init__(self, broker_id: int, log_manager: LogManager, replica_manager: ReplicaManager,
-                 metadata: MetadataCache, defs: TopicConfigDefs, *, registry: Any = None) -> None:
-        self.broker_id = broker_id
+    def __init__(self, config: BrokerConfig, log_manager: LogManager, replica_manager: ReplicaManager,
+                 metadata: MetadataCache, *, registry: Any = None) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
         self.logs = log_manager
         self.replicas = replica_manager
         self.metadata = metadata
-        self.defs = defs
         self.registry = registry  # kcli.zk.registration.BrokerRegistration in ZooKeeper mode
+        # server.properties keys set explicitly: the topic configs' broker synonyms (STATIC_BROKER_CONFIG)
+        self.broker_defaults = config.explicit_values()
         self.overrides: dict[str, dict[str, str]] = {}
-        self._effective: dict[str, dict[str, Any]] = {}
-        self.listeners: list[Callable[[str], None]] = []  # called after a topic's config changes
+        self._effective: dict[str, LogConfig] = {}
 
     # -- startup -----------------------------------------------------------------------------------
     def load(self) -> None:
@@ -73,6 +75,7 @@ class TopicAdmin:
         topic = self.logs.topics[name]
         states = []
         for managed in topic.partitions:
+            managed.log.replace_config(self.topic_config(name))
             partition = self.replicas.find(name, managed.index)
             if partition is None:
                 partition = Partition(name, managed.index, topic_id, managed, replicas=[self.broker_id],
@@ -83,33 +86,42 @@ class TopicAdmin:
         self.metadata.put_topic(TopicMetadata(name, topic_id, states))
 
     # -- configs -----------------------------------------------------------------------------------
-    def topic_config(self, name: str) -> Mapping[str, Any]:
-        """Effective topic-level settings (overrides over broker defaults), typed, by Kafka's names."""
+    def _log_config(self, name: str, overrides: Mapping[str, str]) -> LogConfig:
+        """Kafka's LogConfig.fromProps: overrides over the broker's synonyms over the defaults; unknown keys
+        and bad values raise storage's InvalidConfigError (INVALID_CONFIG, with Kafka's message)."""
+        nulls = sorted(k for k, v in overrides.items() if v is None)
+        if nulls:
+            raise InvalidConfigError(f"Null value not supported for topic configs: {', '.join(nulls)}")
+        if name == "__consumer_offsets" and "cleanup.policy" not in overrides:
+            overrides = {**overrides, "cleanup.policy": "compact"}  # Kafka creates it compacted, always
+        return LogConfig.from_props(overrides, self.broker_defaults)
+
+    def topic_config(self, name: str) -> LogConfig:
         cached = self._effective.get(name)
         if cached is None:
-            cached = self.defs.effective(self.overrides.get(name, {}))
-            if name == "__consumer_offsets":
-                cached = {**cached, "cleanup.policy": "compact"}  # Kafka creates it compacted, always
-            self._effective[name] = cached
+            cached = self._effective[name] = self._log_config(name, self.overrides.get(name, {}))
         return cached
 
-    def describe_config(self, name: str) -> list[Any]:
+    def describe_config(self, name: str) -> list[ConfigEntry]:
         if name not in self.metadata.topics:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
-        return self.defs.describe(self.overrides.get(name, {}))
+        return list(self.topic_config(name).describe())
 
     def set_config(self, name: str, overrides: Mapping[str, str], *, validate_only: bool = False) -> None:
-        """Replace a topic's overrides (AlterConfigs) after validating every key and value."""
+        """Replace a topic's overrides (AlterConfigs) after validating every key and value; the topic's logs
+        use the new config from their next append, retention pass or cleaning on."""
         if name not in self.metadata.topics:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
-        clean = self.defs.validate(overrides)
+        config = self._log_config(name, overrides)
         if validate_only:
             return
-        self.overrides[name] = clean
-        self._effective.pop(name, None)
+        self.overrides[name] = config.overrides()
+        self._effective[name] = config
         self._write_overrides(name)
-        for listener in self.listeners:
-            listener(name)
+        topic = self.logs.topics.get(name)
+        for managed in topic.partitions if topic is not None else ():
+            with managed.lock:
+                managed.log.replace_config(config)
 
     def incremental_config(self, name: str, ops: list[tuple[str, int, str | None]], *,
                            validate_only: bool = False) -> None:
@@ -121,9 +133,11 @@ class TopicAdmin:
             elif op == 1:
                 current.pop(key, None)
             elif op in (2, 3):
-                if not self.defs.is_list(key):
+                definition = CONFIG_KEYS.get(key)
+                if definition is None or definition.type is not ConfigType.LIST:
                     raise InvalidConfigError(f"Config value append/subtract is not allowed for config key {key}")
-                items = [v for v in str(current.get(key, self.defs.default_text(key) or "")).split(",") if v]
+                # Kafka appends to the topic's override, else to the key's default
+                items = [v for v in current.get(key, ",".join(definition.default)).split(",") if v]
                 for v in (value or "").split(","):
                     if op == 2 and v and v not in items:
                         items.append(v)
@@ -191,9 +205,9 @@ class TopicAdmin:
             replication_factor = len(next(iter(assignments.values())))
         else:
             if num_partitions == -1:
-                num_partitions = self.defs.broker_int("num.partitions", 1)
+                num_partitions = int(self.config["num.partitions"])
             if replication_factor == -1:
-                replication_factor = self.defs.broker_int("default.replication.factor", 1)
+                replication_factor = int(self.config["default.replication.factor"])
             if num_partitions <= 0:
                 raise InvalidPartitionsError("Number of partitions must be larger than 0.")
             if replication_factor <= 0:
@@ -202,12 +216,14 @@ class TopicAdmin:
                 raise InvalidReplicationFactorError(
                     f"Replication factor: {replication_factor} larger than available brokers: "
                     f"{len(self.metadata.brokers)}.")
-        clean = self.defs.validate(configs or {})
+        config = self._log_config(name, configs or {})
+        described = list(config.describe())
         if validate_only:
-            return CreatedTopic(name, uuid.UUID(int=0), num_partitions, replication_factor, self.defs.describe(clean))
+            return CreatedTopic(name, uuid.UUID(int=0), num_partitions, replication_factor, described)
+        clean = config.overrides()
+        self._effective[name] = config
         if clean:
             self.overrides[name] = clean
-            self._effective.pop(name, None)
             self._write_overrides(name)
         try:
             topic = self.logs.create_topic(name, num_partitions)
@@ -217,7 +233,7 @@ class TopicAdmin:
         self._announce(name)
         log.info("created topic %s with %d partitions%s", name, num_partitions,
                  f" and configs {clean}" if clean else "")
-        return CreatedTopic(name, topic.topic_id, num_partitions, replication_factor, self.defs.describe(clean))
+        return CreatedTopic(name, topic.topic_id, num_partitions, replication_factor, described)
 
     def delete_topic(self, name: str) -> uuid.UUID:
         topic = self.metadata.topic(name)

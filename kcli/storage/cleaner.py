@@ -93,6 +93,11 @@ class CleanerConfig:
             values[_CONFIG_KEYS[key]] = value
         return cls(**values)
 
+    @classmethod
+    def from_log_config(cls, config: LogConfig) -> CleanerConfig:
+        """The cleaner's settings of a topic's LogConfig (a broker cleaning its compacted topics)."""
+        return cls(**{attribute: config.get(name) for name, attribute in _CONFIG_KEYS.items()})
+
     @property
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.segment_bytes, index_interval_bytes=self.index_interval_bytes,

@@ -163,18 +163,20 @@ class PartitionLog:
         return PartitionReader(self.directory, self.segments, self.log_end_offset)
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-             keep_open: bool = False) -> FetchSlice | None:
+             keep_open: bool = False, min_one_batch: bool = True) -> FetchSlice | None:
         """Whole batches from the one holding ``offset`` (Kafka `LocalLog.read`): at most ``max_bytes`` but
-        at least one batch, none starting at or past ``max_offset`` (default: the log end). None when there
-        is nothing to read. ``keep_open``: the slice keeps the segment file open (see FetchSlice)."""
+        at least one batch (without ``min_one_batch``, KIP-74's rule for all but a Fetch's first partition
+        with data, none when the first does not fit), none starting at or past ``max_offset`` (default: the
+        log end). None when there is nothing to read. ``keep_open``: the slice keeps the segment file open
+        (see FetchSlice)."""
         end = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if offset >= end:
             return None
         bases = self.segments
         start = max(bisect.bisect_right(bases, offset) - 1, 0)
         for segment in self.log_segments[start:]:
-            found = segment.read(offset, max_bytes, max_offset=end, keep_open=keep_open)
-            if found is not None:
+            found = segment.read(offset, max_bytes, max_offset=end, keep_open=keep_open, min_one_batch=min_one_batch)
+            if found is not None or not min_one_batch:
                 return found
         return None
 
@@ -285,22 +287,23 @@ class PartitionLog:
         return renamed
 
     def delete_retention_breached(self, now_ms: int) -> list[tuple[int, str, list[Path]]]:
-        """Kafka `UnifiedLog.deleteOldSegments` for cleanup.policy=delete: oldest segments first (never the
-        active one) while their largest timestamp is older than retention.ms, while the log without them
-        still holds retention.bytes, or while they end below the log start offset (DeleteRecords). Returns
+        """Kafka `UnifiedLog.deleteOldSegments`: oldest segments first (never the active one) while they end
+        below the log start offset (DeleteRecords, any policy), or under cleanup.policy=delete while their
+        largest timestamp is older than retention.ms or the log without them still holds retention.bytes. Returns
         (base offset, "time" | "size" | "log start", renamed files) per segment sent to ``.deleted``."""
         done: list[tuple[int, str, list[Path]]] = []
-        if not self.config.delete:
-            return done
+        # Kafka deletes segments below the log start whatever the policy (deleteLogStartOffsetBreachedSegments);
+        # time and size retention only under cleanup.policy=delete.
+        by_retention = self.config.delete
         retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
         while len(self.log_segments) > 1:
             oldest, following = self.log_segments[0], self.log_segments[1]
             total = sum(s.size for s in self.log_segments)
             if following.base_offset <= self.log_start_offset:
                 reason = "log start"
-            elif retention_ms >= 0 and now_ms - oldest.largest_timestamp() > retention_ms:
+            elif by_retention and retention_ms >= 0 and now_ms - oldest.largest_timestamp() > retention_ms:
                 reason = "time"
-            elif retention_bytes >= 0 and total - oldest.size >= retention_bytes:
+            elif by_retention and retention_bytes >= 0 and total - oldest.size >= retention_bytes:
                 reason = "size"
             else:
                 break

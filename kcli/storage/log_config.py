@@ -36,6 +36,8 @@ class InvalidConfigError(KcliError):
     The message is Kafka's ConfigException text: ``Invalid value x for configuration retention.ms: Not a
     number of type LONG``, or ``Unknown topic config name: x``."""
 
+    error_code = "INVALID_CONFIG"
+
     def __init__(self, key: str, value: object, reason: str) -> None:
         self.key = key
         self.value = value

@@ -37,12 +37,9 @@ class PartitionReader:
         i = bisect.bisect_right(self.bases, offset) - 1
         return self.bases[max(i, 0)]
 
-    def read(self, offset: int, max_bytes: int, *, upper_bound: int | None = None,
-             min_one_message: bool = True) -> FetchSlice | None:
-        """Whole batches from the one holding ``offset``, at most ``max_bytes``; None when ``offset`` is beyond
-        the log end. ``upper_bound`` caps reads (e.g. at the high watermark). With ``min_one_message`` the first
-        batch comes whole even when larger than ``max_bytes`` (KIP-74: only the first partition with data of a
-        Fetch gets that); without it such a batch is left for a later fetch."""
+    def read(self, offset: int, max_bytes: int, *, upper_bound: int | None = None) -> FetchSlice | None:
+        """Whole batches from the one holding ``offset``, at most ``max_bytes`` (but at least one batch);
+        None when ``offset`` is beyond the log end. ``upper_bound`` caps reads (e.g. at the high watermark)."""
         end_offset = self.log_end_offset if upper_bound is None else upper_bound
         if offset >= end_offset:
             return None
@@ -50,11 +47,9 @@ class PartitionReader:
         start_index = max(bisect.bisect_right(self.bases, offset) - 1, 0)
         for base in self.bases[start_index:]:
             found = LogSegment(segment_path(self.directory, base, LOG_SUFFIX), base).read(
-                offset, max_bytes, max_offset=end_offset, min_one_batch=min_one_message)
+                offset, max_bytes, max_offset=end_offset)
             if found is not None:
                 return found
-            if not min_one_message:
-                return None  # the first batch did not fit: later segments must not be read past it
         return None
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:

@@ -7,7 +7,12 @@ import datetime
 import importlib
 import uuid
 from functools import cache
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kcli.broker.errors import error_code_for, error_message_for
 
 if TYPE_CHECKING:
     from kcli.broker.services import BrokerServices
@@ -57,6 +62,15 @@ def build_all(module: Any, class_name: str, items: Any) -> tuple[Any, ...]:
     if not hasattr(module, class_name):
         return ()
     return tuple(build(module, class_name, **values) for values in items)
+
+
+def attempt(call: Callable[[], Any]) -> tuple[Any, ErrorCode, str | None]:
+    """(value, ErrorCode.none, None) from ``call()``, or (None, code, message) for the exception it raised,
+    mapped by the broker's one table (kcli.broker.errors): the per-topic, per-partition try of every handler."""
+    try:
+        return call(), ErrorCode.none, None
+    except Exception as exc:
+        return None, error_code_for(exc), error_message_for(exc)
 
 
 def has_class(module: Any, class_name: str) -> bool:

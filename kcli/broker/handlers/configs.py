@@ -2,28 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
-from kcli.broker.errors import InvalidRequestError, error_code_for, error_message_for
-from kcli.broker.handlers.common import ZERO, RequestContext, build, response_module
-from kcli.broker.topic_config import STATIC_BROKER_CONFIG, STRING, Described
+from kcli.broker.errors import InvalidRequestError
+from kcli.broker.handlers.common import ZERO, RequestContext, attempt, build, build_all, response_module
+from kcli.storage.log_config import ConfigEntry, ConfigSource, ConfigSynonym, ConfigType
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
 
-def _broker_entries(ctx: RequestContext) -> list[Described]:
+def _broker_entries(ctx: RequestContext) -> list[ConfigEntry]:
     config = ctx.services.config
+    explicit = config.explicit_values()
     out = []
     for key, value in sorted(config.values.items()):
         if value is None:
             continue
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        source = STATIC_BROKER_CONFIG if key in config.explicit else 5
-        out.append(Described(key, text, source, STRING, ((key, text, source),) if source != 5 else (),
-                             read_only=True))
+        source = ConfigSource.STATIC_BROKER_CONFIG if key in explicit else ConfigSource.DEFAULT_CONFIG
+        synonyms = (ConfigSynonym(key, text, source),) if key in explicit else ()
+        out.append(ConfigEntry(key, text, source, synonyms, ConfigType.STRING, read_only=True))
     return out
+
+
+def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
+    if resource.resource_type == TOPIC:
+        return ctx.services.admin.describe_config(resource.resource_name)
+    if resource.resource_type == BROKER:
+        if resource.resource_name not in ("", str(ctx.services.broker_id)):
+            raise InvalidRequestError(f"Unexpected broker id, expected {ctx.services.broker_id} or empty "
+                                      f"string, but received {resource.resource_name}")
+        return _broker_entries(ctx)
+    if resource.resource_type == BROKER_LOGGER:
+        return []
+    raise InvalidRequestError(f"Unsupported resource type {resource.resource_type} for DescribeConfigs")
 
 
 async def describe_configs(ctx: RequestContext, req: Any) -> Any:
@@ -31,69 +44,51 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
     include_synonyms = getattr(req, "include_synonyms", False)
     results = []
     for resource in req.resources:
-        error, message, entries = ErrorCode.none, None, []
-        try:
-            if resource.resource_type == TOPIC:
-                entries = ctx.services.admin.describe_config(resource.resource_name)
-            elif resource.resource_type == BROKER:
-                if resource.resource_name not in ("", str(ctx.services.broker_id)):
-                    raise InvalidRequestError(f"Unexpected broker id, expected {ctx.services.broker_id} or empty "
-                                              f"string, but received {resource.resource_name}")
-                entries = _broker_entries(ctx)
-            elif resource.resource_type == BROKER_LOGGER:
-                entries = []
-            else:
-                raise InvalidRequestError(f"Unsupported resource type {resource.resource_type} for DescribeConfigs")
-        except Exception as exc:
-            error, message = error_code_for(exc), error_message_for(exc)
+        entries, error, message = attempt(lambda r=resource: _entries(ctx, r))
         keys = resource.configuration_keys
         configs = tuple(build(
             R, "DescribeConfigsResourceResult", name=d.name, value=d.value, read_only=d.read_only,
-            is_default=d.is_default, config_source=d.source, is_sensitive=d.sensitive,
-            synonyms=tuple(build(R, "DescribeConfigsSynonym", name=n, value=v, source=s) for n, v, s in d.synonyms)
-            if include_synonyms else (), config_type=d.config_type, documentation=None)
-            for d in entries if keys is None or d.name in keys)
+            is_default=d.source is ConfigSource.DEFAULT_CONFIG, config_source=d.source.value,
+            is_sensitive=d.sensitive, synonyms=build_all(R, "DescribeConfigsSynonym", (
+                dict(name=y.name, value=y.value, source=y.source.value) for y in d.synonyms)) if include_synonyms
+            else (), config_type=d.type.value, documentation=d.documentation or None)
+            for d in entries or () if keys is None or d.name in keys)
         results.append(build(R, "DescribeConfigsResult", error_code=error, error_message=message,
                              resource_type=resource.resource_type, resource_name=resource.resource_name,
                              configs=configs))
     return build(R, "DescribeConfigsResponse", throttle_time=ZERO, results=tuple(results))
 
 
-def _alter(ctx: RequestContext, resource: Any, apply: Any) -> tuple[ErrorCode, str | None]:
-    try:
+def _alter(req: Any, response: str, apply: Callable[[Any], None]) -> Any:
+    """AlterConfigs and IncrementalAlterConfigs: ``apply(resource)`` per topic resource; dynamic broker configs
+    are refused (not served yet), as are other resource types."""
+    R = response_module(req)
+
+    def one(resource: Any) -> None:
         if resource.resource_type == TOPIC:
-            apply()
+            apply(resource)
         elif resource.resource_type in (BROKER, BROKER_LOGGER):
             raise InvalidRequestError("dynamic broker configs are not supported by kctl broker yet: "
                                       "set them in server.properties")
         else:
             raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
-    except Exception as exc:
-        return error_code_for(exc), error_message_for(exc)
-    return ErrorCode.none, None
+
+    responses = []
+    for resource in req.resources:
+        _, error, message = attempt(lambda r=resource: one(r))
+        responses.append(build(R, "AlterConfigsResourceResponse", error_code=error, error_message=message,
+                               resource_type=resource.resource_type, resource_name=resource.resource_name))
+    return build(R, response, throttle_time=ZERO, responses=tuple(responses))
 
 
 async def alter_configs(ctx: RequestContext, req: Any) -> Any:
-    R = response_module(req)
     admin = ctx.services.admin
-    responses = []
-    for resource in req.resources:
-        configs = {c.name: c.value for c in resource.configs}
-        error, message = _alter(ctx, resource, lambda r=resource, c=configs: admin.set_config(
-            r.resource_name, c, validate_only=req.validate_only))
-        responses.append(build(R, "AlterConfigsResourceResponse", error_code=error, error_message=message,
-                               resource_type=resource.resource_type, resource_name=resource.resource_name))
-    return build(R, "AlterConfigsResponse", throttle_time=ZERO, responses=tuple(responses))
+    return _alter(req, "AlterConfigsResponse", lambda r: admin.set_config(
+        r.resource_name, {c.name: c.value for c in r.configs}, validate_only=req.validate_only))
 
 
 async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
-    R = response_module(req)
     admin = ctx.services.admin
-    responses = []
-    for resource in req.resources:
-        ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
-        error, message = _alter(ctx, resource, lambda r=resource, o=ops: admin.incremental_config(
-            r.resource_name, o, validate_only=req.validate_only))
-        responses.append(build(R, "AlterConfigsResourceResponse", error_code=error, error_message=message,
-                               resource_type=resource.resource_type, resource_name=resource.resource_name))
-    return build(R, "IncrementalAlterConfigsResponse", throttle_time=ZERO, responses=tuple(responses))
+    return _alter(req, "IncrementalAlterConfigsResponse", lambda r: admin.incremental_config(
+        r.resource_name, [(c.name, int(c.config_operation), c.value) for c in r.configs],
+        validate_only=req.validate_only))

@@ -7,7 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.errors import error_code_for, error_message_for
-from kcli.broker.handlers.common import ZERO, ZERO_UUID, RequestContext, build, build_all, response_module
+from kcli.broker.handlers.common import ZERO, ZERO_UUID, RequestContext, attempt, build, build_all, response_module
 
 
 async def create_topics(ctx: RequestContext, req: Any) -> Any:
@@ -33,7 +33,8 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
                 values.update(topic_id=created.topic_id, num_partitions=created.num_partitions,
                               replication_factor=created.replication_factor, configs=build_all(
                                   R, "CreatableTopicConfigs", (dict(name=d.name, value=d.value, read_only=d.read_only,
-                                                                    config_source=d.source, is_sensitive=d.sensitive)
+                                                                    config_source=d.source.value,
+                                                                    is_sensitive=d.sensitive)
                                                                for d in created.configs)))
         except Exception as exc:
             values.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
@@ -54,10 +55,8 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
         if name is None:
             values.update(error_code=ErrorCode.unknown_topic_id)
         else:
-            try:
-                values["topic_id"] = ctx.services.admin.delete_topic(name)
-            except Exception as exc:
-                values.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
+            deleted, error, message = attempt(lambda n=name: ctx.services.admin.delete_topic(n))
+            values.update(error_code=error, error_message=message, topic_id=deleted or values["topic_id"])
         results.append(build(R, "DeletableTopicResult", **values))
     return build(R, "DeleteTopicsResponse", throttle_time=ZERO, responses=tuple(results))
 
@@ -66,12 +65,9 @@ async def create_partitions(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     results = []
     for t in req.topics:
-        error, message = ErrorCode.none, None
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
-        try:
-            ctx.services.admin.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
-        except Exception as exc:
-            error, message = error_code_for(exc), error_message_for(exc)
+        _, error, message = attempt(lambda t=t, a=assignments: ctx.services.admin.create_partitions(
+            t.name, t.count, a, validate_only=req.validate_only))
         results.append(build(R, "CreatePartitionsTopicResult", name=t.name, error_code=error, error_message=message))
     return build(R, "CreatePartitionsResponse", throttle_time=ZERO, results=tuple(results))
 
@@ -84,12 +80,8 @@ async def delete_records(ctx: RequestContext, req: Any) -> Any:
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            low, error = -1, ErrorCode.none
-            try:
-                low = replicas.delete_records(t.name, p.partition_index, p.offset)
-            except Exception as exc:
-                error = error_code_for(exc)
+            low, error, _ = attempt(lambda t=t, p=p: replicas.delete_records(t.name, p.partition_index, p.offset))
             parts.append(build(R, "DeleteRecordsPartitionResult", partition_index=p.partition_index,
-                               low_watermark=low, error_code=error))
+                               low_watermark=-1 if low is None else low, error_code=error))
         topics.append(build(R, "DeleteRecordsTopicResult", name=t.name, partitions=tuple(parts)))
     return build(R, "DeleteRecordsResponse", throttle_time=ZERO, topics=tuple(topics))
