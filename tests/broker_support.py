@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -67,3 +68,23 @@ class BrokerProcess:
 def kcat(*args: str, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(["kcat", *args], input=input, capture_output=True, timeout=timeout)
 
+
+
+def read_exactly(sock: socket.socket, size: int) -> bytes | None:
+    """``size`` bytes from ``sock``, or None when the peer closed (or reset) the connection first."""
+    data = b""
+    while len(data) < size:
+        try:
+            chunk = sock.recv(size - len(data))
+        except ConnectionResetError:
+            return None
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def read_response(sock: socket.socket) -> bytes | None:
+    """One size-prefixed response frame (without the prefix), or None when the broker closed the connection."""
+    head = read_exactly(sock, 4)
+    return None if head is None else read_exactly(sock, struct.unpack(">i", head)[0])

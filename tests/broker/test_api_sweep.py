@@ -19,7 +19,7 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker_support import BrokerProcess, free_port
+from broker_support import BrokerProcess, free_port, read_response
 from kcli.protocol import ApiKey, ProtocolError, advertised_versions, decode_response, encode_request, minimal_request
 from kcli.protocol.api import FIRST_SERVED_PRODUCE_VERSION
 from kcli.records import Record, build_record_batch
@@ -38,22 +38,7 @@ class Wire:
 
     def roundtrip(self, frame: bytes) -> bytes | None:
         self.sock.sendall(frame)
-        head = self._read(4)
-        if head is None:
-            return None
-        return self._read(struct.unpack(">i", head)[0])
-
-    def _read(self, size: int) -> bytes | None:
-        data = b""
-        while len(data) < size:
-            try:
-                chunk = self.sock.recv(size - len(data))
-            except ConnectionResetError:
-                return None
-            if not chunk:
-                return None
-            data += chunk
-        return data
+        return read_response(self.sock)
 
     def close(self) -> None:
         self.sock.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_support import BrokerProcess, free_port
+from broker_support import BrokerProcess, free_port, read_response
 from kcli.protocol import ApiKey, decode_request, decode_response, encode_request, minimal_request
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "client_frames"
@@ -39,24 +39,6 @@ def replay_broker(tmp_path_factory):
         assert broker.stop() == 0, broker.log()
 
 
-def _read(sock, size: int) -> bytes | None:
-    data = b""
-    while len(data) < size:
-        try:
-            chunk = sock.recv(size - len(data))
-        except ConnectionResetError:
-            return None
-        if not chunk:
-            return None
-        data += chunk
-    return data
-
-
-def _response(sock) -> bytes | None:
-    head = _read(sock, 4)
-    return None if head is None else _read(sock, struct.unpack(">i", head)[0])
-
-
 @pytest.mark.parametrize("api_key,version,frame", list(_rows()))
 def test_captured_frame_is_answered(replay_broker, api_key, version, frame):
     import socket
@@ -65,7 +47,7 @@ def test_captured_frame_is_answered(replay_broker, api_key, version, frame):
     failure = None
     with socket.create_connection(("127.0.0.1", replay_broker.port), timeout=20) as sock:
         sock.sendall(struct.pack(">i", len(frame)) + frame)
-        data = _response(sock)
+        data = read_response(sock)
         if data is None:
             failure = "the broker closed the connection without a response"
         else:
@@ -74,7 +56,7 @@ def test_captured_frame_is_answered(replay_broker, api_key, version, frame):
             assert correlation_id == struct.unpack_from(">i", frame, 4)[0]
             # The connection is still usable: an ApiVersions request on it is answered.
             sock.sendall(encode_request(ApiKey.API_VERSIONS, 3, 99, "replay", minimal_request(ApiKey.API_VERSIONS, 3)))
-            after = _response(sock)
+            after = read_response(sock)
             if after is None:
                 failure = "the connection was closed after the response"
     time.sleep(0.05)
