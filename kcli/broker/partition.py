@@ -59,8 +59,8 @@ class Partition:
     @property
     def last_stable_offset(self) -> int:
         """The first offset of the oldest open transaction, else the high watermark (KIP-98)."""
-        open_txns = [e.current_txn_first_offset for e in self.log.producers.values() if e.current_txn_first_offset >= 0]
-        return min(min(open_txns, default=self.high_watermark), self.high_watermark)
+        first_unstable = self.log.producer_state.first_unstable_offset()
+        return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
 
     def reader(self) -> PartitionReader:
         with self.managed.lock:
