@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 from kcli.errors import KcliError
 
@@ -199,6 +200,127 @@ def parse_partition_state(path: str, data: bytes | None) -> PartitionState:
         leader_epoch=_int(path, document, "leader_epoch"), controller_epoch=_int(path, document, "controller_epoch"),
         isr=_int_list(path, document.get("isr"), "isr"),
         leader_recovery_state=_int(path, document, "leader_recovery_state", default=0))
+
+
+class TopicPartition(NamedTuple):
+    """Kafka's TopicPartition; sorts by topic, then partition."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+# -- leadership as the controller and the partition leaders handle it (kafka.api.LeaderAndIsr) ------------
+NO_LEADER = -1  # LeaderAndIsr.NoLeader: the whole ISR is offline
+LEADER_DURING_DELETE = -2  # LeaderAndIsr.LeaderDuringDelete: UpdateMetadata drops the partition from caches
+NO_EPOCH = -1  # LeaderAndIsr.NoEpoch
+EPOCH_DURING_DELETE = -2  # LeaderAndIsr.EpochDuringDelete: StopReplica for a topic queued for deletion
+RECOVERED, RECOVERING = 0, 1  # LeaderRecoveryState (KIP-704)
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """One partition's leadership; ``partition_epoch`` is the zkVersion of its state node (the CAS token)."""
+
+    leader: int
+    leader_epoch: int = 0
+    isr: tuple[int, ...] = ()
+    leader_recovery_state: int = RECOVERED
+    partition_epoch: int = 0
+
+    def new_leader_and_isr(self, leader: int, isr: Sequence[int]) -> LeaderAndIsr:
+        """Every leadership decision bumps the leader epoch, even with the same leader."""
+        return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr))
+
+    def new_recovering_leader_and_isr(self, leader: int, isr: Sequence[int]) -> LeaderAndIsr:
+        return replace(self.new_leader_and_isr(leader, isr), leader_recovery_state=RECOVERING)
+
+    def new_leader(self, leader: int) -> LeaderAndIsr:
+        return self.new_leader_and_isr(leader, self.isr)
+
+    def new_epoch(self) -> LeaderAndIsr:
+        return self.new_leader_and_isr(self.leader, self.isr)
+
+    def with_partition_epoch(self, partition_epoch: int) -> LeaderAndIsr:
+        return replace(self, partition_epoch=partition_epoch)
+
+
+@dataclass(frozen=True)
+class LeaderIsrAndControllerEpoch:
+    """A state node's content: the leadership and the epoch of the controller that decided it."""
+
+    leader_and_isr: LeaderAndIsr
+    controller_epoch: int
+
+
+def decode_leader_isr_and_controller_epoch(path: str, data: bytes | None, zk_version: int) -> LeaderIsrAndControllerEpoch:
+    """TopicPartitionStateZNode.decode: the node's JSON plus its zkVersion as the partition epoch."""
+    state = parse_partition_state(path, data)
+    return LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.leader_recovery_state, zk_version),
+        state.controller_epoch)
+
+
+def encode_partition_state(value: LeaderIsrAndControllerEpoch) -> bytes:
+    """TopicPartitionStateZNode.encode: ``leader_recovery_state`` only when RECOVERING, as Kafka writes it."""
+    leadership = value.leader_and_isr
+    document: dict[str, Any] = {"version": 1, "leader": leadership.leader, "leader_epoch": leadership.leader_epoch,
+                                "controller_epoch": value.controller_epoch, "isr": list(leadership.isr)}
+    if leadership.leader_recovery_state == RECOVERING:
+        document["leader_recovery_state"] = RECOVERING
+    return _compact(document)
+
+
+def encode_topic(partitions: dict[int, Sequence[int]], topic_id: str | None, *,
+                 adding_replicas: dict[int, Sequence[int]] | None = None,
+                 removing_replicas: dict[int, Sequence[int]] | None = None) -> bytes:
+    """TopicZNode.encode (version 3): adding/removing hold only non-empty lists; ``topic_id`` only if known."""
+    document: dict[str, Any] = {
+        "version": 3,
+        "partitions": {str(p): list(r) for p, r in sorted(partitions.items())},
+        "adding_replicas": {str(p): list(r) for p, r in sorted((adding_replicas or {}).items()) if r},
+        "removing_replicas": {str(p): list(r) for p, r in sorted((removing_replicas or {}).items()) if r},
+    }
+    if topic_id is not None:
+        document["topic_id"] = topic_id
+    return _compact(document)
+
+
+def encode_config(config: dict[str, str]) -> bytes:
+    """ConfigEntityZNode.encode: ``{"version":1,"config":{...}}`` with string values."""
+    return _compact({"version": 1, "config": {str(k): str(v) for k, v in config.items()}})
+
+
+def encode_isr_change_notification(partitions: Iterable[tuple[str, int]]) -> bytes:
+    """IsrChangeNotificationSequenceZNode.encode."""
+    return _compact({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def parse_isr_change_notification(path: str, data: bytes | None) -> tuple[tuple[str, int], ...]:
+    document = load_json(path, data)
+    _version(path, document, range(1, 2))
+    items = document.get("partitions")
+    if not isinstance(items, list):
+        raise ZnodeFormatError("partitions is not a list", path=path)
+    result = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise ZnodeFormatError(f"partition entry {item!r} is not a JSON object", path=path)
+        result.append((_str(path, item, "topic") or "", _int(path, item, "partition")))
+    return tuple(result)
+
+
+def parse_log_dir_event(path: str, data: bytes | None) -> int:
+    """LogDirEventNotificationSequenceZNode: ``{"version":1,"broker":N,"event":1}``; the broker id."""
+    document = load_json(path, data)
+    _version(path, document, range(1, 2))
+    return _int(path, document, "broker")
+
+
+def _compact(document: Any) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
 
 # -- /controller, /controller_epoch, /cluster/id ---------------------------------------------------------

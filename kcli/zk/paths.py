@@ -21,6 +21,11 @@ BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 BROKER_SEQID = "/brokers/seqid"
 CONFIG_TOPICS = "/config/topics"
+ADMIN_DELETE_TOPICS = "/admin/delete_topics"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"  # IsrChangeNotificationSequenceZNode: persistent sequential children
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 
 # ZkData.PersistentZkPaths: every Kafka broker creates these at startup, and Kafka's tools expect them.
 PERSISTENT = (
@@ -28,11 +33,11 @@ PERSISTENT = (
     BROKER_IDS,
     BROKER_TOPICS,
     "/config/changes",
-    "/admin/delete_topics",
+    ADMIN_DELETE_TOPICS,
     BROKER_SEQID,
-    "/isr_change_notification",
+    ISR_CHANGE_NOTIFICATION,
     "/latest_producer_id_block",
-    "/log_dir_event_notification",
+    LOG_DIR_EVENT_NOTIFICATION,
     CONFIG_TOPICS,
     "/config/clients",
     "/config/users",
@@ -74,6 +79,20 @@ def partition_state(name: str, index: int) -> str:
 def topic_config(name: str) -> str:
     """ConfigEntityZNode for a topic: its dynamic configuration overrides."""
     return child(CONFIG_TOPICS, name)
+
+
+def topic_deletion(name: str) -> str:
+    """DeleteTopicsTopicZNode: a topic marked for deletion (AdminZkClient.deleteTopic)."""
+    return child(ADMIN_DELETE_TOPICS, name)
+
+
+def isr_change_notification(sequence: str) -> str:
+    """One IsrChangeNotificationSequenceZNode, by its 10-digit sequence number."""
+    return child(ISR_CHANGE_NOTIFICATION, ISR_CHANGE_PREFIX + sequence)
+
+
+def log_dir_event_notification(sequence: str) -> str:
+    return child(LOG_DIR_EVENT_NOTIFICATION, LOG_DIR_EVENT_PREFIX + sequence)
 
 
 @dataclass(frozen=True)

@@ -9,17 +9,24 @@ election watches ``/controller`` and bids again when it goes; a broker whose ses
 
 Every call is synchronous and bounded by the session timeout; kazoo failures surface as KcliError. A topic
 change made while the connection is down is kept and written on reconnection rather than stalling the broker.
+
+The broker's controller (kcli.broker.controller) runs over this registration's session: ``zk_client``, the
+broker epoch (the czxid of ``/brokers/ids/<id>``, KIP-380), the ``/controller_epoch`` zkVersion the winning
+election left (Kafka's ``epochZkVersion``, the fencing token of every controller write), and
+``on_controller_change`` callbacks, called on a thread of their own when this broker becomes or stops being
+the controller.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import queue
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -109,6 +116,9 @@ class BrokerRegistration:
         self.cluster_id: str | None = None
         self.controller_id: int | None = None  # who held /controller when we last looked
         self.controller_epoch = 0
+        # The /controller_epoch zkVersion our winning election left: controller writes check it (epochZkVersion).
+        self.controller_epoch_zk_version = 0
+        self.broker_epoch: int | None = None  # czxid of our /brokers/ids/<id> node (KIP-380)
         # Kafka's zookeeper.connection.timeout.ms defaults to the session timeout; a request queued while
         # disconnected is answered within it too, or the session (and every ephemeral node) is gone anyway.
         self._timeout = session_timeout_ms / 1000
@@ -117,6 +127,56 @@ class BrokerRegistration:
         self._stopping = False
         self._session_lost = False
         self._pending: dict[str, TopicChange] = {}  # topic changes waiting for the connection to come back
+        self._listeners: list[Callable[[bool], None]] = []
+        self._active = False  # what the listeners were last told
+        self._active_lock = threading.Lock()  # never held across a ZooKeeper call: kazoo's threads take it
+        self._notifications: queue.SimpleQueue[bool | None] | None = None
+
+    # -- what the controller uses ------------------------------------------------------------------
+    @property
+    def zk_client(self) -> KazooClient:
+        """The kazoo client of this registration's session (the controller's watches and writes use it)."""
+        return self._require()
+
+    @property
+    def is_controller(self) -> bool:
+        """True while this broker holds /controller, as far as the last look at ZooKeeper tells."""
+        return self._active
+
+    def on_controller_change(self, callback: Callable[[bool], None]) -> None:
+        """Call ``callback(True)`` when this broker becomes the controller and ``callback(False)`` when it stops
+        (another broker won, the session expired, stop()). Calls come in order, on a thread of their own."""
+        with self._active_lock:
+            self._listeners.append(callback)
+
+    def remove_controller_change(self, callback: Callable[[bool], None]) -> None:
+        with self._active_lock:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+    def _set_active(self, active: bool) -> None:
+        with self._active_lock:
+            if active == self._active:
+                return
+            self._active = active
+            if self._notifications is not None:
+                self._notifications.put(active)
+
+    def _start_notifier(self) -> None:
+        notifications: queue.SimpleQueue[bool | None] = queue.SimpleQueue()
+        self._notifications = notifications
+        threading.Thread(target=self._notify, args=(notifications,), name=f"controller-change-{self.broker_id}",
+                         daemon=True).start()
+
+    def _notify(self, notifications: queue.SimpleQueue[bool | None]) -> None:
+        while (active := notifications.get()) is not None:
+            with self._active_lock:
+                listeners = list(self._listeners)
+            for callback in listeners:
+                try:
+                    callback(active)
+                except Exception:  # a listener's failure must not silence the others
+                    log.exception("controller change listener failed")
 
     # -- the broker's calls ------------------------------------------------------------------------
     def start(self, cluster_id: str | None) -> str:
@@ -127,7 +187,9 @@ class BrokerRegistration:
             self._stopping = False
             self._session_lost = False
             self._pending.clear()
+            self._active = False
             self._probe()
+            self._start_notifier()
             with self._zk("creating the chroot"):
                 if self.connect.chroot:
                     self._ensure_chroot(self.connect.chroot)
@@ -144,6 +206,7 @@ class BrokerRegistration:
                     self._elect()
             except BaseException:
                 self._close()  # closing the session drops whatever ephemeral node it created
+                self._stop_notifier()
                 raise
             self._client.add_listener(self._on_state)
             log.info("broker %d registered at %s in ZooKeeper %s (cluster id %s); the controller is broker %s, "
@@ -167,6 +230,7 @@ class BrokerRegistration:
             if client is None:
                 return
             client.remove_listener(self._on_state)
+            self._set_active(False)
             if self._pending:
                 log.warning("ZooKeeper at %s never came back: topic changes not written for %s", self.connect.text,
                             ", ".join(sorted(self._pending)))
@@ -179,6 +243,7 @@ class BrokerRegistration:
                         log.warning("could not delete %s from ZooKeeper: %s", self.connect.absolute(path),
                                     _describe(exc))
             self._close()
+            self._stop_notifier()
             log.info("broker %d unregistered from ZooKeeper %s", self.broker_id, self.connect.servers)
 
     # -- connection --------------------------------------------------------------------------------
@@ -210,6 +275,13 @@ class BrokerRegistration:
         finally:
             root.stop()
             root.close()
+
+    def _stop_notifier(self) -> None:
+        with self._active_lock:
+            self._active = False
+            notifications, self._notifications = self._notifications, None
+        if notifications is not None:
+            notifications.put(None)
 
     def _close(self) -> None:
         client, self._client = self._client, None
@@ -297,7 +369,6 @@ class BrokerRegistration:
         for _ in range(2):
             try:
                 self._wait(client.create_async(path, _json(self._broker_info()), ephemeral=True, makepath=True))
-                return
             except NodeExistsError:
                 pass
             try:
@@ -305,7 +376,9 @@ class BrokerRegistration:
             except NoNodeError:
                 continue  # the other registration just went away
             if stat.ephemeralOwner == self._session_id():
-                return  # our own create, answered after a dropped connection
+                # Ours (just created, or created before a dropped connection): its czxid is the broker epoch.
+                self.broker_epoch = stat.czxid
+                return
             raise KcliError(
                 f"broker id {self.broker_id} is already registered in ZooKeeper at {self.connect.absolute(path)} "
                 f"by {_registered_by(data)}; stop that broker or give this one another broker.id (the "
@@ -334,7 +407,10 @@ class BrokerRegistration:
             failures = [r for r in results if isinstance(r, Exception)]
             if not failures:
                 self.controller_id, self.controller_epoch = self.broker_id, epoch + 1
+                # setData answers the new stat; a created /controller_epoch starts at version 0.
+                self.controller_epoch_zk_version = results[1].version if isinstance(results[1], ZnodeStat) else 0
                 log.info("broker %d is the controller (epoch %d)", self.broker_id, self.controller_epoch)
+                self._set_active(True)
                 return
             if isinstance(results[0], NodeExistsError):
                 if self._follow_controller():
@@ -363,17 +439,23 @@ class BrokerRegistration:
             document = _load(data)
             holder = document.get("brokerid") if isinstance(document, dict) else None
             self.controller_id = holder if isinstance(holder, int) else None
-        self.controller_epoch = self._read_controller_epoch()
+        self.controller_epoch, epoch_version = self._read_controller_epoch_and_version()
+        if self.controller_id == self.broker_id:
+            self.controller_epoch_zk_version = epoch_version
         log.info("broker %s is the controller (epoch %d)", self.controller_id, self.controller_epoch)
+        self._set_active(self.controller_id == self.broker_id)
         return True
 
     def _read_controller_epoch(self) -> int:
+        return self._read_controller_epoch_and_version()[0]
+
+    def _read_controller_epoch_and_version(self) -> tuple[int, int]:
         client = self._require()
         try:
-            data, _ = self._wait(client.get_async(paths.CONTROLLER_EPOCH))
+            data, stat = self._wait(client.get_async(paths.CONTROLLER_EPOCH))
         except NoNodeError:
-            return 0
-        return self._parse_epoch(data)
+            return 0, 0
+        return self._parse_epoch(data), stat.version
 
     def _parse_epoch(self, data: bytes) -> int:
         try:
@@ -502,6 +584,7 @@ class BrokerRegistration:
             return
         if state == KazooState.LOST:
             self._session_lost = True
+            self._set_active(False)  # /controller went with the session, and every watch with it
             log.warning("ZooKeeper session of broker %d expired; its ephemeral nodes are gone", self.broker_id)
         elif state == KazooState.CONNECTED and (client := self._client) is not None:
             client.handler.spawn(self._resync)

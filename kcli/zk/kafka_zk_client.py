@@ -1,0 +1,624 @@
+"""KafkaZkClient: Kafka's ZooKeeper reads and writes for the controller, topic creators and partition leaders
+(kafka.zk.KafkaZkClient, kafka.utils.ReplicationUtils), over a broker's kazoo session.
+
+Controller writes are fenced: each goes as ``multi{check(/controller_epoch, epochZkVersion), op}``, and a failed
+check raises ControllerMovedError (another controller was elected since; the caller resigns). Partition state
+nodes are compare-and-set on their zkVersion, the partition epoch. Watches follow Kafka's ZooKeeperClient:
+handlers are registered per path, a read of a path with a handler sets the one-shot watch, and unregistering
+a handler mutes a watch still set in ZooKeeper. Handlers run on kazoo's event thread and must only enqueue.
+
+Every call is synchronous and bounded by the session timeout; failures are KcliError subclasses.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import EventType, WatchedEvent
+
+from kcli.errors import KcliError
+from kcli.storage.checkpoint import uuid_from_base64, uuid_to_base64
+from kcli.zk import models, paths
+from kcli.zk.models import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
+from kcli.zk.registration import BrokerRegistration, ZooKeeperConnectionError, _describe, new_cluster_id
+
+log = logging.getLogger("kcli.zk")
+
+__all__ = [
+    "BrokerAndEpoch",
+    "ControllerMovedError",
+    "InvalidReplicaAssignmentError",
+    "KafkaZkClient",
+    "TopicAlreadyMarkedForDeletionError",
+    "TopicExistsError",
+    "UnknownTopicError",
+    "UpdateLeaderAndIsrResult",
+    "ZNodeChangeHandler",
+    "ZooKeeperConnectionError",
+]
+
+
+class ControllerMovedError(KcliError):
+    """A controller write's /controller_epoch check failed: another controller was elected since
+    (Kafka's ControllerMovedException). The controller resigns."""
+
+
+class TopicExistsError(KcliError):
+    """The topic exists, or is marked for deletion (Kafka's TopicExistsException)."""
+
+
+class UnknownTopicError(KcliError):
+    """No such topic in ZooKeeper (Kafka's UnknownTopicOrPartitionException)."""
+
+
+class TopicAlreadyMarkedForDeletionError(KcliError):
+    """/admin/delete_topics/<topic> exists already."""
+
+
+class InvalidReplicaAssignmentError(KcliError):
+    """A replica assignment Kafka would refuse: gaps in the partition numbers, duplicate or negative ids,
+    replication factors that differ, existing partitions changed."""
+
+
+@dataclass(frozen=True)
+class BrokerAndEpoch:
+    """A live broker's registration and its broker epoch (the czxid of /brokers/ids/<id>)."""
+
+    broker: models.BrokerRegistration
+    epoch: int
+
+    @property
+    def id(self) -> int:
+        return self.broker.id
+
+
+@dataclass(frozen=True)
+class UpdateLeaderAndIsrResult:
+    """KafkaZkClient.UpdateLeaderAndIsrResult: the written states (their new partition epochs) or the error
+    per partition, and the partitions to re-read and decide again (BADVERSION: someone wrote meanwhile)."""
+
+    finished: dict[TopicPartition, LeaderAndIsr | Exception]
+    retry: list[TopicPartition]
+
+
+@dataclass(frozen=True)
+class ZNodeChangeHandler:
+    """Callbacks for one path's exists/data watch (kazoo's event thread: enqueue only)."""
+
+    on_created: Callable[[], None] | None = None
+    on_deleted: Callable[[], None] | None = None
+    on_data_change: Callable[[], None] | None = None
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+class KafkaZkClient:
+    """Kafka's znode operations over ``client`` (a started kazoo client, chrooted as the broker's)."""
+
+    def __init__(self, client: KazooClient, *, timeout: float, where: str = "ZooKeeper") -> None:
+        self._zk = client
+        self._timeout = timeout
+        self._where = where
+        self._lock = threading.Lock()
+        self._child_handlers: dict[str, Callable[[], None]] = {}
+        self._change_handlers: dict[str, ZNodeChangeHandler] = {}
+
+    @classmethod
+    def for_registration(cls, registration: BrokerRegistration) -> KafkaZkClient:
+        """A client over a started BrokerRegistration's session."""
+        return cls(registration.zk_client, timeout=registration.session_timeout_ms / 1000,
+                   where=f"ZooKeeper at {registration.connect.text}")
+
+    # -- plumbing ----------------------------------------------------------------------------------------------
+    @contextmanager
+    def _zk_call(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except KcliError:
+            raise
+        except KazooTimeoutError:
+            raise ZooKeeperConnectionError(f"{self._where} did not answer within {self._timeout:g}s while "
+                                           f"{doing}") from None
+        except (ConnectionLoss, ConnectionClosedError, SessionExpiredError) as exc:
+            raise ZooKeeperConnectionError(f"lost the connection to {self._where} while {doing} "
+                                           f"({_describe(exc)})") from None
+        except KazooException as exc:
+            raise KcliError(f"{self._where} refused {doing}: {_describe(exc)}") from None
+
+    def _gather(self, pending: Sequence[Any], doing: str) -> list[Any]:
+        """Results of async calls sent together (pipelined, as Kafka's ZooKeeperClient does); a per-call
+        ZooKeeper error comes back as the exception, a lost connection or a timeout raises."""
+        deadline = time.monotonic() + self._timeout
+        out: list[Any] = []
+        with self._zk_call(doing):
+            for item in pending:
+                try:
+                    out.append(item.get(timeout=max(0.0, deadline - time.monotonic())))
+                except (ConnectionLoss, ConnectionClosedError, SessionExpiredError):
+                    raise
+                except KazooException as exc:
+                    out.append(exc)
+        return out
+
+    def _one(self, pending: Any, doing: str) -> Any:
+        """One async call's result; the ZooKeeper errors callers act on (no node, node exists, bad version) are
+        raised as kazoo's, any other as KcliError."""
+        result = self._gather([pending], doing)[0]
+        if isinstance(result, (NoNodeError, NodeExistsError, BadVersionError)):
+            raise result
+        if isinstance(result, Exception):
+            raise KcliError(f"{self._where} refused {doing}: {_describe(result)}")
+        return result
+
+    def _checked(self, expected_controller_epoch_zk_version: int, op: Callable[[Any], None]) -> Any:
+        """One controller write, fenced: ``multi{check(/controller_epoch, version), op}`` (async result)."""
+        transaction = self._zk.transaction()
+        transaction.check(paths.CONTROLLER_EPOCH, expected_controller_epoch_zk_version)
+        op(transaction)
+        return transaction.commit_async()
+
+    def _unwrap_checked(self, results: Any, expected_controller_epoch_zk_version: int) -> Any:
+        """The op's result (or its error); a failed epoch check raises ControllerMovedError."""
+        if isinstance(results, Exception):
+            return results
+        check, result = results
+        if isinstance(check, Exception) and not isinstance(check, RolledBackError):
+            raise ControllerMovedError(f"{paths.CONTROLLER_EPOCH} is no longer at version "
+                                       f"{expected_controller_epoch_zk_version} in {self._where}: another "
+                                       f"controller was elected ({_describe(check)})")
+        return result
+
+    def _checked_all(self, ops: Sequence[Callable[[Any], None]], expected_controller_epoch_zk_version: int,
+                     doing: str) -> list[Any]:
+        pending = [self._checked(expected_controller_epoch_zk_version, op) for op in ops]
+        return [self._unwrap_checked(r, expected_controller_epoch_zk_version) for r in self._gather(pending, doing)]
+
+    # -- watches (ZooKeeperClient's handler registry) ----------------------------------------------------------
+    def register_child_change_handler(self, path: str, handler: Callable[[], None]) -> None:
+        """``handler()`` when the children of ``path`` change; armed by the next read of them with watch."""
+        with self._lock:
+            self._child_handlers[path] = handler
+
+    def unregister_child_change_handler(self, path: str) -> None:
+        with self._lock:
+            self._child_handlers.pop(path, None)
+
+    def register_change_handler_and_check_existence(self, path: str, handler: ZNodeChangeHandler) -> bool:
+        """Register ``handler`` for ``path`` and arm its watch; True if the node exists."""
+        with self._lock:
+            self._change_handlers[path] = handler
+        return self._one(self._zk.exists_async(path, watch=self._on_data_event), f"watching {path}") is not None
+
+    def unregister_change_handler(self, path: str) -> None:
+        with self._lock:
+            self._change_handlers.pop(path, None)
+
+    def unregister_all_handlers(self) -> None:
+        """Mute every watch (controller resignation); those still set in ZooKeeper fire into nothing."""
+        with self._lock:
+            self._child_handlers.clear()
+            self._change_handlers.clear()
+
+    def _child_watch(self, path: str) -> Callable[[WatchedEvent], None] | None:
+        with self._lock:
+            return self._on_child_event if path in self._child_handlers else None
+
+    def _data_watch(self, path: str) -> Callable[[WatchedEvent], None] | None:
+        with self._lock:
+            return self._on_data_event if path in self._change_handlers else None
+
+    def _on_child_event(self, event: WatchedEvent) -> None:
+        if event.type == EventType.NONE:
+            return
+        with self._lock:
+            handler = self._child_handlers.get(event.path)
+        if handler is not None and event.type == EventType.CHILD:
+            handler()
+
+    def _on_data_event(self, event: WatchedEvent) -> None:
+        with self._lock:
+            handler = self._change_handlers.get(event.path)
+        if handler is None:
+            return
+        callback = {EventType.CREATED: handler.on_created, EventType.DELETED: handler.on_deleted,
+                    EventType.CHANGED: handler.on_data_change}.get(event.type)
+        if callback is not None:
+            callback()
+
+    # -- generic reads -----------------------------------------------------------------------------------------
+    def get_children(self, path: str, *, watch: bool = False) -> list[str]:
+        """Children of ``path`` (sorted); [] if it does not exist. ``watch`` arms a registered child handler."""
+        watcher = self._child_watch(path) if watch else None
+        try:
+            return sorted(self._one(self._zk.get_children_async(path, watch=watcher), f"listing {path}"))
+        except NoNodeError:
+            return []
+
+    def get_data_and_version(self, path: str) -> tuple[bytes, int] | None:
+        """The node's data and zkVersion, None if absent (sets the watch of a registered change handler)."""
+        try:
+            data, stat = self._one(self._zk.get_async(path, watch=self._data_watch(path)), f"reading {path}")
+        except NoNodeError:
+            return None
+        return data, stat.version
+
+    def exists(self, path: str) -> bool:
+        return self._one(self._zk.exists_async(path, watch=self._data_watch(path)), f"looking for {path}") is not None
+
+    def _get_many(self, nodes: Sequence[str], doing: str) -> list[tuple[bytes, Any] | None]:
+        pending = [self._zk.get_async(path, watch=self._data_watch(path)) for path in nodes]
+        out: list[tuple[bytes, Any] | None] = []
+        for path, result in zip(nodes, self._gather(pending, doing)):
+            if isinstance(result, NoNodeError):
+                out.append(None)
+            elif isinstance(result, Exception):
+                raise KcliError(f"{self._where} refused reading {path}: {_describe(result)}")
+            else:
+                out.append(result)
+        return out
+
+    # -- controller: /controller, /controller_epoch ----------------------------------------------------------
+    def get_controller_id(self) -> int | None:
+        found = self.get_data_and_version(paths.CONTROLLER)
+        return models.parse_controller(paths.CONTROLLER, found[0]).broker_id if found else None
+
+    def get_controller_epoch(self) -> tuple[int, int] | None:
+        """(epoch, zkVersion) of /controller_epoch, None if absent."""
+        found = self.get_data_and_version(paths.CONTROLLER_EPOCH)
+        return (models.parse_controller_epoch(paths.CONTROLLER_EPOCH, found[0]), found[1]) if found else None
+
+    # -- brokers ---------------------------------------------------------------------------------------------
+    def get_all_broker_ids(self, *, watch: bool = False) -> list[int]:
+        return sorted(int(c) for c in self.get_children(paths.BROKER_IDS, watch=watch) if c.isdigit())
+
+    def get_all_brokers_and_epochs(self, *, watch: bool = False) -> dict[int, BrokerAndEpoch]:
+        """Every registered broker with its endpoints, rack and epoch (KafkaZkClient.getAllBrokerAndEpochsInCluster);
+        ``watch`` arms the /brokers/ids child handler. A broker gone between the listing and the read is left out."""
+        ids = self.get_all_broker_ids(watch=watch)
+        nodes = [paths.broker(i) for i in ids]
+        out = {}
+        for broker_id, path, found in zip(ids, nodes, self._get_many(nodes, "reading the broker registrations")):
+            if found is not None:
+                data, stat = found
+                out[broker_id] = BrokerAndEpoch(models.parse_broker(path, data, broker_id), stat.czxid)
+        return out
+
+    def get_broker(self, broker_id: int) -> BrokerAndEpoch | None:
+        """One broker's registration (sets its data watch if a change handler is registered for it)."""
+        path = paths.broker(broker_id)
+        found = self._get_many([path], f"reading {path}")[0]
+        if found is None:
+            return None
+        data, stat = found
+        return BrokerAndEpoch(models.parse_broker(path, data, broker_id), stat.czxid)
+
+    # -- topics ----------------------------------------------------------------------------------------------
+    def get_all_topics(self, *, watch: bool = False) -> set[str]:
+        return set(self.get_children(paths.BROKER_TOPICS, watch=watch))
+
+    def get_topic_assignments(self, topics: Iterable[str]) -> dict[str, tuple[models.TopicAssignment, int]]:
+        """Each existing topic's znode (assignment, adding/removing replicas, topic id) and its zkVersion; sets
+        the data watches of registered PartitionModifications handlers."""
+        names = sorted(set(topics))
+        nodes = [paths.topic(t) for t in names]
+        out = {}
+        for name, path, found in zip(names, nodes, self._get_many(nodes, "reading the topic assignments")):
+            if found is not None:
+                out[name] = (models.parse_topic(path, found[0], name), found[1].version)
+        return out
+
+    def get_topic_configs(self, topic: str) -> dict[str, str]:
+        """The overrides in /config/topics/<topic> ({} without the node)."""
+        path = paths.topic_config(topic)
+        found = self.get_data_and_version(path)
+        return models.parse_config(path, found[0], "topics", topic).config if found else {}
+
+    def set_topic_assignment(self, topic: str, assignment: models.TopicAssignment,
+                             expected_controller_epoch_zk_version: int, *, expected_version: int = -1) -> int:
+        """Controller write of a topic znode (missing topic ids, reassignment, restored assignments)."""
+        path = paths.topic(topic)
+        data = models.encode_topic(assignment.partitions, assignment.topic_id,
+                                   adding_replicas=assignment.adding_replicas,
+                                   removing_replicas=assignment.removing_replicas)
+        result = self._checked_all([lambda t: t.set_data(path, data, expected_version)],
+                                   expected_controller_epoch_zk_version, f"writing {path}")[0]
+        if isinstance(result, Exception):
+            raise KcliError(f"{self._where} refused writing {path}: {_describe(result)}")
+        return result.version
+
+    # -- partition states --------------------------------------------------------------------------------------
+    def get_topic_partition_states(self, partitions: Iterable[TopicPartition]
+                                   ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch | None]:
+        """Each state node's leadership, with the node's zkVersion as ``partition_epoch``; None if absent."""
+        wanted = list(dict.fromkeys(partitions))
+        nodes = [paths.partition_state(tp.topic, tp.partition) for tp in wanted]
+        out: dict[TopicPartition, LeaderIsrAndControllerEpoch | None] = {}
+        for tp, path, found in zip(wanted, nodes, self._get_many(nodes, "reading partition states")):
+            out[tp] = (models.decode_leader_isr_and_controller_epoch(path, found[0], found[1].version)
+                       if found is not None else None)
+        return out
+
+    def create_topic_partition_states(self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
+                                      expected_controller_epoch_zk_version: int) -> dict[TopicPartition, Exception | None]:
+        """Create the /partitions parents and the state nodes, each write fenced (createTopicPartitionStatesRaw).
+        None for a created node, the ZooKeeper error otherwise (NodeExistsError: a state is there already)."""
+        if not states:
+            return {}
+        topics = sorted({tp.topic for tp in states})
+        parents = [paths.topic_partitions(t) for t in topics]
+        parents += [paths.partition(tp.topic, tp.partition) for tp in sorted(states)]
+        for parent, result in zip(parents, self._checked_all(
+                [_create(p, b"") for p in parents], expected_controller_epoch_zk_version, "creating partitions")):
+            if isinstance(result, Exception) and not isinstance(result, NodeExistsError):
+                raise KcliError(f"{self._where} refused creating {parent}: {_describe(result)}")
+        wanted = sorted(states)
+        ops = [_create(paths.partition_state(tp.topic, tp.partition), models.encode_partition_state(states[tp]))
+               for tp in wanted]
+        results = self._checked_all(ops, expected_controller_epoch_zk_version, "creating partition states")
+        return {tp: (r if isinstance(r, Exception) else None) for tp, r in zip(wanted, results)}
+
+    def update_partition_states(self, leader_and_isrs: Mapping[TopicPartition, LeaderAndIsr], controller_epoch: int,
+                                expected_controller_epoch_zk_version: int) -> UpdateLeaderAndIsrResult:
+        """The controller's CAS write of state nodes (KafkaZkClient.updateLeaderAndIsr): each at the version in
+        its ``partition_epoch``; success gives the new partition epoch, BADVERSION a retry."""
+        wanted = sorted(leader_and_isrs)
+        ops = []
+        for tp in wanted:
+            leadership = leader_and_isrs[tp]
+            data = models.encode_partition_state(LeaderIsrAndControllerEpoch(leadership, controller_epoch))
+            ops.append(_set(paths.partition_state(tp.topic, tp.partition), data, leadership.partition_epoch))
+        finished: dict[TopicPartition, LeaderAndIsr | Exception] = {}
+        retry: list[TopicPartition] = []
+        try:
+            results = self._checked_all(ops, expected_controller_epoch_zk_version, "writing partition states")
+        except ControllerMovedError:
+            raise
+        except KcliError as exc:
+            return UpdateLeaderAndIsrResult({tp: exc for tp in wanted}, [])
+        for tp, result in zip(wanted, results):
+            if isinstance(result, BadVersionError):
+                retry.append(tp)
+            elif isinstance(result, Exception):
+                finished[tp] = KcliError(f"{self._where} refused writing the state of {tp}: {_describe(result)}")
+            else:
+                finished[tp] = leader_and_isrs[tp].with_partition_epoch(result.version)
+        return UpdateLeaderAndIsrResult(finished, retry)
+
+    # -- partition leaders: the ZK-direct ISR path (IBP < 2.7-IV2) --------------------------------------------
+    def update_leader_and_isr(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: Sequence[int],
+                              controller_epoch: int, expected_version: int, *,
+                              leader_recovery_state: int = models.RECOVERED) -> int | None:
+        """A leader's ISR write (ReplicationUtils.updateLeaderAndIsr): set the state node at ``expected_version``
+        (the partition epoch the leader knows); the new zkVersion, or None if the node changed meanwhile. On
+        BADVERSION the node is re-read: holding exactly this state (a retried write that had succeeded) counts as
+        success. ``controller_epoch`` is the one from the LeaderAndIsr that made this broker leader. Raises
+        ZooKeeperConnectionError when ZooKeeper does not answer."""
+        path = paths.partition_state(topic, partition)
+        wanted = LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(leader, leader_epoch, tuple(isr), leader_recovery_state), controller_epoch)
+        try:
+            stat = self._one(self._zk.set_async(path, models.encode_partition_state(wanted), expected_version),
+                             f"writing {path}")
+            return stat.version
+        except NoNodeError:
+            return None
+        except BadVersionError:
+            pass
+        found = self.get_data_and_version(path)
+        if found is None:
+            return None
+        try:
+            written = models.decode_leader_isr_and_controller_epoch(path, found[0], found[1])
+        except models.ZnodeFormatError:
+            return None
+        if written == LeaderIsrAndControllerEpoch(wanted.leader_and_isr.with_partition_epoch(found[1]),
+                                                  controller_epoch):
+            return found[1]
+        return None
+
+    def propagate_isr_changes(self, partitions: Iterable[tuple[str, int]]) -> str:
+        """Write one /isr_change_notification/isr_change_<seq> node naming ``partitions`` (a leader's batched ISR
+        changes); returns its path."""
+        data = models.encode_isr_change_notification(sorted(set(partitions)))
+        prefix = paths.child(paths.ISR_CHANGE_NOTIFICATION, paths.ISR_CHANGE_PREFIX)
+        return self._one(self._zk.create_async(prefix, data, sequence=True, makepath=True),
+                         "writing an ISR change notification")
+
+    # -- controller: notifications ---------------------------------------------------------------------------
+    def get_all_isr_change_notifications(self, *, watch: bool = False) -> list[str]:
+        """Sequence numbers of the /isr_change_notification children (``watch`` arms the child handler)."""
+        return _sequence_numbers(self.get_children(paths.ISR_CHANGE_NOTIFICATION, watch=watch),
+                                 paths.ISR_CHANGE_PREFIX)
+
+    def get_partitions_from_isr_change_notifications(self, sequence_numbers: Iterable[str]) -> set[TopicPartition]:
+        nodes = [paths.isr_change_notification(s) for s in sequence_numbers]
+        out: set[TopicPartition] = set()
+        for path, found in zip(nodes, self._get_many(nodes, "reading ISR change notifications")):
+            if found is not None:
+                out.update(TopicPartition(t, p) for t, p in models.parse_isr_change_notification(path, found[0]))
+        return out
+
+    def delete_isr_change_notifications(self, expected_controller_epoch_zk_version: int,
+                                        sequence_numbers: Iterable[str] | None = None) -> None:
+        """Delete the given notifications (all of them without ``sequence_numbers``), fenced."""
+        if sequence_numbers is None:
+            sequence_numbers = self.get_all_isr_change_notifications()
+        self._delete_all([paths.isr_change_notification(s) for s in sequence_numbers],
+                         expected_controller_epoch_zk_version)
+
+    def get_all_log_dir_event_notifications(self, *, watch: bool = False) -> list[str]:
+        return _sequence_numbers(self.get_children(paths.LOG_DIR_EVENT_NOTIFICATION, watch=watch),
+                                 paths.LOG_DIR_EVENT_PREFIX)
+
+    def get_broker_ids_from_log_dir_events(self, sequence_numbers: Iterable[str]) -> list[int]:
+        nodes = [paths.log_dir_event_notification(s) for s in sequence_numbers]
+        found = self._get_many(nodes, "reading log dir event notifications")
+        return sorted({models.parse_log_dir_event(p, f[0]) for p, f in zip(nodes, found) if f is not None})
+
+    def delete_log_dir_event_notifications(self, expected_controller_epoch_zk_version: int,
+                                           sequence_numbers: Iterable[str] | None = None) -> None:
+        if sequence_numbers is None:
+            sequence_numbers = self.get_all_log_dir_event_notifications()
+        self._delete_all([paths.log_dir_event_notification(s) for s in sequence_numbers],
+                         expected_controller_epoch_zk_version)
+
+    # -- controller: topic deletion ----------------------------------------------------------------------------
+    def get_topic_deletions(self, *, watch: bool = False) -> set[str]:
+        return set(self.get_children(paths.ADMIN_DELETE_TOPICS, watch=watch))
+
+    def delete_topic_deletions(self, topics: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
+        self._delete_all([paths.topic_deletion(t) for t in topics], expected_controller_epoch_zk_version)
+
+    def delete_topic_znode(self, topic: str, expected_controller_epoch_zk_version: int) -> None:
+        """/brokers/topics/<topic> and everything under it, each delete fenced (deleteRecursive)."""
+        self._delete_recursive(paths.topic(topic), expected_controller_epoch_zk_version)
+
+    def delete_topic_configs(self, topics: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
+        self._delete_all([paths.topic_config(t) for t in topics], expected_controller_epoch_zk_version)
+
+    def _delete_all(self, nodes: Sequence[str], expected_controller_epoch_zk_version: int) -> None:
+        results = self._checked_all([_delete(p) for p in nodes], expected_controller_epoch_zk_version,
+                                    "deleting znodes")
+        for path, result in zip(nodes, results):
+            if isinstance(result, Exception) and not isinstance(result, NoNodeError):
+                raise KcliError(f"{self._where} refused deleting {path}: {_describe(result)}")
+
+    def _delete_recursive(self, path: str, expected_controller_epoch_zk_version: int) -> None:
+        for child in self.get_children(path):
+            self._delete_recursive(paths.child(path, child), expected_controller_epoch_zk_version)
+        self._delete_all([path], expected_controller_epoch_zk_version)
+
+    # -- topic creators (any broker; AdminZkClient) ---------------------------------------------------------------
+    def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]], topic_id: uuid.UUID | str | None = None,
+                     configs: Mapping[str, str] | None = None) -> str:
+        """Write /config/topics/<name>, then /brokers/topics/<name> (version 3, with the topic id), as
+        AdminZkClient.createTopicWithAssignment does; returns the topic id as Kafka prints it. The controller's
+        topic watch does the rest. TopicExistsError if the topic exists or is marked for deletion."""
+        topic_path = paths.topic(name)
+        _validate_assignment(name, assignment)
+        topic_id_text = _topic_id_text(topic_id)
+        if self.exists(topic_path):
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        if self.exists(paths.topic_deletion(name)):
+            raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
+        self._set_or_create_config(name, dict(configs or {}))
+        data = models.encode_topic({p: list(r) for p, r in assignment.items()}, topic_id_text)
+        try:
+            self._one(self._zk.create_async(topic_path, data, makepath=True), f"creating {topic_path}")
+        except NodeExistsError:
+            raise TopicExistsError(f"Topic '{name}' already exists.") from None
+        return topic_id_text
+
+    def add_partitions(self, name: str, full_assignment: Mapping[int, Sequence[int]]) -> None:
+        """Rewrite /brokers/topics/<name> with the existing partitions (unchanged) plus new ones; the topic id
+        and any reassignment state are kept. The controller's data watch creates the new partitions."""
+        path = paths.topic(name)
+        found = self.get_data_and_version(path)
+        if found is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        current = models.parse_topic(path, found[0], name)
+        _validate_assignment(name, full_assignment)
+        for partition, replicas in current.partitions.items():
+            if tuple(full_assignment.get(partition, ())) != tuple(replicas):
+                raise InvalidReplicaAssignmentError(
+                    f"the assignment of existing partition {partition} of topic '{name}' cannot change "
+                    f"({list(replicas)} -> {list(full_assignment.get(partition, []))})")
+        data = models.encode_topic({p: list(r) for p, r in full_assignment.items()}, current.topic_id,
+                                   adding_replicas=current.adding_replicas, removing_replicas=current.removing_replicas)
+        try:
+            self._one(self._zk.set_async(path, data, found[1]), f"writing {path}")
+        except BadVersionError:
+            raise KcliError(f"{path} changed while partitions were being added to topic '{name}'; "
+                            "try again") from None
+        except NoNodeError:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
+
+    def delete_topic(self, name: str) -> None:
+        """Mark the topic for deletion: /admin/delete_topics/<name> (AdminZkClient.deleteTopic)."""
+        if not self.exists(paths.topic(name)):
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        path = paths.topic_deletion(name)
+        try:
+            self._one(self._zk.create_async(path, b"", makepath=True), f"creating {path}")
+        except NodeExistsError:
+            raise TopicAlreadyMarkedForDeletionError(f"Topic '{name}' is already marked for deletion.") from None
+
+    def _set_or_create_config(self, name: str, config: dict[str, str]) -> None:
+        path = paths.topic_config(name)
+        data = models.encode_config(config)
+        try:
+            self._one(self._zk.set_async(path, data), f"writing {path}")
+        except NoNodeError:
+            try:
+                self._one(self._zk.create_async(path, data, makepath=True), f"creating {path}")
+            except NodeExistsError:
+                self._one(self._zk.set_async(path, data), f"writing {path}")
+
+
+def _create(path: str, data: bytes) -> Callable[[Any], None]:
+    return lambda transaction: transaction.create(path, data)
+
+
+def _set(path: str, data: bytes, version: int) -> Callable[[Any], None]:
+    return lambda transaction: transaction.set_data(path, data, version)
+
+
+def _delete(path: str) -> Callable[[Any], None]:
+    return lambda transaction: transaction.delete(path)
+
+
+def _sequence_numbers(children: Iterable[str], prefix: str) -> list[str]:
+    return sorted(c[len(prefix):] for c in children if c.startswith(prefix))
+
+
+def _topic_id_text(topic_id: uuid.UUID | str | None) -> str:
+    if topic_id is None:
+        return new_cluster_id()  # a random Kafka Uuid, never starting with "-"
+    if isinstance(topic_id, uuid.UUID):
+        return uuid_to_base64(topic_id)
+    try:
+        uuid_from_base64(topic_id)
+    except ValueError as exc:
+        raise KcliError(f"topic id {topic_id!r} is not a Kafka Uuid: {exc}") from None
+    return topic_id
+
+
+def _validate_assignment(name: str, assignment: Mapping[int, Sequence[int]]) -> None:
+    """AdminZkClient.validateTopicCreate's assignment rules."""
+    if not assignment:
+        raise InvalidReplicaAssignmentError(f"topic '{name}': the assignment names no partition")
+    if sorted(assignment) != list(range(len(assignment))):
+        raise InvalidReplicaAssignmentError(
+            f"topic '{name}': partitions should be a consecutive 0-based integer sequence, got {sorted(assignment)}")
+    factors = {len(r) for r in assignment.values()}
+    if len(factors) != 1 or 0 in factors:
+        raise InvalidReplicaAssignmentError(f"topic '{name}': all partitions should have the same, non-zero number "
+                                            "of replicas")
+    for partition, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(f"topic '{name}': duplicate replica assignment found for partition "
+                                                f"{partition}: {list(replicas)}")
+        if any(r < 0 for r in replicas):
+            raise InvalidReplicaAssignmentError(f"topic '{name}': negative broker id in partition {partition}: "
+                                                f"{list(replicas)}")
