@@ -210,6 +210,11 @@ class KafkaZkClient:
             self._change_handlers[path] = handler
         return self._one(self._zk.exists_async(path, watch=self._on_data_event), f"watching {path}") is not None
 
+    def register_change_handler(self, path: str, handler: ZNodeChangeHandler) -> None:
+        """Register ``handler`` for ``path``; the next read of the node arms its watch."""
+        with self._lock:
+            self._change_handlers[path] = handler
+
     def unregister_change_handler(self, path: str) -> None:
         with self._lock:
             self._change_handlers.pop(path, None)
@@ -287,6 +292,10 @@ class KafkaZkClient:
         """(epoch, zkVersion) of /controller_epoch, None if absent."""
         found = self.get_data_and_version(paths.CONTROLLER_EPOCH)
         return (models.parse_controller_epoch(paths.CONTROLLER_EPOCH, found[0]), found[1]) if found else None
+
+    def delete_controller(self, expected_controller_epoch_zk_version: int) -> None:
+        """Give up /controller, fenced (KafkaController.triggerControllerMove): the brokers elect again."""
+        self._delete_all([paths.CONTROLLER], expected_controller_epoch_zk_version)
 
     # -- brokers ---------------------------------------------------------------------------------------------
     def get_all_broker_ids(self, *, watch: bool = False) -> list[int]:
@@ -461,9 +470,10 @@ class KafkaZkClient:
 
     def delete_isr_change_notifications(self, expected_controller_epoch_zk_version: int,
                                         sequence_numbers: Iterable[str] | None = None) -> None:
-        """Delete the given notifications (all of them without ``sequence_numbers``), fenced."""
+        """Delete the given notifications, fenced; without ``sequence_numbers``, all of them (the listing arms a
+        registered child handler, as at controller failover)."""
         if sequence_numbers is None:
-            sequence_numbers = self.get_all_isr_change_notifications()
+            sequence_numbers = self.get_all_isr_change_notifications(watch=True)
         self._delete_all([paths.isr_change_notification(s) for s in sequence_numbers],
                          expected_controller_epoch_zk_version)
 
@@ -479,7 +489,7 @@ class KafkaZkClient:
     def delete_log_dir_event_notifications(self, expected_controller_epoch_zk_version: int,
                                            sequence_numbers: Iterable[str] | None = None) -> None:
         if sequence_numbers is None:
-            sequence_numbers = self.get_all_log_dir_event_notifications()
+            sequence_numbers = self.get_all_log_dir_event_notifications(watch=True)
         self._delete_all([paths.log_dir_event_notification(s) for s in sequence_numbers],
                          expected_controller_epoch_zk_version)
 

@@ -1,0 +1,559 @@
+"""KafkaController: the ZooKeeper-mode controller (Kafka's KafkaController, kafka-cluster.md section 2).
+
+Everything runs on the controller-event thread (events.py). The election itself is the registration's
+(kcli.zk.registration): it tells the controller to fail over (with the new epoch and its zkVersion) or to
+resign. While active, the controller watches brokers, topics, topic deletions and ISR/log-dir notifications,
+keeps ControllerContext in step, makes the leadership decisions through the two state machines and sends
+LeaderAndIsr / UpdateMetadata / StopReplica through the channel manager.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+
+from kcli.broker.controller import requests
+from kcli.broker.controller.channel_manager import (
+    DEFAULT_SOCKET_TIMEOUT_S,
+    ControllerBrokerRequestBatch,
+    ControllerChannelManager,
+)
+from kcli.broker.controller.context import (
+    ControllerContext,
+    PartitionAndReplica,
+    PartitionState,
+    ReplicaAssignment,
+    ReplicaState,
+)
+from kcli.broker.controller.elections import (
+    ControlledShutdownPartitionLeaderElectionStrategy,
+    OfflinePartitionLeaderElectionStrategy,
+    diff_brokers,
+)
+from kcli.broker.controller.events import (
+    BrokerChange,
+    BrokerModifications,
+    ControlledShutdown,
+    ControllerEvent,
+    ControllerEventManager,
+    Failover,
+    IsrChangeNotification,
+    LeaderAndIsrResponseReceived,
+    LogDirEventNotification,
+    PartitionModifications,
+    Resign,
+    ShutdownEventThread,
+    TopicChange,
+    TopicDeletion,
+    TopicDeletionStopReplicaResponseReceived,
+    UpdateMetadataResponseReceived,
+)
+from kcli.broker.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
+from kcli.broker.controller.topic_deletion import TopicDeletionManager
+from kcli.errors import KcliError
+from kcli.zk import models, paths
+from kcli.zk.kafka_zk_client import BrokerAndEpoch, ControllerMovedError, KafkaZkClient, ZNodeChangeHandler
+from kcli.zk.models import TopicPartition
+from kcli.zk.registration import new_cluster_id
+
+log = logging.getLogger("kcli.controller")
+
+NONE, KAFKA_STORAGE_ERROR = 0, 56  # Kafka's error codes the controller acts on
+
+
+class StaleBrokerEpochError(KcliError):
+    """A ControlledShutdown carried a broker epoch older than the registration's (STALE_BROKER_EPOCH)."""
+
+
+class BrokerNotAvailableError(KcliError):
+    """A ControlledShutdown for a broker the controller does not know (BROKER_NOT_AVAILABLE)."""
+
+
+class KafkaController:
+    """One broker's controller: inactive until a Failover event, active until Resign (or a fenced write)."""
+
+    def __init__(self, broker_id: int, zk: KafkaZkClient, *, delete_topic_enable: bool = True,
+                 unclean_leader_election_enable: bool = False, inter_broker_listener_name: str | None = None,
+                 socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_S,
+                 on_resign: Callable[[], None] | None = None) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.delete_topic_enable = delete_topic_enable
+        self.ctx = ControllerContext()
+        self.active = False
+        self._on_resign = on_resign
+        self.event_manager = ControllerEventManager(self.process, name=f"controller-event-thread-{broker_id}")
+        self.channel_manager = ControllerChannelManager(broker_id, listener_name=inter_broker_listener_name,
+                                                        socket_timeout=socket_timeout)
+        self.batch = ControllerBrokerRequestBatch(broker_id, self.ctx, self.channel_manager, self.put,
+                                                  listener_name=inter_broker_listener_name)
+        self.replica_state_machine = ReplicaStateMachine(broker_id, self.ctx, zk, self.batch)
+        self.partition_state_machine = PartitionStateMachine(
+            broker_id, self.ctx, zk, self.batch, unclean_leader_election_enable=unclean_leader_election_enable)
+        self.topic_deletion_manager = TopicDeletionManager(
+            self.ctx, zk, self.replica_state_machine, self.partition_state_machine,
+            delete_topic_enable=delete_topic_enable, send_metadata_update=self._send_metadata_update_to_all,
+            mute_partition_modifications=lambda topic: self.zk.unregister_change_handler(paths.topic(topic)))
+        self._broker_modification_handlers: set[int] = set()
+        self._partition_modification_handlers: set[str] = set()
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    def startup(self) -> None:
+        self.event_manager.start()
+
+    def shutdown(self, timeout: float | None = 30.0) -> None:
+        """Resign if active and stop the event thread."""
+        self.event_manager.close(timeout)
+
+    def put(self, event: ControllerEvent) -> None:
+        self.event_manager.put(event)
+
+    @property
+    def epoch(self) -> int:
+        return self.ctx.epoch
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Future[set[TopicPartition]]:
+        """A broker's ControlledShutdown: the future gets the partitions it still leads (done when empty), or
+        ControllerMovedError / StaleBrokerEpochError / BrokerNotAvailableError."""
+        result: Future[set[TopicPartition]] = Future()
+        self.put(ControlledShutdown(broker_id, broker_epoch, result))
+        return result
+
+    # -- dispatch ----------------------------------------------------------------------------------------------
+    def process(self, event: ControllerEvent) -> None:
+        try:
+            handler = self._handlers().get(type(event))
+            if handler is None:
+                log.error("controller %d: no handler for %s", self.broker_id, event)
+                return
+            handler(event)
+        except ControllerMovedError as exc:
+            log.info("controller %d: controller moved to another broker while processing %s (%s); resigning",
+                     self.broker_id, event, exc)
+            self._resign()
+        except Exception:
+            log.exception("controller %d: error processing %s", self.broker_id, event)
+
+    def _handlers(self) -> dict[type, Callable[[ControllerEvent], None]]:
+        return {
+            Failover: self._process_failover,  # type: ignore[dict-item]
+            Resign: lambda _: self._resign(),
+            ShutdownEventThread: lambda _: self._resign(),
+            BrokerChange: lambda _: self._process_broker_change(),
+            BrokerModifications: self._process_broker_modification,  # type: ignore[dict-item]
+            TopicChange: lambda _: self._process_topic_change(),
+            PartitionModifications: self._process_partition_modifications,  # type: ignore[dict-item]
+            TopicDeletion: lambda _: self._process_topic_deletion(),
+            IsrChangeNotification: lambda _: self._process_isr_change_notification(),
+            LogDirEventNotification: lambda _: self._process_log_dir_event_notification(),
+            LeaderAndIsrResponseReceived: self._process_leader_and_isr_response,  # type: ignore[dict-item]
+            UpdateMetadataResponseReceived: self._process_update_metadata_response,  # type: ignore[dict-item]
+            TopicDeletionStopReplicaResponseReceived: self._process_stop_replica_response,  # type: ignore[dict-item]
+            ControlledShutdown: self._process_controlled_shutdown,  # type: ignore[dict-item]
+        }
+
+    # -- failover and resignation ------------------------------------------------------------------------------
+    def _process_failover(self, event: Failover) -> None:
+        if self.active:
+            if self.ctx.epoch == event.epoch:
+                return  # told twice about the same election
+            self._resign()
+        self.ctx.epoch, self.ctx.epoch_zk_version = event.epoch, event.epoch_zk_version
+        self.active = True
+        log.info("controller %d: becoming the controller with epoch %d", self.broker_id, event.epoch)
+        try:
+            self._on_controller_failover()
+        except ControllerMovedError:
+            raise
+        except Exception:
+            log.exception("controller %d: error while becoming the controller; giving up /controller",
+                          self.broker_id)
+            self._trigger_controller_move()
+
+    def _on_controller_failover(self) -> None:
+        """Kafka's order (kafka-cluster.md 2.2); /feature, reassignments and preferred elections are not done."""
+        self.zk.register_child_change_handler(paths.BROKER_IDS, lambda: self.put(BrokerChange()))
+        self.zk.register_child_change_handler(paths.BROKER_TOPICS, lambda: self.put(TopicChange()))
+        self.zk.register_child_change_handler(paths.ADMIN_DELETE_TOPICS, lambda: self.put(TopicDeletion()))
+        self.zk.register_child_change_handler(paths.LOG_DIR_EVENT_NOTIFICATION,
+                                              lambda: self.put(LogDirEventNotification()))
+        self.zk.register_child_change_handler(paths.ISR_CHANGE_NOTIFICATION, lambda: self.put(IsrChangeNotification()))
+        self.zk.delete_log_dir_event_notifications(self.ctx.epoch_zk_version)
+        self.zk.delete_isr_change_notifications(self.ctx.epoch_zk_version)
+        self._initialize_controller_context()
+        to_delete, ineligible = self._fetch_topic_deletions_in_progress()
+        self.topic_deletion_manager.init(to_delete, ineligible)
+        # Brokers learn the live set before any LeaderAndIsr (they look up leaders in it).
+        self._send_update_metadata_request(self.ctx.live_or_shutting_down_broker_ids)
+        self.replica_state_machine.startup()
+        self.partition_state_machine.startup()
+        log.info("controller %d: ready to serve as the new controller with epoch %d", self.broker_id, self.ctx.epoch)
+        self.topic_deletion_manager.try_topic_deletion()
+
+    def _resign(self) -> None:
+        if not self.active:
+            return
+        log.info("controller %d: resigning (epoch %d)", self.broker_id, self.ctx.epoch)
+        self.active = False
+        self.zk.unregister_all_handlers()
+        self._broker_modification_handlers.clear()
+        self._partition_modification_handlers.clear()
+        self.channel_manager.shutdown()
+        self.batch.clear()
+        self.ctx.reset()
+        if self._on_resign is not None:
+            self._on_resign()
+
+    def _trigger_controller_move(self) -> None:
+        epoch_zk_version = self.ctx.epoch_zk_version
+        self._resign()
+        try:
+            self.zk.delete_controller(epoch_zk_version)
+        except KcliError as exc:
+            log.warning("controller %d: could not delete /controller: %s", self.broker_id, exc)
+
+    def _initialize_controller_context(self) -> None:
+        brokers = self.zk.get_all_brokers_and_epochs(watch=True)
+        self.ctx.set_live_brokers(brokers.values())
+        log.info("controller %d: broker epochs %s", self.broker_id, self.ctx.live_broker_id_and_epochs)
+        self.ctx.set_all_topics(self.zk.get_all_topics(watch=True))
+        self._register_partition_modifications_handlers(self.ctx.all_topics)
+        assignments = self.zk.get_topic_assignments(self.ctx.all_topics)
+        self._process_topic_ids(assignments)
+        for topic, (assignment, _) in assignments.items():
+            for tp, replica_assignment in _full_assignment(topic, assignment).items():
+                self.ctx.update_partition_full_replica_assignment(tp, replica_assignment)
+                if replica_assignment.is_being_reassigned:
+                    self.ctx.partitions_being_reassigned.add(tp)
+        self.ctx.clear_partition_leadership_info()
+        self.ctx.shutting_down_broker_ids.clear()
+        self._register_broker_modifications_handlers(self.ctx.live_or_shutting_down_broker_ids)
+        self._update_leader_and_isr_cache()
+        self.channel_manager.startup(self.ctx.live_or_shutting_down_brokers)
+        log.info("controller %d: live brokers %s, topics %s", self.broker_id, sorted(self.ctx.live_broker_ids),
+                 sorted(self.ctx.all_topics))
+
+    def _fetch_topic_deletions_in_progress(self) -> tuple[set[str], set[str]]:
+        to_delete = self.zk.get_topic_deletions(watch=True)
+        with_offline_replicas = {t for t in self.ctx.all_topics
+                                 if any(not self.ctx.is_replica_online(r.replica, r.topic_partition)
+                                        for r in self.ctx.replicas_for_topic(t))}
+        reassigning = {tp.topic for tp in self.ctx.partitions_being_reassigned}
+        return to_delete, with_offline_replicas | reassigning
+
+    def _update_leader_and_isr_cache(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        wanted = list(partitions) if partitions is not None else self.ctx.all_partitions
+        for tp, info in self.zk.get_topic_partition_states(wanted).items():
+            if info is not None:
+                self.ctx.put_partition_leadership_info(tp, info)
+
+    def _process_topic_ids(self, assignments: dict[str, tuple[models.TopicAssignment, int]]) -> None:
+        """Topics without an id get one written (IBP >= 2.8), fenced; the context learns every id."""
+        for topic, (assignment, version) in sorted(assignments.items()):
+            if assignment.topic_id is None:
+                assignment = models.TopicAssignment(assignment.name, 3, assignment.partitions, new_cluster_id(),
+                                                    assignment.adding_replicas, assignment.removing_replicas)
+                self.zk.set_topic_assignment(topic, assignment, self.ctx.epoch_zk_version, expected_version=version)
+                assignments[topic] = (assignment, version + 1)
+                log.info("controller %d: topic %s had no topic id; assigned %s", self.broker_id, topic,
+                         assignment.topic_id)
+            if topic in self.ctx.all_topics and assignment.topic_id is not None:
+                self.ctx.add_topic_id(topic, assignment.topic_id)
+
+    # -- watch registration ------------------------------------------------------------------------------------
+    def _register_broker_modifications_handlers(self, broker_ids: Iterable[int]) -> None:
+        for broker_id in broker_ids:
+            self.zk.register_change_handler_and_check_existence(
+                paths.broker(broker_id),
+                ZNodeChangeHandler(on_data_change=lambda b=broker_id: self.put(BrokerModifications(b))))
+            self._broker_modification_handlers.add(broker_id)
+
+    def _unregister_broker_modifications_handlers(self, broker_ids: Iterable[int]) -> None:
+        for broker_id in broker_ids:
+            if broker_id in self._broker_modification_handlers:
+                self._broker_modification_handlers.discard(broker_id)
+                self.zk.unregister_change_handler(paths.broker(broker_id))
+
+    def _register_partition_modifications_handlers(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            self.zk.register_change_handler(
+                paths.topic(topic), ZNodeChangeHandler(on_data_change=lambda t=topic: self.put(PartitionModifications(t))))
+            self._partition_modification_handlers.add(topic)
+
+    # -- requests ---------------------------------------------------------------------------------------------
+    def _send_update_metadata_request(self, brokers: Iterable[int], partitions: Iterable[TopicPartition] = ()) -> None:
+        self.batch.new_batch()
+        self.batch.add_update_metadata_request_for_brokers(brokers, partitions)
+        self.batch.send_requests_to_brokers(self.ctx.epoch)
+
+    def _send_metadata_update_to_all(self, partitions: list[TopicPartition]) -> None:
+        self._send_update_metadata_request(self.ctx.live_or_shutting_down_broker_ids, partitions)
+
+    # -- brokers --------------------------------------------------------------------------------------------------
+    def _process_broker_change(self) -> None:
+        if not self.active:
+            return
+        registered = self.zk.get_all_brokers_and_epochs(watch=True)
+        changes = diff_brokers({b: r.epoch for b, r in registered.items()}, self.ctx.live_broker_id_and_epochs)
+        log.info("controller %d: newly added brokers %s, deleted brokers %s, bounced brokers %s, all live brokers %s",
+                 self.broker_id, list(changes.new), list(changes.dead), list(changes.bounced), sorted(registered))
+        for broker_id in changes.new:
+            self.channel_manager.add_broker(registered[broker_id])
+        for broker_id in changes.bounced:
+            self.channel_manager.remove_broker(broker_id)
+            self.channel_manager.add_broker(registered[broker_id])
+        for broker_id in changes.dead:
+            self.channel_manager.remove_broker(broker_id)
+        if changes.new:
+            self.ctx.add_live_brokers(registered[b] for b in changes.new)
+            self._on_broker_startup(changes.new)
+        if changes.bounced:
+            self.ctx.remove_live_brokers(changes.bounced)
+            self._on_broker_failure(changes.bounced)
+            self.ctx.add_live_brokers(registered[b] for b in changes.bounced)
+            self._on_broker_startup(changes.bounced)
+        if changes.dead:
+            self.ctx.remove_live_brokers(changes.dead)
+            self._on_broker_failure(changes.dead)
+
+    def _on_broker_startup(self, new_brokers: tuple[int, ...]) -> None:
+        log.info("controller %d: new broker startup callback for %s", self.broker_id, list(new_brokers))
+        for broker_id in new_brokers:
+            self.ctx.replicas_on_offline_dirs.pop(broker_id, None)
+        existing = self.ctx.live_or_shutting_down_broker_ids - set(new_brokers)
+        self._send_update_metadata_request(existing)
+        self._send_update_metadata_request(new_brokers, self.ctx.partitions_with_leaders)
+        replicas = self.ctx.replicas_on_brokers(new_brokers)
+        self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+        self.partition_state_machine.trigger_online_partition_state_change()
+        deleting = {r.topic for r in replicas if self.topic_deletion_manager.is_topic_queued_up_for_deletion(r.topic)}
+        if deleting:
+            self.topic_deletion_manager.resume_deletion_for_topics(deleting)
+        self._register_broker_modifications_handlers(new_brokers)
+
+    def _on_broker_failure(self, dead_brokers: tuple[int, ...]) -> None:
+        log.info("controller %d: broker failure callback for %s", self.broker_id, list(dead_brokers))
+        for broker_id in dead_brokers:
+            self.ctx.replicas_on_offline_dirs.pop(broker_id, None)
+            self.ctx.shutting_down_broker_ids.discard(broker_id)
+        self._on_replicas_become_offline(self.ctx.replicas_on_brokers(dead_brokers))
+        self._unregister_broker_modifications_handlers(dead_brokers)
+
+    def _on_replicas_become_offline(self, replicas: list[PartitionAndReplica]) -> None:
+        for_deletion = [r for r in replicas if self.topic_deletion_manager.is_topic_queued_up_for_deletion(r.topic)]
+        not_for_deletion = [r for r in replicas if r not in for_deletion]
+        self.partition_state_machine.handle_state_changes(self.ctx.partitions_with_offline_leader,
+                                                          PartitionState.OFFLINE)
+        results = self.partition_state_machine.trigger_online_partition_state_change()
+        self.replica_state_machine.handle_state_changes(not_for_deletion, ReplicaState.OFFLINE)
+        if for_deletion:
+            self.topic_deletion_manager.fail_replica_deletion(for_deletion)
+        # Nothing changed leader or ISR: the brokers still have to learn that these brokers are gone.
+        if not not_for_deletion and all(isinstance(r, Exception) for r in results.values()):
+            self._send_update_metadata_request(self.ctx.live_or_shutting_down_broker_ids)
+
+    def _process_broker_modification(self, event: BrokerModifications) -> None:
+        if not self.active:
+            return
+        new = self.zk.get_broker(event.broker_id)
+        old = self.ctx.live_or_shutting_down_broker(event.broker_id)
+        if new is not None and old is not None and (new.broker.listeners != old.broker.listeners
+                                                    or new.broker.features != old.broker.features):
+            log.info("controller %d: broker %d changed its registration", self.broker_id, event.broker_id)
+            self.ctx.update_broker_metadata(BrokerAndEpoch(new.broker, old.epoch))
+            self._send_update_metadata_request(self.ctx.live_or_shutting_down_broker_ids)
+
+    # -- topics ---------------------------------------------------------------------------------------------------
+    def _process_topic_change(self) -> None:
+        if not self.active:
+            return
+        topics = self.zk.get_all_topics(watch=True)
+        new_topics = topics - self.ctx.all_topics
+        deleted_topics = self.ctx.all_topics - topics
+        self.ctx.set_all_topics(topics)
+        self._register_partition_modifications_handlers(new_topics)
+        added = self.zk.get_topic_assignments(new_topics)
+        for topic in deleted_topics:
+            self.ctx.remove_topic(topic)
+        self._process_topic_ids(added)
+        new_partitions: list[TopicPartition] = []
+        for topic, (assignment, _) in sorted(added.items()):
+            for tp, replica_assignment in _full_assignment(topic, assignment).items():
+                self.ctx.update_partition_full_replica_assignment(tp, replica_assignment)
+                new_partitions.append(tp)
+        log.info("controller %d: new topics %s, deleted topics %s", self.broker_id, sorted(new_topics),
+                 sorted(deleted_topics))
+        if new_partitions:
+            self._on_new_partition_creation(new_partitions)
+
+    def _on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
+        log.info("controller %d: new partition creation callback for %s", self.broker_id, [str(p) for p in partitions])
+        self.partition_state_machine.handle_state_changes(partitions, PartitionState.NEW)
+        self.replica_state_machine.handle_state_changes(self.ctx.replicas_for_partitions(partitions), ReplicaState.NEW)
+        self.partition_state_machine.handle_state_changes(partitions, PartitionState.ONLINE,
+                                                          OfflinePartitionLeaderElectionStrategy(False))
+        self.replica_state_machine.handle_state_changes(self.ctx.replicas_for_partitions(partitions),
+                                                        ReplicaState.ONLINE)
+
+    def _process_partition_modifications(self, event: PartitionModifications) -> None:
+        if not self.active:
+            return
+        topic = event.topic
+        found = self.zk.get_topic_assignments([topic]).get(topic)
+        if found is None:
+            return
+        full = _full_assignment(topic, found[0])
+        to_add = {tp: a for tp, a in full.items() if not self.ctx.partition_replica_assignment(tp)}
+        if self.topic_deletion_manager.is_topic_queued_up_for_deletion(topic):
+            if to_add:
+                log.warning("controller %d: skipping adding partitions %s of topic %s: it is being deleted",
+                            self.broker_id, sorted(tp.partition for tp in to_add), topic)
+                self._restore_partition_replica_assignment(topic, found[0], found[1])
+            return
+        if to_add:
+            log.info("controller %d: new partitions to be added %s", self.broker_id, [str(tp) for tp in to_add])
+            for tp, assignment in to_add.items():
+                self.ctx.update_partition_full_replica_assignment(tp, assignment)
+            self._on_new_partition_creation(sorted(to_add))
+
+    def _restore_partition_replica_assignment(self, topic: str, current: models.TopicAssignment, version: int) -> None:
+        existing = {int(p) for p in self.zk.get_children(paths.topic_partitions(topic)) if p.isdigit()}
+        kept = {tp.partition: a for tp, a in self.ctx.partition_full_replica_assignment_for_topic(topic).items()
+                if tp.partition in existing}
+        restored = models.TopicAssignment(
+            topic, 3, {p: a.replicas for p, a in kept.items()}, self.ctx.topic_ids.get(topic, current.topic_id),
+            {p: a.adding_replicas for p, a in kept.items() if a.adding_replicas},
+            {p: a.removing_replicas for p, a in kept.items() if a.removing_replicas})
+        self.zk.set_topic_assignment(topic, restored, self.ctx.epoch_zk_version)
+
+    def _process_topic_deletion(self) -> None:
+        if not self.active:
+            return
+        topics = self.zk.get_topic_deletions(watch=True)
+        non_existent = topics - self.ctx.all_topics
+        if non_existent:
+            log.warning("controller %d: ignoring the deletion of non-existing topics %s", self.broker_id,
+                        sorted(non_existent))
+            self.zk.delete_topic_deletions(sorted(non_existent), self.ctx.epoch_zk_version)
+        topics -= non_existent
+        if not self.delete_topic_enable:
+            if topics:
+                log.info("controller %d: removing %s since delete.topic.enable is false", self.broker_id, sorted(topics))
+                self.zk.delete_topic_deletions(sorted(topics), self.ctx.epoch_zk_version)
+            return
+        if topics:
+            log.info("controller %d: starting topic deletion for topics %s", self.broker_id, sorted(topics))
+            reassigning = {tp.topic for tp in self.ctx.partitions_being_reassigned}
+            self.topic_deletion_manager.mark_topic_ineligible_for_deletion(topics & reassigning,
+                                                                           "topic reassignment in progress")
+            self.topic_deletion_manager.enqueue_topics_for_deletion(topics)
+
+    # -- notifications --------------------------------------------------------------------------------------------
+    def _process_isr_change_notification(self) -> None:
+        if not self.active:
+            return
+        sequence_numbers = self.zk.get_all_isr_change_notifications(watch=True)
+        try:
+            partitions = sorted(self.zk.get_partitions_from_isr_change_notifications(sequence_numbers))
+            known = [tp for tp in partitions if self.ctx.partition_replica_assignment(tp)]
+            if known:
+                self._update_leader_and_isr_cache(known)
+                self._send_update_metadata_request(self.ctx.live_or_shutting_down_broker_ids, known)
+        finally:
+            self.zk.delete_isr_change_notifications(self.ctx.epoch_zk_version, sequence_numbers)
+
+    def _process_log_dir_event_notification(self) -> None:
+        if not self.active:
+            return
+        sequence_numbers = self.zk.get_all_log_dir_event_notifications(watch=True)
+        try:
+            broker_ids = self.zk.get_broker_ids_from_log_dir_events(sequence_numbers)
+            log.info("controller %d: handling log directory failure for brokers %s", self.broker_id, broker_ids)
+            self.replica_state_machine.handle_state_changes(self.ctx.replicas_on_brokers(broker_ids),
+                                                            ReplicaState.ONLINE)
+        finally:
+            self.zk.delete_log_dir_event_notifications(self.ctx.epoch_zk_version, sequence_numbers)
+
+    # -- broker responses -----------------------------------------------------------------------------------------
+    def _process_leader_and_isr_response(self, event: LeaderAndIsrResponseReceived) -> None:
+        if not self.active:
+            return
+        error = requests.top_level_error(event.response)
+        if error != NONE:
+            log.error("controller %d: error %d in the LeaderAndIsr response of broker %d", self.broker_id, error,
+                      event.broker_id)
+            return
+        names = {topic_id: topic for topic, topic_id in self.ctx.topic_ids.items()}
+        errors = requests.leader_and_isr_partition_errors(event.response, names)
+        offline = {tp for tp, code in errors.items() if code == KAFKA_STORAGE_ERROR}
+        online = {tp for tp, code in errors.items() if code == NONE}
+        previous = self.ctx.replicas_on_offline_dirs.get(event.broker_id, set())
+        current = (previous - online) | offline
+        self.ctx.replicas_on_offline_dirs[event.broker_id] = current
+        newly_offline = current - previous
+        if newly_offline:
+            log.info("controller %d: marking replicas %s on broker %d offline (KAFKA_STORAGE_ERROR)", self.broker_id,
+                     sorted(str(tp) for tp in newly_offline), event.broker_id)
+            self._on_replicas_become_offline([PartitionAndReplica(tp, event.broker_id) for tp in sorted(newly_offline)])
+
+    def _process_update_metadata_response(self, event: UpdateMetadataResponseReceived) -> None:
+        if self.active and (error := requests.top_level_error(event.response)) != NONE:
+            log.error("controller %d: error %d in the UpdateMetadata response of broker %d", self.broker_id, error,
+                      event.broker_id)
+
+    def _process_stop_replica_response(self, event: TopicDeletionStopReplicaResponseReceived) -> None:
+        if not self.active:
+            return
+        errors = {tp: code for tp, code in event.partition_errors.items()
+                  if self.ctx.is_topic_deletion_in_progress(tp.topic)}
+        in_error = set(errors) if event.error_code != NONE else {tp for tp, code in errors.items() if code != NONE}
+        self.topic_deletion_manager.fail_replica_deletion([PartitionAndReplica(tp, event.broker_id)
+                                                           for tp in sorted(in_error)])
+        deleted = sorted(set(errors) - in_error)
+        if deleted:
+            self.topic_deletion_manager.complete_replica_deletion([PartitionAndReplica(tp, event.broker_id)
+                                                                   for tp in deleted])
+
+    # -- controlled shutdown ----------------------------------------------------------------------------------
+    def _process_controlled_shutdown(self, event: ControlledShutdown) -> None:
+        try:
+            remaining = self._do_controlled_shutdown(event.broker_id, event.broker_epoch)
+        except Exception as exc:
+            event.result.set_exception(exc)
+            if isinstance(exc, ControllerMovedError) and self.active:
+                raise
+            return
+        event.result.set_result(remaining)
+
+    def _do_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> set[TopicPartition]:
+        if not self.active:
+            raise ControllerMovedError("this broker is not the controller")
+        cached = self.ctx.live_broker_id_and_epochs.get(broker_id)
+        if broker_epoch != -1 and cached is not None and broker_epoch < cached:
+            raise StaleBrokerEpochError(f"broker {broker_id}'s epoch {broker_epoch} is older than {cached}")
+        if broker_id not in self.ctx.live_or_shutting_down_broker_ids:
+            raise BrokerNotAvailableError(f"broker {broker_id} is not alive")
+        self.ctx.shutting_down_broker_ids.add(broker_id)
+        log.info("controller %d: shutting down brokers %s", self.broker_id, sorted(self.ctx.shutting_down_broker_ids))
+        to_act_on = [tp for tp in self.ctx.partitions_on_broker(broker_id)
+                     if len(self.ctx.partition_replica_assignment(tp)) > 1
+                     and self.ctx.partition_leadership_info(tp) is not None
+                     and not self.topic_deletion_manager.is_topic_queued_up_for_deletion(tp.topic)]
+        led = [tp for tp in to_act_on if self.ctx.partition_leader_and_isr(tp).leader == broker_id]  # type: ignore[union-attr]
+        followed = [tp for tp in to_act_on if tp not in led]
+        self.partition_state_machine.handle_state_changes(led, PartitionState.ONLINE,
+                                                          ControlledShutdownPartitionLeaderElectionStrategy())
+        self.batch.new_batch()
+        for tp in followed:
+            self.batch.add_stop_replica_request_for_brokers([broker_id], tp, delete_partition=False)
+        self.batch.send_requests_to_brokers(self.ctx.epoch)
+        self.replica_state_machine.handle_state_changes([PartitionAndReplica(tp, broker_id) for tp in followed],
+                                                        ReplicaState.OFFLINE)
+        return set(self.ctx.partition_leaders_on_broker(broker_id))
+
+
+def _full_assignment(topic: str, assignment: models.TopicAssignment) -> dict[TopicPartition, ReplicaAssignment]:
+    return {TopicPartition(topic, p): ReplicaAssignment(tuple(replicas), tuple(assignment.adding_replicas.get(p, ())),
+                                                        tuple(assignment.removing_replicas.get(p, ())))
+            for p, replicas in sorted(assignment.partitions.items())}

@@ -1,0 +1,172 @@
+"""Controller events and the controller-event thread (Kafka's ControllerEventManager).
+
+ZooKeeper watches, the registration's controller-change callbacks, broker responses and API calls only put
+events here; one thread takes them in FIFO order and runs the controller's handler for each.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from kcli.zk.models import TopicPartition
+
+log = logging.getLogger("kcli.controller")
+
+
+class ControllerEvent:
+    """Base of every event; ``preempt`` answers a drained event's caller (clear_and_put)."""
+
+    def preempt(self) -> None:
+        pass
+
+    def __str__(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class Failover(ControllerEvent):
+    """This broker won the election: become the controller with this epoch and its zkVersion."""
+
+    epoch: int
+    epoch_zk_version: int
+
+
+@dataclass(frozen=True)
+class Resign(ControllerEvent):
+    """This broker is no longer the controller (another won, the session expired, the broker stops)."""
+
+
+@dataclass(frozen=True)
+class ShutdownEventThread(ControllerEvent):
+    """Last event: resign and stop the thread."""
+
+
+@dataclass(frozen=True)
+class BrokerChange(ControllerEvent):
+    pass
+
+
+@dataclass(frozen=True)
+class BrokerModifications(ControllerEvent):
+    broker_id: int
+
+
+@dataclass(frozen=True)
+class TopicChange(ControllerEvent):
+    pass
+
+
+@dataclass(frozen=True)
+class PartitionModifications(ControllerEvent):
+    topic: str
+
+
+@dataclass(frozen=True)
+class TopicDeletion(ControllerEvent):
+    pass
+
+
+@dataclass(frozen=True)
+class IsrChangeNotification(ControllerEvent):
+    pass
+
+
+@dataclass(frozen=True)
+class LogDirEventNotification(ControllerEvent):
+    pass
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrResponseReceived(ControllerEvent):
+    broker_id: int
+    response: Any = field(repr=False)
+
+
+@dataclass(frozen=True)
+class UpdateMetadataResponseReceived(ControllerEvent):
+    broker_id: int
+    response: Any = field(repr=False)
+
+
+@dataclass(frozen=True)
+class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
+    broker_id: int
+    error_code: int
+    partition_errors: dict[TopicPartition, int]
+
+
+@dataclass(frozen=True, eq=False)
+class ControlledShutdown(ControllerEvent):
+    """A broker asks to stop; the future gets the partitions it still leads, or the error."""
+
+    broker_id: int
+    broker_epoch: int
+    result: Future[set[TopicPartition]]
+
+    def preempt(self) -> None:
+        from kcli.zk.kafka_zk_client import ControllerMovedError
+
+        if not self.result.done():
+            self.result.set_exception(ControllerMovedError("the controller moved to another broker"))
+
+
+class ControllerEventManager:
+    """The controller-event thread: a FIFO queue drained by one thread calling ``process(event)``."""
+
+    def __init__(self, process: Callable[[ControllerEvent], None], *, name: str) -> None:
+        self._process = process
+        self._queue: queue.Queue[ControllerEvent] = queue.Queue()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._closed = False
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, event: ControllerEvent) -> None:
+        with self._lock:
+            if self._closed:
+                event.preempt()
+                return
+            self._queue.put(event)
+
+    def clear_and_put(self, event: ControllerEvent) -> None:
+        """Drop what is queued (answering each drained event's caller), then queue ``event``."""
+        with self._lock:
+            while True:
+                try:
+                    self._queue.get_nowait().preempt()
+                except queue.Empty:
+                    break
+            self._queue.put(event)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Resign and stop the thread (the queued events are dropped)."""
+        with self._lock:
+            if self._closed:
+                return
+        self.clear_and_put(ShutdownEventThread())
+        with self._lock:
+            self._closed = True
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    @property
+    def is_running(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        while True:
+            event = self._queue.get()
+            try:
+                self._process(event)
+            except Exception:  # the handler logs what it knows; the thread must survive
+                log.exception("controller: uncaught error processing %s", event)
+            if isinstance(event, ShutdownEventThread):
+                return

@@ -1,0 +1,85 @@
+"""ControllerRunner: runs a broker's KafkaController alongside its BrokerRegistration.
+
+The registration holds the election (/controller, the /controller_epoch bump); the runner turns its
+controller-change callbacks into Failover and Resign events for the controller.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from kcli.broker.controller.channel_manager import DEFAULT_SOCKET_TIMEOUT_S
+from kcli.broker.controller.controller import KafkaController
+from kcli.broker.controller.events import Failover, Resign
+from kcli.zk.kafka_zk_client import KafkaZkClient
+from kcli.zk.registration import BrokerRegistration
+
+log = logging.getLogger("kcli.controller")
+
+
+def _config_value(config: Any, key: str, default: Any) -> Any:
+    values = getattr(config, "values", None)
+    if isinstance(values, dict) and values.get(key) is not None:
+        return values[key]
+    return default
+
+
+class ControllerRunner:
+    """``start()`` after the registration's ``start()``; ``shutdown()`` before its ``stop()``.
+
+    ``config`` is the broker's BrokerConfig (``delete.topic.enable``, ``unclean.leader.election.enable`` and
+    ``inter.broker.listener.name`` are read from it) or None for Kafka's defaults."""
+
+    def __init__(self, config: Any, broker_id: int, registration: BrokerRegistration, *,
+                 socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_S) -> None:
+        self.broker_id = broker_id
+        self.registration = registration
+        self.delete_topic_enable = bool(_config_value(config, "delete.topic.enable", True))
+        self.unclean_leader_election_enable = bool(_config_value(config, "unclean.leader.election.enable", False))
+        self.inter_broker_listener_name = _config_value(config, "inter.broker.listener.name", None)
+        self.socket_timeout = socket_timeout
+        self.controller: KafkaController | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self.controller is not None:
+                return
+            zk = KafkaZkClient.for_registration(self.registration)
+            self.controller = KafkaController(
+                self.broker_id, zk, delete_topic_enable=self.delete_topic_enable,
+                unclean_leader_election_enable=self.unclean_leader_election_enable,
+                inter_broker_listener_name=self.inter_broker_listener_name, socket_timeout=self.socket_timeout)
+            self.controller.startup()
+        self.registration.on_controller_change(self._on_controller_change)
+        if self.registration.is_controller:  # won before we listened; a repeated notice is ignored
+            self._on_controller_change(True)
+
+    def shutdown(self) -> None:
+        """Resign (if active) and stop the controller's threads; safe to call twice."""
+        self.registration.remove_controller_change(self._on_controller_change)
+        with self._lock:
+            controller, self.controller = self.controller, None
+        if controller is not None:
+            controller.shutdown()
+
+    @property
+    def is_active(self) -> bool:
+        controller = self.controller
+        return controller is not None and controller.active
+
+    @property
+    def epoch(self) -> int:
+        controller = self.controller
+        return controller.epoch if controller is not None else 0
+
+    def _on_controller_change(self, active: bool) -> None:
+        controller = self.controller
+        if controller is None:
+            return
+        if active:
+            controller.put(Failover(self.registration.controller_epoch, self.registration.controller_epoch_zk_version))
+        else:
+            controller.put(Resign())
