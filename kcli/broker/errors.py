@@ -61,6 +61,38 @@ class OffsetOutOfRangeError(BrokerError):
     code = ErrorCode.offset_out_of_range
 
 
+class NotLeaderOrFollowerError(BrokerError):
+    code = ErrorCode.not_leader_or_follower
+
+
+class FencedLeaderEpochError(BrokerError):
+    code = ErrorCode.fenced_leader_epoch
+
+
+class UnknownLeaderEpochError(BrokerError):
+    code = ErrorCode.unknown_leader_epoch
+
+
+class NotEnoughReplicasError(BrokerError):
+    code = ErrorCode.not_enough_replicas
+
+
+class NotEnoughReplicasAfterAppendError(BrokerError):
+    code = ErrorCode.not_enough_replicas_after_append
+
+
+class NotControllerError(BrokerError):
+    code = ErrorCode.not_controller
+
+
+class StaleControllerEpochError(BrokerError):
+    code = ErrorCode.stale_controller_epoch
+
+
+class StaleBrokerEpochError(BrokerError):
+    code = ErrorCode.stale_broker_epoch
+
+
 def error_code_for(exc: BaseException) -> ErrorCode:
     """The wire code for an exception (Kafka's Errors.forException): the broker's own errors carry theirs;
     storage's and records' typed errors name theirs in ``error_code`` (Kafka's Errors enum name, so those
