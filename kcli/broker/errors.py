@@ -45,6 +45,17 @@ class InvalidReplicaAssignmentError(BrokerError):
     code = ErrorCode.invalid_replica_assignment
 
 
+class BrokerNotAvailableError(BrokerError):
+    code = ErrorCode.broker_not_available
+
+
+class AdminOperationError(BrokerError):
+    """Kafka's AdminOperationException (e.g. only some brokers have a rack): a RuntimeException, not an
+    ApiException, so ZkAdminManager answers it as UNKNOWN_SERVER_ERROR (ApiError.fromThrowable)."""
+
+    code = ErrorCode.unknown_server_error
+
+
 class InvalidRequiredAcksError(BrokerError):
     code = ErrorCode.invalid_required_acks
 
