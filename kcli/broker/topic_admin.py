@@ -28,6 +28,7 @@ from kcli.broker.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from kcli.broker.admin_utils import BrokerMetadata, assign_replicas_to_brokers, create_new_partitions_assignment
 from kcli.broker.config import BrokerConfig
 from kcli.broker.log_manager import LogManager, TopicError, validate_topic_name
 from kcli.broker.metadata_cache import MetadataCache, PartitionState, TopicMetadata
@@ -252,7 +253,6 @@ class TopicAdmin:
         """ZooKeeper mode (Kafka's ZkAdminManager.createTopics): the assignment is computed over the live
         brokers (AdminUtils, rack-aware when every broker has a rack) or taken as given, then the config
         node and the topic node are written; the controller does the rest."""
-        from kcli.broker.admin_utils import BrokerMetadata, assign_replicas_to_brokers  # TEMP
         if not assignments:
             brokers = [BrokerMetadata(b.broker_id, b.rack) for b in self.metadata.alive_brokers()]
             assignments = assign_replicas_to_brokers(brokers, num_partitions, replication_factor)
@@ -346,12 +346,9 @@ class TopicAdmin:
         layout (start index from partition 0's first replica), then the whole assignment is rewritten."""
         existing = {p.index: list(p.replicas) for p in topic.partitions}
         current = len(existing)
-        from kcli.broker.admin_utils import BrokerMetadata, assign_new_partitions  # TEMP
-        if assignments is None:
-            brokers = [BrokerMetadata(b.broker_id, b.rack) for b in self.metadata.alive_brokers()]
-            new = assign_new_partitions(brokers, existing, total - current)
-        else:
-            new = {current + i: list(r) for i, r in enumerate(assignments)}
+        brokers = [BrokerMetadata(b.broker_id, b.rack) for b in self.metadata.alive_brokers()]
+        proposed = None if assignments is None else {current + i: list(r) for i, r in enumerate(assignments)}
+        new = create_new_partitions_assignment(topic.name, existing, brokers, total, proposed)
         if validate_only:
             return
         self.zk.add_partitions(topic.name, {**existing, **new})

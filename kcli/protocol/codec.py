@@ -34,6 +34,7 @@ from kio.static.primitive import i16, i32
 
 from kcli.protocol.api import (
     FIRST_SERVED_PRODUCE_VERSION,
+    INTER_BROKER_APIS,
     SUPPORTED_APIS,
     ApiKey,
     request_header_version,
@@ -103,7 +104,9 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
 
     try:
         api_key = ApiKey(raw_key)
-        supported = SUPPORTED_APIS[api_key]  # KeyError: a key we know (and send) but do not serve
+        # The controller's requests are served without being advertised: ApiVersions is for clients, and a
+        # ZooKeeper-mode controller sends the versions its inter.broker.protocol.version fixes.
+        supported = SUPPORTED_APIS.get(api_key) or INTER_BROKER_APIS[api_key]  # KeyError: not served
     except (ValueError, KeyError):
         raise UnsupportedVersionError(
             f"{api_name(raw_key)} (api key {raw_key}) is not served" if raw_key in api_key_map

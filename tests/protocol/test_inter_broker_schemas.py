@@ -432,13 +432,18 @@ def test_header_versions():
     assert is_flexible(ApiKey.STOP_REPLICA, 2) and not is_flexible(ApiKey.STOP_REPLICA, 1)
 
 
-def test_not_advertised_until_served():
+def test_served_but_not_advertised():
+    """The controller's requests decode (the broker serves them) but stay out of ApiVersions, which is for
+    clients; a version outside the declared one is refused like any unsupported version."""
     assert not set(INTER_BROKER_APIS) & set(SUPPORTED_APIS)
     _, frame = lai_request()
+    decoded = decode_request(frame[4:])
+    assert decoded.api_key == ApiKey.LEADER_AND_ISR and decoded.correlation_id == 11
+    other = bytearray(frame[4:])
+    other[2:4] = (4).to_bytes(2, "big")  # LeaderAndIsr v4: not declared
     with pytest.raises(UnsupportedVersionError) as info:
-        decode_request(frame[4:])
-    assert "LeaderAndIsr (api key 4) is not served" in str(info.value)
-    assert info.value.correlation_id == 11
+        decode_request(bytes(other))
+    assert "LeaderAndIsr is served at v5-v5" in str(info.value)
 
 
 def test_lookup_falls_back_to_kio():
