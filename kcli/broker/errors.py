@@ -61,6 +61,11 @@ class OffsetOutOfRangeError(BrokerError):
     code = ErrorCode.offset_out_of_range
 
 
+class IllegalGroupStateError(BrokerError):
+    """A group coordinator bug: a transition Kafka's GroupState.validPreviousStates forbids (Kafka's
+    IllegalStateException from GroupMetadata.assertValidTransition); answered UNKNOWN_SERVER_ERROR."""
+
+
 def error_code_for(exc: BaseException) -> ErrorCode:
     """The wire code for an exception (Kafka's Errors.forException): the broker's own errors carry theirs;
     storage's and records' typed errors name theirs in ``error_code`` (Kafka's Errors enum name, so those
