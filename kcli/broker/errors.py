@@ -104,6 +104,11 @@ class StaleBrokerEpochError(BrokerError):
     code = ErrorCode.stale_broker_epoch
 
 
+class IllegalGroupStateError(BrokerError):
+    """A group coordinator bug: a transition Kafka's GroupState.validPreviousStates forbids (Kafka's
+    IllegalStateException from GroupMetadata.assertValidTransition); answered UNKNOWN_SERVER_ERROR."""
+
+
 def error_code_for(exc: BaseException) -> ErrorCode:
     """The wire code for an exception (Kafka's Errors.forException): the broker's own errors carry theirs;
     storage's and records' typed errors name theirs in ``error_code`` (Kafka's Errors enum name, so those
