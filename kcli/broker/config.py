@@ -99,14 +99,27 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "compression.type": (_str, "producer"),
     "unclean.leader.election.enable": (_bool, False),
     "delete.topic.enable": (_bool, True),
+    # replication (ZooKeeper mode); Kafka's defaults
+    "offsets.topic.replication.factor": (_int(1, 32767), 3),
+    "transaction.state.log.replication.factor": (_int(1, 32767), 3),
+    "transaction.state.log.min.isr": (_int(1, INT32_MAX), 2),
+    "replica.lag.time.max.ms": (_int(1), 30_000),
+    "replica.fetch.wait.max.ms": (_int(0, INT32_MAX), 500),
+    "replica.fetch.min.bytes": (_int(1, INT32_MAX), 1),
+    "replica.fetch.max.bytes": (_int(0, INT32_MAX), 1024 * 1024),
+    "replica.fetch.response.max.bytes": (_int(0, INT32_MAX), 10 * 1024 * 1024),
+    "replica.fetch.backoff.ms": (_int(0, INT32_MAX), 1000),
+    "replica.high.watermark.checkpoint.interval.ms": (_int(1), 5000),
+    "replica.socket.timeout.ms": (_int(1, INT32_MAX), 30_000),
+    "request.timeout.ms": (_int(0, INT32_MAX), 30_000),
+    "inter.broker.listener.name": (_str, None),
+    "controlled.shutdown.enable": (_bool, True),
 }
 # Accepted because every real server.properties has them; they mean nothing on one standalone broker.
 IGNORED = frozenset({
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-    "num.recovery.threads.per.data.dir", "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
-    "zookeeper.connection.timeout.ms", "listener.security.protocol.map", "inter.broker.listener.name",
-    "num.replica.fetchers", "controlled.shutdown.enable",
+    "num.recovery.threads.per.data.dir", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+    "zookeeper.connection.timeout.ms", "listener.security.protocol.map", "num.replica.fetchers",
 })
 
 

@@ -45,6 +45,17 @@ class InvalidReplicaAssignmentError(BrokerError):
     code = ErrorCode.invalid_replica_assignment
 
 
+class BrokerNotAvailableError(BrokerError):
+    code = ErrorCode.broker_not_available
+
+
+class AdminOperationError(BrokerError):
+    """Kafka's AdminOperationException (e.g. only some brokers have a rack): a RuntimeException, not an
+    ApiException, so ZkAdminManager answers it as UNKNOWN_SERVER_ERROR (ApiError.fromThrowable)."""
+
+    code = ErrorCode.unknown_server_error
+
+
 class InvalidRequiredAcksError(BrokerError):
     code = ErrorCode.invalid_required_acks
 
@@ -59,6 +70,43 @@ class InvalidConfigError(BrokerError):
 
 class OffsetOutOfRangeError(BrokerError):
     code = ErrorCode.offset_out_of_range
+
+
+class NotLeaderOrFollowerError(BrokerError):
+    code = ErrorCode.not_leader_or_follower
+
+
+class FencedLeaderEpochError(BrokerError):
+    code = ErrorCode.fenced_leader_epoch
+
+
+class UnknownLeaderEpochError(BrokerError):
+    code = ErrorCode.unknown_leader_epoch
+
+
+class NotEnoughReplicasError(BrokerError):
+    code = ErrorCode.not_enough_replicas
+
+
+class NotEnoughReplicasAfterAppendError(BrokerError):
+    code = ErrorCode.not_enough_replicas_after_append
+
+
+class NotControllerError(BrokerError):
+    code = ErrorCode.not_controller
+
+
+class StaleControllerEpochError(BrokerError):
+    code = ErrorCode.stale_controller_epoch
+
+
+class StaleBrokerEpochError(BrokerError):
+    code = ErrorCode.stale_broker_epoch
+
+
+class IllegalGroupStateError(BrokerError):
+    """A group coordinator bug: a transition Kafka's GroupState.validPreviousStates forbids (Kafka's
+    IllegalStateException from GroupMetadata.assertValidTransition); answered UNKNOWN_SERVER_ERROR."""
 
 
 def error_code_for(exc: BaseException) -> ErrorCode:

@@ -1,7 +1,9 @@
 """The classic group coordinator (JoinGroup/SyncGroup/Heartbeat/LeaveGroup) and committed offsets.
 
 Kafka's GroupCoordinator on one broker: groups move Empty -> PreparingRebalance -> CompletingRebalance
--> Stable; a rebalance completes when every known member has rejoined (or its rebalance timeout passed).
+-> Stable along GroupState's table of valid transitions; a rebalance completes when every known member has
+rejoined (or its rebalance timeout passed). Static members (group.instance.id, KIP-345) keep their
+assignment across restarts without a rebalance, and older member ids of theirs are fenced.
 Offsets and group metadata are written to ``__consumer_offsets`` in Kafka's record format
 (OffsetCommitKey/Value, GroupMetadataKey/Value; partition = abs(groupId.hashCode) % partitions), kept in
 memory, and reloaded from that topic at startup.
@@ -10,16 +12,19 @@ memory, and reloaded from that topic at startup.
 from __future__ import annotations
 
 import asyncio
+import enum
 import importlib
 import logging
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
+from kcli.broker.errors import IllegalGroupStateError
 from kcli.errors import KcliError
 from kcli.records import Record, build_record_batch
 from kcli.records.consumer_offsets import (
@@ -46,7 +51,29 @@ if TYPE_CHECKING:
 log = logging.getLogger("kcli.broker.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
+
+
+class GroupState(enum.StrEnum):
+    """A classic group's state; the value is the name DescribeGroups and ListGroups report (Kafka's GroupState)."""
+
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
+                                              GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
+
+# The states each state may be entered from: Kafka's GroupState.validPreviousStates (GroupMetadata.scala).
+VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
+    PREPARING: frozenset({STABLE, COMPLETING, EMPTY}),
+    COMPLETING: frozenset({PREPARING}),
+    STABLE: frozenset({COMPLETING}),
+    DEAD: frozenset(GroupState),
+    EMPTY: frozenset({PREPARING}),
+}
 
 
 @dataclass
@@ -61,24 +88,120 @@ class Member:
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
     last_seen: float = field(default_factory=time.monotonic)
-    join_waiter: asyncio.Future | None = None
-    sync_waiter: asyncio.Future | None = None
+    join_waiter: asyncio.Future | None = None  # set while the member's JoinGroup waits for the rebalance
+    sync_waiter: asyncio.Future | None = None  # set while a follower's SyncGroup waits for the leader's
+
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_waiter is not None and not self.join_waiter.done()
+
+    @property
+    def awaiting_sync(self) -> bool:
+        return self.sync_waiter is not None and not self.sync_waiter.done()
 
     def metadata_for(self, protocol: str | None) -> bytes:
         return next((m for name, m in self.protocols if name == protocol), b"")
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        return self.protocols == protocols
+
+    def vote(self, candidates: set[str]) -> str:
+        return next(name for name, _ in self.protocols if name in candidates)
 
 
 @dataclass
 class Group:
     group_id: str
-    state: str = EMPTY
+    state: GroupState = EMPTY
     generation: int = 0
     protocol_type: str | None = None
     protocol_name: str | None = None
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
-    pending: set[str] = field(default_factory=set)  # member ids handed out by MEMBER_ID_REQUIRED (KIP-394)
-    rebalance: asyncio.Task | None = None
+    static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id (KIP-345)
+    pending: dict[str, float] = field(default_factory=dict)  # ids handed out by MEMBER_ID_REQUIRED -> expiry
+    new_member_added: bool = False  # a member joined during the initial delay: extend it (InitialDelayedJoin)
+    join_timer: asyncio.TimerHandle | None = None  # the rebalance's deadline (Kafka's DelayedJoin)
+    initial_join: bool = False  # the deadline is the initial delay: only its expiry completes the join
+
+    def transition_to(self, state: GroupState) -> None:
+        if self.state not in VALID_PREVIOUS_STATES[state]:
+            raise IllegalGroupStateError(
+                f"group {self.group_id} should be in one of {sorted(VALID_PREVIOUS_STATES[state])} before moving "
+                f"to {state}, but it is {self.state}")
+        self.state = state
+
+    @property
+    def can_rebalance(self) -> bool:
+        return self.state in VALID_PREVIOUS_STATES[PREPARING]
+
+    @property
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def all_joined(self) -> bool:
+        return not self.pending and all(m.awaiting_join for m in self.members.values())
+
+    def add(self, member: Member) -> None:
+        if member.group_instance_id is not None:
+            if member.group_instance_id in self.static_members:
+                raise IllegalGroupStateError(f"static member {member.group_instance_id} is already in group "
+                                             f"{self.group_id}")
+            self.static_members[member.group_instance_id] = member.member_id
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if self.leader is None:
+            self.leader = member.member_id
+        self.members[member.member_id] = member
+        self.pending.pop(member.member_id, None)
+
+    def remove(self, member_id: str) -> None:
+        member = self.members.pop(member_id, None)
+        if member is not None and member.group_instance_id is not None:
+            self.static_members.pop(member.group_instance_id, None)
+        if self.leader == member_id:
+            self.leader = next(iter(self.members), None)
+        self.pending.pop(member_id, None)
+
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
+        """The member keeps its assignment under a new member id; requests still waiting under the old one
+        are fenced at once (Kafka's GroupMetadata.replaceStaticMember)."""
+        member = self.members.pop(old_id)
+        for waiter in (member.join_waiter, member.sync_waiter):
+            if waiter is not None and not waiter.done():
+                waiter.set_result({"error_code": ErrorCode.fenced_instance_id, "member_id": old_id})
+        member.member_id = new_id
+        self.members[new_id] = member
+        if self.leader == old_id:
+            self.leader = new_id
+        self.static_members[instance_id] = new_id
+        return member
+
+    def supports_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        if self.state is EMPTY:
+            return bool(protocol_type) and bool(names)
+        # With no members left (all gone while it prepares), any protocol of the group's type will do.
+        candidates = self.candidate_protocols() if self.members else names
+        return protocol_type == self.protocol_type and bool(names & candidates)
+
+    def candidate_protocols(self) -> set[str]:
+        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def select_protocol(self) -> str:
+        """Each member votes for its most preferred protocol all members support; the most votes win (ties go
+        to the leader's preference, so the choice is deterministic)."""
+        candidates = self.candidate_protocols()
+        if not candidates:
+            raise IllegalGroupStateError(f"group {self.group_id}: no protocol is supported by all members")
+        votes = Counter(m.vote(candidates) for m in self.members.values())
+        leader = self.members.get(self.leader or "")
+        preference = [name for name, _ in leader.protocols] if leader is not None else []
+        ordered = sorted(votes, key=lambda name: preference.index(name) if name in preference else len(preference))
+        return max(ordered, key=lambda name: votes[name])  # max keeps the first of equals
+
+    def member_metadata(self) -> list[tuple[str, str | None, bytes]]:
+        return [(m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name)) for m in self.members.values()]
 
 
 @dataclass(frozen=True)
@@ -174,193 +297,436 @@ class GroupCoordinator:
 
     # -- JoinGroup -----------------------------------------------------------------------------------
     async def join(self, req: Any, version: int, client_id: str, client_host: str) -> dict[str, Any]:
-        group = self.groups.setdefault(req.group_id, Group(req.group_id))
+        """Kafka's handleJoinGroup: new members (dynamic ones after MEMBER_ID_REQUIRED, KIP-394), known
+        static members coming back under a new member id (KIP-345), and current members rejoining."""
+        member_id = req.member_id or ""
+        instance_id = getattr(req, "group_instance_id", None)
         protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
-        if group.protocol_type is not None and group.members and req.protocol_type != group.protocol_type:
-            return {"error_code": ErrorCode.inconsistent_group_protocol}
-        member_id = req.member_id
+        session_ms = int(req.session_timeout.total_seconds() * 1000)
+        rebalance = getattr(req, "rebalance_timeout", None)  # v1+; v0 rebalances within the session timeout
+        rebalance_ms = int(rebalance.total_seconds() * 1000) if rebalance is not None else session_ms
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if member_id:
+                return {"error_code": ErrorCode.unknown_member_id, "member_id": member_id}
+            group = self.groups[req.group_id] = Group(req.group_id)
+        if group.state is DEAD:
+            return {"error_code": ErrorCode.coordinator_not_available, "member_id": member_id}
+        if not group.supports_protocols(req.protocol_type, {name for name, _ in protocols}):
+            return {"error_code": ErrorCode.inconsistent_group_protocol, "member_id": member_id}
+
+        def new_member(new_id: str) -> Member:
+            return Member(new_id, instance_id, client_id or "", client_host, session_ms, rebalance_ms,
+                          req.protocol_type, protocols)
+
         if not member_id:
-            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            new_id = f"{instance_id or client_id or 'member'}-{uuid.uuid4()}"
+            if instance_id is not None:
+                old_id = group.static_members.get(instance_id)
+                if old_id is not None:
+                    return await self._update_static_member(group, old_id, new_id, instance_id, protocols,
+                                                            rebalance_ms, session_ms, skip_assignment=version >= 9)
+                return await self._add_member_and_rebalance(group, new_member(new_id))
             if version >= 4:
-                group.pending.add(member_id)
-                return {"error_code": ErrorCode.member_id_required, "member_id": member_id}
-        elif member_id not in group.members and member_id not in group.pending:
-            return {"error_code": ErrorCode.unknown_member_id, "member_id": member_id}
-        group.pending.discard(member_id)
-        rebalance_ms = getattr(req, "rebalance_timeout", None)
-        rebalance_ms = int(rebalance_ms.total_seconds() * 1000) if rebalance_ms is not None else \
-            int(req.session_timeout.total_seconds() * 1000)
-        member = group.members.get(member_id)
-        if member is None:
-            member = Member(member_id, getattr(req, "group_instance_id", None), client_id or "", client_host,
-                            int(req.session_timeout.total_seconds() * 1000), rebalance_ms, req.protocol_type, protocols)
-            group.members[member_id] = member
-        else:
-            member.protocols, member.last_seen = protocols, time.monotonic()
-        group.protocol_type = req.protocol_type
-        loop = asyncio.get_running_loop()
-        member.join_waiter = loop.create_future()
-        self._prepare_rebalance(group)
-        return await member.join_waiter
-
-    def _prepare_rebalance(self, group: Group) -> None:
-        if group.state == PREPARING:
-            self._maybe_complete(group)
-            return
-        initial = group.state == EMPTY
-        group.state = PREPARING
-        for m in group.members.values():
-            if m.sync_waiter is not None and not m.sync_waiter.done():
-                m.sync_waiter.set_result({"error_code": ErrorCode.rebalance_in_progress})
-        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0) / 1000
-        delay = self.config["group.initial.rebalance.delay.ms"] / 1000 if initial else 0.0
-        group.rebalance = asyncio.get_running_loop().create_task(self._run_rebalance(group, delay, timeout))
-
-    async def _run_rebalance(self, group: Group, delay: float, timeout: float) -> None:
-        # Kafka delays a group's first rebalance so consumers starting together join one generation.
-        if delay:
-            await asyncio.sleep(min(delay, timeout))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not self._all_joined(group):
-            await asyncio.sleep(0.05)
-        self._complete_join(group)
-
-    def _maybe_complete(self, group: Group) -> None:
-        if group.rebalance is not None and group.rebalance.done() and self._all_joined(group):
-            self._complete_join(group)
+                group.pending[new_id] = time.monotonic() + session_ms / 1000
+                return {"error_code": ErrorCode.member_id_required, "member_id": new_id}
+            return await self._add_member_and_rebalance(group, new_member(new_id))
+        if member_id in group.pending:
+            if instance_id is not None:  # pending ids are only handed to dynamic members
+                raise IllegalGroupStateError(f"group {group.group_id}: JoinGroup with group.instance.id "
+                                             f"{instance_id} for pending member {member_id}")
+            return await self._add_member_and_rebalance(group, new_member(member_id))
+        error = self._validate_member(group, member_id, instance_id)
+        if error != ErrorCode.none:
+            return {"error_code": error, "member_id": member_id}
+        member = group.members[member_id]
+        if group.state is PREPARING:
+            return await self._update_member_and_rebalance(group, member, protocols, rebalance_ms, session_ms)
+        if group.state is COMPLETING:
+            if member.matches(protocols):  # a retry of a join whose response was lost: the same answer
+                return self._join_result(group, member_id, with_members=member_id == group.leader)
+            return await self._update_member_and_rebalance(group, member, protocols, rebalance_ms, session_ms)
+        if group.state is STABLE:
+            # The leader's rejoin forces a rebalance (it saw a metadata change the others cannot see); a
+            # follower with unchanged metadata is told the current generation and goes on to SyncGroup.
+            if member_id == group.leader or not member.matches(protocols):
+                return await self._update_member_and_rebalance(group, member, protocols, rebalance_ms, session_ms)
+            member.last_seen = time.monotonic()
+            return self._join_result(group, member_id, with_members=False)
+        return {"error_code": ErrorCode.unknown_member_id, "member_id": member_id}  # Empty: reset and rejoin
 
     @staticmethod
-    def _all_joined(group: Group) -> bool:
-        return all(m.join_waiter is not None and not m.join_waiter.done() for m in group.members.values())
+    def _join_result(group: Group, member_id: str, *, with_members: bool, leader: str | None = None,
+                     skip_assignment: bool = False) -> dict[str, Any]:
+        return {"error_code": ErrorCode.none, "generation_id": group.generation, "protocol_type": group.protocol_type,
+                "protocol_name": group.protocol_name, "leader": leader if leader is not None else group.leader,
+                "member_id": member_id, "skip_assignment": skip_assignment,
+                "members": group.member_metadata() if with_members else []}
+
+    @staticmethod
+    def _validate_member(group: Group, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Kafka's validateCurrentMember: a static member's request must carry its current member id (an
+        older one is FENCED_INSTANCE_ID, KIP-345), and the member id must be in the group."""
+        if instance_id is not None:
+            current = group.static_members.get(instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if current != member_id:
+                log.info("group %s: member %s of static instance %s is fenced by %s", group.group_id, member_id,
+                         instance_id, current)
+                return ErrorCode.fenced_instance_id
+            return ErrorCode.none
+        return ErrorCode.none if member_id in group.members else ErrorCode.unknown_member_id
+
+    @staticmethod
+    def _await_join(member: Member) -> asyncio.Future:
+        """The member's join future, created if it is not waiting already (a repeated JoinGroup shares it)."""
+        if not member.awaiting_join:
+            member.join_waiter = asyncio.get_running_loop().create_future()
+        assert member.join_waiter is not None
+        return member.join_waiter
+
+    async def _add_member_and_rebalance(self, group: Group, member: Member) -> dict[str, Any]:
+        if group.state is PREPARING and group.generation == 0:
+            group.new_member_added = True  # lets the initial delay extend (InitialDelayedJoin)
+        group.add(member)
+        waiter = self._await_join(member)
+        log.info("group %s: member %s (instance %s) joins in state %s", group.group_id, member.member_id,
+                 member.group_instance_id, group.state)
+        self._maybe_prepare_rebalance(group)
+        self._try_complete_join(group)
+        return await asyncio.shield(waiter)  # a dropped connection must not cancel the rebalance's future
+
+    async def _update_member_and_rebalance(self, group: Group, member: Member, protocols: list[tuple[str, bytes]],
+                                           rebalance_ms: int, session_ms: int) -> dict[str, Any]:
+        member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = protocols, rebalance_ms, session_ms
+        member.last_seen = time.monotonic()
+        waiter = self._await_join(member)
+        self._maybe_prepare_rebalance(group)
+        self._try_complete_join(group)
+        return await asyncio.shield(waiter)
+
+    async def _update_static_member(self, group: Group, old_id: str, new_id: str, instance_id: str,
+                                    protocols: list[tuple[str, bytes]], rebalance_ms: int, session_ms: int, *,
+                                    skip_assignment: bool) -> dict[str, Any]:
+        """A known static member joins without a member id (it restarted): it takes over its old membership
+        under a new id, the old id is fenced, and in a Stable group whose protocol stays the same there is
+        no rebalance: it gets its assignment back at SyncGroup (Kafka's updateStaticMemberAndRebalance)."""
+        current_leader = group.leader
+        member = group.replace_static_member(instance_id, old_id, new_id)
+        member.last_seen = time.monotonic()
+        old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
+        member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = protocols, rebalance_ms, session_ms
+        waiter = self._await_join(member)
+        log.info("group %s: static member %s rejoins in state %s as %s (was %s)", group.group_id, instance_id,
+                 group.state, new_id, old_id)
+        if group.state is STABLE:
+            if group.protocol_name == group.select_protocol():
+                error = self._store_group(group)
+                if error != ErrorCode.none:  # the new member id is not persisted: undo the replacement
+                    member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
+                    group.replace_static_member(instance_id, new_id, old_id)  # answers this join's waiter
+                    return {"error_code": error, "member_id": ""}
+                if skip_assignment:
+                    # JoinGroup v9+: a static leader learns it leads, but must not run the assignor again, as
+                    # a Stable group would not hand out a new assignment.
+                    is_leader = group.leader == new_id
+                    result = self._join_result(group, new_id, with_members=is_leader, skip_assignment=is_leader)
+                else:
+                    # Before v9 the old leader id is returned, so a rejoining leader does not think it leads
+                    # and assign partitions that a Stable group would not distribute.
+                    result = self._join_result(group, new_id, with_members=False, leader=current_leader)
+                waiter.set_result(result)
+                return result
+            self._maybe_prepare_rebalance(group)
+        elif group.state is COMPLETING:
+            # The leader may be assigning with the old member id: rebalance, or this member gets nothing.
+            self._prepare_rebalance(group)
+        elif group.state is not PREPARING:
+            raise IllegalGroupStateError(f"group {group.group_id}: static member {instance_id} rejoins in state "
+                                         f"{group.state}")
+        self._try_complete_join(group)
+        return await asyncio.shield(waiter)
+
+    # -- rebalance -------------------------------------------------------------------------------------
+    def _maybe_prepare_rebalance(self, group: Group) -> None:
+        if group.can_rebalance:
+            self._prepare_rebalance(group)
+
+    def _prepare_rebalance(self, group: Group) -> None:
+        if group.state is COMPLETING:  # members waiting in SyncGroup rejoin
+            self._reset_and_propagate_assignment_error(group, ErrorCode.rebalance_in_progress)
+        initial = group.state is EMPTY
+        self._cancel_join_timer(group)
+        group.transition_to(PREPARING)
+        log.info("group %s: preparing to rebalance, generation %d, %d members", group.group_id, group.generation,
+                 len(group.members))
+        if initial:
+            # The first rebalance of an empty group waits group.initial.rebalance.delay.ms so consumers
+            # starting together land in one generation; joins during the delay extend it, up to the
+            # rebalance timeout (Kafka's InitialDelayedJoin).
+            delay = int(self.config["group.initial.rebalance.delay.ms"])
+            self._schedule_initial_join(group, delay, delay, max(group.rebalance_timeout_ms - delay, 0))
+        else:
+            self._schedule_join(group, group.rebalance_timeout_ms)
+            self._try_complete_join(group)
+
+    def _schedule_join(self, group: Group, timeout_ms: int) -> None:
+        group.initial_join = False
+        group.join_timer = asyncio.get_running_loop().call_later(timeout_ms / 1000, self._on_join_expired, group)
+
+    def _schedule_initial_join(self, group: Group, configured_ms: int, delay_ms: int, remaining_ms: int) -> None:
+        group.initial_join = True
+        group.join_timer = asyncio.get_running_loop().call_later(
+            delay_ms / 1000, self._on_initial_join_expired, group, configured_ms, delay_ms, remaining_ms)
+
+    @staticmethod
+    def _cancel_join_timer(group: Group) -> None:
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+            group.join_timer = None
+        group.initial_join = False
+
+    def _on_initial_join_expired(self, group: Group, configured_ms: int, delay_ms: int, remaining_ms: int) -> None:
+        group.join_timer = None
+        if group.state is not PREPARING:
+            return
+        if group.new_member_added and remaining_ms != 0:
+            group.new_member_added = False
+            self._schedule_initial_join(group, configured_ms, min(configured_ms, remaining_ms),
+                                        max(remaining_ms - delay_ms, 0))
+        else:
+            self._complete_join(group)
+
+    def _on_join_expired(self, group: Group) -> None:
+        group.join_timer = None
+        if group.state is PREPARING:
+            self._complete_join(group)
+
+    def _try_complete_join(self, group: Group) -> None:
+        """A rebalance completes as soon as every known member has rejoined and no pending member is
+        outstanding (Kafka's tryCompleteJoin); the initial delay always runs its course."""
+        if group.state is PREPARING and not group.initial_join and group.all_joined():
+            self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
-        if group.state != PREPARING:
+        """Kafka's onCompleteJoin: dynamic members that did not rejoin are dropped (static ones stay until
+        their session expires), then the next generation starts, or the group is Empty."""
+        self._cancel_join_timer(group)
+        for member_id in [mid for mid, m in group.members.items() if not m.awaiting_join and m.group_instance_id is None]:
+            log.info("group %s: member %s did not rejoin in time", group.group_id, member_id)
+            self._fail_waiters(group.members[member_id], ErrorCode.unknown_member_id)
+            group.remove(member_id)
+        if group.state is DEAD:
             return
-        for member_id in [mid for mid, m in group.members.items() if m.join_waiter is None or m.join_waiter.done()]:
-            del group.members[member_id]  # did not rejoin in time
+        if group.members and not self._elect_joined_leader(group):
+            # Nobody rejoined: wait another rebalance timeout while session expiry removes the silent ones.
+            log.warning("group %s could not complete its rebalance: no member rejoined", group.group_id)
+            self._schedule_join(group, group.rebalance_timeout_ms)
+            return
         group.generation += 1
+        group.new_member_added = False
         if not group.members:
-            group.state, group.leader, group.protocol_name = EMPTY, None, None
-            self._write_group(group)
+            group.protocol_name = None
+            group.transition_to(EMPTY)
+            log.info("group %s generation %d is empty", group.group_id, group.generation)
+            self._store_group(group)
             return
-        if group.leader not in group.members:
-            group.leader = next(iter(group.members))
-        common = set.intersection(*(set(n for n, _ in m.protocols) for m in group.members.values()))
-        leader = group.members[group.leader]
-        group.protocol_name = next((n for n, _ in leader.protocols if n in common), None)
-        group.state = COMPLETING
+        group.protocol_name = group.select_protocol()
+        group.transition_to(COMPLETING)
+        now = time.monotonic()
         for member in group.members.values():
-            response = {
-                "error_code": ErrorCode.none, "generation_id": group.generation, "protocol_type": group.protocol_type,
-                "protocol_name": group.protocol_name, "leader": group.leader, "member_id": member.member_id,
-                "members": [(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
-                            for m in group.members.values()] if member.member_id == group.leader else [],
-            }
-            member.last_seen = time.monotonic()
-            assert member.join_waiter is not None
-            member.join_waiter.set_result(response)
-        log.info("group %s generation %d: %d members, leader %s", group.group_id, group.generation,
-                 len(group.members), group.leader)
+            if member.awaiting_join:
+                assert member.join_waiter is not None
+                member.join_waiter.set_result(self._join_result(group, member.member_id,
+                                                                with_members=member.member_id == group.leader))
+            member.last_seen = now
+        log.info("group %s generation %d: %d members, leader %s, protocol %s", group.group_id, group.generation,
+                 len(group.members), group.leader, group.protocol_name)
+
+    @staticmethod
+    def _elect_joined_leader(group: Group) -> bool:
+        """Keep the leader if it rejoined, else pick any member that did; False when none did."""
+        leader = group.members.get(group.leader or "")
+        if leader is not None and leader.awaiting_join:
+            return True
+        joined = next((m.member_id for m in group.members.values() if m.awaiting_join), None)
+        if joined is None:
+            return False
+        group.leader = joined
+        return True
+
+    @staticmethod
+    def _fail_waiters(member: Member, error: ErrorCode) -> None:
+        for waiter in (member.join_waiter, member.sync_waiter):
+            if waiter is not None and not waiter.done():
+                waiter.set_result({"error_code": error, "member_id": ""})
+
+    @staticmethod
+    def _reset_and_propagate_assignment_error(group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            if member.awaiting_sync:
+                assert member.sync_waiter is not None
+                member.sync_waiter.set_result({"error_code": error})
+
+    def _store_group(self, group: Group) -> ErrorCode:
+        try:
+            self._write_group(group)
+        except KcliError as exc:
+            log.warning("cannot store group %s: %s", group.group_id, exc)
+            return ErrorCode.coordinator_not_available
+        return ErrorCode.none
 
     # -- SyncGroup / Heartbeat / LeaveGroup ----------------------------------------------------------
-    def _check_member(self, group_id: str, member_id: str, generation: int) -> tuple[Group | None, ErrorCode]:
-        group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
-            return group, ErrorCode.unknown_member_id
-        if generation != group.generation:
-            return group, ErrorCode.illegal_generation
-        return group, ErrorCode.none
-
     async def sync(self, req: Any) -> dict[str, Any]:
-        group, error = self._check_member(req.group_id, req.member_id, req.generation_id)
+        group = self.groups.get(req.group_id)
+        if group is None:
+            return {"error_code": ErrorCode.unknown_member_id}
+        if group.state is DEAD:
+            return {"error_code": ErrorCode.coordinator_not_available}
+        error = self._validate_member(group, req.member_id, getattr(req, "group_instance_id", None))
+        if error == ErrorCode.none and req.generation_id != group.generation:
+            error = ErrorCode.illegal_generation
+        protocol_type, protocol_name = getattr(req, "protocol_type", None), getattr(req, "protocol_name", None)
+        if error == ErrorCode.none and ((protocol_type is not None and protocol_type != group.protocol_type) or
+                                        (protocol_name is not None and protocol_name != group.protocol_name)):
+            error = ErrorCode.inconsistent_group_protocol
         if error != ErrorCode.none:
             return {"error_code": error}
-        assert group is not None
+        base = {"protocol_type": group.protocol_type, "protocol_name": group.protocol_name}
         member = group.members[req.member_id]
         member.last_seen = time.monotonic()
-        base = {"protocol_type": group.protocol_type, "protocol_name": group.protocol_name}
-        if group.state == PREPARING:
+        if group.state is EMPTY:
+            return {"error_code": ErrorCode.unknown_member_id}
+        if group.state is PREPARING:
             return {"error_code": ErrorCode.rebalance_in_progress, **base}
-        if group.state == STABLE:
+        if group.state is STABLE:
             return {"error_code": ErrorCode.none, "assignment": member.assignment, **base}
+        if not member.awaiting_sync:
+            member.sync_waiter = asyncio.get_running_loop().create_future()
+        waiter = member.sync_waiter
+        assert waiter is not None
         if req.member_id == group.leader:
             assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
-            for m in group.members.values():
+            for m in group.members.values():  # members the leader left out get an empty assignment
                 m.assignment = assignments.get(m.member_id, b"")
-            group.state = STABLE
-            self._write_group(group)
-            for m in group.members.values():
-                if m.sync_waiter is not None and not m.sync_waiter.done():
-                    m.sync_waiter.set_result({"error_code": ErrorCode.none, "assignment": m.assignment, **base})
-            return {"error_code": ErrorCode.none, "assignment": member.assignment, **base}
-        member.sync_waiter = asyncio.get_running_loop().create_future()
-        return await member.sync_waiter
+            error = self._store_group(group)
+            if error != ErrorCode.none:
+                self._reset_and_propagate_assignment_error(group, error)
+                self._maybe_prepare_rebalance(group)
+            else:
+                group.transition_to(STABLE)
+                for m in group.members.values():
+                    if m.awaiting_sync:
+                        assert m.sync_waiter is not None
+                        m.sync_waiter.set_result({"error_code": ErrorCode.none, "assignment": m.assignment, **base})
+        return await asyncio.shield(waiter)
 
     def heartbeat(self, req: Any) -> ErrorCode:
-        group, error = self._check_member(req.group_id, req.member_id, req.generation_id)
+        group = self.groups.get(req.group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id
+        if group.state is DEAD:
+            return ErrorCode.coordinator_not_available
+        error = self._validate_member(group, req.member_id, getattr(req, "group_instance_id", None))
         if error != ErrorCode.none:
             return error
-        assert group is not None
+        if req.generation_id != group.generation:
+            return ErrorCode.illegal_generation
+        if group.state is EMPTY:
+            return ErrorCode.unknown_member_id
         group.members[req.member_id].last_seen = time.monotonic()
-        return ErrorCode.rebalance_in_progress if group.state == PREPARING else ErrorCode.none
+        return ErrorCode.rebalance_in_progress if group.state is PREPARING else ErrorCode.none
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
         """(member id, group instance id) pairs; a static member may leave by instance id alone (KIP-345)."""
         group = self.groups.get(group_id)
+        if group is None:
+            return [ErrorCode.unknown_member_id] * len(members)
+        if group.state is DEAD:
+            return [ErrorCode.coordinator_not_available] * len(members)
         results = []
         for member_id, instance_id in members:
-            if group is not None and instance_id is not None and not member_id:
-                member_id = next((m.member_id for m in group.members.values()
-                                  if m.group_instance_id == instance_id), "")
-            if group is None or member_id not in group.members:
-                results.append(ErrorCode.unknown_member_id)
+            if not member_id:
+                current = group.static_members.get(instance_id) if instance_id is not None else None
+                if current is None:
+                    results.append(ErrorCode.unknown_member_id)
+                    continue
+                member_id = current
+            elif member_id in group.pending:
+                del group.pending[member_id]
+                self._try_complete_join(group)
+                results.append(ErrorCode.none)
                 continue
-            self._remove(group, member_id)
+            else:
+                error = self._validate_member(group, member_id, instance_id)
+                if error != ErrorCode.none:
+                    results.append(error)
+                    continue
+            log.info("group %s: member %s leaves", group_id, member_id)
+            self._remove_member(group, member_id)
             results.append(ErrorCode.none)
         return results
 
-    def _remove(self, group: Group, member_id: str) -> None:
-        member = group.members.pop(member_id)
-        for waiter in (member.join_waiter, member.sync_waiter):
-            if waiter is not None and not waiter.done():
-                waiter.set_result({"error_code": ErrorCode.unknown_member_id})
-        if group.members:
-            self._prepare_rebalance(group)
-        elif group.state != PREPARING:
-            group.state, group.leader = EMPTY, None
-            group.generation += 1
-            self._write_group(group)
-        else:
-            self._maybe_complete(group)
+    def _remove_member(self, group: Group, member_id: str) -> None:
+        """Kafka's removeMemberAndUpdateGroup: a Stable or CompletingRebalance group rebalances; a
+        PreparingRebalance one may now complete."""
+        self._fail_waiters(group.members[member_id], ErrorCode.unknown_member_id)
+        group.remove(member_id)
+        if group.state in (STABLE, COMPLETING):
+            self._maybe_prepare_rebalance(group)
+        elif group.state is PREPARING:
+            self._try_complete_join(group)
 
     async def _expire_sessions(self) -> None:
         while True:
-            await asyncio.sleep(0.5)
-            now = time.monotonic()
-            for group in list(self.groups.values()):
-                for member_id, m in list(group.members.items()):
-                    waiting = m.join_waiter is not None and not m.join_waiter.done()
-                    if not waiting and (now - m.last_seen) * 1000 > m.session_timeout_ms:
-                        log.info("group %s: member %s session expired", group.group_id, member_id)
-                        self._remove(group, member_id)
+            await asyncio.sleep(0.2)
+            self.expire_sessions(time.monotonic())
+
+    def expire_sessions(self, now: float) -> None:
+        """Members silent for their session timeout are removed; static members too, as they send no
+        LeaveGroup when they close. A member waiting in JoinGroup or SyncGroup is not silent."""
+        for group in list(self.groups.values()):
+            for member_id, expiry in list(group.pending.items()):
+                if now > expiry:
+                    del group.pending[member_id]
+                    self._try_complete_join(group)
+            for member_id, m in list(group.members.items()):
+                if member_id not in group.members or m.awaiting_join or m.awaiting_sync:
+                    continue
+                if (now - m.last_seen) * 1000 > m.session_timeout_ms:
+                    log.info("group %s: member %s (instance %s) session expired", group.group_id, member_id,
+                             m.group_instance_id)
+                    self._remove_member(group, member_id)
 
     # -- offsets -------------------------------------------------------------------------------------
     def commit(self, group_id: str, generation: int, member_id: str,
                offsets: list[tuple[str, int, int, int, str | None]], *,
                group_instance_id: str | None = None) -> ErrorCode:
         """offsets: (topic, partition, offset, leader_epoch, metadata). Generation -1 is a standalone
-        commit (admin tools, assign() consumers), allowed while the group has no members."""
+        commit (admin tools, assign() consumers), allowed while the group is Empty (Kafka's
+        validateOffsetCommit); a static member's commit must carry its current member id."""
         group = self.groups.get(group_id)
-        if generation >= 0:
-            group, error = self._check_member(group_id, member_id, generation)
-            if error != ErrorCode.none:
-                return error
-            if group is not None and group.state == COMPLETING:
-                return ErrorCode.rebalance_in_progress
-        elif group is not None and group.members:
-            return ErrorCode.unknown_member_id
         if group is None:
-            self.groups[group_id] = Group(group_id)
+            if generation >= 0:  # a member of a generation this coordinator does not know
+                return ErrorCode.illegal_generation
+            group = self.groups[group_id] = Group(group_id)
+        if group.state is DEAD:
+            return ErrorCode.coordinator_not_available
+        if not (generation < 0 and group.state is EMPTY):
+            if generation >= 0 or member_id or group_instance_id is not None:
+                error = self._validate_member(group, member_id, group_instance_id)
+                if error != ErrorCode.none:
+                    return error
+                if generation != group.generation:
+                    return ErrorCode.illegal_generation
+            elif group.state is not EMPTY:
+                return ErrorCode.unknown_member_id  # only members commit for a group that has them
+            if group.state is COMPLETING:
+                return ErrorCode.rebalance_in_progress
+            if member_id in group.members:
+                group.members[member_id].last_seen = time.monotonic()
         now = int(time.time() * 1000)
         committed = self.offsets.setdefault(group_id, {})
         pairs = []
@@ -409,8 +775,11 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None and group_id not in self.offsets:
             return ErrorCode.group_id_not_found
-        if group is not None and group.members:
+        if group is not None and (group.state is not EMPTY or group.members):
             return ErrorCode.non_empty_group
+        if group is not None:
+            group.transition_to(DEAD)
+            self._cancel_join_timer(group)
         tombstones = [encode_offset_commit_tombstone(group_id, t, p) for (t, p) in self.offsets.pop(group_id, {})]
         tombstones.append(encode_group_metadata_tombstone(group_id))
         self.groups.pop(group_id, None)

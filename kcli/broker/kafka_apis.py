@@ -9,7 +9,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kcli.broker.handlers import configs, fetch, groups, list_offsets, metadata, produce, producers, security, topics
+from kcli.broker.handlers import (
+    configs,
+    fetch,
+    groups,
+    inter_broker,
+    list_offsets,
+    metadata,
+    produce,
+    producers,
+    security,
+    topics,
+)
 from kcli.broker.handlers.common import RequestContext
 from kcli.protocol import ApiKey
 
@@ -45,6 +56,10 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.alter_user_scram_credentials,
     ApiKey.DESCRIBE_CLUSTER: metadata.describe_cluster,
+    # the controller's requests (served, not advertised: kcli.protocol.api.INTER_BROKER_APIS)
+    ApiKey.LEADER_AND_ISR: inter_broker.leader_and_isr,
+    ApiKey.STOP_REPLICA: inter_broker.stop_replica,
+    ApiKey.UPDATE_METADATA: inter_broker.update_metadata,
 }
 
 

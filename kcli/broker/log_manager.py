@@ -113,6 +113,10 @@ class LogManager:
         self.cluster_id: str | None = None
         self._locks: list[int] = []
         self.recovered: list[str] = []  # what startup recovery did, for the log
+        # replication-offset-checkpoint: each partition's high watermark, from the ReplicaManager (cluster
+        # mode); standalone, the log end offset is the high watermark.
+        self.high_watermarks: Any = None  # () -> dict[(topic, index), int]
+        self.checkpointed_high_watermarks: dict[tuple[str, int], int] = {}
 
     # -- startup / shutdown ------------------------------------------------------------------------
     def startup(self) -> None:
@@ -120,6 +124,14 @@ class LogManager:
             directory.mkdir(parents=True, exist_ok=True)
             self._lock(directory)
             self._meta(directory)
+        for directory in self.log_dirs:
+            if not (directory / REPLICATION_OFFSET_CHECKPOINT).exists():
+                continue
+            try:
+                self.checkpointed_high_watermarks.update(
+                    OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).read_offsets())
+            except (OSError, ValueError, KcliError) as exc:
+                log.warning("ignoring %s: %s", directory / REPLICATION_OFFSET_CHECKPOINT, exc)
         for directory in self.log_dirs:
             clean = read_clean_shutdown(directory / CLEAN_SHUTDOWN) is not None
             # Kafka deletes the marker at startup, so a crash while loading counts as unclean.
@@ -184,6 +196,7 @@ class LogManager:
         self._locks.clear()
 
     def write_checkpoints(self) -> None:
+        watermarks = self.high_watermarks() if self.high_watermarks is not None else None
         for directory in self.log_dirs:
             ends = {}
             starts = {}
@@ -192,8 +205,9 @@ class LogManager:
                     if p.directory.parent == directory:
                         ends[(p.topic, p.index)] = p.log.log_end_offset
                         starts[(p.topic, p.index)] = p.log.log_start_offset
-            for name in (RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
-                OffsetCheckpointFile(directory / name).write_offsets(ends)
+            OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write_offsets(ends)
+            hws = ends if watermarks is None else {tp: watermarks.get(tp, 0) for tp in ends}
+            OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).write_offsets(hws)
             OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write_offsets(starts)
 
     # -- topics ------------------------------------------------------------------------------------
@@ -218,15 +232,44 @@ class LogManager:
             write_partition_metadata(directory / PARTITION_METADATA, topic.topic_id)
             topic.partitions.append(ManagedLog(name, index, partition_log))
 
+    def get_or_create_log(self, name: str, index: int, topic_id: uuid.UUID, config: LogConfig) -> ManagedLog:
+        """A replica this broker was told to host (LeaderAndIsr): its log, created empty if absent."""
+        managed = self.partition(name, index)
+        if managed is not None:
+            return managed
+        validate_topic_name(name)
+        topic = self.topics.setdefault(name, Topic(name, topic_id, []))
+        directory = self._least_loaded_dir() / f"{name}-{index}"
+        partition_log = PartitionLog(directory, config=config, topic_id=topic.topic_id)
+        write_partition_metadata(directory / PARTITION_METADATA, topic.topic_id)
+        managed = ManagedLog(name, index, partition_log)
+        topic.partitions.append(managed)
+        topic.partitions.sort(key=lambda p: p.index)
+        return managed
+
+    def delete_partition(self, name: str, index: int) -> None:
+        """StopReplica with delete: the log goes (renamed first, as Kafka does, then removed)."""
+        topic = self.topics.get(name)
+        managed = self.partition(name, index)
+        if topic is None or managed is None:
+            return
+        topic.partitions.remove(managed)
+        if not topic.partitions:
+            del self.topics[name]
+        self._remove_log(managed)
+
+    def _remove_log(self, p: ManagedLog) -> None:
+        with p.lock:
+            p.log.close()
+            # Kafka renames to <tp>.<uuid>-delete first, so a crash mid-delete is finished at startup.
+            target = p.directory.with_name(f"{p.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            p.directory.rename(target)
+            shutil.rmtree(target, ignore_errors=True)
+
     def delete_topic(self, name: str) -> None:
         topic = self.topics.pop(name)
         for p in topic.partitions:
-            with p.lock:
-                p.log.close()
-                # Kafka renames to <tp>.<uuid>-delete first, so a crash mid-delete is finished at startup.
-                target = p.directory.with_name(f"{p.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-                p.directory.rename(target)
-                shutil.rmtree(target, ignore_errors=True)
+            self._remove_log(p)
 
     def _least_loaded_dir(self) -> Path:
         counts = {d: 0 for d in self.log_dirs}
@@ -238,9 +281,11 @@ class LogManager:
 
     def partition(self, topic: str, index: int) -> ManagedLog | None:
         entry = self.topics.get(topic)
-        if entry is None or not 0 <= index < len(entry.partitions):
+        if entry is None:
             return None
-        return entry.partitions[index]
+        if 0 <= index < len(entry.partitions) and entry.partitions[index].index == index:
+            return entry.partitions[index]  # every partition hosted here (standalone)
+        return next((p for p in entry.partitions if p.index == index), None)
 
     # -- data --------------------------------------------------------------------------------------
     def append_as_leader(self, partition: ManagedLog, raw: bytes, *, leader_epoch: int,
@@ -260,6 +305,32 @@ class LogManager:
                 log_.flush_to_os()
                 partition.unflushed_messages += info.record_count
         return info
+
+    def append_as_follower(self, partition: ManagedLog, raw: bytes) -> int:
+        """Kafka's appendAsFollower: the leader's batches as they are (offsets, epochs, CRCs kept, so the
+        replicas stay byte-identical); the producer state and leader-epoch cache follow the batches. Returns
+        the new log end offset."""
+        with partition.lock:
+            log_ = partition.log
+            before = log_.log_end_offset
+            log_.append_raw(raw)
+            log_.flush_to_os()
+            partition.unflushed_messages += log_.log_end_offset - before
+            return log_.log_end_offset
+
+    def truncate_to(self, partition: ManagedLog, offset: int) -> int:
+        """A follower's divergent tail goes (Kafka's truncateTo); returns the new log end offset."""
+        with partition.lock:
+            renamed = partition.log.truncate_to(offset)
+            end = partition.log.log_end_offset
+        if renamed:
+            self._schedule_delete(renamed, partition.log.config.file_delete_delay_ms)
+        return end
+
+    def truncate_fully_and_start_at(self, partition: ManagedLog, offset: int) -> None:
+        with partition.lock:
+            renamed = partition.log.truncate_fully_and_start_at(offset)
+        self._schedule_delete(renamed, partition.log.config.file_delete_delay_ms)
 
     def flush_due(self, partition: ManagedLog) -> bool:
         """flush.messages / flush.ms of the log's topic (log.flush.interval.* by default; LONG_MAX: never)."""

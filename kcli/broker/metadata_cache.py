@@ -11,6 +11,9 @@ import uuid
 from dataclasses import dataclass, field
 
 
+LEADER_DURING_DELETE = -2  # UpdateMetadata's leader for a partition whose topic is being deleted
+
+
 @dataclass(frozen=True)
 class BrokerEndpoint:
     broker_id: int
@@ -46,6 +49,39 @@ class MetadataCache:
     controller_id: int = -1
     brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
     topics: dict[str, TopicMetadata] = field(default_factory=dict)
+
+    controller_epoch: int = -1  # the newest controller epoch seen (older requests are fenced)
+
+    def update_metadata(self, controller_id: int, controller_epoch: int, brokers: list[BrokerEndpoint],
+                        states: list[tuple[str, uuid.UUID | None, PartitionState]]) -> list[str]:
+        """Kafka's ZkMetadataCache.updateMetadata: the live brokers are replaced, partition states merged (a
+        leader of -2 deletes the partition: its topic is being deleted). Returns the topics removed."""
+        self.controller_id, self.controller_epoch = controller_id, controller_epoch
+        self.brokers = {b.broker_id: b for b in brokers}
+        touched: set[str] = set()
+        for name, topic_id, state in states:
+            topic = self.topics.get(name)
+            if state.leader == LEADER_DURING_DELETE:
+                if topic is not None:
+                    topic.partitions = [p for p in topic.partitions if p.index != state.index]
+                    touched.add(name)
+                continue
+            if topic is None:
+                topic = self.topics[name] = TopicMetadata(name, topic_id or uuid.UUID(int=0), [])
+            elif topic_id is not None and topic_id.int:
+                topic.topic_id = topic_id
+            topic.partitions = sorted([p for p in topic.partitions if p.index != state.index] + [state],
+                                      key=lambda p: p.index)
+        removed = [name for name in touched if not self.topics[name].partitions]
+        for name in removed:
+            del self.topics[name]
+        return removed
+
+    def partition_state(self, name: str, index: int) -> PartitionState | None:
+        topic = self.topics.get(name)
+        if topic is None:
+            return None
+        return next((p for p in topic.partitions if p.index == index), None)
 
     def add_broker(self, endpoint: BrokerEndpoint) -> None:
         self.brokers[endpoint.broker_id] = endpoint

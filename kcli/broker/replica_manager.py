@@ -15,14 +15,17 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.errors import (
+    FencedLeaderEpochError,
     InvalidRequiredAcksError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
     error_code_for,
     error_message_for,
 )
 from kcli.broker.log_manager import LogManager
-from kcli.broker.partition import Partition, ReadResult
+from kcli.broker.partition import LeaderAndIsrState, Partition, ReadResult
 from kcli.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kcli.errors import KcliError
 from kcli.storage.log import LogAppendInfo
@@ -40,6 +43,7 @@ class PartitionAppend:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    last_offset: int = -1
     record_errors: list[tuple[int, str]] = field(default_factory=list)  # (batch index, message)
 
 
@@ -52,6 +56,9 @@ class FetchPartition:
     fetch_offset: int
     max_bytes: int
     topic_id: Any = None
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1  # a follower's
 
 
 @dataclass
@@ -68,13 +75,35 @@ class FetchParams:
     read_committed: bool
     replica_id: int = -1
 
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class IsrChangeListener:
+    """Where a leader sends the ISR changes it decides (Kafka's AlterPartitionManager): in ZooKeeper mode the
+    state znode's conditional update plus an ISR change notification (kafka-cluster.md 6.4)."""
+
+    def submit(self, partition: Partition, new_isr: list[int]) -> None:
+        raise NotImplementedError
+
 
 @dataclass
 class ReplicaManager:
     log_manager: LogManager
+    local_broker_id: int = 0
+    replica_lag_time_max_ms: int = 30_000
     partitions: dict[TopicPartition, Partition] = field(default_factory=dict)
     fetch_purgatory: DelayedOperationPurgatory = field(default_factory=lambda: DelayedOperationPurgatory("Fetch"))
+    produce_purgatory: DelayedOperationPurgatory = field(
+        default_factory=lambda: DelayedOperationPurgatory("Produce"))
     on_flush_due: Callable[[Any], None] | None = None  # schedules an fsync off the event loop
+    isr_listener: IsrChangeListener | None = None  # cluster mode: persists the leader's ISR changes
+    fetchers: Any = None  # cluster mode: kcli.broker.replica_fetcher.ReplicaFetcherManager
+    broker_epoch: int = -1  # cluster mode: the czxid of this broker's registration (KIP-380)
+    controller_epoch: int = -1  # the newest controller epoch seen in LeaderAndIsr / StopReplica
+    # (new leaders, new followers) -> None: the coordinators take over or resign their partitions
+    on_leadership_change: Callable[[list[Partition], list[Partition]], None] | None = None
 
     # -- partitions --------------------------------------------------------------------------------
     def add_partition(self, partition: Partition) -> None:
@@ -107,9 +136,9 @@ class ReplicaManager:
         for tp, raw in entries.items():
             try:
                 partition = self.get_partition(*tp)
-                appended = self._append_to_leader(partition, raw, origin)
+                appended = self._append_to_leader(partition, raw, origin, acks)
                 results[tp] = PartitionAppend(ErrorCode.none, appended.first_offset, appended.log_append_time,
-                                              appended.log_start_offset)
+                                              appended.log_start_offset, last_offset=appended.last_offset)
             except Exception as exc:  # typed errors become codes; anything else is a bug, logged once there
                 code = error_code_for(exc)
                 if isinstance(exc, KcliError):
@@ -120,14 +149,38 @@ class ReplicaManager:
                                               record_errors=list(getattr(exc, "record_errors", ())))
         return results
 
-    def _append_to_leader(self, partition: Partition, raw: bytes, origin: AppendOrigin) -> LogAppendInfo:
+    def _append_to_leader(self, partition: Partition, raw: bytes, origin: AppendOrigin,
+                          required_acks: int = 1) -> LogAppendInfo:
+        """Kafka's Partition.appendRecordsToLeader: only the leader appends, and acks=all needs at least
+        min.insync.replicas in the ISR before the append (NOT_ENOUGH_REPLICAS)."""
+        if not partition.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} is not the leader of "
+                                           f"{partition.topic}-{partition.index}")
+        min_isr = partition.log.config.min_insync_replicas
+        if required_acks == -1 and len(partition.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"The size of the current ISR {partition.isr} is insufficient to satisfy the min.isr requirement "
+                f"of {min_isr} for partition {partition.topic}-{partition.index}")
         info = self.log_manager.append_as_leader(partition.managed, raw, leader_epoch=partition.leader_epoch,
                                                  origin=origin)
         if not info.duplicate:
-            self.fetch_purgatory.check_and_complete((partition.topic, partition.index))
+            key = (partition.topic, partition.index)
+            if partition.maybe_increment_high_watermark():
+                self.produce_purgatory.check_and_complete(key)
+            self.fetch_purgatory.check_and_complete(key)
             if self.on_flush_due is not None and self.log_manager.flush_due(partition.managed):
                 self.on_flush_due(partition.managed)
         return info
+
+    async def append_and_wait(self, acks: int, timeout_ms: int, entries: dict[TopicPartition, bytes], *,
+                              origin: AppendOrigin = AppendOrigin.CLIENT) -> dict[TopicPartition, PartitionAppend]:
+        """Append, then for acks=all wait in the purgatory until the ISR has every appended batch (the high
+        watermark passed it) or ``timeout_ms`` passes: REQUEST_TIMED_OUT (Kafka's DelayedProduce)."""
+        results = self.append_records(acks, entries, origin=origin)
+        if acks != -1 or not any(r.error == ErrorCode.none for r in results.values()):
+            return results
+        delayed = DelayedProduce(self, timeout_ms, results)
+        return await self.produce_purgatory.try_complete_else_watch(delayed, list(results))
 
     def delete_records(self, topic: str, index: int, offset: int) -> int:
         """Kafka's deleteRecords on the leader: -1 means the high watermark; beyond it is out of range."""
@@ -151,9 +204,15 @@ class ReplicaManager:
         for info in infos:
             try:
                 partition = self.get_partition(info.topic, info.partition)
+                partition.check_epoch(info.current_leader_epoch, require_leader=True)
+                if params.is_from_follower:
+                    diverging = partition.diverging_epoch(info.last_fetched_epoch, info.fetch_offset)
+                    if diverging is not None:
+                        out.append(FetchPartitionResult(ErrorCode.none, _error_read(partition, diverging)))
+                        continue
                 limit = max(0, min(info.max_bytes, remaining))
                 read = partition.read(info.fetch_offset, limit, read_committed=params.read_committed,
-                                      min_one_message=min_one)
+                                      min_one_message=min_one, log_end_isolation=params.is_from_follower)
                 size = len(read.records)
                 if size:
                     min_one = False
@@ -165,8 +224,11 @@ class ReplicaManager:
 
     async def fetch_messages(self, params: FetchParams, infos: list[FetchPartition]) -> list[FetchPartitionResult]:
         """Answer at once when there is an error, enough data or no wait; else park in the purgatory until an
-        append to one of the partitions brings min_bytes, or max_wait passes (Kafka's DelayedFetch)."""
+        append to one of the partitions brings min_bytes, or max_wait passes (Kafka's DelayedFetch). A
+        follower's fetch also tells the leader how far that follower got (its fetch offset)."""
         first = self.read_from_local_log(params, infos)
+        if params.is_from_follower:
+            self._update_followers(params.replica_id, infos, first)
         total = sum(len(r.read.records) for r in first if r.read is not None)
         if params.max_wait_ms <= 0 or total >= params.min_bytes or any(r.error for r in first) or not infos:
             return first
@@ -177,6 +239,179 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         self.fetch_purgatory.cancel_all()
+        self.produce_purgatory.cancel_all()
+
+    # -- replication: the leader's side --------------------------------------------------------------
+    def _update_followers(self, replica_id: int, infos: list[FetchPartition],
+                          results: list[FetchPartitionResult]) -> None:
+        """Kafka's updateFollowerFetchState after a follower's read: its log end is its fetch offset; the
+        high watermark may advance (completing acks=all produces and consumer fetches) and the ISR grow."""
+        for info, result in zip(infos, results):
+            if result.error != ErrorCode.none or result.read is None or result.read.diverging_epoch is not None:
+                continue
+            partition = self.find(info.topic, info.partition)
+            if partition is None or not partition.is_leader:
+                continue
+            key = (info.topic, info.partition)
+            if partition.update_follower_fetch_state(replica_id, info.fetch_offset, info.log_start_offset,
+                                                     result.read.log_end_offset):
+                self.produce_purgatory.check_and_complete(key)
+                self.fetch_purgatory.check_and_complete(key)
+            expanded = partition.isr_to_expand(replica_id)
+            if expanded is not None:
+                self._change_isr(partition, expanded)
+
+    def shrink_isrs(self) -> None:
+        """Kafka's isr-expiration task: drop followers that have not caught up for replica.lag.time.max.ms."""
+        for partition in list(self.partitions.values()):
+            shrunk = partition.isr_to_shrink(self.replica_lag_time_max_ms)
+            if shrunk is not None:
+                self._change_isr(partition, shrunk)
+
+    def _change_isr(self, partition: Partition, new_isr: list[int]) -> None:
+        if self.isr_listener is None:
+            return
+        log.info("%s-%d: ISR %s -> %s (leader epoch %d)", partition.topic, partition.index, partition.isr, new_isr,
+                 partition.leader_epoch)
+        partition.pending_isr = new_isr
+        self.isr_listener.submit(partition, new_isr)
+
+    def isr_committed(self, partition: Partition, new_isr: list[int] | None, partition_epoch: int | None) -> None:
+        """The outcome of an ISR change: committed with the state znode's new version, or refused (None),
+        in which case the partition waits for the controller's next LeaderAndIsr (Kafka)."""
+        if partition.pending_isr is None:
+            return
+        partition.pending_isr = None
+        if new_isr is not None and partition_epoch is not None:
+            partition.isr = new_isr
+            partition.partition_epoch = partition_epoch
+        key = (partition.topic, partition.index)
+        if partition.maybe_increment_high_watermark():
+            self.fetch_purgatory.check_and_complete(key)
+        self.produce_purgatory.check_and_complete(key)
+
+    # -- replication: LeaderAndIsr and StopReplica -----------------------------------------------------
+    def become_leader_or_follower(self, states: dict[TopicPartition, LeaderAndIsrState],
+                                  ensure_partition: Callable[[str, int, LeaderAndIsrState], Partition],
+                                  ) -> tuple[dict[TopicPartition, Any], list[Partition], list[Partition]]:
+        """Kafka's becomeLeaderOrFollower for one request: per partition, a higher leader epoch makes this
+        broker leader or follower (creating the log if needed); an equal or lower one is
+        STALE_CONTROLLER_EPOCH. Returns the per-partition errors, the new leaders and the new followers."""
+        errors: dict[TopicPartition, Any] = {}
+        leaders: list[Partition] = []
+        followers: list[Partition] = []
+        for tp, state in states.items():
+            partition = self.find(*tp)
+            if partition is not None and state.leader_epoch <= partition.leader_epoch and partition.leader_id != -1:
+                errors[tp] = ErrorCode.stale_controller_epoch
+                continue
+            if self.local_broker_id not in state.replicas:
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            try:
+                partition = ensure_partition(tp[0], tp[1], state)
+            except Exception as exc:
+                errors[tp] = error_code_for(exc)
+                continue
+            errors[tp] = ErrorCode.none
+            if state.leader == self.local_broker_id:
+                partition.make_leader(state)
+                leaders.append(partition)
+            else:
+                partition.make_follower(state)
+                followers.append(partition)
+            # Parked produces and fetches answer now: NOT_LEADER_OR_FOLLOWER for a former leader.
+            self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+        return errors, leaders, followers
+
+    def check_controller(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        """KIP-380 and split-brain fencing: a request for an older registration of this broker is
+        STALE_BROKER_EPOCH, one from an older controller STALE_CONTROLLER_EPOCH."""
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return ErrorCode.stale_broker_epoch
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.stale_controller_epoch
+        self.controller_epoch = controller_epoch
+        return ErrorCode.none
+
+    def apply_leader_and_isr(self, controller_epoch: int, broker_epoch: int,
+                             states: dict[TopicPartition, LeaderAndIsrState],
+                             ensure_partition: Callable[[str, int, LeaderAndIsrState], Partition],
+                             ) -> tuple[ErrorCode, dict[TopicPartition, Any]]:
+        """One LeaderAndIsr request: fencing, the leader and follower transitions, then the fetchers follow
+        the new followers' leaders and stop for new leaders, and the coordinators are told."""
+        error = self.check_controller(controller_epoch, broker_epoch)
+        if error != ErrorCode.none:
+            return error, {}
+        errors, leaders, followers = self.become_leader_or_follower(states, ensure_partition)
+        if self.fetchers is not None:
+            self.fetchers.remove_fetchers([(p.topic, p.index) for p in leaders])
+            self.fetchers.add_fetchers(followers)
+        for partition in leaders:
+            log.info("%s-%d: leader at epoch %d, ISR %s, replicas %s", partition.topic, partition.index,
+                     partition.leader_epoch, partition.isr, partition.replicas)
+        for partition in followers:
+            log.info("%s-%d: follower of %d at epoch %d", partition.topic, partition.index, partition.leader_id,
+                     partition.leader_epoch)
+        if self.on_leadership_change is not None and (leaders or followers):
+            self.on_leadership_change(leaders, followers)
+        return ErrorCode.none, errors
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return {tp: p.high_watermark for tp, p in self.partitions.items()}
+
+    def stop_replica(self, topic: str, index: int, leader_epoch: int) -> Partition | None:
+        """Kafka's stopReplicas for one partition: an older leader epoch is FENCED_LEADER_EPOCH; -1, -2 and an
+        equal or newer one stop it. Returns the removed partition (the caller deletes its log if asked)."""
+        partition = self.find(topic, index)
+        if partition is None:
+            return None
+        if leader_epoch >= 0 and leader_epoch < partition.leader_epoch:
+            raise FencedLeaderEpochError(f"StopReplica with leader epoch {leader_epoch} below the current "
+                                         f"{partition.leader_epoch} of {topic}-{index}")
+        del self.partitions[(topic, index)]
+        if self.fetchers is not None:
+            self.fetchers.remove_fetchers([(topic, index)])
+        if self.on_leadership_change is not None:
+            self.on_leadership_change([], [partition])
+        self.produce_purgatory.check_and_complete((topic, index))
+        self.fetch_purgatory.check_and_complete((topic, index))
+        return partition
+
+
+class DelayedProduce(DelayedOperation):
+    """acks=all: complete when, for every partition appended, the high watermark passed its last offset (or
+    the partition errs or moved away); then fewer ISR members than min.insync.replicas is
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND. At the deadline the rest get REQUEST_TIMED_OUT (Kafka's DelayedProduce)."""
+
+    def __init__(self, manager: ReplicaManager, timeout_ms: int, results: dict[TopicPartition, PartitionAppend]) -> None:
+        super().__init__(timeout_ms)
+        self.manager, self.results = manager, results
+        self.pending = {tp for tp, r in results.items() if r.error == ErrorCode.none}
+
+    def try_complete(self) -> bool:
+        for tp in list(self.pending):
+            partition = self.manager.find(*tp)
+            result = self.results[tp]
+            if partition is None:
+                result.error, self.pending = ErrorCode.unknown_topic_or_partition, self.pending - {tp}
+            elif not partition.is_leader:
+                result.error, self.pending = ErrorCode.not_leader_or_follower, self.pending - {tp}
+            elif partition.high_watermark > result.last_offset:
+                if len(partition.isr) < partition.log.config.min_insync_replicas:
+                    result.error = ErrorCode.not_enough_replicas_after_append
+                self.pending = self.pending - {tp}
+        if not self.pending:
+            return self.force_complete()
+        return False
+
+    def on_expiration(self) -> None:
+        for tp in self.pending:
+            self.results[tp].error = ErrorCode.request_timed_out
+
+    def on_complete(self) -> dict[TopicPartition, PartitionAppend]:
+        return self.results
 
 
 class DelayedFetch(DelayedOperation):
@@ -190,7 +425,12 @@ class DelayedFetch(DelayedOperation):
             partition = self.manager.find(info.topic, info.partition)
             if partition is None:
                 return self.force_complete()  # deleted meanwhile: answer with the error now
-            end = partition.last_stable_offset if self.params.read_committed else partition.high_watermark
+            if not partition.is_leader:
+                return self.force_complete()  # NOT_LEADER_OR_FOLLOWER now
+            if self.params.is_from_follower:
+                end = partition.log_end_offset
+            else:
+                end = partition.last_stable_offset if self.params.read_committed else partition.high_watermark
             if info.fetch_offset > partition.log_end_offset or info.fetch_offset < partition.log_start_offset:
                 return self.force_complete()
             if end > info.fetch_offset:
@@ -214,8 +454,8 @@ def _close_all(results: list[FetchPartitionResult]) -> None:
             r.read.records.close()
 
 
-def _error_read(partition: Partition | None) -> ReadResult:
+def _error_read(partition: Partition | None, diverging: tuple[int, int] | None = None) -> ReadResult:
     if partition is None:
         return ReadResult(b"", -1, -1, -1, -1)
     return ReadResult(b"", partition.high_watermark, partition.last_stable_offset, partition.log_start_offset,
-                      partition.log_end_offset)
+                      partition.log_end_offset, diverging_epoch=diverging)

@@ -7,6 +7,7 @@ edge, the server's lifecycle or another service's private state.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kcli.broker.config import BrokerConfig
@@ -42,3 +43,24 @@ class BrokerServices:
     admin: TopicAdmin
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
+    listener_name: str = "PLAINTEXT"  # the listener whose endpoints clients and replicas use
+    controller: object | None = None  # ZooKeeper mode: kcli.broker.controller's runner (is_active)
+    leader_endpoints: dict[int, tuple[str, int]] = field(default_factory=dict)  # from LeaderAndIsr
+    on_metadata_update: Callable[[], None] | None = None
+
+    @property
+    def clustered(self) -> bool:
+        return self.admin.zk is not None
+
+    def remember_endpoint(self, broker_id: int, host: str, port: int) -> None:
+        self.leader_endpoints[broker_id] = (host, port)
+
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        broker = self.metadata.brokers.get(broker_id)
+        if broker is not None:
+            return broker.host, broker.port
+        return self.leader_endpoints.get(broker_id)
+
+    def metadata_updated(self) -> None:
+        if self.on_metadata_update is not None:
+            self.on_metadata_update()

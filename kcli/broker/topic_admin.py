@@ -28,6 +28,7 @@ from kcli.broker.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from kcli.broker.admin_utils import BrokerMetadata, assign_replicas_to_brokers, create_new_partitions_assignment
 from kcli.broker.config import BrokerConfig
 from kcli.broker.log_manager import LogManager, TopicError, validate_topic_name
 from kcli.broker.metadata_cache import MetadataCache, PartitionState, TopicMetadata
@@ -58,6 +59,10 @@ class TopicAdmin:
         self.replicas = replica_manager
         self.metadata = metadata
         self.registry = registry  # kcli.zk.registration.BrokerRegistration in ZooKeeper mode
+        # ZooKeeper mode: kcli.zk.kafka_zk_client.KafkaZkClient. Topics then live in ZooKeeper (any broker
+        # writes a new topic's assignment there; the controller elects leaders and tells the replicas with
+        # LeaderAndIsr, which creates the logs: ensure_replica).
+        self.zk: Any = None
         # server.properties keys set explicitly: the topic configs' broker synonyms (STATIC_BROKER_CONFIG)
         self.broker_defaults = config.explicit_values()
         self.overrides: dict[str, dict[str, str]] = {}
@@ -65,8 +70,11 @@ class TopicAdmin:
 
     # -- startup -----------------------------------------------------------------------------------
     def load(self) -> None:
-        """Configs from disk (or ZooKeeper), then a Partition for every log the LogManager loaded."""
+        """Configs from disk (or ZooKeeper), then a Partition for every log the LogManager loaded (standalone;
+        in a cluster the controller's LeaderAndIsr says which replicas this broker serves)."""
         self.overrides = self._read_overrides()
+        if self.zk is not None:
+            return
         for name, topic in self.logs.topics.items():
             self._register(name, topic.topic_id)
             self._announce(name)
@@ -78,8 +86,8 @@ class TopicAdmin:
             managed.log.replace_config(self.topic_config(name))
             partition = self.replicas.find(name, managed.index)
             if partition is None:
-                partition = Partition(name, managed.index, topic_id, managed, replicas=[self.broker_id],
-                                      isr=[self.broker_id])
+                partition = Partition(name, managed.index, topic_id, managed, local_broker_id=self.broker_id)
+                partition.make_standalone_leader()
                 self.replicas.add_partition(partition)
             states.append(PartitionState(managed.index, self.broker_id, partition.leader_epoch, [self.broker_id],
                                          [self.broker_id]))
@@ -152,8 +160,8 @@ class TopicAdmin:
         return self.logs.log_dirs[0] / TOPIC_CONFIGS_FILE
 
     def _read_overrides(self) -> dict[str, dict[str, str]]:
-        if self.registry is not None and hasattr(self.registry, "topic_configs"):
-            return self.registry.topic_configs()
+        if self.zk is not None:
+            return self.zk.topic_configs()
         path = self._config_file()
         if not path.exists():
             return {}
@@ -165,8 +173,9 @@ class TopicAdmin:
             return {}
 
     def _write_overrides(self, name: str) -> None:
-        if self.registry is not None and hasattr(self.registry, "set_topic_config"):
-            self.registry.set_topic_config(name, self.overrides.get(name, {}))
+        if self.zk is not None:
+            self.zk.set_topic_config(name, self.overrides.get(name, {}))
+            return
         path = self._config_file()
         tmp = path.with_name(path.name + ".tmp")
         data = {"version": 1, "topics": {t: c for t, c in sorted(self.overrides.items()) if c}}
@@ -212,12 +221,15 @@ class TopicAdmin:
                 raise InvalidPartitionsError("Number of partitions must be larger than 0.")
             if replication_factor <= 0:
                 raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-            if replication_factor > len(self.metadata.brokers):
+            if replication_factor > len(self.metadata.brokers) and self.zk is None:
                 raise InvalidReplicationFactorError(
                     f"Replication factor: {replication_factor} larger than available brokers: "
                     f"{len(self.metadata.brokers)}.")
         config = self._log_config(name, configs or {})
         described = list(config.describe())
+        if self.zk is not None:
+            return self._create_in_zookeeper(name, num_partitions, replication_factor, assignments, config,
+                                             described, validate_only)
         if validate_only:
             return CreatedTopic(name, uuid.UUID(int=0), num_partitions, replication_factor, described)
         clean = config.overrides()
@@ -235,10 +247,59 @@ class TopicAdmin:
                  f" and configs {clean}" if clean else "")
         return CreatedTopic(name, topic.topic_id, num_partitions, replication_factor, described)
 
+    def _create_in_zookeeper(self, name: str, num_partitions: int, replication_factor: int,
+                             assignments: Mapping[int, list[int]] | None, config: LogConfig,
+                             described: list[Any], validate_only: bool) -> CreatedTopic:
+        """ZooKeeper mode (Kafka's ZkAdminManager.createTopics): the assignment is computed over the live
+        brokers (AdminUtils, rack-aware when every broker has a rack) or taken as given, then the config
+        node and the topic node are written; the controller does the rest."""
+        if not assignments:
+            brokers = [BrokerMetadata(b.broker_id, b.rack) for b in self.metadata.alive_brokers()]
+            assignments = assign_replicas_to_brokers(brokers, num_partitions, replication_factor)
+        if validate_only:
+            return CreatedTopic(name, uuid.UUID(int=0), num_partitions, replication_factor, described)
+        topic_id = uuid.uuid4()
+        clean = config.overrides()
+        self.overrides[name] = clean
+        self._effective[name] = config
+        self.zk.create_topic(name, {p: list(r) for p, r in assignments.items()}, topic_id, clean)
+        log.info("created topic %s with %d partitions, replication factor %d%s", name, num_partitions,
+                 replication_factor, f" and configs {clean}" if clean else "")
+        return CreatedTopic(name, topic_id, num_partitions, replication_factor, described)
+
+    def ensure_replica(self, name: str, index: int, topic_id: uuid.UUID) -> Partition:
+        """The Partition for a replica the controller assigned here (LeaderAndIsr), its log created if new,
+        its high watermark from replication-offset-checkpoint."""
+        partition = self.replicas.find(name, index)
+        if partition is not None:
+            return partition
+        if name not in self.overrides and self.zk is not None:
+            self.overrides[name] = self.zk.topic_config(name)
+            self._effective.pop(name, None)
+        if not topic_id.int:
+            existing = self.logs.topics.get(name)
+            topic_id = existing.topic_id if existing is not None else uuid.uuid4()
+        managed = self.logs.get_or_create_log(name, index, topic_id, self.topic_config(name))
+        managed.log.replace_config(self.topic_config(name))
+        partition = Partition(name, index, topic_id, managed, local_broker_id=self.broker_id)
+        partition.initialize_high_watermark(self.logs.checkpointed_high_watermarks.get((name, index)))
+        self.replicas.add_partition(partition)
+        return partition
+
+    def delete_replica(self, name: str, index: int) -> None:
+        """StopReplica with delete=true: this broker's log of the partition goes."""
+        self.logs.delete_partition(name, index)
+        if name not in self.logs.topics:
+            self._effective.pop(name, None)
+
     def delete_topic(self, name: str) -> uuid.UUID:
         topic = self.metadata.topic(name)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        if self.zk is not None:
+            self.zk.delete_topic(name)  # /admin/delete_topics/<t>: the controller deletes it everywhere
+            log.info("marked topic %s for deletion", name)
+            return topic.topic_id
         self.replicas.remove_topic(name)
         self.metadata.remove_topic(name)
         self.logs.delete_topic(name)
@@ -270,11 +331,27 @@ class TopicAdmin:
                 unknown = [r for r in replicas if r not in self.metadata.brokers]
                 if unknown or not replicas:
                     raise InvalidReplicaAssignmentError(f"Unknown broker(s) {unknown} in the replica assignment")
+        if self.zk is not None:
+            self._add_partitions_in_zookeeper(topic, total, assignments, validate_only)
+            return
         if validate_only:
             return
         self.logs.add_partitions(name, total)
         self._register(name, topic.topic_id)
         self._announce(name)
+
+    def _add_partitions_in_zookeeper(self, topic: TopicMetadata, total: int, assignments: list[list[int]] | None,
+                                     validate_only: bool) -> None:
+        """Kafka's AdminZkClient.createNewPartitionsAssignment: the new partitions continue the existing
+        layout (start index from partition 0's first replica), then the whole assignment is rewritten."""
+        existing = {p.index: list(p.replicas) for p in topic.partitions}
+        current = len(existing)
+        brokers = [BrokerMetadata(b.broker_id, b.rack) for b in self.metadata.alive_brokers()]
+        proposed = None if assignments is None else {current + i: list(r) for i, r in enumerate(assignments)}
+        new = create_new_partitions_assignment(topic.name, existing, brokers, total, proposed)
+        if validate_only:
+            return
+        self.zk.add_partitions(topic.name, {**existing, **new})
 
     def _announce(self, name: str) -> None:
         topic = self.logs.topics.get(name)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from kio.index import KioIndexError, load_payload_module, load_request_schema
+from kio.index import KioIndexError
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
@@ -26,6 +26,7 @@ from kcli.errors import KcliError
 from kcli.protocol.api import ApiKey
 from kcli.protocol.codec import api_name, decode_response, encode_request
 from kcli.protocol.errors import ProtocolError
+from kcli.protocol.schema import load_payload_module, load_request_schema
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_CLIENT_ID = "kctl"

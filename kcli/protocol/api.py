@@ -13,12 +13,21 @@ from typing import Final
 
 
 class ApiKey(IntEnum):
-    """The APIs the broker serves, numbered as in Kafka's ``ApiKeys``."""
+    """The APIs the broker serves or sends, numbered as in Kafka's ``ApiKeys``.
+
+    Keys 4-7 are ZooKeeper mode's inter-broker APIs (controller to broker, and ControlledShutdown broker to
+    controller), gone from Kafka 4: their schemas are ours (``kcli.protocol.schema``), their versions are in
+    ``INTER_BROKER_APIS`` and they are advertised only once the broker serves them (``SUPPORTED_APIS``).
+    """
 
     PRODUCE = 0
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -105,6 +114,17 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.DESCRIBE_CLUSTER:  SupportedApi(0, 1, 0),
 })
 
+# The inter-broker APIs, at the versions of the IBP 2.8-IV1 profile (kafka-cluster.md §5.1) that
+# kcli.protocol.schema declares from Kafka 3.7's specs. Not advertised: the broker adds them to
+# SUPPORTED_APIS when it serves them. ControlledShutdown v0 (a request header without client_id) is not declared.
+INTER_BROKER_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
+    #                                       min  max  flexible since
+    ApiKey.LEADER_AND_ISR:      SupportedApi(5, 5, 4),
+    ApiKey.STOP_REPLICA:        SupportedApi(3, 3, 2),
+    ApiKey.UPDATE_METADATA:     SupportedApi(7, 7, 6),
+    ApiKey.CONTROLLED_SHUTDOWN: SupportedApi(1, 3, 3),
+})
+
 # Produce v0-v2 carry message format v0/v1 and are gone from Kafka 4.0 (KIP-896); kio has
 # no schema for them. Advertised only for librdkafka's compression check (see above).
 FIRST_SERVED_PRODUCE_VERSION: Final = 3
@@ -125,13 +145,15 @@ def is_supported(api_key: int, api_version: int) -> bool:
     """True when ``api_version`` of ``api_key`` is inside the advertised range."""
     try:
         return api_version in SUPPORTED_APIS[ApiKey(api_key)]
-    except ValueError:
+    except (ValueError, KeyError):
         return False
 
 
 def is_flexible(api_key: ApiKey | int, api_version: int) -> bool:
     """True from the message's first flexible version on (also past our maximum: ApiVersions v4+)."""
-    return api_version >= SUPPORTED_APIS[ApiKey(api_key)].flexible_since
+    key = ApiKey(api_key)
+    api = SUPPORTED_APIS.get(key) or INTER_BROKER_APIS[key]
+    return api_version >= api.flexible_since
 
 
 def flexible_request_header(api_key: ApiKey | int, api_version: int) -> bool:
@@ -140,6 +162,9 @@ def flexible_request_header(api_key: ApiKey | int, api_version: int) -> bool:
 
 
 def request_header_version(api_key: ApiKey | int, api_version: int) -> int:
+    """2 for flexible versions, else 1; 0 (no client_id) for ControlledShutdown v0 alone."""
+    if ApiKey(api_key) is ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
     return 2 if flexible_request_header(api_key, api_version) else 1
 
 

@@ -22,9 +22,8 @@ from datetime import timedelta
 from functools import cache
 from typing import IO, Any, Final, cast
 
-from kio.index import KioIndexError, load_payload_module, load_request_schema, load_response_schema
+from kio.index import KioIndexError
 from kio.schema.errors import ErrorCode
-from kio.schema.index import api_key_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
@@ -35,6 +34,7 @@ from kio.static.primitive import i16, i32
 
 from kcli.protocol.api import (
     FIRST_SERVED_PRODUCE_VERSION,
+    INTER_BROKER_APIS,
     SUPPORTED_APIS,
     ApiKey,
     request_header_version,
@@ -42,6 +42,7 @@ from kcli.protocol.api import (
 )
 from kcli.protocol.errors import LocalProtocolError, RemoteProtocolError, UnsupportedVersionError
 from kcli.protocol.guard import Malformed, walk
+from kcli.protocol.schema import api_key_map, load_payload_module, load_request_schema, load_response_schema
 
 # request_api_key:int16 request_api_version:int16 correlation_id:int32
 REQUEST_HEADER_PREFIX: Final = struct.Struct(">hhi")
@@ -103,12 +104,14 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
 
     try:
         api_key = ApiKey(raw_key)
-    except ValueError:
+        # The controller's requests are served without being advertised: ApiVersions is for clients, and a
+        # ZooKeeper-mode controller sends the versions its inter.broker.protocol.version fixes.
+        supported = SUPPORTED_APIS.get(api_key) or INTER_BROKER_APIS[api_key]  # KeyError: not served
+    except (ValueError, KeyError):
         raise UnsupportedVersionError(
             f"{api_name(raw_key)} (api key {raw_key}) is not served" if raw_key in api_key_map
             else f"unknown api key {raw_key}", api_key=raw_key, api_version=version,
             correlation_id=correlation_id, request=label) from None
-    supported = SUPPORTED_APIS[api_key]
 
     if version not in supported:
         if api_key is ApiKey.API_VERSIONS:

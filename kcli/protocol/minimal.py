@@ -14,7 +14,6 @@ import uuid
 from datetime import timedelta
 from typing import Any, Final
 
-from kio.index import load_request_schema
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -25,6 +24,7 @@ from kio.serial._introspect import (
 )
 
 from kcli.protocol.api import ApiKey
+from kcli.protocol.schema import load_request_schema
 
 # Structs arrays left empty: a replica assignment next to num_partitions is an error (CreateTopics),
 # a config list or assignment list is optional, a forgotten-topic list means "stop fetching".

@@ -347,6 +347,24 @@ class PartitionLog:
         self.leader_epochs.truncate_from_end(end, keep_at_end=False)
         return renamed
 
+    def truncate_fully_and_start_at(self, offset: int) -> list[Path]:
+        """Every segment goes and the log starts empty at ``offset`` (Kafka `truncateFullyAndStartAt`, a
+        follower whose log end is below the leader's log start). Returns the renamed files."""
+        renamed: list[Path] = []
+        if self.segment.is_open:
+            self.segment.close()
+        for segment in self.log_segments:
+            renamed += self._rename_deleted(segment.base_offset)
+        for path in self.directory.iterdir():
+            if classify(path) is FileKind.PRODUCER_SNAPSHOT:
+                path.unlink()
+        self.segment = LogSegment.open(self.directory, offset, self.config)
+        self.log_segments = [self.segment]
+        self.log_start_offset = offset
+        self.producer_state = load_producer_state(self.directory, self.segments, offset)
+        self.leader_epochs.clear()
+        return renamed
+
     def write_producer_snapshot(self, offset: int) -> None:
         write_producer_snapshot(segment_path(self.directory, offset, PRODUCER_SNAPSHOT_SUFFIX), self.producer_state.entries())
 

@@ -157,3 +157,104 @@ def test_broker_compacts_consumer_offsets_and_serves_them(make_broker):
     (tp,) = consumer.committed([TopicPartition(topic, 0)], timeout=30)
     consumer.close()
     assert tp.offset == 199
+
+
+def _poll_until(consumers, done, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for consumer in consumers:
+            consumer.poll(0.1)
+        if done():
+            return True
+    return False
+
+
+def _partitions(consumer) -> set[int]:
+    return {tp.partition for tp in consumer.assignment()}
+
+
+def test_static_member_restart_keeps_its_assignment_without_a_rebalance(make_broker):
+    """KIP-345 with librdkafka: a static member that closes (static members send no LeaveGroup) and comes back
+    with the same group.instance.id within its session timeout gets its partitions back, and the other
+    member sees no revoke and no new assignment: the generation did not change."""
+    from confluent_kafka import Consumer, ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+
+    b = make_broker("group.initial.rebalance.delay.ms=0")
+    topic, group = f"s-{uuid.uuid4().hex[:6]}", "static-members"
+    _produce(b.bootstrap, topic, 40, partitions=4)
+    conf = {"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10000, "heartbeat.interval.ms": 300, "partition.assignment.strategy": "range"}
+    events: list[tuple[str, list[int]]] = []
+    one = Consumer({**conf, "group.instance.id": "one", "client.id": "one"})
+    one.subscribe([topic], on_assign=lambda c, ps: events.append(("assign", [p.partition for p in ps])),
+                   on_revoke=lambda c, ps: events.append(("revoke", [p.partition for p in ps])))
+    two = Consumer({**conf, "group.instance.id": "two", "client.id": "two"})
+    two.subscribe([topic])
+    assert _poll_until([one, two], lambda: len(_partitions(one)) + len(_partitions(two)) == 4 and
+                       _partitions(one) and _partitions(two), 30), (events, b.log())
+    before, old_member_id = _partitions(two), two.memberid()
+    assert _consume(two, 1, timeout=10)
+    events.clear()
+    two.close()
+
+    two = Consumer({**conf, "group.instance.id": "two", "client.id": "two"})
+    two.subscribe([topic])
+    assert _poll_until([one, two], lambda: bool(_partitions(two)), 20), b.log()
+    assert _partitions(two) == before
+    assert two.memberid() != old_member_id
+    _poll_until([one, two], lambda: False, 1.5)  # heartbeats of both: a rebalance would show now
+    assert events == [] and _partitions(one) | before == {0, 1, 2, 3}
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(20)
+    assert described.state == ConsumerGroupState.STABLE
+    assert sorted((m.group_instance_id, m.member_id == two.memberid()) for m in described.members) == \
+        [("one", False), ("two", True)]
+    one.close()
+    two.close()
+
+
+def test_cooperative_sticky_second_consumer_completes_both_rounds(make_broker):
+    """KIP-429: a second cooperative-sticky consumer joins; the first revokes only the partitions that move
+    (round one) and the group rebalances again to hand them over (round two)."""
+    from confluent_kafka import Consumer
+
+    b = make_broker("group.initial.rebalance.delay.ms=0")
+    topic = f"co-{uuid.uuid4().hex[:6]}"
+    _produce(b.bootstrap, topic, 40, partitions=4)
+    conf = {"bootstrap.servers": b.bootstrap, "group.id": "cooperative", "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
+            "partition.assignment.strategy": "cooperative-sticky"}
+    revoked: list[int] = []
+    a = Consumer({**conf, "client.id": "a"})
+    a.subscribe([topic], on_revoke=lambda c, ps: revoked.extend(p.partition for p in ps))
+    assert _poll_until([a], lambda: _partitions(a) == {0, 1, 2, 3}, 30), b.log()
+    c = Consumer({**conf, "client.id": "c"})
+    c.subscribe([topic])
+    assert _poll_until([a, c], lambda: len(_partitions(a)) == 2 and len(_partitions(c)) == 2, 45), \
+        (_partitions(a), _partitions(c), b.log())
+    assert _partitions(a) | _partitions(c) == {0, 1, 2, 3}
+    assert sorted(revoked) == sorted(_partitions(c))  # only what moved was revoked
+    a.close()
+    c.close()
+
+
+def test_offset_commit_metadata_round_trips_with_real_clients(make_broker):
+    from confluent_kafka import Consumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    b = make_broker("group.initial.rebalance.delay.ms=0")
+    topic = f"m-{uuid.uuid4().hex[:6]}"
+    _produce(b.bootstrap, topic, 10, partitions=2)
+    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "meta-ck", "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 5, metadata="ck;pos=5"), TopicPartition(topic, 1, 7)],
+                    asynchronous=False)
+    committed = consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=20)
+    consumer.close()
+    assert [(tp.offset, tp.metadata) for tp in committed] == [(5, "ck;pos=5"), (7, None)]
+    kp = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id="meta-kp", enable_auto_commit=False)
+    kp.commit({KafkaTopicPartition(topic, 0): OffsetAndMetadata(3, "kafka-python metadata", -1)})
+    assert kp.committed(KafkaTopicPartition(topic, 0), metadata=True).metadata == "kafka-python metadata"
+    kp.close()

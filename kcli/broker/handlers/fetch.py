@@ -6,7 +6,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kcli.broker.handlers.common import ZERO, RequestContext, build, ms, response_module
+from kcli.broker.handlers.common import ZERO, RequestContext, build, has_class, ms, response_module
 from kcli.broker.replica_manager import FetchParams, FetchPartition
 
 
@@ -23,7 +23,10 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
             if name is None:
                 unknown_ids.add(topic_id)
         for fp in topic.partitions:
-            infos.append(FetchPartition(name or "", fp.partition, fp.fetch_offset, fp.partition_max_bytes, topic_id))
+            infos.append(FetchPartition(name or "", fp.partition, fp.fetch_offset, fp.partition_max_bytes, topic_id,
+                                        current_leader_epoch=getattr(fp, "current_leader_epoch", -1),
+                                        last_fetched_epoch=getattr(fp, "last_fetched_epoch", -1),
+                                        log_start_offset=getattr(fp, "log_start_offset", -1)))
     params = FetchParams(max_wait_ms=ms(req.max_wait), min_bytes=req.min_bytes,
                          max_bytes=getattr(req, "max_bytes", 0x7FFFFFFF),
                          read_committed=getattr(req, "isolation_level", 0) == 1,
@@ -44,6 +47,9 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         if read is not None and read.aborted is not None:
             aborted = tuple(build(R, "AbortedTransaction", producer_id=t.producer_id, first_offset=t.first_offset)
                             for t in read.aborted)
+        diverging = None
+        if read is not None and read.diverging_epoch is not None and has_class(R, "EpochEndOffset"):
+            diverging = build(R, "EpochEndOffset", epoch=read.diverging_epoch[0], end_offset=read.diverging_epoch[1])
         # Records are never null: librdkafka cannot parse a null record set ("invalid MessageSetSize -1") and
         # would retry forever instead of applying auto.offset.reset; Kafka sends an empty one with errors.
         by_topic[key].append(build(
@@ -52,6 +58,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
             last_stable_offset=read.last_stable_offset if read else -1,
             log_start_offset=read.log_start_offset if read else -1,
             aborted_transactions=aborted, preferred_read_replica=-1,
+            **({"diverging_epoch": diverging} if diverging is not None else {}),
             records=read.records if read is not None else b""))
     topics = tuple(build(R, "FetchableTopicResponse", topic=name, topic_id=topic_id, partitions=tuple(by_topic[(name, topic_id)]))
                    for name, topic_id in order)

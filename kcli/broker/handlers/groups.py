@@ -57,7 +57,8 @@ async def join_group(ctx: RequestContext, req: Any) -> Any:
     return build(R, "JoinGroupResponse", throttle_time=ZERO, error_code=result["error_code"],
                  generation_id=result.get("generation_id", -1), protocol_type=result.get("protocol_type"),
                  protocol_name=result.get("protocol_name") or ("" if ctx.api_version < 7 else None),
-                 leader=result.get("leader") or "", skip_assignment=False, member_id=result.get("member_id", ""),
+                 leader=result.get("leader") or "",
+                 skip_assignment=result.get("skip_assignment", False), member_id=result.get("member_id", ""),
                  members=members)
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kcli.broker.handlers.common import ZERO, RequestContext, build, build_all, response_module
+from kcli.broker.handlers.common import ZERO, RequestContext, build, build_all, ms, response_module
 
 
 async def produce(ctx: RequestContext, req: Any) -> Any | None:
     R = response_module(req)
     entries = {(topic.name, pd.index): bytes(pd.records or b"") for topic in req.topic_data
                for pd in topic.partition_data}
-    results = ctx.services.replica_manager.append_records(req.acks, entries)
+    results = await ctx.services.replica_manager.append_and_wait(req.acks, ms(req.timeout), entries)
     if req.acks == 0:
         return None  # acks=0: the producer reads no response, so none is sent
     topics = []

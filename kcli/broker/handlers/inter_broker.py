@@ -1,0 +1,102 @@
+"""The controller's requests to brokers: LeaderAndIsr (key 4), StopReplica (key 5), UpdateMetadata (key 6).
+
+Each carries the controller's epoch and the destination's broker epoch; the ReplicaManager fences older ones
+(kafka-cluster.md 5.2-5.4). Field names follow Kafka 3.7's message specs (kcli.protocol.schema).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kcli.broker.errors import error_code_for
+from kcli.broker.handlers.common import ZERO_UUID, RequestContext, build, response_module
+from kcli.broker.metadata_cache import BrokerEndpoint, PartitionState
+from kcli.broker.partition import LeaderAndIsrState
+
+
+def _partition_epoch(state: Any) -> int:
+    # PartitionEpoch from 3.3 on; ZkVersion in the 2.8-3.2 schemas (the same field)
+    return int(getattr(state, "partition_epoch", getattr(state, "zk_version", 0)))
+
+
+async def leader_and_isr(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    services = ctx.services
+    states: dict[tuple[str, int], LeaderAndIsrState] = {}
+    topic_ids: dict[str, uuid.UUID] = {}
+    for topic in req.topic_states:
+        topic_ids[topic.topic_name] = getattr(topic, "topic_id", None) or ZERO_UUID
+        for p in topic.partition_states:
+            states[(topic.topic_name, int(p.partition_index))] = LeaderAndIsrState(
+                controller_epoch=int(p.controller_epoch), leader=int(p.leader), leader_epoch=int(p.leader_epoch),
+                isr=[int(b) for b in p.isr], partition_epoch=_partition_epoch(p),
+                replicas=[int(b) for b in p.replicas], is_new=bool(getattr(p, "is_new", False)))
+    for leader in getattr(req, "live_leaders", ()):
+        services.remember_endpoint(int(leader.broker_id), leader.host_name, int(leader.port))
+
+    def ensure(topic: str, index: int, state: LeaderAndIsrState):
+        return services.admin.ensure_replica(topic, index, topic_ids.get(topic, ZERO_UUID))
+
+    error, errors = services.replica_manager.apply_leader_and_isr(
+        int(req.controller_epoch), int(getattr(req, "broker_epoch", -1)), states, ensure)
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, index), code in errors.items():
+        by_topic.setdefault(topic, []).append(
+            build(R, "LeaderAndIsrPartitionError", topic_name=topic, partition_index=index, error_code=code))
+    if error != ErrorCode.none:
+        return build(R, "LeaderAndIsrResponse", error_code=error, topics=(), partition_errors=())
+    return build(R, "LeaderAndIsrResponse", error_code=ErrorCode.none,
+                 topics=tuple(build(R, "LeaderAndIsrTopicError", topic_id=topic_ids.get(t, ZERO_UUID),
+                                    partition_errors=tuple(parts)) for t, parts in by_topic.items()),
+                 partition_errors=tuple(p for parts in by_topic.values() for p in parts))
+
+
+async def update_metadata(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    services = ctx.services
+    error = services.replica_manager.check_controller(int(req.controller_epoch), int(getattr(req, "broker_epoch", -1)))
+    if error != ErrorCode.none:
+        return build(R, "UpdateMetadataResponse", error_code=error)
+    listener = services.listener_name
+    brokers = []
+    for broker in req.live_brokers:
+        endpoints = list(broker.endpoints)
+        chosen = next((e for e in endpoints if e.listener == listener), endpoints[0] if endpoints else None)
+        if chosen is None:
+            continue
+        brokers.append(BrokerEndpoint(int(broker.id), chosen.host, int(chosen.port), broker.rack))
+    states = []
+    for topic in req.topic_states:
+        topic_id = getattr(topic, "topic_id", None)
+        for p in topic.partition_states:
+            states.append((topic.topic_name, topic_id if topic_id and topic_id != ZERO_UUID else None, PartitionState(
+                int(p.partition_index), int(p.leader), int(p.leader_epoch), [int(b) for b in p.replicas],
+                [int(b) for b in p.isr], [int(b) for b in getattr(p, "offline_replicas", ())])))
+    services.metadata.update_metadata(int(req.controller_id), int(req.controller_epoch), brokers, states)
+    services.metadata_updated()
+    return build(R, "UpdateMetadataResponse", error_code=ErrorCode.none)
+
+
+async def stop_replica(ctx: RequestContext, req: Any) -> Any:
+    R = response_module(req)
+    services = ctx.services
+    error = services.replica_manager.check_controller(int(req.controller_epoch), int(getattr(req, "broker_epoch", -1)))
+    if error != ErrorCode.none:
+        return build(R, "StopReplicaResponse", error_code=error, partition_errors=())
+    results = []
+    for topic in req.topic_states:
+        for p in topic.partition_states:
+            index = int(p.partition_index)
+            try:
+                services.replica_manager.stop_replica(topic.topic_name, index, int(p.leader_epoch))
+                if p.delete_partition:
+                    services.admin.delete_replica(topic.topic_name, index)
+                code = ErrorCode.none
+            except Exception as exc:
+                code = error_code_for(exc)
+            results.append(build(R, "StopReplicaPartitionError", topic_name=topic.topic_name, partition_index=index,
+                                 error_code=code))
+    return build(R, "StopReplicaResponse", error_code=ErrorCode.none, partition_errors=tuple(results))
