@@ -3,8 +3,7 @@ from controller state, and their responses read back (kafka-cluster.md section 5
 controller that knows the schema classes.
 
 The batch (channel_manager.py) collects the dataclasses below; the functions here turn them into request bodies
-of ``kcli.protocol.schema`` (kio's style: snake_case fields, nested entity classes) by field name, so the
-schema's spelling of a field (``partition_epoch``, called ``zk_version`` in the 2.8-3.2 specs) does not leak in.
+of ``kcli.protocol.schema`` (kio's layout: snake_case fields, nested entity classes) by field name.
 """
 
 from __future__ import annotations
@@ -19,7 +18,9 @@ from typing import Any
 
 from kcli.errors import KcliError
 from kcli.protocol.api import ApiKey
-from kcli.storage.checkpoint import uuid_from_base64
+from kcli.protocol.codec import decode_response, encode_request
+from kcli.protocol.schema import load_request_schema, load_response_schema
+from kcli.storage.checkpoint import uuid_from_base64, uuid_to_base64
 from kcli.zk.models import TopicPartition
 
 LEADER_AND_ISR = 4
@@ -110,12 +111,10 @@ def leader_and_isr_request(controller_id: int, controller_epoch: int, broker_epo
     """LeaderAndIsrRequest v5: partition states grouped by topic, each topic with its id (zero if none)."""
     topics: dict[str, list[dict[str, Any]]] = {}
     for state in states:
-        fields = dataclasses.asdict(state)
-        fields["zk_version"] = state.partition_epoch  # the 2.8-3.2 spelling of PartitionEpoch
-        topics.setdefault(state.topic_name, []).append(fields)
+        topics.setdefault(state.topic_name, []).append(dataclasses.asdict(state))
     return build(request_schema(LEADER_AND_ISR), {
         "controller_id": controller_id, "controller_epoch": controller_epoch, "broker_epoch": broker_epoch,
-        "type": LEADER_AND_ISR_TYPE_UNKNOWN,
+        "type_": LEADER_AND_ISR_TYPE_UNKNOWN,
         "topic_states": [{"topic_name": t, "topic_id": topic_uuid(topic_ids.get(t)), "partition_states": p}
                          for t, p in topics.items()],
         "live_leaders": [dataclasses.asdict(l) for l in live_leaders]})
@@ -127,9 +126,7 @@ def update_metadata_request(controller_id: int, controller_epoch: int, broker_ep
     """UpdateMetadataRequest v7: the partition states (a delta) and the full live broker list."""
     topics: dict[str, list[dict[str, Any]]] = {}
     for state in states:
-        fields = dataclasses.asdict(state)
-        fields["partition_epoch"] = state.zk_version
-        topics.setdefault(state.topic_name, []).append(fields)
+        topics.setdefault(state.topic_name, []).append(dataclasses.asdict(state))
     return build(request_schema(UPDATE_METADATA), {
         "controller_id": controller_id, "controller_epoch": controller_epoch, "broker_epoch": broker_epoch,
         "topic_states": [{"topic_name": t, "topic_id": topic_uuid(topic_ids.get(t)), "partition_states": p}
@@ -174,29 +171,21 @@ def stop_replica_partition_errors(body: Any) -> dict[TopicPartition, int]:
 # -- frames ------------------------------------------------------------------------------------------------------------
 def encode(api_key: int, correlation_id: int, client_id: str, body: Any) -> bytes:
     """The size-prefixed request frame."""
-    from kcli.protocol.codec import encode_request
-
     return encode_request(ApiKey(api_key), VERSIONS[api_key], correlation_id, client_id, body)
 
 
 def decode(api_key: int, frame: bytes) -> tuple[int, Any]:
     """(correlation id, response body) from a response frame (after its size prefix)."""
-    from kcli.protocol.codec import decode_response
-
     return decode_response(ApiKey(api_key), VERSIONS[api_key], frame)
 
 
 @cache
 def request_schema(api_key: int) -> type:
-    from kcli.protocol.schema import load_request_schema  # type: ignore[import-not-found]
-
     return load_request_schema(api_key, VERSIONS[api_key])
 
 
 @cache
 def response_schema(api_key: int) -> type:
-    from kcli.protocol.schema import load_response_schema  # type: ignore[import-not-found]
-
     return load_response_schema(api_key, VERSIONS[api_key])
 
 
@@ -253,6 +242,4 @@ def topic_uuid(topic_id: str | None) -> uuid.UUID:
 
 
 def _uuid_text(value: uuid.UUID | None) -> str:
-    from kcli.storage.checkpoint import uuid_to_base64
-
     return uuid_to_base64(value if value is not None else ZERO_UUID)

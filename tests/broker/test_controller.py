@@ -1,0 +1,372 @@
+"""The controller against a real ZooKeeper and brokers that are real sockets.
+
+Each "broker" is a BrokerRegistration plus a ControllerRunner (as kctl's broker will run them) whose registered
+endpoint is a small TCP server here: it decodes the inter-broker requests with kcli's codec, records them and
+answers NONE. The controller (whichever runner is active) is driven only through ZooKeeper; the tests look at
+the znodes it writes and at the requests the brokers received, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+from kazoo.client import KazooClient
+from kio.schema.errors import ErrorCode
+
+from broker_support import read_exactly
+from kcli.broker.controller import ControllerRunner
+from kcli.protocol import ApiKey, decode_request, encode_response
+from kcli.protocol.schema import load_payload_module
+from kcli.storage.checkpoint import uuid_to_base64
+from kcli.zk.kafka_zk_client import KafkaZkClient
+from kcli.zk.models import TopicPartition
+from kcli.zk.registration import BrokerRegistration
+from kio.static.constants import EntityType
+
+pytestmark = pytest.mark.zk
+
+TOPIC_ID = "k-4sq6EMT1Wf8qPTKH7ljQ"
+ORDERS = {0: [1, 2], 1: [2, 1], 2: [0, 2]}  # broker 1 leads p0 and follows p1; the controller (0) leads p2
+
+
+@dataclass
+class Received:
+    api_key: ApiKey
+    body: object
+
+
+class RecordingBroker:
+    """A TCP endpoint that records LeaderAndIsr / UpdateMetadata / StopReplica and answers them with NONE."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self.received: list[Received] = []
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._connections: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._stopped:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return
+            self._connections.append(sock)
+            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        with sock:
+            while True:
+                try:
+                    size_bytes = read_exactly(sock, 4)
+                    if size_bytes is None:
+                        return
+                    frame = read_exactly(sock, int.from_bytes(size_bytes, "big"))
+                except OSError:
+                    return
+                if frame is None:
+                    return
+                request = decode_request(frame)
+                with self._lock:
+                    self.received.append(Received(request.api_key, request.body))
+                try:
+                    sock.sendall(encode_response(request, _answer(request)))
+                except OSError:
+                    return
+
+    def requests(self, api_key: ApiKey | None = None) -> list[object]:
+        with self._lock:
+            return [r.body for r in self.received if api_key is None or r.api_key == api_key]
+
+    def kinds(self) -> list[ApiKey]:
+        with self._lock:
+            return [r.api_key for r in self.received]
+
+    def clear(self) -> None:
+        with self._lock:
+            self.received.clear()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._listener.close()
+        for sock in self._connections:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def _answer(request):
+    module = load_payload_module(request.api_key, request.api_version, EntityType.response)
+    body = request.body
+    if request.api_key == ApiKey.LEADER_AND_ISR:
+        return module.LeaderAndIsrResponse(error_code=ErrorCode.none, topics=tuple(
+            module.LeaderAndIsrTopicError(topic_id=t.topic_id, partition_errors=tuple(
+                module.LeaderAndIsrPartitionError(partition_index=p.partition_index, error_code=ErrorCode.none)
+                for p in t.partition_states)) for t in body.topic_states))
+    if request.api_key == ApiKey.STOP_REPLICA:
+        return module.StopReplicaResponse(error_code=ErrorCode.none, partition_errors=tuple(
+            module.StopReplicaPartitionError(topic_name=t.topic_name, partition_index=p.partition_index,
+                                             error_code=ErrorCode.none)
+            for t in body.topic_states for p in t.partition_states))
+    return module.UpdateMetadataResponse(error_code=ErrorCode.none)
+
+
+@dataclass
+class Broker:
+    id: int
+    server: RecordingBroker
+    registration: BrokerRegistration
+    runner: ControllerRunner
+    stopped: bool = field(default=False)
+
+    def stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            self.runner.shutdown()
+            self.registration.stop()
+            self.server.stop()
+
+
+@pytest.fixture
+def chroot() -> str:
+    return f"/c-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def root(zookeeper):
+    client = KazooClient(hosts=zookeeper.connect, timeout=10)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def cluster(zookeeper, chroot):
+    brokers: dict[int, Broker] = {}
+
+    def start(broker_id: int) -> Broker:
+        server = RecordingBroker()
+        registration = BrokerRegistration(zookeeper.connect + chroot, broker_id,
+                                          endpoints=[("PLAINTEXT", "127.0.0.1", server.port)], rack=f"r{broker_id}")
+        registration.start(None)
+        runner = ControllerRunner(None, broker_id, registration, socket_timeout=5)
+        runner.start()
+        brokers[broker_id] = Broker(broker_id, server, registration, runner)
+        return brokers[broker_id]
+
+    yield start, brokers
+    for broker in brokers.values():
+        broker.stop()
+
+
+def wait_for(condition, timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} not met in time"
+        time.sleep(0.02)
+
+
+def state(root, chroot, partition: int, topic: str = "orders"):
+    data, stat = root.get(f"{chroot}/brokers/topics/{topic}/partitions/{partition}/state")
+    return json.loads(data), stat.version
+
+
+def live_ids(update_metadata) -> set[int]:
+    return {b.id for b in update_metadata.live_brokers}
+
+
+def partitions_of(body) -> dict[tuple[str, int], object]:
+    return {(t.topic_name, p.partition_index): p for t in body.topic_states for p in t.partition_states}
+
+
+@pytest.fixture
+def three_brokers(cluster):
+    """Brokers 0 (the controller), 1 and 2, each known to the controller (UpdateMetadata listing all three)."""
+    start, brokers = cluster
+    start(0)
+    wait_for(lambda: brokers[0].runner.is_active, what="broker 0 controlling")
+    start(1)
+    start(2)
+    for broker in brokers.values():
+        wait_for(lambda b=broker: any(live_ids(u) == {0, 1, 2} for u in b.server.requests(ApiKey.UPDATE_METADATA)),
+                 what=f"broker {broker.id} learning the live brokers")
+    return brokers
+
+
+def create_orders(brokers, root, chroot) -> None:
+    for broker in brokers.values():
+        broker.server.clear()
+    # Any broker may create topics: here broker 1, over its own session.
+    KafkaZkClient.for_registration(brokers[1].registration).create_topic("orders", ORDERS, TOPIC_ID)
+    wait_for(lambda: all(root.exists(f"{chroot}/brokers/topics/orders/partitions/{p}/state") for p in ORDERS),
+             what="the partition states")
+    wait_for(lambda: all(ApiKey.UPDATE_METADATA in b.server.kinds() for b in brokers.values()),
+             what="UpdateMetadata for the new partitions")
+
+
+def test_new_topic_gets_leaders_states_and_requests_in_order(three_brokers, root, chroot):
+    brokers = three_brokers
+    controller_epoch = brokers[0].runner.epoch
+    assert controller_epoch == brokers[0].registration.controller_epoch == 1
+    create_orders(brokers, root, chroot)
+
+    # State nodes: leader = first live replica, ISR = the live replicas, leader epoch 0, our controller epoch.
+    for partition, replicas in ORDERS.items():
+        assert state(root, chroot, partition) == ({"version": 1, "leader": replicas[0], "leader_epoch": 0,
+                                                   "controller_epoch": controller_epoch, "isr": replicas}, 0)
+
+    for broker in brokers.values():
+        hosted = {p for p, replicas in ORDERS.items() if broker.id in replicas}
+        kinds = broker.server.kinds()
+        # LeaderAndIsr (isNew) to each replica first, then UpdateMetadata to every broker.
+        assert kinds == [ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA], (broker.id, kinds)
+        [leader_and_isr] = broker.server.requests(ApiKey.LEADER_AND_ISR)
+        assert (leader_and_isr.controller_id, leader_and_isr.controller_epoch) == (0, controller_epoch)
+        assert leader_and_isr.broker_epoch == broker.registration.broker_epoch
+        assert [uuid_to_base64(t.topic_id) for t in leader_and_isr.topic_states] == [TOPIC_ID]
+        states = partitions_of(leader_and_isr)
+        assert set(states) == {("orders", p) for p in hosted}
+        for (_, p), s in states.items():
+            assert (s.leader, s.leader_epoch, list(s.isr), list(s.replicas), s.is_new, s.partition_epoch) == \
+                (ORDERS[p][0], 0, ORDERS[p], ORDERS[p], True, 0)
+        assert {l.broker_id for l in leader_and_isr.live_leaders} == {ORDERS[p][0] for p in hosted}
+        [update] = broker.server.requests(ApiKey.UPDATE_METADATA)
+        assert update.broker_epoch == broker.registration.broker_epoch
+        assert set(partitions_of(update)) == {("orders", p) for p in ORDERS}
+        assert {(b.id, b.rack, tuple((e.listener, e.security_protocol, e.host, e.port) for e in b.endpoints))
+                for b in update.live_brokers} == {
+            (b.id, f"r{b.id}", (("PLAINTEXT", 0, "127.0.0.1", b.server.port),)) for b in brokers.values()}
+
+
+def test_dead_broker_loses_leadership_and_isr_membership(three_brokers, root, chroot):
+    brokers = three_brokers
+    create_orders(brokers, root, chroot)
+    for broker in brokers.values():
+        broker.server.clear()
+    brokers[1].stop()
+
+    wait_for(lambda: state(root, chroot, 0)[0]["leader"] == 2 and state(root, chroot, 1)[0]["isr"] == [2],
+             what="leadership moved off broker 1")
+    epoch = brokers[0].runner.epoch
+    # p0: broker 1 led it; Offline election from the live ISR, leader epoch + 1.
+    assert state(root, chroot, 0) == ({"version": 1, "leader": 2, "leader_epoch": 1, "controller_epoch": epoch,
+                                       "isr": [2]}, 1)
+    # p1: broker 1 followed; it leaves the ISR and the leader epoch goes up although the leader stays.
+    assert state(root, chroot, 1) == ({"version": 1, "leader": 2, "leader_epoch": 1, "controller_epoch": epoch,
+                                       "isr": [2]}, 1)
+    # p2 did not involve broker 1: untouched.
+    assert state(root, chroot, 2) == ({"version": 1, "leader": 0, "leader_epoch": 0, "controller_epoch": epoch,
+                                       "isr": [0, 2]}, 0)
+
+    def latest_views(broker):
+        seen = {}
+        for update in broker.server.requests(ApiKey.UPDATE_METADATA):
+            for key, s in partitions_of(update).items():
+                seen[key] = (s.leader, s.leader_epoch, list(s.isr), list(s.offline_replicas), live_ids(update))
+        return seen
+
+    for broker in (brokers[0], brokers[2]):
+        wait_for(lambda b=broker: latest_views(b).get(("orders", 1), (None,))[0:3] == (2, 1, [2]),
+                 what=f"broker {broker.id} learning p1's new ISR")
+        views = latest_views(broker)
+        assert views[("orders", 0)] == (2, 1, [2], [1], {0, 2})
+        assert views[("orders", 1)] == (2, 1, [2], [1], {0, 2})
+    # Broker 2 leads p0 now: it got a LeaderAndIsr saying so.
+    lead = [partitions_of(r)[("orders", 0)] for r in brokers[2].server.requests(ApiKey.LEADER_AND_ISR)
+            if ("orders", 0) in partitions_of(r)]
+    assert lead and (lead[0].leader, lead[0].leader_epoch, list(lead[0].isr), lead[0].is_new) == (2, 1, [2], False)
+
+
+def test_failover_to_another_broker_reads_the_state_back(three_brokers, root, chroot):
+    brokers = three_brokers
+    create_orders(brokers, root, chroot)
+    before = {p: state(root, chroot, p) for p in ORDERS}
+    old_epoch = brokers[0].runner.epoch
+    brokers[0].stop()
+
+    wait_for(lambda: brokers[1].runner.is_active or brokers[2].runner.is_active, what="a new controller")
+    new = brokers[1] if brokers[1].runner.is_active else brokers[2]
+    other = brokers[2] if new is brokers[1] else brokers[1]
+    assert new.runner.epoch == old_epoch + 1 == new.registration.controller_epoch
+    assert not other.runner.is_active
+    wait_for(lambda: state(root, chroot, 2)[0]["leader"] == 2, what="p2 (led by the old controller) moving")
+    # p0 and p1 had nothing on broker 0: read back, not rewritten.
+    assert state(root, chroot, 0) == before[0] and state(root, chroot, 1) == before[1]
+    # p2: the replica state machine starts first and takes broker 0 out (leader -1, ISR [2], epoch 1), then the
+    # partition state machine elects 2 (epoch 2), as Kafka's failover order does.
+    assert state(root, chroot, 2) == ({"version": 1, "leader": 2, "leader_epoch": 2,
+                                       "controller_epoch": old_epoch + 1, "isr": [2]}, 2)
+    controller = new.runner.controller
+    wait_for(lambda: controller.ctx.partition_leadership_info(TopicPartition("orders", 0)) is not None)
+    info = controller.ctx.partition_leadership_info(TopicPartition("orders", 0))
+    assert (info.leader_and_isr.leader, info.leader_and_isr.partition_epoch, info.controller_epoch) == (1, 0, old_epoch)
+
+    # The new controller told both survivors: UpdateMetadata (the live set) before any LeaderAndIsr.
+    for broker in (brokers[1], brokers[2]):
+        wait_for(lambda b=broker: any(r.controller_epoch == old_epoch + 1
+                                      for r in b.server.requests(ApiKey.LEADER_AND_ISR)),
+                 what=f"broker {broker.id} hearing from the new controller")
+        from_new = [(k, b) for k, b in zip(broker.server.kinds(), broker.server.requests())
+                    if b.controller_epoch == old_epoch + 1]
+        assert from_new[0][0] == ApiKey.UPDATE_METADATA and live_ids(from_new[0][1]) == {1, 2}
+        assert not partitions_of(from_new[0][1])
+
+
+def test_isr_change_notification_reaches_every_broker(three_brokers, root, chroot):
+    brokers = three_brokers
+    create_orders(brokers, root, chroot)
+    for broker in brokers.values():
+        broker.server.clear()
+    # Broker 2, leader of p1, shrinks its ISR on the ZK-direct path and notifies.
+    leader_zk = KafkaZkClient.for_registration(brokers[2].registration)
+    assert leader_zk.update_leader_and_isr("orders", 1, 2, 0, [2], controller_epoch=1, expected_version=0) == 1
+    leader_zk.propagate_isr_changes([("orders", 1)])
+    for broker in brokers.values():
+        wait_for(lambda b=broker: any(list(partitions_of(u).get(("orders", 1), None).isr) == [2]
+                                      for u in b.server.requests(ApiKey.UPDATE_METADATA)
+                                      if ("orders", 1) in partitions_of(u)), what=f"broker {broker.id} new ISR")
+    update = brokers[0].server.requests(ApiKey.UPDATE_METADATA)[-1]
+    assert partitions_of(update)[("orders", 1)].zk_version == 1
+    wait_for(lambda: root.get_children(chroot + "/isr_change_notification") == [], what="the notification deleted")
+
+
+def test_added_partitions_and_topic_deletion(three_brokers, root, chroot):
+    brokers = three_brokers
+    create_orders(brokers, root, chroot)
+    zk = KafkaZkClient.for_registration(brokers[2].registration)
+    for broker in brokers.values():
+        broker.server.clear()
+    zk.add_partitions("orders", {**ORDERS, 3: [2, 0]})
+    wait_for(lambda: root.exists(f"{chroot}/brokers/topics/orders/partitions/3/state"), what="p3's state")
+    assert state(root, chroot, 3)[0]["leader"] == 2
+    wait_for(lambda: ApiKey.LEADER_AND_ISR in brokers[0].server.kinds())
+    [leader_and_isr] = brokers[0].server.requests(ApiKey.LEADER_AND_ISR)
+    assert set(partitions_of(leader_and_isr)) == {("orders", 3)}  # only the new partition
+    assert brokers[1].server.requests(ApiKey.LEADER_AND_ISR) == []
+
+    for broker in brokers.values():
+        broker.server.clear()
+    zk.delete_topic("orders")
+    wait_for(lambda: not root.exists(chroot + "/brokers/topics/orders"), what="the topic deleted")
+    assert not root.exists(chroot + "/admin/delete_topics/orders")
+    assert not root.exists(chroot + "/config/topics/orders")
+    for broker in brokers.values():
+        hosted = {p for p, r in {**ORDERS, 3: [2, 0]}.items() if broker.id in r}
+        stops = [s for r in broker.server.requests(ApiKey.STOP_REPLICA) for t in r.topic_states
+                 for s in t.partition_states]
+        assert {s.partition_index for s in stops if s.delete_partition} == hosted
+        assert all(s.leader_epoch == -2 for s in stops)
+        dropped = [s for u in broker.server.requests(ApiKey.UPDATE_METADATA) for s in partitions_of(u).values()]
+        assert dropped and all(s.leader == -2 for s in dropped)
+    controller = brokers[0].runner.controller
+    wait_for(lambda: "orders" not in controller.ctx.all_topics, what="the controller forgetting the topic")
