@@ -343,6 +343,26 @@ class KafkaZkClient:
         found = self.get_data_and_version(path)
         return models.parse_config(path, found[0], "topics", topic).config if found else {}
 
+    def topic_config(self, topic: str) -> dict[str, str]:
+        """The overrides of one topic (what topic creators and LeaderAndIsr handling read)."""
+        return self.get_topic_configs(topic)
+
+    def topic_configs(self) -> dict[str, dict[str, str]]:
+        """The overrides of every topic with a /config/topics node."""
+        names = self.get_children(paths.CONFIG_TOPICS)
+        nodes = [paths.topic_config(t) for t in names]
+        return {name: models.parse_config(path, found[0], "topics", name).config
+                for name, path, found in zip(names, nodes, self._get_many(nodes, "reading topic configs"))
+                if found is not None}
+
+    def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Write a topic's overrides, then a /config/changes/config_change_<seq> node (version 2) so that every
+        broker applies them (AdminZkClient.changeTopicConfig)."""
+        self._set_or_create_config(topic, dict(config))
+        prefix = paths.child(paths.CONFIG_CHANGES, paths.CONFIG_CHANGE_PREFIX)
+        self._one(self._zk.create_async(prefix, models.encode_config_change("topics", topic), sequence=True,
+                                        makepath=True), "writing a config change notification")
+
     def set_topic_assignment(self, topic: str, assignment: models.TopicAssignment,
                              expected_controller_epoch_zk_version: int, *, expected_version: int = -1) -> int:
         """Controller write of a topic znode (missing topic ids, reassignment, restored assignments)."""

@@ -293,6 +293,11 @@ def encode_config(config: dict[str, str]) -> bytes:
     return _compact({"version": 1, "config": {str(k): str(v) for k, v in config.items()}})
 
 
+def encode_config_change(entity_type: str, name: str) -> bytes:
+    """ConfigEntityChangeNotificationSequenceZNode.encode (version 2): ``{"version":2,"entity_path":"topics/T"}``."""
+    return _compact({"version": 2, "entity_path": f"{entity_type}/{name}"})
+
+
 def encode_isr_change_notification(partitions: Iterable[tuple[str, int]]) -> bytes:
     """IsrChangeNotificationSequenceZNode.encode."""
     return _compact({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})

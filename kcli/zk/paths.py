@@ -21,6 +21,8 @@ BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 BROKER_SEQID = "/brokers/seqid"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"  # ConfigEntityChangeNotificationSequenceZNode
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"  # IsrChangeNotificationSequenceZNode: persistent sequential children
@@ -32,7 +34,7 @@ PERSISTENT = (
     "/consumers",
     BROKER_IDS,
     BROKER_TOPICS,
-    "/config/changes",
+    CONFIG_CHANGES,
     ADMIN_DELETE_TOPICS,
     BROKER_SEQID,
     ISR_CHANGE_NOTIFICATION,

@@ -271,3 +271,17 @@ def test_data_watch_on_a_topic(controller, root, chroot):
     zk.add_partitions("orders", {0: [1], 1: [1]})
     assert fired.get(timeout=15) == "changed"
     assert zk.get_topic_assignments(["orders", "missing"])["orders"][0].partitions == {0: (1,), 1: (1,)}
+
+
+def test_topic_configs_and_change_notifications(controller, root, chroot):
+    _, zk = controller
+    zk.create_topic("orders", {0: [1]}, TOPIC_ID, {"retention.ms": "1000"})
+    zk.create_topic("payments", {0: [1]})
+    assert zk.topic_configs() == {"orders": {"retention.ms": "1000"}, "payments": {}}
+    zk.set_topic_config("payments", {"cleanup.policy": "compact"})
+    assert zk.topic_config("payments") == {"cleanup.policy": "compact"}
+    assert read(root, chroot, "/config/topics/payments")[0] == b'{"version":1,"config":{"cleanup.policy":"compact"}}'
+    [change] = root.get_children(chroot + "/config/changes")
+    assert change.startswith("config_change_") and len(change) == len("config_change_") + 10
+    assert read(root, chroot, "/config/changes/" + change)[0] == b'{"version":2,"entity_path":"topics/payments"}'
+    assert zk.topic_config("missing") == {}

@@ -37,6 +37,7 @@ state_change_log = logging.getLogger("kcli.controller.state_change")
 RETRY_BACKOFF_S = 0.1  # RequestSendThread.backoff(): 100 ms between attempts
 DEFAULT_SOCKET_TIMEOUT_S = 30.0  # controller.socket.timeout.ms and request.timeout.ms
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
+SHUTDOWN_WAIT_S = 1.0
 _SIZE = struct.Struct(">i")
 
 ResponseCallback = Callable[[Any], None]
@@ -84,11 +85,17 @@ class RequestSendThread(threading.Thread):
         self._sock_lock = threading.Lock()
         self._correlation_id = 0
 
-    def shutdown(self) -> None:
+    def initiate_shutdown(self) -> None:
+        """Stop after the current attempt; a blocked read is woken by closing the socket."""
         self._stopped.set()
         self._close()
+
+    def shutdown(self) -> None:
+        self.initiate_shutdown()
         if self.is_alive() and threading.current_thread() is not self:
-            self.join(timeout=2 * self.socket_timeout)
+            # A connect in progress can take the socket timeout; the thread is a daemon and, stopped, neither
+            # sends nor calls back, so the controller does not wait for it.
+            self.join(timeout=SHUTDOWN_WAIT_S)
 
     def run(self) -> None:
         while not self._stopped.is_set():
@@ -191,8 +198,7 @@ class ControllerChannelManager:
         with self._lock:
             states, self._brokers = list(self._brokers.values()), {}
         for state in states:
-            state.thread._stopped.set()
-            state.thread._close()
+            state.thread.initiate_shutdown()
         for state in states:
             state.thread.shutdown()
 

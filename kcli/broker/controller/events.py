@@ -122,7 +122,7 @@ class ControllerEventManager:
     def __init__(self, process: Callable[[ControllerEvent], None], *, name: str) -> None:
         self._process = process
         self._queue: queue.Queue[ControllerEvent] = queue.Queue()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a preempted event's caller may put another event
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._closed = False
 
