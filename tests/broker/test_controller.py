@@ -44,8 +44,8 @@ class Received:
 class RecordingBroker:
     """A TCP endpoint that records LeaderAndIsr / UpdateMetadata / StopReplica and answers them with NONE."""
 
-    def __init__(self) -> None:
-        self._listener = socket.create_server(("127.0.0.1", 0))
+    def __init__(self, port: int = 0) -> None:
+        self._listener = socket.create_server(("127.0.0.1", port))
         self.port = self._listener.getsockname()[1]
         self.received: list[Received] = []
         self._lock = threading.Lock()
@@ -96,6 +96,10 @@ class RecordingBroker:
 
     def stop(self) -> None:
         self._stopped = True
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() of the thread above
+        except OSError:
+            pass
         self._listener.close()
         for sock in self._connections:
             try:
@@ -165,7 +169,7 @@ def cluster(zookeeper, chroot):
         return brokers[broker_id]
 
     yield start, brokers
-    for broker in brokers.values():
+    for broker in sorted(brokers.values(), key=lambda b: b.runner.is_active):  # the controller last: no failovers
         broker.stop()
 
 
@@ -357,8 +361,9 @@ def test_added_partitions_and_topic_deletion(three_brokers, root, chroot):
     for broker in brokers.values():
         broker.server.clear()
     zk.delete_topic("orders")
-    wait_for(lambda: not root.exists(chroot + "/brokers/topics/orders"), what="the topic deleted")
-    assert not root.exists(chroot + "/admin/delete_topics/orders")
+    # Kafka's order: the topic node, its config, then the deletion marker.
+    wait_for(lambda: not root.exists(chroot + "/admin/delete_topics/orders"), what="the topic deleted")
+    assert not root.exists(chroot + "/brokers/topics/orders")
     assert not root.exists(chroot + "/config/topics/orders")
     for broker in brokers.values():
         hosted = {p for p, r in {**ORDERS, 3: [2, 0]}.items() if broker.id in r}
@@ -370,3 +375,39 @@ def test_added_partitions_and_topic_deletion(three_brokers, root, chroot):
         assert dropped and all(s.leader == -2 for s in dropped)
     controller = brokers[0].runner.controller
     wait_for(lambda: "orders" not in controller.ctx.all_topics, what="the controller forgetting the topic")
+
+
+def test_whole_isr_offline_clean_and_unclean(three_brokers, root, chroot):
+    """ISR [1] and broker 1 dies: unclean off leaves leader -1, epoch+1, ISR [1] (its last member); a topic
+    with unclean.leader.election.enable=true gets broker 2 as leader with ISR [2]."""
+    brokers = three_brokers
+    zk = KafkaZkClient.for_registration(brokers[1].registration)
+    zk.create_topic("clean", {0: [1, 2]})
+    zk.create_topic("unclean", {0: [1, 2]}, configs={"unclean.leader.election.enable": "true"})
+    for topic in ("clean", "unclean"):
+        wait_for(lambda t=topic: root.exists(f"{chroot}/brokers/topics/{t}/partitions/0/state"))
+        # Broker 1, the leader, shrinks the ISR to itself.
+        assert zk.update_leader_and_isr(topic, 0, 1, 0, [1], controller_epoch=1, expected_version=0) == 1
+    brokers[1].stop()
+    wait_for(lambda: state(root, chroot, 0, "clean")[0]["leader"] == -1, what="clean: no leader")
+    wait_for(lambda: state(root, chroot, 0, "unclean")[0]["leader"] == 2, what="unclean: broker 2 leads")
+    assert state(root, chroot, 0, "clean")[0] == {"version": 1, "leader": -1, "leader_epoch": 1,
+                                                  "controller_epoch": 1, "isr": [1]}
+    assert state(root, chroot, 0, "unclean")[0] == {"version": 1, "leader": 2, "leader_epoch": 1,
+                                                    "controller_epoch": 1, "isr": [2]}
+
+
+def test_requests_are_resent_until_the_broker_answers(three_brokers, root, chroot):
+    """Broker 2's endpoint goes away: the controller keeps reconnecting, and the queued requests arrive in order
+    once something listens there again."""
+    brokers = three_brokers
+    port = brokers[2].server.port
+    brokers[2].server.stop()
+    KafkaZkClient.for_registration(brokers[1].registration).create_topic("orders", {0: [2, 0]}, TOPIC_ID)
+    wait_for(lambda: root.exists(f"{chroot}/brokers/topics/orders/partitions/0/state"))
+    time.sleep(0.3)  # a few refused attempts
+    brokers[2].server = RecordingBroker(port)
+    wait_for(lambda: brokers[2].server.kinds()[:2] == [ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA],
+             what="the queued requests delivered")
+    [leader_and_isr] = brokers[2].server.requests(ApiKey.LEADER_AND_ISR)
+    assert partitions_of(leader_and_isr)[("orders", 0)].leader == 2
