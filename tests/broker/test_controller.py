@@ -411,3 +411,28 @@ def test_requests_are_resent_until_the_broker_answers(three_brokers, root, chroo
              what="the queued requests delivered")
     [leader_and_isr] = brokers[2].server.requests(ApiKey.LEADER_AND_ISR)
     assert partitions_of(leader_and_isr)[("orders", 0)].leader == 2
+
+
+def test_controlled_shutdown_moves_leadership_and_stops_followers(three_brokers, root, chroot):
+    from kcli.broker.controller import StaleBrokerEpochError
+
+    brokers = three_brokers
+    create_orders(brokers, root, chroot)
+    for broker in brokers.values():
+        broker.server.clear()
+    runner = brokers[0].runner
+    epoch = brokers[1].registration.broker_epoch
+    with pytest.raises(StaleBrokerEpochError):
+        runner.controlled_shutdown(1, epoch - 1).result(timeout=20)
+    assert runner.controlled_shutdown(1, epoch).result(timeout=20) == set()  # nothing left to lead
+    # p0, led by 1: the ControlledShutdown election (leader 2, ISR without 1).
+    assert state(root, chroot, 0)[0] == {"version": 1, "leader": 2, "leader_epoch": 1, "controller_epoch": 1,
+                                         "isr": [2]}
+    # p1, followed by 1: StopReplica(delete=false) to it, then out of the ISR with an epoch bump.
+    assert state(root, chroot, 1)[0] == {"version": 1, "leader": 2, "leader_epoch": 1, "controller_epoch": 1,
+                                         "isr": [2]}
+    wait_for(lambda: brokers[1].server.requests(ApiKey.STOP_REPLICA), what="StopReplica to broker 1")
+    stops = partitions_of(brokers[1].server.requests(ApiKey.STOP_REPLICA)[0])
+    assert {k: (s.delete_partition, s.leader_epoch) for k, s in stops.items()} == {("orders", 1): (False, 0)}
+    # The stopping broker is still told about p0 (it learns it follows now).
+    wait_for(lambda: any(("orders", 0) in partitions_of(r) for r in brokers[1].server.requests(ApiKey.LEADER_AND_ISR)))

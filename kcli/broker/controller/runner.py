@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Future
 from typing import Any
 
 from kcli.broker.controller.channel_manager import DEFAULT_SOCKET_TIMEOUT_S
 from kcli.broker.controller.controller import KafkaController
 from kcli.broker.controller.events import Failover, Resign
-from kcli.zk.kafka_zk_client import KafkaZkClient
+from kcli.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from kcli.zk.models import TopicPartition
 from kcli.zk.registration import BrokerRegistration
 
 log = logging.getLogger("kcli.controller")
@@ -64,6 +66,17 @@ class ControllerRunner:
             controller, self.controller = self.controller, None
         if controller is not None:
             controller.shutdown()
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Future[set[TopicPartition]]:
+        """A ControlledShutdown request (v2+ carries the broker epoch, -1 before): the future gets the partitions
+        the broker still leads (it may stop once that is empty) or raises ControllerMovedError (NOT_CONTROLLER),
+        StaleBrokerEpochError (STALE_BROKER_EPOCH) or BrokerNotAvailableError (BROKER_NOT_AVAILABLE)."""
+        controller = self.controller
+        if controller is None:
+            result: Future[set[TopicPartition]] = Future()
+            result.set_exception(ControllerMovedError("the controller is not running on this broker"))
+            return result
+        return controller.controlled_shutdown(broker_id, broker_epoch)
 
     @property
     def is_active(self) -> bool:
