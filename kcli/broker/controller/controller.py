@@ -9,6 +9,7 @@ LeaderAndIsr / UpdateMetadata / StopReplica through the channel manager.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -123,7 +124,7 @@ class KafkaController:
     # -- dispatch ----------------------------------------------------------------------------------------------
     def process(self, event: ControllerEvent) -> None:
         try:
-            handler = self._handlers().get(type(event))
+            handler = self._handlers.get(type(event))
             if handler is None:
                 log.error("controller %d: no handler for %s", self.broker_id, event)
                 return
@@ -135,6 +136,7 @@ class KafkaController:
         except Exception:
             log.exception("controller %d: error processing %s", self.broker_id, event)
 
+    @functools.cached_property
     def _handlers(self) -> dict[type, Callable[[ControllerEvent], None]]:
         return {
             Failover: self._process_failover,  # type: ignore[dict-item]
