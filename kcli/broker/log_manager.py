@@ -410,9 +410,9 @@ def recovery_log_lines(run: QuarantineRun) -> list[str]:
         (ActionKind.TRUNCATE, "truncated"), (ActionKind.DELETE, "deleted"), (ActionKind.REBUILD, "rebuilt"),
         (ActionKind.RENAME, "renamed")))
     log_dir = run.results[0].plan.partition_dir.parent if run.results else run.root
-    lines.append(f"{log_dir}: {len(run.results)} partition(s) recovered, {len(actions)} file(s) changed ({kinds}), {cut} bytes "
-                 f"cut, {'at least ' if at_least else ''}{lost} offset(s) lost; quarantine run {run.directory} "
-                 f"(undo: kctl recover --restore {run.directory})")
+    lines.append(f"{log_dir}: {len(run.results)} partition(s) recovered, {len(actions)} file(s) changed ({kinds}), "
+                 f"{cut} bytes cut, {'at least ' if at_least else ''}{lost} offset(s) lost; quarantine run "
+                 f"{run.directory} (undo: kctl recover --restore {run.directory})")
     return lines
 
 
