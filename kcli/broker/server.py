@@ -21,7 +21,7 @@ from typing import Any
 from kcli.broker.config import BrokerConfig
 from kcli.broker.group_coordinator import GroupCoordinator
 from kcli.broker.kafka_apis import KafkaApis
-from kcli.broker.log_manager import LogManager, ManagedLog
+from kcli.broker.log_manager import LogManager, ManagedLog, recovery_log_lines
 from kcli.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from kcli.broker.replica_manager import ReplicaManager
 from kcli.broker.services import BrokerServices, ProducerIdManager
@@ -90,10 +90,9 @@ class KafkaServer:
             if self.zk is not None:
                 self.zk.stop()
             raise
-        for line in self.log_manager.recovered:
-            log.warning("recovered after an unclean shutdown: %s", line)
-        if self.log_manager.recovered:
-            log.warning("startup recovery: %d partition(s) recovered", len(self.log_manager.recovered))
+        for run in self.log_manager.recoveries:
+            for line in recovery_log_lines(run):
+                log.warning("startup recovery: %s", line)
         self.metadata.cluster_id = self.log_manager.cluster_id
         self.admin.load()
         self.producer_ids.next_producer_id = 1 + max(
