@@ -223,6 +223,74 @@ class GroupCoordinator:
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self.loading = True  # until load() has replayed __consumer_offsets: COORDINATOR_LOAD_IN_PROGRESS
         self._expiry: asyncio.Task | None = None
+        # ZooKeeper mode: this broker coordinates the groups of the __consumer_offsets partitions it leads;
+        # each is replayed when it becomes leader (Kafka's onElection) and forgotten when it stops.
+        self.clustered = False
+        self.loading_partitions: set[int] = set()
+
+    # -- which groups are coordinated here -----------------------------------------------------------
+    def coordinator_error(self, group_id: str) -> ErrorCode | None:
+        """None when this broker coordinates ``group_id`` now; else COORDINATOR_LOAD_IN_PROGRESS (its
+        partition is being replayed), NOT_COORDINATOR (another broker leads it) or COORDINATOR_NOT_AVAILABLE
+        (no __consumer_offsets yet), as Kafka's GroupCoordinator answers."""
+        if self.loading:
+            return ErrorCode.coordinator_load_in_progress
+        if not self.clustered:
+            return None
+        count = self.admin.metadata.partition_count(OFFSETS_TOPIC)
+        if not count:
+            return ErrorCode.coordinator_not_available
+        index = partition_for_group(group_id, count)
+        partition = self.replicas.find(OFFSETS_TOPIC, index)
+        if partition is None or not partition.is_leader:
+            return ErrorCode.not_coordinator
+        if index in self.loading_partitions:
+            return ErrorCode.coordinator_load_in_progress
+        return None
+
+    def on_leadership_change(self, leaders: list[Any], followers: list[Any]) -> list[int]:
+        """LeaderAndIsr / StopReplica moved __consumer_offsets partitions: forget the groups of those no
+        longer led here at once; returns the partitions to replay (the caller runs `load_partition` off the
+        event loop, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+        count = self.admin.metadata.partition_count(OFFSETS_TOPIC)
+        for partition in followers:
+            if partition.topic == OFFSETS_TOPIC:
+                self._unload(partition.index, count)
+        to_load = [p.index for p in leaders if p.topic == OFFSETS_TOPIC]
+        self.loading_partitions.update(to_load)
+        return to_load
+
+    def _unload(self, index: int, count: int | None) -> None:
+        self.loading_partitions.discard(index)
+        if not count:
+            return
+        for group_id in [g for g in set(self.groups) | set(self.offsets) if partition_for_group(g, count) == index]:
+            group = self.groups.pop(group_id, None)
+            if group is not None:
+                self._cancel_join_timer(group)
+                for member in list(group.members.values()):
+                    self._fail_waiters(member, ErrorCode.not_coordinator)
+            self.offsets.pop(group_id, None)
+        log.info("resigned as coordinator of %s-%d", OFFSETS_TOPIC, index)
+
+    def load_partition(self, index: int) -> list[tuple[Any, Any]]:
+        """Read one __consumer_offsets partition (in a worker thread); `finish_loading` applies it."""
+        managed = self.log_manager.partition(OFFSETS_TOPIC, index)
+        if managed is None:
+            return []
+
+        def undecodable(offset: int, exc: KcliError) -> None:
+            log.warning("skipping undecodable %s-%d record at offset %d: %s", OFFSETS_TOPIC, index, offset, exc)
+
+        return [(key, value) for _offset, key, value in iter_offsets_topic(managed.directory, undecodable)]
+
+    def finish_loading(self, index: int, records: list[tuple[Any, Any]]) -> None:
+        if index not in self.loading_partitions:
+            return  # resigned meanwhile
+        for key, value in records:
+            self._apply(key, value)
+        self.loading_partitions.discard(index)
+        log.info("coordinator of %s-%d: loaded %d records", OFFSETS_TOPIC, index, len(records))
 
     # -- startup: reload from __consumer_offsets ---------------------------------------------------
     def load(self) -> None:
@@ -278,6 +346,8 @@ class GroupCoordinator:
 
     def _offsets_partitions(self) -> int:
         count = self.admin.metadata.partition_count(OFFSETS_TOPIC)
+        if count is None and self.clustered:
+            raise KcliError(f"{OFFSETS_TOPIC} does not exist yet")
         if count is None:
             self.admin.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"], 1,
                                     configs={"cleanup.policy": "compact"})

@@ -46,8 +46,8 @@ from kcli.storage.files import (
 from kcli.storage.log import LogAppendInfo, LogConfig, PartitionLog
 from kcli.storage.log_config import LONG_MAX
 from kcli.storage.producer_state import AppendOrigin
+from kcli.storage.recovery import ActionKind, QuarantineRun, RecoveryAction, RecoveryResult
 from kcli.storage.validator import validate_records
-from kcli.storage.segment import FileBatchReader
 
 log = logging.getLogger("kcli.broker")
 
@@ -112,7 +112,7 @@ class LogManager:
         self.topics: dict[str, Topic] = {}
         self.cluster_id: str | None = None
         self._locks: list[int] = []
-        self.recovered: list[str] = []  # what startup recovery did, for the log
+        self.recoveries: list[QuarantineRun] = []  # startup recovery: one run per log dir that needed one
         # replication-offset-checkpoint: each partition's high watermark, from the ReplicaManager (cluster
         # mode); standalone, the log end offset is the high watermark.
         self.high_watermarks: Any = None  # () -> dict[(topic, index), int]
@@ -136,6 +136,9 @@ class LogManager:
             clean = read_clean_shutdown(directory / CLEAN_SHUTDOWN) is not None
             # Kafka deletes the marker at startup, so a crash while loading counts as unclean.
             (directory / CLEAN_SHUTDOWN).unlink(missing_ok=True)
+            # One restart, one quarantine run per log dir (`kctl recover --restore <run>` undoes it whole);
+            # nothing is written there unless a partition needs repairs.
+            run = QuarantineRun.beside(directory)
             for child in sorted(directory.iterdir()):
                 if child.is_dir() and child.name.endswith(DELETE_DIR_SUFFIX):
                     shutil.rmtree(child, ignore_errors=True)  # a delete the last run did not finish
@@ -143,7 +146,9 @@ class LogManager:
                 parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
                 if parsed is None:
                     continue
-                self._load_partition(child, parsed[0], parsed[1], recover=not clean)
+                self._load_partition(child, parsed[0], parsed[1], recover=not clean, quarantine=run)
+            if run.results:
+                self.recoveries.append(run)
 
     def _lock(self, directory: Path) -> None:
         fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -170,11 +175,9 @@ class LogManager:
             self.cluster_id = self.cluster_id or _new_cluster_id()
             write_meta_properties(path, MetaProperties(0, self.broker_id, self.cluster_id))
 
-    def _load_partition(self, directory: Path, topic: str, index: int, *, recover: bool) -> None:
-        before = _log_end_from_disk(directory) if recover else None
-        partition_log = PartitionLog.open(directory, config=self.log_config, recover=recover)
-        if recover and before is not None and before != partition_log.log_end_offset:
-            self.recovered.append(f"{directory.name}: log end offset {before} -> {partition_log.log_end_offset}")
+    def _load_partition(self, directory: Path, topic: str, index: int, *, recover: bool,
+                        quarantine: QuarantineRun) -> None:
+        partition_log = PartitionLog.open(directory, config=self.log_config, recover=recover, quarantine=quarantine)
         meta_path = directory / PARTITION_METADATA
         topic_id = read_partition_metadata(meta_path).topic_id if meta_path.exists() else uuid.uuid4()
         entry = self.topics.setdefault(topic, Topic(topic, topic_id, []))
@@ -457,15 +460,50 @@ def _new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
-def _log_end_from_disk(directory: Path) -> int | None:
-    """The log end offset as the files say before recovery (for the startup log line)."""
-    logs = sorted(directory.glob("*.log"))
-    if not logs:
-        return None
-    end = None
-    try:
-        for batch in FileBatchReader(logs[-1]):
-            end = batch.last_offset + 1
-    except KcliError:
-        pass
-    return end
+def recovery_log_lines(run: QuarantineRun) -> list[str]:
+    """The broker's account of one log dir's startup recovery (what kctl-broker(1) promises): a line per
+    action (partition, file, byte range, offsets lost, where the old bytes are kept), then a summary with
+    the quarantine run and the command that undoes it."""
+    lines = []
+    cut = lost = 0
+    at_least = False
+    for result in run.results:
+        partition = result.plan.partition_dir.name
+        for i, action in enumerate(result.plan.actions):
+            lines.append(f"{partition}: {_describe_action(action, result, i)}")
+            if action.kind in (ActionKind.TRUNCATE, ActionKind.DELETE):
+                cut += action.bytes
+            if action.first_offset is not None:
+                lost += action.offsets or 0
+                at_least = at_least or action.lower_bound or action.last_offset is None
+    actions = [a for r in run.results for a in r.plan.actions]
+    kinds = ", ".join(f"{sum(a.kind is kind for a in actions)} {word}" for kind, word in (
+        (ActionKind.TRUNCATE, "truncated"), (ActionKind.DELETE, "deleted"), (ActionKind.REBUILD, "rebuilt"),
+        (ActionKind.RENAME, "renamed")))
+    log_dir = run.results[0].plan.partition_dir.parent if run.results else run.root
+    lines.append(f"{log_dir}: {len(run.results)} partition(s) recovered, {len(actions)} file(s) changed ({kinds}), "
+                 f"{cut} bytes cut, {'at least ' if at_least else ''}{lost} offset(s) lost; quarantine run "
+                 f"{run.directory} (undo: kctl recover --restore {run.directory})")
+    return lines
+
+
+def _describe_action(action: RecoveryAction, result: RecoveryResult, index: int) -> str:
+    name = action.file.name
+    if action.kind is ActionKind.RENAME:
+        return f"rename {name} -> {action.target.name if action.target else '?'}: {action.reason}"
+    if action.kind is ActionKind.REBUILD and not action.existed:
+        return f"rebuild {name} (new file): {action.reason}"
+    span = f"bytes {action.position}..{action.end}"
+    if action.first_offset is None:
+        offsets = "no offsets lost"
+    elif action.last_offset is None:
+        offsets = f"offsets from {action.first_offset} lost (an unknown number)"
+    else:
+        offsets = (f"offsets {action.first_offset}..{action.last_offset} lost "
+                   f"({'at least ' if action.lower_bound else ''}{action.offsets} offsets)")
+    verb = {ActionKind.TRUNCATE: "truncate", ActionKind.DELETE: "delete", ActionKind.REBUILD: "rebuild"}[action.kind]
+    kept = result.kept_in(index)
+    stored = result.records[index].get("stored_bytes", action.bytes)
+    zeros = f" ({stored} bytes, then {action.bytes - stored} zeros)" if stored < action.bytes else ""
+    where = f"old bytes kept in {kept}{zeros}" if kept is not None else "nothing to keep"
+    return f"{verb} {name} {span} ({action.bytes} bytes, {offsets}): {action.reason}; {where}"

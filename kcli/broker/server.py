@@ -21,7 +21,7 @@ from typing import Any
 from kcli.broker.config import BrokerConfig
 from kcli.broker.group_coordinator import GroupCoordinator
 from kcli.broker.kafka_apis import KafkaApis
-from kcli.broker.log_manager import LogManager, ManagedLog
+from kcli.broker.log_manager import LogManager, ManagedLog, recovery_log_lines
 from kcli.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from kcli.broker.replica_manager import ReplicaManager
 from kcli.broker.services import BrokerServices, ProducerIdManager
@@ -44,12 +44,16 @@ class KafkaServer:
             log_config=LogConfig(segment_bytes=config["log.segment.bytes"],
                                  index_interval_bytes=config["log.index.interval.bytes"],
                                  segment_index_bytes=config["log.index.size.max.bytes"]))
-        self.replica_manager = ReplicaManager(self.log_manager, on_flush_due=self._schedule_flush)
+        self.replica_manager = ReplicaManager(self.log_manager, local_broker_id=self.broker_id,
+                                              replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
+                                              on_flush_due=self._schedule_flush)
         self.metadata = MetadataCache()
         self.metadata.add_broker(BrokerEndpoint(self.broker_id, listener.host, listener.port,
                                                 self.config.values.get("broker.rack")))  # type: ignore[arg-type]
         self.metadata.controller_id = self.broker_id
         self.zk: Any = None  # kcli.zk.registration.BrokerRegistration in ZooKeeper mode
+        self.controller: Any = None  # kcli.broker.controller.ControllerRunner in ZooKeeper mode
+        self.isr_manager: Any = None
         self.admin = TopicAdmin(config, self.log_manager, self.replica_manager, self.metadata)
         self.groups = GroupCoordinator(config, self.log_manager, self.replica_manager, self.admin)
         self.producer_ids = ProducerIdManager()
@@ -75,26 +79,28 @@ class KafkaServer:
             self.zk = BrokerRegistration(
                 str(self.config["zookeeper.connect"]), self.broker_id,
                 endpoints=[(l.name, l.host, l.port) for l in self.config.advertised_listeners],
-                session_timeout_ms=self.config["zookeeper.session.timeout.ms"])
+                session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
+                rack=self.config.values.get("broker.rack"))  # type: ignore[arg-type]
             # The cluster id lives in ZooKeeper (/cluster/id); the log dirs' meta.properties must agree.
             self.log_manager.cluster_id = self.zk.start(None)
-            self.admin.registry = self.zk
+            self._join_cluster()
         try:
             await asyncio.to_thread(self.log_manager.startup)
         except BaseException:
             if self.zk is not None:
                 self.zk.stop()
             raise
-        for line in self.log_manager.recovered:
-            log.warning("recovered after an unclean shutdown: %s", line)
-        if self.log_manager.recovered:
-            log.warning("startup recovery: %d partition(s) recovered", len(self.log_manager.recovered))
+        for run in self.log_manager.recoveries:
+            for line in recovery_log_lines(run):
+                log.warning("startup recovery: %s", line)
         self.metadata.cluster_id = self.log_manager.cluster_id
         self.admin.load()
         self.producer_ids.next_producer_id = 1 + max(
             (pid for p in self.replica_manager.partitions.values() for pid in p.log.producers), default=-1)
         await self.socket_server.start([(l.host, l.port) for l in self.config.listeners])
         loop = asyncio.get_running_loop()
+        if self.zk is not None:
+            self._start_replication(loop)
         self._background.append(loop.create_task(self._load_groups()))
         self._background.append(loop.create_task(self._housekeep()))
         log.info("kctl broker %d serving %s (cluster %s, %d topics) in %.2fs", self.broker_id,
@@ -103,10 +109,89 @@ class KafkaServer:
         if self.config.unknown:
             log.warning("unknown configuration keys ignored: %s", ", ".join(sorted(self.config.unknown)))
 
+    # -- ZooKeeper mode: a member of a cluster ---------------------------------------------------------
+    def _join_cluster(self) -> None:
+        """Topics now live in ZooKeeper and replicas come from the controller's LeaderAndIsr; the high
+        watermarks go to replication-offset-checkpoint."""
+        from kcli.zk.kafka_zk_client import KafkaZkClient
+
+        zk_client = KafkaZkClient.for_registration(self.zk)
+        self.admin.zk = zk_client
+        self.replica_manager.broker_epoch = self.zk.broker_epoch if self.zk.broker_epoch is not None else -1
+        self.log_manager.high_watermarks = self.replica_manager.high_watermarks
+        self.metadata.brokers.clear()  # the controller's UpdateMetadata says who is alive
+        self.metadata.controller_id = -1
+        self.groups.clustered = True
+        self.replica_manager.on_leadership_change = self._leadership_changed
+
+    def _leadership_changed(self, leaders: list[Any], followers: list[Any]) -> None:
+        """The group coordinator takes over the __consumer_offsets partitions led here now (replayed off the
+        event loop) and forgets the others (Kafka's onLeadershipChange: onElection / onResignation)."""
+        loop = asyncio.get_running_loop()
+        for index in self.groups.on_leadership_change(leaders, followers):
+            async def load(index: int = index) -> None:
+                try:
+                    records = await asyncio.to_thread(self.groups.load_partition, index)
+                except Exception:
+                    log.exception("loading __consumer_offsets-%d failed", index)
+                    records = []
+                self.groups.finish_loading(index, records)
+            self._background.append(loop.create_task(load()))
+
+    def _start_replication(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Replica fetchers, the ISR manager, the ISR expiration task, and this broker's controller
+        candidacy (the controller runs in threads of its own, as Kafka's controller-event thread)."""
+        from kcli.broker.controller import ControllerRunner
+        from kcli.broker.isr_manager import ZkIsrManager
+        from kcli.broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
+
+        c = self.config
+        settings = FetchSettings(max_wait_ms=c["replica.fetch.wait.max.ms"], min_bytes=c["replica.fetch.min.bytes"],
+                                 max_bytes=c["replica.fetch.response.max.bytes"],
+                                 partition_max_bytes=c["replica.fetch.max.bytes"],
+                                 backoff_ms=c["replica.fetch.backoff.ms"],
+                                 socket_timeout_ms=c["replica.socket.timeout.ms"])
+        self.replica_manager.fetchers = ReplicaFetcherManager(
+            self.broker_id, self.log_manager, settings, self.services.endpoint, on_append=self._follower_appended)
+        self.isr_manager = ZkIsrManager(self.admin.zk, self.replica_manager)
+        self.isr_manager.start()
+        self.replica_manager.isr_listener = self.isr_manager
+        self._background.append(loop.create_task(self._replication_housekeeping()))
+        self.controller = ControllerRunner(self.config, self.broker_id, self.zk)
+        self.controller.start()
+        self.services.controller = self.controller
+
+    def _follower_appended(self, partition: Any) -> None:
+        if self.log_manager.flush_due(partition.managed):
+            self._schedule_flush(partition.managed)
+
+    async def _replication_housekeeping(self) -> None:
+        """The ISR expiration check every replica.lag.time.max.ms / 2 and the high-watermark checkpoint every
+        replica.high.watermark.checkpoint.interval.ms (Kafka's isr-expiration and highwatermark-checkpoint)."""
+        isr_every = self.config["replica.lag.time.max.ms"] / 2000
+        checkpoint_every = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
+        next_isr = next_checkpoint = time.monotonic()
+        while True:
+            await asyncio.sleep(min(isr_every, checkpoint_every, 1.0))
+            now = time.monotonic()
+            try:
+                if now >= next_isr:
+                    next_isr = now + isr_every
+                    self.replica_manager.shrink_isrs()
+                if now >= next_checkpoint:
+                    next_checkpoint = now + checkpoint_every
+                    await asyncio.to_thread(self.log_manager.write_checkpoints)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("replication housekeeping failed; retrying")
+
     async def _load_groups(self) -> None:
-        """The port is open already; group requests get COORDINATOR_LOAD_IN_PROGRESS until this is done."""
+        """The port is open already; group requests get COORDINATOR_LOAD_IN_PROGRESS until this is done.
+        In a cluster each __consumer_offsets partition is loaded when it is led here (_leadership_changed)."""
         try:
-            await asyncio.to_thread(self.groups.load)
+            if not self.groups.clustered:
+                await asyncio.to_thread(self.groups.load)
         finally:
             self.groups.loading = False
         self.groups.start()
@@ -123,6 +208,12 @@ class KafkaServer:
             await self.stop()
 
     async def stop(self) -> None:
+        if self.controller is not None:
+            await asyncio.to_thread(self.controller.shutdown)
+        if self.replica_manager.fetchers is not None:
+            await self.replica_manager.fetchers.shutdown()
+        if self.isr_manager is not None:
+            await self.isr_manager.stop()
         self.groups.stop()
         for task in self._background:
             task.cancel()

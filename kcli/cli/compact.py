@@ -46,7 +46,8 @@ def compact_cmd(
             from kcli.spark.compact import compact as compact_on_spark
 
             report = compact_on_spark(session, paths, dry_run=dry_run, config_overrides=overrides,
-                                      include_active=include_active, verify_after=verify)
+                                      include_active=include_active, verify_after=verify, force=force,
+                                      topic_policies=policies)
         else:
             report = compact(paths, dry_run=dry_run, config_overrides=overrides, include_active=include_active,
                              max_memory=max_memory, verify_after=verify, jobs=jobs or os.cpu_count() or 1,

@@ -12,14 +12,15 @@ partitions' offsets into the same filter and crash-safe swap the local engine us
 (``plan_with_superseded`` + ``apply_compaction``), so memory stays flat whatever the key count. Planning
 (dirty section, producers, aborted transactions) and the ``.lock`` of each log dir stay on the driver; the
 partition directories must be visible to executors at the same paths (local mode, or a shared filesystem).
-The result is byte for byte the local engine's.
+The result is byte for byte the local engine's, and so are the safety rules (``compaction_targets``): the
+log dirs' ``.lock``, no partition with unreadable entries, none whose known cleanup.policy is delete unless
+forced, and the ``cleaner-offset-checkpoint`` only in a log dir.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,6 @@ from kcli.errors import KcliError
 from kcli.spark import FORMAT
 from kcli.spark.session import local_python
 from kcli.storage.cleaner import (
-    CleanerConfig,
     CompactionPlan,
     OffsetMap,
     SupersededOffsets,
@@ -37,24 +37,33 @@ from kcli.storage.cleaner import (
     write_cleaner_checkpoint,
 )
 from kcli.storage.files import parse_partition_dir_name
-from kcli.tools.compact import CompactReport, PartitionCompaction, compare, latest_values
-from kcli.tools.recover import find_partitions, log_dir_lock
+from kcli.tools.compact import (
+    CompactReport,
+    PartitionCompaction,
+    compaction_targets,
+    compare,
+    latest_values,
+    split_cleanup_policy,
+)
 
 def compact(spark: Any, paths: list[str], *, dry_run: bool = False, config_overrides: dict[str, str] | None = None,
-            include_active: bool = False, verify_after: bool = False, now_ms: int | None = None) -> CompactReport:
+            include_active: bool = False, verify_after: bool = False, now_ms: int | None = None, force: bool = False,
+            topic_policies: dict[str, str] | None = None) -> CompactReport:
     """``kcli.tools.compact.compact`` on Spark: same arguments (no ``max_memory``: Spark's map has no bound,
-    so every partition is cleaned in one pass), same report."""
+    so every partition is cleaned in one pass; no ``jobs``), same refusals, same report."""
     started = time.perf_counter()
-    config = CleanerConfig.from_overrides(config_overrides or {})
+    config, given_policy = split_cleanup_policy(config_overrides)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     report = CompactReport(list(paths), dry_run, config, verify_after and not dry_run)
-    directories = list(find_partitions(paths))
-    with ExitStack() as locks:
-        for log_dir in sorted({d.resolve().parent for d in directories}):
-            locks.enter_context(log_dir_lock(log_dir))
+    with compaction_targets(paths, report, force=force, cleanup_policy=given_policy,
+                            topic_policies=topic_policies) as targets:
         plans: dict[tuple[str, int], CompactionPlan] = {}
         order: list[PartitionCompaction | tuple[str, int]] = []
-        for directory in directories:
+        for target in targets:
+            if target.refused is not None:
+                order.append(target.refused)
+                continue
+            directory = target.directory
             parsed = parse_partition_dir_name(directory.name)
             if parsed is None:
                 order.append(PartitionCompaction(str(directory), [], problems=[
@@ -68,8 +77,8 @@ def compact(spark: Any, paths: list[str], *, dry_run: bool = False, config_overr
                 order.append(PartitionCompaction(str(directory), [], problems=[exc.describe()]))
         done = _clean_on_spark(spark, plans, dry_run=dry_run, verify_after=verify_after) if plans else {}
         report.partitions = [done[item] if isinstance(item, tuple) else item for item in order]
-        for result in report.partitions:  # in the local engine's order, so the file reads the same
-            if result.applied and result.passes:
+        for target, result in zip(targets, report.partitions):  # one result per target, in the local engine's
+            if result.applied and result.passes and target.in_log_dir:  # order, so the file reads the same
                 end = result.passes[-1].end_offset
                 result.checkpoint = end if write_cleaner_checkpoint(Path(result.directory), end) else None
     report.seconds = time.perf_counter() - started

@@ -32,7 +32,7 @@ from kcli.storage.files import (
 from kcli.storage.leader_epoch import LeaderEpochCache
 from kcli.storage.log_config import LogConfig
 from kcli.storage.producer_state import ProducerStateManager
-from kcli.storage.recovery import RecoveryResult, apply_recovery, new_quarantine_dir, plan_recovery
+from kcli.storage.recovery import QuarantineRun, RecoveryResult, apply_recovery, plan_recovery
 from kcli.storage.segment import FileBatchReader, LogSegment
 from kcli.storage.snapshot import read_producer_snapshot
 
@@ -59,14 +59,17 @@ class LoadedLog:
 class LogLoader:
     """Load one partition directory. ``recover``: the shutdown was not clean, so every segment is validated
     (Kafka recovers from the recovery point; kcli from the start). Without it only leftovers of interrupted
-    swaps and writes are dealt with, from the active segment on, as Kafka does after a clean shutdown."""
+    swaps and writes are dealt with, from the active segment on, as Kafka does after a clean shutdown.
+
+    ``quarantine``: the QuarantineRun this partition's recovery joins (a broker's startup passes one per log dir,
+    so one restart is one run), or a directory of its own; by default a new run beside the log dir."""
 
     def __init__(self, directory: str | os.PathLike, config: LogConfig | None = None, *, recover: bool = True,
-                 quarantine: str | os.PathLike | None = None) -> None:
+                 quarantine: QuarantineRun | str | os.PathLike | None = None) -> None:
         self.directory = Path(directory)
         self.config = config or LogConfig()
         self.recover = recover
-        self.quarantine = Path(quarantine) if quarantine else None
+        self.quarantine = quarantine if isinstance(quarantine, QuarantineRun) or not quarantine else Path(quarantine)
 
     def load(self) -> LoadedLog:
         directory = self.directory
@@ -96,7 +99,10 @@ class LogLoader:
             return None
         if not plan.actions:
             return None
-        return apply_recovery(plan, quarantine=self.quarantine or new_quarantine_dir(self.directory))
+        if isinstance(self.quarantine, Path):
+            return apply_recovery(plan, quarantine=self.quarantine)
+        run = self.quarantine or QuarantineRun.beside(self.directory.resolve().parent)
+        return run.apply(plan)
 
 
 def segment_bases(directory: Path) -> list[int]:

@@ -42,7 +42,7 @@ from kcli.storage.files import (
     segment_path,
 )
 from kcli.storage.leader_epoch import LeaderEpochCache
-from kcli.storage.loader import LogLoader, load_producer_state
+from kcli.storage.loader import LogLoader, QuarantineRun, RecoveryResult, load_producer_state
 from kcli.storage.log_config import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_BYTES,
@@ -108,15 +108,18 @@ class PartitionLog:
         self.topic_id = topic_id
         self.producer_state = ProducerStateManager()
         self.leader_epochs = LeaderEpochCache()
+        self.recovery: RecoveryResult | None = None  # what opening the directory repaired (``open``)
 
     @classmethod
     def open(cls, directory: str | os.PathLike, *, config: LogConfig | None = None, recover: bool = True,
-             quarantine: str | os.PathLike | None = None) -> PartitionLog:
+             quarantine: QuarantineRun | str | os.PathLike | None = None) -> PartitionLog:
         """Open an existing partition directory for appending, as a broker does at startup (LogLoader).
 
         With ``recover`` the directory is first recovered (kcli.storage.recovery; whatever is cut goes to
-        ``quarantine``, by default beside the log dir). The active segment's indexes are resized for
-        appends; producer state comes from the latest snapshot plus a replay of the batches after it.
+        ``quarantine``: a QuarantineRun shared with the other partitions of a restart, a directory, or by
+        default a new run beside the log dir; ``recovery`` then holds the result). The active segment's
+        indexes are resized for appends; producer state comes from the latest snapshot plus a replay of the
+        batches after it.
         """
         loaded = LogLoader(directory, config, recover=recover, quarantine=quarantine).load()
         log = cls.__new__(cls)
@@ -127,6 +130,7 @@ class PartitionLog:
         log.leader_epochs = loaded.leader_epochs
         log.producer_state = loaded.producer_state
         log.log_start_offset = loaded.log_start_offset
+        log.recovery = loaded.recovery
         return log
 
     def replace_config(self, config: LogConfig) -> PartitionLog:

@@ -8,6 +8,7 @@ the partition in an order that leaves it recoverable by another run after a cras
 
 from __future__ import annotations
 
+import base64
 import bisect
 import hashlib
 import json
@@ -59,8 +60,10 @@ from kcli.storage.segment import FileBatchReader, SegmentIndexes
 from kcli.storage.snapshot import ProducerSnapshot, inspect_producer_snapshot, write_producer_snapshot
 
 MANIFEST_FORMAT = "kctl-recover-quarantine"
-MANIFEST_VERSION = 2  # 2: quarantined copies without their trailing zeros ("stored_bytes"), results' SHA-256
-_READABLE_VERSIONS = (1, 2)
+# 2: quarantined copies without their trailing zeros ("stored_bytes"), results' SHA-256;
+# 3: a rebuilt file's small old content "inline" (base64) in the manifest instead of a file of its own
+MANIFEST_VERSION = 3
+_READABLE_VERSIONS = (1, 2, 3)
 RUN_FORMAT = "kctl-recover-run"
 # Test hook: SIGKILL this process after N mutating steps of apply_recovery (crash-safety tests).
 CRASH_AFTER_ENV = "KCLI_TEST_CRASH_AFTER"
@@ -71,6 +74,9 @@ _OFFSET_SIZE = LOG_OVERHEAD_STRUCT
 _LAST_OFFSET_DELTA = LAST_OFFSET_DELTA_FIELD
 _LAST_OFFSET_DELTA_AT = LAST_OFFSET_DELTA_OFFSET
 _COPY_CHUNK = 1 << 20
+# A rebuilt file whose old content (trailing zeros aside) is this small is kept inside the manifest: a file of
+# its own costs a whole filesystem block, and a broker's restart rebuilds two nearly empty indexes per partition.
+_INLINE_LIMIT = 1024
 _PROGRESS_EVERY = 4 << 20
 
 
@@ -146,6 +152,15 @@ class RecoveryResult:
     plan: RecoveryPlan
     quarantine: Path
     manifest: Path
+    records: list[dict[str, Any]] = field(default_factory=list)  # the manifest's entries, one per plan action
+
+    def kept_in(self, index: int) -> Path | None:
+        """Where action ``index``'s old bytes are kept: its quarantine file, the manifest (small old content of
+        a rebuilt file, inline), or None (nothing to keep: a rename, a file that did not exist)."""
+        record = self.records[index]
+        if record.get("quarantine_file"):
+            return self.quarantine / record["quarantine_file"]
+        return self.manifest if record.get("inline") is not None else None
 
 
 @dataclass
@@ -622,7 +637,7 @@ def apply_recovery(plan: RecoveryPlan, *, quarantine: str | os.PathLike[str]) ->
             record["result_sha256"] = _file_sha256(action.file)
     document["applied"] = True
     write_atomically(manifest, json.dumps(document, indent=2).encode())
-    return RecoveryResult(plan, quarantine, manifest)
+    return RecoveryResult(plan, quarantine, manifest, document["actions"])
 
 
 def _quarantine(action: RecoveryAction, seq: int, quarantine: Path) -> dict[str, Any]:
@@ -647,6 +662,15 @@ def _quarantine(action: RecoveryAction, seq: int, quarantine: Path) -> dict[str,
     size = origin.stat().st_size
     if size != action.end:
         raise KcliError(f"is {size} bytes, {action.end} when recovery was planned: plan again", path=str(origin))
+    if action.kind is ActionKind.REBUILD:
+        digest, stored = _measure_without_trailing_zeros(origin, action.bytes)
+        if stored <= _INLINE_LIMIT:
+            with open(origin, "rb") as src:
+                data = src.read(stored)
+            if len(data) != stored:
+                raise KcliError("file shrank while being quarantined", path=str(origin))
+            record.update(sha256=digest, stored_bytes=stored, inline=base64.b64encode(data).decode("ascii"))
+            return record
     name = f"{seq:04d}-{action.file.name}"
     if action.kind is ActionKind.TRUNCATE:
         name += f".{action.position}-{action.end}"
@@ -678,6 +702,23 @@ def _copy_without_trailing_zeros(origin: Path, position: int, length: int, targe
         out.truncate(stored)
         out.flush()
         os.fsync(out.fileno())
+    return digest.hexdigest(), stored
+
+
+def _measure_without_trailing_zeros(origin: Path, length: int) -> tuple[str, int]:
+    """SHA-256 of ``origin[:length]`` and its length without trailing zeros (what a copy would store)."""
+    digest = hashlib.sha256()
+    stored = done = 0
+    with open(origin, "rb") as src:
+        while done < length:
+            chunk = src.read(min(_COPY_CHUNK, length - done))
+            if not chunk:
+                raise KcliError("file shrank while being quarantined", path=str(origin))
+            digest.update(chunk)
+            kept = len(chunk.rstrip(b"\0"))
+            if kept:
+                stored = done + kept
+            done += len(chunk)
     return digest.hexdigest(), stored
 
 
@@ -789,13 +830,20 @@ def _check_restore(manifest_path: Path) -> _Restore:
     records = manifest["actions"]
     saved: dict[int, bytes] = {}
     for i, r in enumerate(records):
-        if r["quarantine_file"] is None:
+        if r.get("inline") is not None:
+            source = manifest_path
+            try:
+                data = base64.b64decode(r["inline"], validate=True)
+            except ValueError:
+                raise InputError(f"entry {i}: inline content is not base64", path=str(source)) from None
+        elif r["quarantine_file"] is None:
             continue
-        source = quarantine / r["quarantine_file"]
-        try:
-            data = source.read_bytes()
-        except OSError as exc:
-            raise InputError(f"cannot read quarantined bytes: {exc.strerror or exc}", path=str(source)) from None
+        else:
+            source = quarantine / r["quarantine_file"]
+            try:
+                data = source.read_bytes()
+            except OSError as exc:
+                raise InputError(f"cannot read quarantined bytes: {exc.strerror or exc}", path=str(source)) from None
         if len(data) != r.get("stored_bytes", r["bytes"]) or _padded_sha256(data, r["bytes"]) != r["sha256"]:
             raise KcliError("quarantined bytes do not match their SHA-256 in the manifest", path=str(source))
         saved[i] = data
@@ -1001,7 +1049,8 @@ def new_quarantine_run(root: str | os.PathLike[str], now: datetime | None = None
 class QuarantineRun:
     """ONE quarantine run for several partitions recovered together (one `kctl recover`, one broker startup):
     ``<root>/<UTC timestamp>/run.json`` and a ``<partition>/manifest.json`` per partition recovered. Nothing is
-    created until a partition needs changes; ``kctl recover --restore <run dir>`` undoes the whole run.
+    created until a partition needs changes (and a run started in the same second by another process takes
+    the next free name); ``kctl recover --restore <run dir>`` undoes the whole run.
 
         run = QuarantineRun.beside(log_dir)          # <log dir>.kctl-quarantine/<UTC timestamp>
         for partition_dir in partitions:
@@ -1010,9 +1059,11 @@ class QuarantineRun:
 
     def __init__(self, root: str | os.PathLike[str], now: datetime | None = None) -> None:
         self.root = Path(root).absolute()
+        self._now = now
         self.directory = new_quarantine_run(self.root, now)
         self.results: list[RecoveryResult] = []
         self._used: set[str] = set()
+        self._created = False
 
     @classmethod
     def beside(cls, log_dir: str | os.PathLike[str], now: datetime | None = None) -> QuarantineRun:
@@ -1027,14 +1078,27 @@ class QuarantineRun:
         self._used.add(candidate)
         return self.directory / candidate
 
+    def _create(self) -> None:
+        """Make the run directory and its run.json; mkdir fails on a name taken since this run chose it, so
+        two runs never share a directory."""
+        if self._created:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                self.directory.mkdir()
+                break
+            except FileExistsError:
+                self.directory = new_quarantine_run(self.root, self._now)
+        write_atomically(self.directory / RUN_MANIFEST_NAME, json.dumps({
+            "format": RUN_FORMAT, "version": 1,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}).encode())
+        self._created = True
+
     def apply(self, plan: RecoveryPlan) -> RecoveryResult:
         """``apply_recovery`` with this run's quarantine (the run directory and run.json made on first use)."""
+        self._create()
         target = self.partition_dir(plan.partition_dir)
-        if not (self.directory / RUN_MANIFEST_NAME).exists():
-            self.directory.mkdir(parents=True, exist_ok=True)
-            write_atomically(self.directory / RUN_MANIFEST_NAME, json.dumps({
-                "format": RUN_FORMAT, "version": 1,
-                "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}).encode())
         result = apply_recovery(plan, quarantine=target)
         self.results.append(result)
         return result
@@ -1045,11 +1109,6 @@ class QuarantineRun:
         plan = plan_recovery(partition_dir, config=config, recovery_point=recovery_point)
         return self.apply(plan) if plan.actions else None
 
-
-def new_quarantine_dir(partition_dir: str | os.PathLike[str]) -> Path:
-    """Default quarantine of one partition: `<log dir>.kctl-quarantine/<timestamp>/<partition>`."""
-    partition_dir = Path(partition_dir).resolve()
-    return new_quarantine_run(quarantine_root(partition_dir.parent)) / partition_dir.name
 
 
 # -- helpers -----------------------------------------------------------------------------------------

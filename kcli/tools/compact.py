@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,64 @@ def _policy_refusal(directory: Path, policy: str | None, source: str) -> Problem
                    "records this topic keeps until retention; --force compacts anyway", "cleanup_policy_delete")
 
 
+@dataclass(frozen=True)
+class CompactTarget:
+    """A partition found under the paths given to a compaction, and what the safety rules allow there."""
+
+    directory: Path
+    in_log_dir: bool  # its parent holds a broker's own files: the cleaner-offset-checkpoint may be written there
+    refused: PartitionCompaction | None = None  # not to be compacted (unreadable entries, cleanup.policy delete)
+
+
+@contextmanager
+def compaction_targets(paths: list[str], report: CompactReport, *, force: bool = False,
+                       cleanup_policy: str | None = None,
+                       topic_policies: dict[str, str] | None = None) -> Iterator[list[CompactTarget]]:
+    """The partitions under ``paths``, in order, with the rules every engine follows (kept here once): the
+    ``.lock`` of each log dir held meanwhile (RecoveryRefusedError if a broker holds it); a partition holding
+    entries that cannot be read is refused; so is one whose known cleanup.policy lacks ``compact``
+    (``cleanup_policy`` from --config, else ``topic_policies``, e.g. from ZooKeeper, else the log dir's KRaft
+    metadata) unless ``force``; the checkpoint goes only into a log dir. Unreadable entries go to ``report``."""
+    partitions = list(find_partitions(paths, report.unreadable))
+    with ExitStack() as locks:
+        for log_dir in sorted({d.resolve().parent for d in partitions}):
+            locks.enter_context(log_dir_lock(log_dir))
+        blocked = {Path(p.file).parent.absolute() for p in report.unreadable}
+        kraft_policies: dict[Path, dict[str, str]] = {}
+        targets = []
+        for directory in partitions:
+            log_dir = directory.parent
+            target = CompactTarget(directory, holds_log_dir_metadata(log_dir))
+            if directory in blocked:  # never rewrite a partition with a segment-like entry we cannot read
+                target = CompactTarget(directory, target.in_log_dir, PartitionCompaction(str(directory), [], problems=[
+                    Problem(str(directory), None, None, "not compacted: it holds entries that cannot be read",
+                            "skipped")]))
+            elif not force:
+                topic = (parse_partition_dir_name(directory.name) or (None, None))[0]
+                if cleanup_policy is not None:
+                    policy, source = cleanup_policy, "--config"
+                elif topic is not None and topic_policies and topic in topic_policies:
+                    policy, source = topic_policies[topic], "the topic config in ZooKeeper"
+                else:
+                    if log_dir not in kraft_policies:
+                        kraft_policies[log_dir] = cleanup_policies_in_log_dir(log_dir)
+                    policy = kraft_policies[log_dir].get(topic) if topic is not None else None
+                    source = "the topic config in the log dir's __cluster_metadata"
+                refusal = _policy_refusal(directory, policy, source)
+                if refusal is not None:
+                    target = CompactTarget(directory, target.in_log_dir,
+                                           PartitionCompaction(str(directory), [], problems=[refusal]))
+            targets.append(target)
+        yield targets
+
+
+def split_cleanup_policy(config_overrides: dict[str, str] | None) -> tuple[CleanerConfig, str | None]:
+    """The cleaner's settings and the ``cleanup.policy`` among topic config overrides (which only gates)."""
+    overrides = dict(config_overrides or {})
+    policy = overrides.pop(CLEANUP_POLICY, None)
+    return CleanerConfig.from_overrides(overrides), policy
+
+
 def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[str, str] | None = None,
             include_active: bool = False, max_memory: int = DEFAULT_MAX_MEMORY, verify_after: bool = False,
             now_ms: int | None = None, jobs: int = 1, force: bool = False,
@@ -175,41 +234,18 @@ def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[s
     log dir a broker holds.
     """
     started = time.perf_counter()
-    overrides = dict(config_overrides or {})
-    given_policy = overrides.pop(CLEANUP_POLICY, None)
-    config = CleanerConfig.from_overrides(overrides)
+    config, given_policy = split_cleanup_policy(config_overrides)
     if max_memory < 24:
         raise ValueError("max memory must hold at least one 24-byte offset map entry")
     now = int(time.time() * 1000) if now_ms is None else now_ms
     report = CompactReport(list(paths), dry_run, config, verify_after and not dry_run)
-    partitions = [d for d in find_partitions(paths, report.unreadable)]
-    with ExitStack() as locks:
-        for log_dir in sorted({d.resolve().parent for d in partitions}):
-            locks.enter_context(log_dir_lock(log_dir))
-        blocked = {Path(p.file).parent.absolute() for p in report.unreadable}
-        kraft_policies: dict[Path, dict[str, str]] = {}
-        for directory in partitions:
-            if directory in blocked:  # never rewrite a partition with a segment-like entry we cannot read
-                report.partitions.append(PartitionCompaction(str(directory), [], problems=[Problem(
-                    str(directory), None, None, "not compacted: it holds entries that cannot be read", "skipped")]))
+    with compaction_targets(paths, report, force=force, cleanup_policy=given_policy,
+                            topic_policies=topic_policies) as targets:
+        for target in targets:
+            if target.refused is not None:
+                report.partitions.append(target.refused)
                 continue
-            log_dir = directory.parent
-            in_log_dir = holds_log_dir_metadata(log_dir)
-            if not force:
-                topic = (parse_partition_dir_name(directory.name) or (None, None))[0]
-                if given_policy is not None:
-                    policy, source = given_policy, "--config"
-                elif topic is not None and topic_policies and topic in topic_policies:
-                    policy, source = topic_policies[topic], "the topic config in ZooKeeper"
-                else:
-                    if log_dir not in kraft_policies:
-                        kraft_policies[log_dir] = cleanup_policies_in_log_dir(log_dir)
-                    policy = kraft_policies[log_dir].get(topic) if topic is not None else None
-                    source = "the topic config in the log dir's __cluster_metadata"
-                refusal = _policy_refusal(directory, policy, source)
-                if refusal is not None:
-                    report.partitions.append(PartitionCompaction(str(directory), [], problems=[refusal]))
-                    continue
+            directory, in_log_dir = target.directory, target.in_log_dir
             try:
                 # Applying counts while it rewrites: only a dry run needs the separate counting pass.
                 plan = plan_compaction(directory, now_ms=now, config=config, include_active=include_active,
@@ -229,7 +265,7 @@ def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[s
             if dry_run:
                 continue
             before = latest_values(directory) if verify_after else None
-            checkpoint = log_dir / CLEANER_OFFSET_CHECKPOINT
+            checkpoint = directory.parent / CLEANER_OFFSET_CHECKPOINT
             had_checkpoint = checkpoint.exists()
             try:
                 # Only a log dir gets a cleaner-offset-checkpoint; a multi-pass compaction needs it between passes,
@@ -293,4 +329,5 @@ def compare(before: KeyState, after: KeyState, now_ms: int, delete_retention_ms:
     return mismatches
 
 
-__all__ = ["CompactReport", "PartitionCompaction", "compact", "compare", "latest_values"]
+__all__ = ["CompactReport", "CompactTarget", "PartitionCompaction", "compact", "compaction_targets", "compare",
+           "latest_values", "split_cleanup_policy"]

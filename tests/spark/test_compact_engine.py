@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import T0
+from builders import T0, build_partition
 from kcli.records import Record
 from kcli.records.control import ControlRecordType
 from kcli.storage.log import LogConfig, PartitionLog
@@ -99,11 +99,53 @@ def test_cli_engine_spark_and_usage_errors(sources, tmp_path):
     usage = subprocess.run([sys.executable, "-m", "kcli", "compact", "--master", "local[1]", str(target)],
                            capture_output=True, text=True, env=env, timeout=120)
     assert usage.returncode == 2 and "--master needs --engine spark" in usage.stderr
+    # --force reaches the Spark engine: a delete policy given with --config is compacted anyway.
     proc = subprocess.run([sys.executable, "-m", "kcli", "compact", "--engine", "spark", "--master", "local[1]",
-                           "--include-active", "--verify", "--json", str(target)],
+                           "--include-active", "--verify", "--json", "--force", "--config", "cleanup.policy=delete",
+                           str(target)],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     assert report["ok"] and report["verified"] and report["records_dropped"] > 100
+    assert not (target.parent / "cleaner-offset-checkpoint").exists()  # not a log dir: no checkpoint there
     # Spark's start-up chatter stays off the terminal (the JVM's own notice about incubator modules aside).
     assert [line for line in proc.stderr.splitlines() if line.strip() and "incubator modules" not in line] == []
+
+
+def test_spark_engine_follows_the_local_engines_safety_rules(spark, tmp_path):
+    """The rules both engines share (kcli.tools.compact.compaction_targets): a known delete policy (the log dir's
+    KRaft metadata, or --config) is refused unless forced, and the cleaner-offset-checkpoint goes only into a
+    log dir; the reports match the local engine's."""
+    from kcli.records.cluster_metadata import encode_metadata_record
+    from kcli.spark.compact import compact as compact_spark
+
+    def build(root: Path) -> tuple[Path, Path]:
+        scratch, log_dir = root / "scratch", root / "logs"
+        build_partition(scratch / "t-0", batches=60)
+        build_partition(log_dir / "u-0", batches=60)
+        (log_dir / "meta.properties").write_text("version=0\nbroker.id=0\n")  # a broker's log dir
+        with PartitionLog(log_dir / "__cluster_metadata-0") as log:
+            log.append([Record(0, T0, None, encode_metadata_record("CONFIG_RECORD", 0, {
+                "resourceType": 2, "resourceName": "u", "name": "cleanup.policy", "value": "delete"}))])
+        return scratch, log_dir
+
+    scratch, log_dir = build(tmp_path / "spark")
+    local_scratch, local_log_dir = build(tmp_path / "local")
+    options = dict(now_ms=NOW, config_overrides={"delete.retention.ms": "0"})
+    untouched = _tree(log_dir)
+    got = compact_spark(spark, [str(scratch / "t-0"), str(log_dir / "u-0")], **options)
+    expected = compact_local([str(local_scratch / "t-0"), str(local_log_dir / "u-0")], **options)
+    assert _normalized(got, tmp_path / "spark") == _normalized(expected, tmp_path / "local")
+    t0, u0 = got.partitions
+    assert t0.applied and t0.total("records_dropped") > 0 and not t0.issues
+    assert t0.checkpoint is None and not (scratch / "cleaner-offset-checkpoint").exists()
+    assert [i.code for i in u0.issues] == ["cleanup_policy_delete"] and "__cluster_metadata" in u0.issues[0].reason
+    assert _tree(log_dir) == untouched
+
+    forced = compact_spark(spark, [str(log_dir / "u-0")], force=True,
+                            config_overrides={"cleanup.policy": "delete", "delete.retention.ms": "0"}, now_ms=NOW)
+    assert forced.is_ok() and forced.partitions[0].applied  # forced: the policy given is not a refusal
+    assert forced.partitions[0].checkpoint is not None and (log_dir / "cleaner-offset-checkpoint").is_file()
+    again = compact_spark(spark, [str(log_dir / "u-0")], config_overrides={"cleanup.policy": "delete"}, now_ms=NOW)
+    assert [i.code for i in again.partitions[0].issues] == ["cleanup_policy_delete"]
+    assert "(--config)" in again.partitions[0].issues[0].reason

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
@@ -57,9 +58,12 @@ def _recover(directory, quarantine, expected_log_end_offset, allowed_warnings=()
     manifest = json.loads(result.manifest.read_text())
     assert len(manifest["actions"]) == len(plan.actions)
     for entry in manifest["actions"]:
-        if entry["quarantine_file"] is None:
+        if entry["quarantine_file"] is not None:
+            kept = (quarantine / entry["quarantine_file"]).read_bytes()
+        elif entry.get("inline") is not None:  # a rebuilt file's small old content, kept in the manifest
+            kept = base64.b64decode(entry["inline"])
+        else:
             continue
-        kept = (quarantine / entry["quarantine_file"]).read_bytes()
         assert len(kept) == entry["stored_bytes"]  # trailing zeros (preallocated indexes) are not copied
         kept += bytes(entry["bytes"] - len(kept))
         assert hashlib.sha256(kept).hexdigest() == entry["sha256"]
@@ -343,3 +347,97 @@ def test_open_recovers_a_crashed_partition(partition, tmp_path):
     assert verify([str(partition)], deep=True).is_clean(strict=True)
     with PartitionLog.open(partition) as reopened:
         assert reopened.log_end_offset == last.base_offset + 1
+
+
+# -- one quarantine run per restart, small old contents kept in the manifest -------------------------------
+
+def _killed(log_dir: Path, names: list[str], records: int = 60) -> list[PartitionLog]:
+    """Partitions as a SIGKILLed broker leaves them: never closed, so their indexes keep the 10 MiB
+    preallocation; each .index holds entries (records of 200 bytes, an entry every 4096 bytes)."""
+    logs = []
+    for name in names:
+        log = PartitionLog(log_dir / name)
+        for i in range(records):
+            log.append([Record(0, T0 + i, f"k{i}".encode(), b"v" * 200)])
+        log.flush_to_os()
+        logs.append(log)
+    return logs
+
+
+def _tree(root: Path) -> dict[str, tuple[int, str]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_restart_opens_its_partitions_into_one_quarantine_run(tmp_path):
+    """What a broker's startup does: every partition of a log dir opened with the same QuarantineRun; one run
+    directory (created only once something is repaired), each rebuilt index's old entries in the manifest."""
+    from kcli.storage.files import RUN_MANIFEST_NAME
+    from kcli.storage.recovery import QuarantineRun, quarantine_root, restore_run, run_manifests
+
+    log_dir = tmp_path / "logs"
+    with PartitionLog(log_dir / "intact-0") as intact:
+        intact.append([Record(0, T0, b"k", b"v")])
+    idle = QuarantineRun.beside(log_dir)
+    with PartitionLog.open(log_dir / "intact-0", quarantine=idle) as reopened_intact:
+        assert reopened_intact.recovery is None
+    assert not quarantine_root(log_dir).exists()  # nothing repaired, nothing on disk
+    open_logs = _killed(log_dir, ["t-0", "t-1", "t-2"])
+    assert all((log_dir / n / "00000000000000000000.index").stat().st_size == 10 << 20 for n in ("t-0", "t-1"))
+    before = _tree(log_dir)
+    run = QuarantineRun.beside(log_dir)
+    reopened = {p.name: PartitionLog.open(p, quarantine=run) for p in sorted(log_dir.iterdir())}
+    assert reopened["intact-0"].recovery is None
+    assert [reopened[n].recovery for n in ("t-0", "t-1", "t-2")] == run.results
+    (only,) = quarantine_root(log_dir).iterdir()
+    assert only == run.directory and (only / RUN_MANIFEST_NAME).is_file()
+    assert sorted(p.name for p in only.iterdir() if p.is_dir()) == ["t-0", "t-1", "t-2"]
+    for result in run.results:
+        assert [p.name for p in result.quarantine.iterdir()] == ["manifest.json"]  # no file per index
+        index = next(i for i, a in enumerate(result.plan.actions) if a.file.name.endswith(".index"))
+        assert result.kept_in(index) == result.manifest
+        assert base64.b64decode(result.records[index]["inline"]).rstrip(b"\0")  # real entries, kept
+    for log in [*reopened.values(), *open_logs]:
+        log.segment.close()  # handles only: nothing may change the files before the restore
+    assert [r.partition_dir.name for r in restore_run(run_manifests(only))] == ["t-0", "t-1", "t-2"]
+    assert _tree(log_dir) == before  # byte-exact, the 10 MiB preallocation included
+
+
+def test_runs_started_in_the_same_second_do_not_share_a_directory(tmp_path):
+    from datetime import datetime, timezone
+
+    from kcli.storage.recovery import QuarantineRun
+
+    log_dir = tmp_path / "logs"
+    _killed(log_dir, ["t-0", "t-1"], records=5)
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    first, second = QuarantineRun.beside(log_dir, now), QuarantineRun.beside(log_dir, now)
+    assert first.directory == second.directory  # both chose the free name before either used it
+    first.recover(log_dir / "t-0")
+    second.recover(log_dir / "t-1")
+    assert first.directory != second.directory
+    assert [p.name for p in first.directory.iterdir() if p.is_dir()] == ["t-0"]
+    assert [p.name for p in second.directory.iterdir() if p.is_dir()] == ["t-1"]
+
+
+def test_old_index_content_inline_when_small_a_file_when_large(partition, tmp_path):
+    """A rebuilt index's old entries go into the manifest when small (a file would cost a whole block), into a
+    quarantine file of their own (without the trailing zeros) above the inline limit; both restore exactly."""
+    large = build_partition(tmp_path / "big" / "t-0", batches=600, value_size=400, segment_bytes=1 << 30,
+                            transactions=False)
+    for directory, inline in ((partition, True), (large, False)):
+        index = sorted(directory.glob("*.index"))[0]
+        data = index.read_bytes()
+        entries = len(data.rstrip(b"\0"))
+        assert 0 < entries <= 1024 if inline else entries > 1024
+        index.write_bytes(data + bytes(4096))  # a zero tail: rebuilt
+        quarantine = tmp_path / f"q-{directory.parent.name}"
+        _recover(directory, quarantine, plan_recovery(directory).log_end_offset)  # restores byte-exact too
+        manifest = json.loads((quarantine / "manifest.json").read_text())
+        (entry,) = [e for e in manifest["actions"] if e["file"] == index.name]
+        assert entry["stored_bytes"] == entries
+        if inline:
+            assert entry["quarantine_file"] is None and base64.b64decode(entry["inline"]) == data[:entries]
+            assert [p.name for p in quarantine.iterdir()] == ["manifest.json"]
+        else:
+            assert "inline" not in entry and (quarantine / entry["quarantine_file"]).read_bytes() == data[:entries]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import json
@@ -205,7 +206,11 @@ def _quarantined(root: Path) -> list[tuple[str, int, bytes]]:
         for entry in json.loads(manifest.read_text())["actions"]:
             if entry["quarantine_file"]:
                 kept = (manifest.parent / entry["quarantine_file"]).read_bytes()  # without its trailing zeros
-                out.append((entry["file"], entry["position"], kept + bytes(entry["bytes"] - len(kept))))
+            elif entry.get("inline") is not None:
+                kept = base64.b64decode(entry["inline"])  # a rebuilt file's small old content, in the manifest
+            else:
+                continue
+            out.append((entry["file"], entry["position"], kept + bytes(entry["bytes"] - len(kept))))
     return out
 
 

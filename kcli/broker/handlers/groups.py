@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import logging
+
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.handlers.common import (
@@ -19,37 +21,66 @@ from kcli.broker.handlers.common import (
 )
 
 LOADING = ErrorCode.coordinator_load_in_progress
+log = logging.getLogger("kcli.broker")
 
 
-def _loading(ctx: RequestContext) -> bool:
-    """Groups are answered COORDINATOR_LOAD_IN_PROGRESS while __consumer_offsets is replayed (clients retry)."""
-    return ctx.services.groups.loading
+def _unavailable(ctx: RequestContext, group_id: str) -> ErrorCode | None:
+    """COORDINATOR_LOAD_IN_PROGRESS while the group's __consumer_offsets partition is replayed, NOT_COORDINATOR
+    when another broker coordinates it (clients look it up again), else None."""
+    return ctx.services.groups.coordinator_error(group_id)
+
+
+def _coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, int, str, int]:
+    """(error, node id, host, port) of the group's coordinator: standalone this broker; in a cluster the
+    leader of the group's __consumer_offsets partition, created on the first lookup as Kafka does (with
+    offsets.topic.replication.factor; COORDINATOR_NOT_AVAILABLE until it has a leader)."""
+    services = ctx.services
+    if not services.clustered:
+        host, port = services.advertised
+        return ErrorCode.none, services.broker_id, host, port
+    from kcli.broker.group_coordinator import OFFSETS_TOPIC
+    from kcli.storage.offsets_topic import partition_for_group
+
+    count = services.metadata.partition_count(OFFSETS_TOPIC)
+    if not count:
+        try:
+            services.admin.create_topic(OFFSETS_TOPIC, services.config["offsets.topic.num.partitions"],
+                                        services.config["offsets.topic.replication.factor"],
+                                        configs={"cleanup.policy": "compact"})
+        except Exception as exc:  # already being created by another broker, or too few brokers yet
+            log.info("cannot create %s yet: %s", OFFSETS_TOPIC, getattr(exc, "reason", exc))
+        return ErrorCode.coordinator_not_available, -1, "", -1
+    state = services.metadata.partition_state(OFFSETS_TOPIC, partition_for_group(key, count))
+    endpoint = services.endpoint(state.leader) if state is not None and state.leader >= 0 else None
+    if endpoint is None:
+        return ErrorCode.coordinator_not_available, -1, "", -1
+    return ErrorCode.none, state.leader, endpoint[0], endpoint[1]
 
 
 async def find_coordinator(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
-    host, port = ctx.services.advertised
-    broker_id = ctx.services.broker_id
     key_type = getattr(req, "key_type", 0)
-    error = ErrorCode.none
-    if key_type not in (0, 1):
-        error = ErrorCode.invalid_request
-    elif key_type == 1:
-        error = ErrorCode.coordinator_not_available  # transactions: no transaction coordinator yet
     keys = getattr(req, "coordinator_keys", None) or (getattr(req, "key", ""),)
-    ok = error == ErrorCode.none
-    coordinators = tuple(build(R, "Coordinator", key=k, node_id=broker_id if ok else -1, host=host if ok else "",
-                               port=port if ok else -1, error_code=error, error_message=None) for k in keys
+    found = []
+    for key in keys:
+        if key_type not in (0, 1):
+            found.append((key, ErrorCode.invalid_request, -1, "", -1))
+        elif key_type == 1:  # transactions: no transaction coordinator yet
+            found.append((key, ErrorCode.coordinator_not_available, -1, "", -1))
+        else:
+            found.append((key, *_coordinator(ctx, key)))
+    coordinators = tuple(build(R, "Coordinator", key=k, node_id=node, host=host, port=port, error_code=error,
+                               error_message=None) for k, error, node, host, port in found
                          ) if has_class(R, "Coordinator") else ()  # v4+ (KIP-699) batches keys
+    _, error, node, host, port = found[0]
     return build(R, "FindCoordinatorResponse", throttle_time=ZERO, error_code=error, error_message=None,
-                 node_id=broker_id if ok else -1, host=host if ok else "", port=port if ok else -1,
-                 coordinators=coordinators)
+                 node_id=node, host=host, port=port, coordinators=coordinators)
 
 
 async def join_group(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
-    if _loading(ctx):
-        result: dict[str, Any] = {"error_code": LOADING}
+    if (unavailable := _unavailable(ctx, req.group_id)) is not None:
+        result: dict[str, Any] = {"error_code": unavailable}
     else:
         result = await ctx.services.groups.join(req, ctx.api_version, ctx.client_id, ctx.client_host)
     members = tuple(build(R, "JoinGroupResponseMember", member_id=mid, group_instance_id=instance, metadata=meta)
@@ -64,7 +95,8 @@ async def join_group(ctx: RequestContext, req: Any) -> Any:
 
 async def sync_group(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
-    result = {"error_code": LOADING} if _loading(ctx) else await ctx.services.groups.sync(req)
+    unavailable = _unavailable(ctx, req.group_id)
+    result = {"error_code": unavailable} if unavailable is not None else await ctx.services.groups.sync(req)
     return build(R, "SyncGroupResponse", throttle_time=ZERO, error_code=result["error_code"],
                  protocol_type=result.get("protocol_type"), protocol_name=result.get("protocol_name"),
                  assignment=result.get("assignment", b""))
@@ -72,15 +104,16 @@ async def sync_group(ctx: RequestContext, req: Any) -> Any:
 
 async def heartbeat(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
-    error = LOADING if _loading(ctx) else ctx.services.groups.heartbeat(req)
+    error = _unavailable(ctx, req.group_id) or ctx.services.groups.heartbeat(req)
     return build(R, "HeartbeatResponse", throttle_time=ZERO, error_code=error)
 
 
 async def leave_group(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     identities = list(getattr(req, "members", None) or ())  # v3+ (KIP-345): a batch of members
-    if _loading(ctx):
-        errors = [LOADING] * max(1, len(identities))
+    unavailable = _unavailable(ctx, req.group_id)
+    if unavailable is not None:
+        errors = [unavailable] * max(1, len(identities))
     elif identities:
         errors = ctx.services.groups.leave(req.group_id, [(m.member_id, m.group_instance_id) for m in identities])
     else:
@@ -89,7 +122,7 @@ async def leave_group(ctx: RequestContext, req: Any) -> Any:
         return build(R, "LeaveGroupResponse", throttle_time=ZERO, error_code=errors[0])
     members = tuple(build(R, "MemberResponse", member_id=m.member_id, group_instance_id=m.group_instance_id,
                           error_code=err) for m, err in zip(identities, errors))
-    top = LOADING if _loading(ctx) else ErrorCode.none
+    top = unavailable if unavailable is not None else ErrorCode.none
     return build(R, "LeaveGroupResponse", throttle_time=ZERO, error_code=top, members=members)
 
 
@@ -100,8 +133,8 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
     offsets = [(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                 p.committed_metadata) for t in req.topics for p in t.partitions]
     unknown = {(t, p) for t, p, *_ in offsets if replicas.find(t, p) is None}
-    if _loading(ctx):
-        error = LOADING
+    if (unavailable := _unavailable(ctx, req.group_id)) is not None:
+        error = unavailable
     else:
         error = ctx.services.groups.commit(req.group_id, generation, req.member_id,
                                            [o for o in offsets if (o[0], o[1]) not in unknown],
@@ -124,8 +157,8 @@ async def offset_fetch(ctx: RequestContext, req: Any) -> Any:
 
     def lookup(group_id: str, topics: Any) -> tuple[dict[str, dict[int, Any]], ErrorCode]:
         wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-        if _loading(ctx):
-            return ({t: {p: None for p in parts} for t, parts in wanted} if wanted else {}), LOADING
+        if (unavailable := _unavailable(ctx, group_id)) is not None:
+            return ({t: {p: None for p in parts} for t, parts in wanted} if wanted else {}), unavailable
         return groups.fetch_offsets(group_id, wanted), ErrorCode.none
 
     if hasattr(req, "groups"):  # v8+: several groups per request
@@ -151,8 +184,8 @@ async def describe_groups(ctx: RequestContext, req: Any) -> Any:
     ops = GROUP_OPERATIONS if getattr(req, "include_authorized_operations", False) else NOT_REQUESTED
     described = []
     for group_id in req.groups:
-        if _loading(ctx):
-            described.append(build(R, "DescribedGroup", error_code=LOADING, group_id=group_id, group_state="",
+        if (unavailable := _unavailable(ctx, group_id)) is not None:
+            described.append(build(R, "DescribedGroup", error_code=unavailable, group_id=group_id, group_state="",
                                    protocol_type="", protocol_data="", members=(), authorized_operations=ops))
             continue
         group = ctx.services.groups.groups.get(group_id)
@@ -173,7 +206,7 @@ async def describe_groups(ctx: RequestContext, req: Any) -> Any:
 
 async def list_groups(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
-    if _loading(ctx):
+    if ctx.services.groups.loading or ctx.services.groups.loading_partitions:
         return build(R, "ListGroupsResponse", throttle_time=ZERO, error_code=LOADING, groups=())
     wanted = {s.lower() for s in (getattr(req, "states_filter", None) or ())}
     groups = tuple(build(R, "ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type or "",
@@ -185,7 +218,7 @@ async def list_groups(ctx: RequestContext, req: Any) -> Any:
 async def delete_groups(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     results = tuple(build(R, "DeletableGroupResult", group_id=g,
-                          error_code=LOADING if _loading(ctx) else ctx.services.groups.delete(g))
+                          error_code=_unavailable(ctx, g) or ctx.services.groups.delete(g))
                     for g in req.groups_names)
     return build(R, "DeleteGroupsResponse", throttle_time=ZERO, results=results)
 
@@ -194,8 +227,8 @@ async def offset_delete(ctx: RequestContext, req: Any) -> Any:
     """KIP-496: delete a group's committed offsets for partitions it no longer consumes."""
     R = response_module(req)
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    if _loading(ctx):
-        top, per = LOADING, {}
+    if (unavailable := _unavailable(ctx, req.group_id)) is not None:
+        top, per = unavailable, {}
     else:
         top, per = ctx.services.groups.delete_offsets(req.group_id, wanted)
     topics = tuple(build(R, "OffsetDeleteResponseTopic", name=t.name, partitions=tuple(

@@ -57,7 +57,8 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
         if topic is not None:
             for p in topic.partitions:
                 partitions.append(build(
-                    R, "MetadataResponsePartition", error_code=ErrorCode.none, partition_index=p.index,
+                    R, "MetadataResponsePartition", partition_index=p.index,
+                    error_code=ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
                     leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=tuple(p.replicas),
                     isr_nodes=tuple(p.isr), offline_replicas=tuple(p.offline)))
         topics.append(build(

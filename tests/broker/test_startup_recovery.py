@@ -1,0 +1,112 @@
+"""Startup recovery of a real `kctl broker run` after SIGKILL: one compact quarantine run per restart, a log line
+per repaired file plus a summary, every acknowledged record still there, and `kctl recover --restore` undoing it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kcli.records import Record
+from kcli.records.batch import build_record_batch
+from kcli.storage.files import MANIFEST_NAME, RUN_MANIFEST_NAME
+from kcli.storage.recovery import quarantine_root
+
+PARTITIONS = 50
+RECORDS = 60  # per partition, 150-byte values in small batches: the indexes hold real entries
+
+
+def _disk_bytes(root: Path) -> int:
+    """What `du` counts: allocated blocks of every file and directory (sparse holes cost nothing)."""
+    return sum(p.stat().st_blocks * 512 for p in [root, *root.rglob("*")])
+
+
+def _files(log_dir: Path) -> dict[str, tuple[int, str]]:
+    return {str(p.relative_to(log_dir)): (p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(log_dir.glob("*/*")) if p.is_file()}
+
+
+def test_kill_9_restart_is_one_compact_logged_restorable_run(make_broker):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = make_broker()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("events", PARTITIONS, 1)])["events"].result(30)
+    producer = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 2, "batch.num.messages": 4})
+    acked: set[tuple[int, bytes]] = set()
+
+    def delivered(err, msg):
+        if err is None:
+            acked.add((msg.partition(), msg.value()))
+
+    for i in range(RECORDS):
+        for partition in range(PARTITIONS):
+            producer.produce("events", value=f"{partition}:{i}:".encode() + os.urandom(72).hex().encode(),
+                             partition=partition, on_delivery=delivered)
+        producer.poll(0)
+    assert producer.flush(30) == 0 and len(acked) == PARTITIONS * RECORDS
+    b.kill()
+    # One partition also ends in a torn write: the first half of a batch holding the next four offsets.
+    torn_log = b.log_dir / "events-7" / "00000000000000000000.log"
+    valid = torn_log.stat().st_size
+    batch = build_record_batch([Record(RECORDS + i, 0, None, b"x" * 100) for i in range(4)], base_offset=RECORDS)
+    with open(torn_log, "ab") as out:
+        out.write(batch[: len(batch) // 2])
+    torn = torn_log.stat().st_size - valid
+    killed = _files(b.log_dir)  # what the restart will find, and what --restore must bring back
+    root = quarantine_root(b.log_dir)
+    assert not root.exists()
+
+    b2 = make_broker(log_dir=b.log_dir, port=b.port)
+    (run,) = root.iterdir()  # ONE run for the restart, not one per partition
+    assert (run / RUN_MANIFEST_NAME).is_file()
+    manifests = {m.parent.name: json.loads(m.read_text()) for m in run.glob(f"*/{MANIFEST_NAME}")}
+    assert set(manifests) == {f"events-{n}" for n in range(PARTITIONS)}
+    data = sum(size for name, (size, _) in killed.items() if name.endswith(".log") and name.split("/")[0] in manifests)
+    quarantined = _disk_bytes(run)
+    print(f"quarantine run: {quarantined} bytes on disk for {data} bytes of data in {len(manifests)} partitions")
+    assert quarantined < data, (quarantined, data)
+
+    # The broker's log: one line per repaired file (partition, file, byte range, offsets), then the summary.
+    lines = [line for line in b2.log().splitlines() if "startup recovery: " in line]
+    for partition, manifest in manifests.items():
+        for entry in manifest["actions"]:
+            (line,) = [x for x in lines if f"startup recovery: {partition}: {entry['action']} {entry['file']}" in x]
+            if entry["existed"]:
+                assert f"bytes {entry['position']}..{entry['end']}" in line and "lost" in line, line
+                assert str(run / partition) in line, line  # where the old bytes are kept
+    (cut,) = [x for x in lines if "startup recovery: events-7: truncate 00000000000000000000.log" in x]
+    assert f"bytes {valid}..{valid + torn} ({torn} bytes, offsets {RECORDS}..{RECORDS + 3} lost" in cut, cut
+    changed = sum(len(m["actions"]) for m in manifests.values())
+    (summary,) = [x for x in lines if "partition(s) recovered" in x]
+    assert f"{PARTITIONS} partition(s) recovered, {changed} file(s) changed (1 truncated," in summary
+    assert f"{torn} bytes cut" in summary
+    assert f"quarantine run {run}" in summary and f"kctl recover --restore {run}" in summary
+
+    consumer = Consumer({"bootstrap.servers": b2.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("events", n, 0) for n in range(PARTITIONS)])
+    seen: set[tuple[int, bytes]] = set()
+    while not acked <= seen:
+        msg = consumer.poll(10)
+        assert msg is not None, f"{len(acked - seen)} acknowledged records not read back"
+        assert msg.error() is None, msg.error()
+        seen.add((msg.partition(), msg.value()))
+    consumer.close()
+    assert b2.stop() == 0
+
+    b3 = make_broker(log_dir=b.log_dir, port=b.port)  # after a clean stop: nothing to repair, no new run
+    assert b3.stop() == 0
+    assert list(root.iterdir()) == [run]
+
+    proc = subprocess.run([sys.executable, "-m", "kcli", "recover", "--restore", str(run)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    restored = _files(b.log_dir)
+    touched = {f"{p}/{e['file']}" for p, m in manifests.items() for e in m["actions"]}
+    assert {name: restored.get(name) for name in touched} == {name: killed.get(name) for name in touched}
+    assert {n: v for n, v in restored.items() if n.endswith(".log")} == {
+        n: v for n, v in killed.items() if n.endswith(".log")}
