@@ -119,8 +119,9 @@ class KafkaServer:
         self.admin.zk = zk_client
         self.replica_manager.broker_epoch = self.zk.broker_epoch if self.zk.broker_epoch is not None else -1
         self.log_manager.high_watermarks = self.replica_manager.high_watermarks
-        self.metadata.brokers.clear()  # the controller's UpdateMetadata says who is alive
-        self.metadata.controller_id = -1
+        # Until the controller's first UpdateMetadata says who is alive, clients see this broker and the
+        # controller the election named, so that an early CreateTopics finds the controller.
+        self.metadata.controller_id = self.zk.controller_id if self.zk.controller_id is not None else -1
         self.groups.clustered = True
         self.replica_manager.on_leadership_change = self._leadership_changed
 
@@ -197,11 +198,12 @@ class KafkaServer:
         self.groups.start()
 
     async def run(self) -> None:
-        """Start, serve until SIGTERM/SIGINT, then shut down cleanly."""
-        await self.start()
+        """Start, serve until SIGTERM/SIGINT, then shut down cleanly. The handlers come first: the port opens
+        before start() returns, and a SIGTERM then must stop the broker cleanly too."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
+        await self.start()
         try:
             await self._stopping.wait()
         finally:

@@ -6,6 +6,7 @@ edge, the server's lifecycle or another service's private state.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ class BrokerServices:
     controller: object | None = None  # ZooKeeper mode: kcli.broker.controller's runner (is_active)
     leader_endpoints: dict[int, tuple[str, int]] = field(default_factory=dict)  # from LeaderAndIsr
     on_metadata_update: Callable[[], None] | None = None
+    _metadata_event: asyncio.Event | None = None
 
     @property
     def clustered(self) -> bool:
@@ -64,3 +66,30 @@ class BrokerServices:
     def metadata_updated(self) -> None:
         if self.on_metadata_update is not None:
             self.on_metadata_update()
+        if self._metadata_event is not None:
+            self._metadata_event.set()
+            self._metadata_event = None
+
+    async def await_metadata(self, ready: Callable[[], bool], timeout_ms: int) -> bool:
+        """Wait until ``ready()`` holds after UpdateMetadata requests, at most ``timeout_ms`` (Kafka's
+        DelayedCreatePartitions / DelayedDeleteTopics: the admin answer waits for the controller's work)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, timeout_ms) / 1000
+        while not ready():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            if self._metadata_event is None:
+                self._metadata_event = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._metadata_event.wait(), remaining)
+            except asyncio.TimeoutError:
+                return ready()
+        return True
+
+    def topic_ready(self, name: str, partitions: int | None = None) -> bool:
+        """Every partition of the topic (at least ``partitions`` of them) has a leader in the metadata cache."""
+        topic = self.metadata.topic(name)
+        if topic is None or (partitions is not None and len(topic.partitions) < partitions):
+            return False
+        return all(p.leader >= 0 for p in topic.partitions)

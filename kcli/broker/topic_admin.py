@@ -161,7 +161,7 @@ class TopicAdmin:
 
     def _read_overrides(self) -> dict[str, dict[str, str]]:
         if self.zk is not None:
-            return {name: self.zk.get_topic_configs(name) for name in self.zk.get_all_topics()}
+            return self.zk.topic_configs()
         path = self._config_file()
         if not path.exists():
             return {}
@@ -274,7 +274,7 @@ class TopicAdmin:
         if partition is not None:
             return partition
         if name not in self.overrides and self.zk is not None:
-            self.overrides[name] = self.zk.get_topic_configs(name)
+            self.overrides[name] = self.zk.topic_config(name)
             self._effective.pop(name, None)
         if not topic_id.int:
             existing = self.logs.topics.get(name)

@@ -65,9 +65,13 @@ class ControllerMovedError(KcliError):
 class TopicExistsError(KcliError):
     """The topic exists, or is marked for deletion (Kafka's TopicExistsException)."""
 
+    error_code = "TOPIC_ALREADY_EXISTS"
+
 
 class UnknownTopicError(KcliError):
     """No such topic in ZooKeeper (Kafka's UnknownTopicOrPartitionException)."""
+
+    error_code = "UNKNOWN_TOPIC_OR_PARTITION"
 
 
 class TopicAlreadyMarkedForDeletionError(KcliError):
@@ -77,6 +81,8 @@ class TopicAlreadyMarkedForDeletionError(KcliError):
 class InvalidReplicaAssignmentError(KcliError):
     """A replica assignment Kafka would refuse: gaps in the partition numbers, duplicate or negative ids,
     replication factors that differ, existing partitions changed."""
+
+    error_code = "INVALID_REPLICA_ASSIGNMENT"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
+from kcli.broker.group_coordinator import OFFSETS_TOPIC
+from kcli.records.consumer_offsets import partition_for_group
 from kcli.broker.handlers.common import (
     GROUP_OPERATIONS,
     NOT_REQUESTED,
@@ -38,9 +40,6 @@ def _coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, int, str, in
     if not services.clustered:
         host, port = services.advertised
         return ErrorCode.none, services.broker_id, host, port
-    from kcli.broker.group_coordinator import OFFSETS_TOPIC
-    from kcli.storage.offsets_topic import partition_for_group
-
     count = services.metadata.partition_count(OFFSETS_TOPIC)
     if not count:
         try:

@@ -7,7 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.errors import error_code_for, error_message_for
-from kcli.broker.handlers.common import ZERO, ZERO_UUID, RequestContext, attempt, build, build_all, response_module
+from kcli.broker.handlers.common import ZERO, ZERO_UUID, RequestContext, attempt, build, build_all, ms, response_module
 
 
 async def create_topics(ctx: RequestContext, req: Any) -> Any:
@@ -38,8 +38,19 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
                                                                for d in created.configs)))
         except Exception as exc:
             values.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
-        results.append(build(R, "CreatableTopicResult", **values))
-    return build(R, "CreateTopicsResponse", throttle_time=ZERO, topics=tuple(results))
+        results.append(values)
+    if ctx.services.clustered and not req.validate_only:
+        # As Kafka: the answer waits until the controller gave every new partition a leader.
+        created = [v for v in results if v["error_code"] == ErrorCode.none]
+        ready = await ctx.services.await_metadata(
+            lambda: all(ctx.services.topic_ready(v["name"], v["num_partitions"]) for v in created), ms(req.timeout))
+        if not ready:
+            for v in created:
+                if not ctx.services.topic_ready(v["name"], v["num_partitions"]):
+                    v.update(error_code=ErrorCode.request_timed_out,
+                             error_message="the controller has not elected leaders for every partition yet")
+    return build(R, "CreateTopicsResponse", throttle_time=ZERO,
+                 topics=tuple(build(R, "CreatableTopicResult", **v) for v in results))
 
 
 async def delete_topics(ctx: RequestContext, req: Any) -> Any:
@@ -57,8 +68,18 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
         else:
             deleted, error, message = attempt(lambda n=name: ctx.services.admin.delete_topic(n))
             values.update(error_code=error, error_message=message, topic_id=deleted or values["topic_id"])
-        results.append(build(R, "DeletableTopicResult", **values))
-    return build(R, "DeleteTopicsResponse", throttle_time=ZERO, responses=tuple(results))
+        results.append(values)
+    if ctx.services.clustered:
+        # As Kafka: the answer waits until the topics left the metadata cache (the controller deleted them).
+        deleted = [v for v in results if v["error_code"] == ErrorCode.none]
+        cache = ctx.services.metadata
+        if not await ctx.services.await_metadata(lambda: all(cache.topic(v["name"]) is None for v in deleted),
+                                                 ms(req.timeout)):
+            for v in deleted:
+                if cache.topic(v["name"]) is not None:
+                    v.update(error_code=ErrorCode.request_timed_out)
+    return build(R, "DeleteTopicsResponse", throttle_time=ZERO,
+                 responses=tuple(build(R, "DeletableTopicResult", **v) for v in results))
 
 
 async def create_partitions(ctx: RequestContext, req: Any) -> Any:
@@ -68,8 +89,16 @@ async def create_partitions(ctx: RequestContext, req: Any) -> Any:
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         _, error, message = attempt(lambda t=t, a=assignments: ctx.services.admin.create_partitions(
             t.name, t.count, a, validate_only=req.validate_only))
-        results.append(build(R, "CreatePartitionsTopicResult", name=t.name, error_code=error, error_message=message))
-    return build(R, "CreatePartitionsResponse", throttle_time=ZERO, results=tuple(results))
+        results.append(dict(name=t.name, error_code=error, error_message=message, count=t.count))
+    if ctx.services.clustered and not req.validate_only:
+        grown = [v for v in results if v["error_code"] == ErrorCode.none]
+        if not await ctx.services.await_metadata(
+                lambda: all(ctx.services.topic_ready(v["name"], v["count"]) for v in grown), ms(req.timeout)):
+            for v in grown:
+                if not ctx.services.topic_ready(v["name"], v["count"]):
+                    v.update(error_code=ErrorCode.request_timed_out)
+    return build(R, "CreatePartitionsResponse", throttle_time=ZERO,
+                 results=tuple(build(R, "CreatePartitionsTopicResult", **v) for v in results))
 
 
 async def delete_records(ctx: RequestContext, req: Any) -> Any:
