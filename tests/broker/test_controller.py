@@ -357,6 +357,8 @@ def test_added_partitions_and_topic_deletion(three_brokers, root, chroot):
     [leader_and_isr] = brokers[0].server.requests(ApiKey.LEADER_AND_ISR)
     assert set(partitions_of(leader_and_isr)) == {("orders", 3)}  # only the new partition
     assert brokers[1].server.requests(ApiKey.LEADER_AND_ISR) == []
+    for broker in brokers.values():  # the UpdateMetadata for p3 reaches everyone before the records are cleared
+        wait_for(lambda b=broker: any(("orders", 3) in partitions_of(u) for u in b.server.requests(ApiKey.UPDATE_METADATA)))
 
     for broker in brokers.values():
         broker.server.clear()
