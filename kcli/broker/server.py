@@ -75,7 +75,8 @@ class KafkaServer:
             self.zk = BrokerRegistration(
                 str(self.config["zookeeper.connect"]), self.broker_id,
                 endpoints=[(l.name, l.host, l.port) for l in self.config.advertised_listeners],
-                session_timeout_ms=self.config["zookeeper.session.timeout.ms"])
+                session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
+                rack=self.config.values.get("broker.rack"))  # type: ignore[arg-type]
             # The cluster id lives in ZooKeeper (/cluster/id); the log dirs' meta.properties must agree.
             self.log_manager.cluster_id = self.zk.start(None)
             self.admin.registry = self.zk
