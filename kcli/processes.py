@@ -155,11 +155,19 @@ def tail(path: Path, lines: int = TAIL_LINES) -> str:
 def stop_on_signals(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
                     ) -> Iterator[threading.Event]:
     """An event set by any of ``signals`` (Ctrl-C, a service manager's stop, a closed terminal) instead of their
-    default actions, for a launcher that must stop its children in order; the old handlers come back after."""
+    default actions, for a launcher that must stop its children in order; the old handlers come back after.
+
+    The handler sets the event from a new thread: set() from the handler itself could deadlock on the event's
+    lock if the signal arrived while the main thread was inside ``stop.wait()``.
+    """
     stop = threading.Event()
+
+    def handler(_signum: int, _frame: object) -> None:
+        threading.Thread(target=stop.set, name="kctl-stop", daemon=True).start()
+
     previous = {}
     for sig in signals:
-        previous[sig] = signal.signal(sig, lambda _signum, _frame: stop.set())
+        previous[sig] = signal.signal(sig, handler)
     try:
         yield stop
     finally:
