@@ -19,7 +19,7 @@ FORBIDDEN = {
     "kcli.zk": ("kcli.cli", "kcli.broker", "kcli.spark", "typer", "rich", "pyspark"),
     "kcli.client": ("kcli.cli", "kcli.broker", "kcli.spark", "kcli.zk", "kcli.tools", "typer", "rich", "kazoo",
                     "pyspark"),
-    # Local clusters start brokers and ZooKeeper as processes: no broker internals, no kazoo (see the test below).
+    # Local clusters start brokers and ZooKeeper as processes: no broker internals, no kazoo of their own.
     "kcli.cluster": ("kcli.cli", "kcli.spark", "kcli.tools", "typer", "rich", "kazoo", "pyspark", "asyncio"),
     # The launcher of ZooKeeper itself needs no ZooKeeper client: it probes with a four-letter word.
     "kcli.zk.server": ("kazoo",),
@@ -58,12 +58,13 @@ def test_layer_rules(name, path):
                     f"{name} imports {imported}, which its layer may not")
 
 
-def test_cluster_runner_uses_only_the_broker_config_and_the_zookeeper_launcher():
+def test_cluster_runner_uses_only_the_broker_config_and_zookeeper_helpers():
     for name, path in _modules():
         if name == "kcli.cluster" or name.startswith("kcli.cluster."):
             for imported in _imports(path):
                 if imported.startswith(("kcli.broker", "kcli.zk")):
-                    assert imported in ("kcli.broker.config", "kcli.zk.server"), f"{name} imports {imported}"
+                    assert imported in ("kcli.broker.config", "kcli.zk.server", "kcli.zk.cleanup"), (
+                        f"{name} imports {imported}")
 
 
 def test_nothing_outside_cli_imports_cli():

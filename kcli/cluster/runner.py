@@ -313,8 +313,9 @@ class LocalCluster:
     def _stop_leftovers(self, state: dict[str, Any]) -> None:
         """Processes an earlier runner left behind (it was killed before it could stop them) hold the log dirs'
         locks and the ports: stop them, when their command line shows they are this directory's."""
-        entries = [("ZooKeeper", state.get("zookeeper") or {})]
-        entries += [(f"broker {i}", e) for i, e in sorted((state.get("brokers") or {}).items())]
+        # Brokers first: they deregister from ZooKeeper as they stop.
+        entries = [(f"broker {i}", e) for i, e in sorted((state.get("brokers") or {}).items())]
+        entries.append(("ZooKeeper", state.get("zookeeper") or {}))
         for name, entry in entries:
             pid = entry.get("pid") if isinstance(entry, dict) else None
             if isinstance(pid, int) and pid_alive(pid) and str(self.data_dir) in command_line(pid):
@@ -380,6 +381,14 @@ class LocalCluster:
         self._write_state()
         self._wait(f"ZooKeeper on {self.zookeeper.connect}", self.zookeeper.ready, self.zookeeper.log_path)
         self.on_event(Progress(f"ZooKeeper serves on {self.zookeeper.connect} (pid {self.zookeeper.pid})"))
+        # None of this directory's brokers runs now: any registration is a dead broker's, and would keep a new
+        # broker with its id from registering until the dead one's session times out.
+        from kcli.zk.cleanup import clear_stale_registrations
+
+        stale = clear_stale_registrations(zookeeper, timeout=self.spec.start_timeout_s)
+        if stale:
+            self.on_event(Progress(f"removed what brokers that did not stop cleanly left in ZooKeeper: "
+                                   f"{', '.join(stale)}"))
 
         env = _child_env()
         for broker in self.brokers:
