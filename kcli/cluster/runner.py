@@ -33,7 +33,7 @@ from kcli.errors import KcliError, UsageError
 from kcli.processes import LOOPBACK, check_ports_free, command_line, free_ports, pid_alive, spawn, stop_pid, tail, \
     terminate
 from kcli.storage.checkpoint import format_java_properties
-from kcli.zk.server import ZooKeeperServer, check_installed
+from kcli.zk.server import ZooKeeperServer, ZooKeeperStartError, check_installed
 
 CHROOT = "/kctl"
 STATE_FILE = "cluster.json"
@@ -379,7 +379,8 @@ class LocalCluster:
                                f"(log: {self.zookeeper.log_path})"))
         self.zookeeper.launch()
         self._write_state()
-        self._wait(f"ZooKeeper on {self.zookeeper.connect}", self.zookeeper.ready, self.zookeeper.log_path)
+        self._wait(f"ZooKeeper on {self.zookeeper.connect}", self.zookeeper.ready, self.zookeeper.log_path,
+                   ZooKeeperStartError)
         self.on_event(Progress(f"ZooKeeper serves on {self.zookeeper.connect} (pid {self.zookeeper.pid})"))
         # None of this directory's brokers runs now: any registration is a dead broker's, and would keep a new
         # broker with its id from registering until the dead one's session times out.
@@ -407,14 +408,15 @@ class LocalCluster:
             brokers=tuple(BrokerInfo(b.id, b.port, b.rack, b.log_dir, b.config, b.log, b.proc.pid)
                           for b in self.brokers if b.proc is not None))
 
-    def _wait(self, what: str, ready: Callable[[], bool], log: Path) -> None:
+    def _wait(self, what: str, ready: Callable[[], bool], log: Path,
+              error: type[KcliError] = ClusterStartError) -> None:
         deadline = time.monotonic() + self.spec.start_timeout_s
         while not ready():
             if self.stop_event.is_set():
                 raise _Interrupted
             if time.monotonic() > deadline:
-                raise ClusterStartError(f"{what} did not answer within {self.spec.start_timeout_s:g}s; the end of "
-                                        f"{log}:\n{tail(log)}")
+                raise error(f"{what} did not answer within {self.spec.start_timeout_s:g}s; the end of {log}:\n"
+                            f"{tail(log)}")
             time.sleep(POLL_S)
         if self.stop_event.is_set():
             raise _Interrupted

@@ -266,6 +266,29 @@ def test_leftovers_of_a_killed_runner_are_stopped_at_the_next_start(cluster_run,
     assert _wait_gone(again.pids()) == []
 
 
+def _processes_of(data_dir: Path) -> list[str]:
+    """Command lines of live processes that name ``data_dir`` (ZooKeeper's zoo.cfg, a broker's --config)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and not _gone(int(entry.name)):
+            line = command_line(int(entry.name))
+            if str(data_dir) in line and "pytest" not in line:
+                found.append(line)
+    return found
+
+
+def test_ctrl_c_while_starting_stops_what_was_started(cluster_run, tmp_path):
+    _installed()
+    run = cluster_run("--brokers", "3")
+    run.wait_stderr("starting broker 2")
+    assert run.interrupt() == 0, run.stderr
+    assert "interrupted while starting" in run.stderr and "kctl cluster: stopped" in run.stderr
+    deadline = time.monotonic() + 10
+    while _processes_of(tmp_path / "cluster") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_of(tmp_path / "cluster") == []
+
+
 def test_missing_java_exits_3_with_the_command_that_installs_it(cluster_run, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(tmp_path / "no-java-here")
