@@ -84,3 +84,7 @@ def describe_os_error(exc: OSError, path: object = None) -> str:
     where = exc.filename if exc.filename is not None else path
     reason = exc.strerror or str(exc) or type(exc).__name__
     return f"{where}: {reason}" if where is not None else reason
+
+
+class PortInUseError(UsageError):
+    """A loopback port a launcher was told (or chose earlier) to use is taken by another process."""

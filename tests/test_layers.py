@@ -19,7 +19,19 @@ FORBIDDEN = {
     "kcli.zk": ("kcli.cli", "kcli.broker", "kcli.spark", "typer", "rich", "pyspark"),
     "kcli.client": ("kcli.cli", "kcli.broker", "kcli.spark", "kcli.zk", "kcli.tools", "typer", "rich", "kazoo",
                     "pyspark"),
+    # Local clusters start brokers and ZooKeeper as processes: no broker internals, no kazoo of their own.
+    "kcli.cluster": ("kcli.cli", "kcli.spark", "kcli.tools", "typer", "rich", "kazoo", "pyspark", "asyncio"),
+    # The launcher of ZooKeeper itself needs no ZooKeeper client: it probes with a four-letter word.
+    "kcli.zk.server": ("kazoo",),
+    # Process and port helpers of the launchers: stdlib and kcli.errors only.
+    "kcli.processes": ("kcli.records", "kcli.storage", "kcli.tools", "kcli.cli", "kcli.protocol", "kcli.broker",
+                       "kcli.zk", "kcli.spark", "kcli.client", "kcli.cluster", "typer", "rich", "kazoo", "pyspark",
+                       "asyncio"),
 }
+# Nothing the cluster runner starts or uses may depend on it.
+for _layer in ("kcli.records", "kcli.storage", "kcli.tools", "kcli.spark", "kcli.zk", "kcli.client"):
+    FORBIDDEN[_layer] += ("kcli.cluster",)
+FORBIDDEN["kcli.broker"] = ("kcli.cluster", "kcli.cli")
 
 
 def _modules():
@@ -46,11 +58,21 @@ def test_layer_rules(name, path):
                     f"{name} imports {imported}, which its layer may not")
 
 
+def test_cluster_runner_uses_only_the_broker_config_and_zookeeper_helpers():
+    for name, path in _modules():
+        if name == "kcli.cluster" or name.startswith("kcli.cluster."):
+            for imported in _imports(path):
+                if imported.startswith(("kcli.broker", "kcli.zk")):
+                    assert imported in ("kcli.broker.config", "kcli.zk.server", "kcli.zk.cleanup"), (
+                        f"{name} imports {imported}")
+
+
 def test_nothing_outside_cli_imports_cli():
     for name, path in _modules():
-        if name.startswith("kcli.cli") or name == "kcli.__main__":
+        if name == "kcli.cli" or name.startswith("kcli.cli.") or name == "kcli.__main__":
             continue
-        assert not any(i.startswith("kcli.cli") for i in _imports(path)), name
+        # (kcli.client and kcli.cluster also start with "kcli.cl": match the package name exactly)
+        assert not any(i == "kcli.cli" or i.startswith("kcli.cli.") for i in _imports(path)), name
 
 
 def _storage_graph() -> dict[str, set[str]]:

@@ -9,6 +9,7 @@ import typer
 from kcli import __version__
 from kcli.cli.errors import guard_group, guarded
 from kcli.cli import broker as broker_cli
+from kcli.cli import cluster as cluster_cli
 from kcli.cli import zk as zk_cli
 from kcli.cli import offsets as offsets_cli
 from kcli.cli.dump_log import dump_log
@@ -44,6 +45,7 @@ def root(
 app.command("dump-log", rich_help_panel="Offline tools")(guarded(dump_log))
 app.command("verify", rich_help_panel="Offline tools")(guarded(verify_cmd))
 app.add_typer(guard_group(broker_cli.app), name="broker", rich_help_panel="Broker")
+app.add_typer(guard_group(cluster_cli.app), name="cluster", rich_help_panel="Broker")
 app.add_typer(guard_group(zk_cli.app), name="zk", rich_help_panel="ZooKeeper")
 app.command("recover", rich_help_panel="Offline tools")(guarded(recover_cmd))
 app.command("compact", rich_help_panel="Offline tools")(guarded(compact_cmd))

@@ -38,6 +38,7 @@ def _table() -> tuple[tuple[type[BaseException], ExitCode], ...]:
     from kcli.tools.recover import QuarantinePlacementError
     from kcli.zk.models import ZnodeFormatError
     from kcli.zk.registry import ZnodeAccessError, ZnodeMissingError, ZooKeeperConnectionError
+    from kcli.zk.server import ZooKeeperNotInstalledError, ZooKeeperStartError
 
     return (
         (UsageError, ExitCode.USAGE),
@@ -47,6 +48,8 @@ def _table() -> tuple[tuple[type[BaseException], ExitCode], ...]:
         (ZooKeeperConnectionError, ExitCode.UNREADABLE),
         (ZnodeAccessError, ExitCode.UNREADABLE),
         (ZnodeMissingError, ExitCode.UNREADABLE),
+        (ZooKeeperNotInstalledError, ExitCode.UNREADABLE),  # with the apt-get command that installs it
+        (ZooKeeperStartError, ExitCode.UNREADABLE),
         (ZnodeFormatError, ExitCode.PROBLEMS),
         (KcliError, ExitCode.PROBLEMS),
         (OSError, ExitCode.UNREADABLE),
