@@ -69,8 +69,8 @@ KAFKA_RELEASE: Final = (3, 7)
 # Maxima are Kafka 3.7's (kio, generated from newer specs, knows them all). Minima are raised
 # to the lowest version kio can decode, which is Kafka 4.x's KIP-896 baseline: nothing a
 # message-format-v2 client sends is lost. Produce keeps 0 as Kafka 4.x does (KAFKA-18659):
-# librdkafka < 2.10 enables gzip/snappy/lz4 only if Produce v0 is advertised. Produce v0-v2
-# requests themselves are refused like any unsupported version.
+# librdkafka < 2.10 enables gzip/snappy/lz4 only if Produce v0 is advertised. Produce v0-v2,
+# which kio lacks, are served from kcli.protocol.legacy's declarations.
 SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     #                                     min  max  flexible since
     ApiKey.PRODUCE:           SupportedApi(0, 10, 9),
@@ -105,17 +105,11 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.DESCRIBE_CLUSTER:  SupportedApi(0, 1, 0),
 })
 
-# Produce v0-v2 carry message format v0/v1 and are gone from Kafka 4.0 (KIP-896); kio has
-# no schema for them. Advertised only for librdkafka's compression check (see above).
-FIRST_SERVED_PRODUCE_VERSION: Final = 3
-
-
 def advertised_versions() -> list[tuple[ApiKey, int]]:
     """Every (api, version) the broker advertises in ApiVersions, in key then version order.
 
     ``SUPPORTED_APIS`` is the one table: the ApiVersions response (``codec.api_versions_response``)
-    and the request decoder both read it. Produce v0-v2 are in this list although not served
-    (``FIRST_SERVED_PRODUCE_VERSION``).
+    and the request decoder both read it, and every version in it is served.
     """
     return [(key, version) for key, api in sorted(SUPPORTED_APIS.items())
             for version in range(api.min_version, api.max_version + 1)]
