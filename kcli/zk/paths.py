@@ -21,10 +21,11 @@ BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 BROKER_SEQID = "/brokers/seqid"
 CONFIG_TOPICS = "/config/topics"
+CONSUMERS = "/consumers"
 
 # ZkData.PersistentZkPaths: every Kafka broker creates these at startup, and Kafka's tools expect them.
 PERSISTENT = (
-    "/consumers",
+    CONSUMERS,
     BROKER_IDS,
     BROKER_TOPICS,
     "/config/changes",
@@ -69,6 +70,11 @@ def partition(name: str, index: int) -> str:
 def partition_state(name: str, index: int) -> str:
     """TopicPartitionStateZNode: leader, leader epoch and ISR of one partition."""
     return f"{partition(name, index)}/state"
+
+
+def consumer_offset(group: str, topic_name: str, index: int) -> str:
+    """ConsumerOffset: the old consumers' committed offset of one partition (plain decimal text)."""
+    return f"{child(child(CONSUMERS, group) + '/offsets', topic_name)}/{index}"
 
 
 def topic_config(name: str) -> str:
