@@ -79,6 +79,7 @@ class KafkaServer:
             # The cluster id lives in ZooKeeper (/cluster/id); the log dirs' meta.properties must agree.
             self.log_manager.cluster_id = self.zk.start(None)
             self.admin.registry = self.zk
+            self.services.zk = self.zk
         try:
             await asyncio.to_thread(self.log_manager.startup)
         except BaseException:

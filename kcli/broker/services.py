@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from kcli.broker.config import BrokerConfig
 from kcli.broker.group_coordinator import GroupCoordinator
@@ -42,3 +43,6 @@ class BrokerServices:
     admin: TopicAdmin
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
+    # kcli.zk.registration.BrokerRegistration in ZooKeeper mode (zookeeper.connect): OffsetCommit/OffsetFetch v0
+    # keep the old consumers' offsets there, as a ZooKeeper-mode Kafka does. None otherwise.
+    zk: Any = None

@@ -3,7 +3,10 @@
 kio is generated from Kafka 4.x's JSON specs, which dropped the versions KIP-896 retired. Kafka 3.7 (whose
 ApiVersions table we mirror) still serves them, and so do we:
 
-* Produce v0-v2 (message format v0/v1 records; up-converted on append by the storage validator).
+* Produce v0-v2 (message format v0/v1 records; up-converted on append by the storage validator),
+* Fetch v0-v3 (records down-converted to magic 0 or 1, ``api.fetch_record_magic``),
+* ListOffsets v0 (``max_num_offsets`` and the ``old_style_offsets`` array),
+* OffsetCommit v0-v1 and OffsetFetch v0 (v0: offsets in ZooKeeper on a ZooKeeper-mode broker).
 
 Each message below is declared as Kafka's JSON spec declares it (clients/src/main/resources/common/message/
 <Name>.json of Kafka 3.7): fields in wire order, each with the versions that have it. Names and kafka types are
@@ -120,6 +123,86 @@ MESSAGES: Final[tuple[Message, ...]] = (
                     F("base_offset", "int64"),
                     F("log_append_time", "datetime_i64", "2+", nullable=True, default=None))),
         F("throttle_time", "timedelta_i32", "1+"),
+    ))),
+    # FetchRequest.json: v3 added MaxBytes, v4 IsolationLevel (and record format v2).
+    Message(ApiKey.FETCH, REQUEST, "0-3", Struct("FetchRequest", (
+        F("replica_id", "int32", default=i32(-1)),
+        F("max_wait", "timedelta_i32"),
+        F("min_bytes", "int32"),
+        F("max_bytes", "int32", "3+", default=i32(0x7FFFFFFF)),
+        Array("topics", "FetchTopic",
+              F("topic", "string"),
+              Array("partitions", "FetchPartition",
+                    F("partition", "int32"),
+                    F("fetch_offset", "int64"),
+                    F("partition_max_bytes", "int32"))),
+    ))),
+    # FetchResponse.json: v1 added ThrottleTimeMs; v4 LastStableOffset and AbortedTransactions.
+    Message(ApiKey.FETCH, RESPONSE, "0-3", Struct("FetchResponse", (
+        F("throttle_time", "timedelta_i32", "1+"),
+        Array("responses", "FetchableTopicResponse",
+              F("topic", "string"),
+              Array("partitions", "PartitionData",
+                    F("partition_index", "int32"),
+                    F("error_code", "error_code"),
+                    F("high_watermark", "int64"),
+                    F("records", "records", nullable=True))),
+    ))),
+    # ListOffsetsRequest.json: v0 asks for up to MaxNumOffsets offsets before a time (v1: one offset).
+    Message(ApiKey.LIST_OFFSETS, REQUEST, "0", Struct("ListOffsetsRequest", (
+        F("replica_id", "int32"),
+        Array("topics", "ListOffsetsTopic",
+              F("name", "string"),
+              Array("partitions", "ListOffsetsPartition",
+                    F("partition_index", "int32"),
+                    F("timestamp", "int64"),
+                    F("max_num_offsets", "int32", default=i32(1)))),
+    ))),
+    Message(ApiKey.LIST_OFFSETS, RESPONSE, "0", Struct("ListOffsetsResponse", (
+        Array("topics", "ListOffsetsTopicResponse",
+              F("name", "string"),
+              Array("partitions", "ListOffsetsPartitionResponse",
+                    F("partition_index", "int32"),
+                    F("error_code", "error_code"),
+                    Field("old_style_offsets", "int64", array=True))),
+    ))),
+    # OffsetCommitRequest.json: v1 added the generation, member id and a per-partition CommitTimestamp,
+    # v2 replaced that timestamp with RetentionTimeMs. v0 commits go to ZooKeeper on a ZooKeeper-mode broker.
+    Message(ApiKey.OFFSET_COMMIT, REQUEST, "0-1", Struct("OffsetCommitRequest", (
+        F("group_id", "string"),
+        F("generation_id_or_member_epoch", "int32", "1+", default=i32(-1)),
+        F("member_id", "string", "1+"),
+        Array("topics", "OffsetCommitRequestTopic",
+              F("name", "string"),
+              Array("partitions", "OffsetCommitRequestPartition",
+                    F("partition_index", "int32"),
+                    F("committed_offset", "int64"),
+                    F("commit_timestamp", "int64", "1", default=i64(-1)),
+                    F("committed_metadata", "string", nullable=True))),
+    ))),
+    Message(ApiKey.OFFSET_COMMIT, RESPONSE, "0-1", Struct("OffsetCommitResponse", (
+        Array("topics", "OffsetCommitResponseTopic",
+              F("name", "string"),
+              Array("partitions", "OffsetCommitResponsePartition",
+                    F("partition_index", "int32"),
+                    F("error_code", "error_code"))),
+    ))),
+    # OffsetFetchRequest.json: v0 is v1's layout; v0 reads ZooKeeper on a ZooKeeper-mode broker, v1 the
+    # coordinator. Topics is not nullable before v2.
+    Message(ApiKey.OFFSET_FETCH, REQUEST, "0", Struct("OffsetFetchRequest", (
+        F("group_id", "string"),
+        Array("topics", "OffsetFetchRequestTopic",
+              F("name", "string"),
+              Field("partition_indexes", "int32", array=True)),
+    ))),
+    Message(ApiKey.OFFSET_FETCH, RESPONSE, "0", Struct("OffsetFetchResponse", (
+        Array("topics", "OffsetFetchResponseTopic",
+              F("name", "string"),
+              Array("partitions", "OffsetFetchResponsePartition",
+                    F("partition_index", "int32"),
+                    F("committed_offset", "int64"),
+                    F("metadata", "string", nullable=True),
+                    F("error_code", "error_code"))),
     ))),
 )
 

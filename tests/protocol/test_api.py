@@ -98,7 +98,8 @@ def test_is_supported():
     assert is_supported(18, 3)
     assert not is_supported(18, 4)
     assert not is_supported(17, 0)  # SaslHandshake: not served
-    assert not is_supported(1, 3)  # Fetch v3: below the KIP-896 baseline
+    assert is_supported(1, 3)  # Fetch v3: below the KIP-896 baseline, served from kcli.protocol.legacy
+    assert not is_supported(19, 1)  # CreateTopics v1: below the baseline, not served
     assert is_supported(0, 0)
 
 
