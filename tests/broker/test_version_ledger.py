@@ -8,7 +8,7 @@ import os
 import shutil
 import uuid
 
-from broker_support import BrokerProcess, free_port, kcat
+from broker_support import BrokerProcess, free_port, kcat, old_kafka_python_workload
 from kcli.protocol import SUPPORTED_APIS
 from support import REPO
 
@@ -73,32 +73,7 @@ def _workload(bootstrap: str) -> None:
     ka.delete_group_offsets("ledger-kp", [KafkaTopicPartition(topic, 1)])  # OffsetDelete (KIP-496)
     ka.delete_groups(["ledger-kp"])
     ka.close()
-    _old_client_workload(bootstrap, topic)
-
-
-# kafka-python pinned to old brokers: Produce v0-v2, Fetch v0-v3, ListOffsets v0, OffsetCommit v0-v1, OffsetFetch v0-v1.
-OLD_CLIENT_VERSIONS = ((0, 8, 1), (0, 8, 2), (0, 9), (0, 10), (0, 10, 1))
-
-
-def _old_client_workload(bootstrap: str, topic: str) -> None:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-    from kafka.structs import OffsetAndMetadata
-
-    tp = TopicPartition(topic, 0)
-    for api_version in OLD_CLIENT_VERSIONS:
-        producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=api_version)
-        sent = producer.send(topic, b"old", partition=0).get(30)
-        producer.close()
-        group = "ledger-old-" + "-".join(map(str, api_version))
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, api_version=api_version, group_id=group,
-                                 enable_auto_commit=False, consumer_timeout_ms=8000)
-        consumer.assign([tp])
-        consumer.seek(tp, sent.offset)
-        assert next(consumer).value == b"old"
-        consumer.commit({tp: OffsetAndMetadata(sent.offset + 1, "", -1)})
-        assert consumer.committed(tp) == sent.offset + 1
-        assert consumer.end_offsets([tp])[tp] == sent.offset + 1
-        consumer.close()
+    old_kafka_python_workload(bootstrap, topic)
 
 
 def _admin_workload(admin, topic: str) -> None:
