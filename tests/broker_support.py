@@ -65,6 +65,36 @@ class BrokerProcess:
         return self.stderr_path.read_text() if self.stderr_path and self.stderr_path.exists() else ""
 
 
+# kafka-python pinned to old brokers' versions: Produce v0-v2, Fetch v0-v3, ListOffsets v0, OffsetCommit v0-v1 and
+# OffsetFetch v0-v1 (kafka-python's BROKER_API_VERSIONS for 0.8.1 ... 0.10.1).
+OLD_KAFKA_PYTHON_VERSIONS = ((0, 8, 1), (0, 8, 2), (0, 9), (0, 10), (0, 10, 1))
+
+
+def old_kafka_python_workload(bootstrap: str, topic: str) -> None:
+    """Per old version: produce one record to partition 0 of ``topic``, read it back, commit past it and read
+    the commit back (the version ledger's and the frame capture's old-client workload)."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    tp = TopicPartition(topic, 0)
+    for api_version in OLD_KAFKA_PYTHON_VERSIONS:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=api_version)
+        sent = producer.send(topic, b"old", partition=0).get(30)
+        producer.close()
+        group = "old-" + "-".join(map(str, api_version)) + "-" + topic
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, api_version=api_version, group_id=group,
+                                 enable_auto_commit=False, consumer_timeout_ms=8000)
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, sent.offset)
+            assert next(consumer).value == b"old"
+            consumer.commit({tp: OffsetAndMetadata(sent.offset + 1, "", -1)})
+            assert consumer.committed(tp) == sent.offset + 1
+            assert consumer.end_offsets([tp])[tp] == sent.offset + 1
+        finally:
+            consumer.close()
+
+
 def kcat(*args: str, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(["kcat", *args], input=input, capture_output=True, timeout=timeout)
 

@@ -325,3 +325,10 @@ class Partition:
         if match is not None and match.offset < self.log_start_offset:
             return TimestampMatch(self.log_start_offset, match.timestamp)
         return match
+
+    def legacy_offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
+        """ListOffsets v0 (Kafka's Partition.legacyFetchOffsetsForTimestamp): the log's offsets before a time,
+        newest first (``PartitionLog.legacy_offsets_before``). Kafka caps a consumer's answer at the high
+        watermark; standalone that is the log end, which no answer passes."""
+        with self.managed.lock:
+            return self.log.legacy_offsets_before(timestamp, max_num_offsets, int(time.time() * 1000))

@@ -83,6 +83,7 @@ class KafkaServer:
                 rack=self.config.values.get("broker.rack"))  # type: ignore[arg-type]
             # The cluster id lives in ZooKeeper (/cluster/id); the log dirs' meta.properties must agree.
             self.log_manager.cluster_id = self.zk.start(None)
+            self.services.zk = self.zk
             self._join_cluster()
         try:
             await asyncio.to_thread(self.log_manager.startup)

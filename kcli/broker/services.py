@@ -10,6 +10,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kcli.broker.config import BrokerConfig
 from kcli.broker.group_coordinator import GroupCoordinator
@@ -44,6 +45,9 @@ class BrokerServices:
     admin: TopicAdmin
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
+    # kcli.zk.registration.BrokerRegistration in ZooKeeper mode (zookeeper.connect): OffsetCommit/OffsetFetch v0
+    # keep the old consumers' offsets there, as a ZooKeeper-mode Kafka does. None otherwise.
+    zk: Any = None
     listener_name: str = "PLAINTEXT"  # the listener whose endpoints clients and replicas use
     controller: object | None = None  # ZooKeeper mode: kcli.broker.controller's runner (is_active)
     leader_endpoints: dict[int, tuple[str, int]] = field(default_factory=dict)  # from LeaderAndIsr

@@ -12,6 +12,7 @@ from kcli.protocol.api import (
     ApiKey,
     SupportedApi,
     advertised_versions,
+    fetch_record_magic,
     flexible_request_header,
     is_flexible,
     is_supported,
@@ -36,12 +37,14 @@ from kcli.protocol.errors import (
     RemoteProtocolError,
     UnsupportedVersionError,
 )
+from kcli.protocol.legacy import LEGACY_VERSIONS, is_legacy, request_schema, response_schema, response_types
 from kcli.protocol.minimal import minimal_request
 from kcli.protocol.requests import requested_topics
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "KAFKA_RELEASE",
+    "LEGACY_VERSIONS",
     "NEED_DATA",
     "SUPPORTED_APIS",
     "ApiKey",
@@ -62,11 +65,16 @@ __all__ = [
     "encode_request",
     "encode_response",
     "encode_response_parts",
+    "fetch_record_magic",
     "flexible_request_header",
     "is_flexible",
+    "is_legacy",
     "is_supported",
     "minimal_request",
     "request_header_version",
+    "request_schema",
     "requested_topics",
     "response_header_version",
+    "response_schema",
+    "response_types",
 ]

@@ -75,19 +75,20 @@ class SupportedApi:
 # (MsgVer2), Produce v7/Fetch v10 (zstd), InitProducerId (idempotence) and the group APIs.
 KAFKA_RELEASE: Final = (3, 7)
 
-# Maxima are Kafka 3.7's (kio, generated from newer specs, knows them all). Minima are raised
-# to the lowest version kio can decode, which is Kafka 4.x's KIP-896 baseline: nothing a
-# message-format-v2 client sends is lost. Produce keeps 0 as Kafka 4.x does (KAFKA-18659):
-# librdkafka < 2.10 enables gzip/snappy/lz4 only if Produce v0 is advertised. Produce v0-v2
-# requests themselves are refused like any unsupported version.
+# Maxima are Kafka 3.7's (kio, generated from newer specs, knows them all). Minima are Kafka 3.7's for
+# Produce, Fetch, ListOffsets, OffsetCommit and OffsetFetch: kio lacks their versions below Kafka 4.x's KIP-896
+# baseline, and kcli.protocol.legacy declares those layouts itself (Produce v0-v2, Fetch v0-v3, ListOffsets v0,
+# OffsetCommit v0-v1, OffsetFetch v0), so every advertised version is served. Other minima are raised to the
+# lowest version kio can decode (the KIP-896 baseline): nothing a message-format-v2 client sends is lost.
+# librdkafka < 2.10 enables gzip/snappy/lz4 only if Produce v0 is advertised (KAFKA-18659).
 SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     #                                     min  max  flexible since
     ApiKey.PRODUCE:           SupportedApi(0, 10, 9),
-    ApiKey.FETCH:             SupportedApi(4, 16, 12),
-    ApiKey.LIST_OFFSETS:      SupportedApi(1, 8, 6),
+    ApiKey.FETCH:             SupportedApi(0, 16, 12),
+    ApiKey.LIST_OFFSETS:      SupportedApi(0, 8, 6),
     ApiKey.METADATA:          SupportedApi(0, 12, 9),
-    ApiKey.OFFSET_COMMIT:     SupportedApi(2, 9, 8),
-    ApiKey.OFFSET_FETCH:      SupportedApi(1, 9, 6),
+    ApiKey.OFFSET_COMMIT:     SupportedApi(0, 9, 8),
+    ApiKey.OFFSET_FETCH:      SupportedApi(0, 9, 6),
     ApiKey.FIND_COORDINATOR:  SupportedApi(0, 4, 3),
     ApiKey.JOIN_GROUP:        SupportedApi(0, 9, 6),
     ApiKey.HEARTBEAT:         SupportedApi(0, 4, 4),
@@ -125,17 +126,19 @@ INTER_BROKER_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.CONTROLLED_SHUTDOWN: SupportedApi(1, 3, 3),
 })
 
-# Produce v0-v2 carry message format v0/v1 and are gone from Kafka 4.0 (KIP-896); kio has
-# no schema for them. Advertised only for librdkafka's compression check (see above).
-FIRST_SERVED_PRODUCE_VERSION: Final = 3
+def fetch_record_magic(fetch_version: int) -> int:
+    """The newest record format a Fetch of ``fetch_version`` can read: magic 0 up to v1, magic 1 (KIP-32
+    timestamps) for v2-v3, record batches v2 from v4 on (KIP-98); Kafka's KafkaApis.handleFetchRequest."""
+    if fetch_version <= 1:
+        return 0
+    return 1 if fetch_version <= 3 else 2
 
 
 def advertised_versions() -> list[tuple[ApiKey, int]]:
     """Every (api, version) the broker advertises in ApiVersions, in key then version order.
 
     ``SUPPORTED_APIS`` is the one table: the ApiVersions response (``codec.api_versions_response``)
-    and the request decoder both read it. Produce v0-v2 are in this list although not served
-    (``FIRST_SERVED_PRODUCE_VERSION``).
+    and the request decoder both read it, and every version in it is served.
     """
     return [(key, version) for key, api in sorted(SUPPORTED_APIS.items())
             for version in range(api.min_version, api.max_version + 1)]

@@ -10,7 +10,8 @@ Wire layout (https://kafka.apache.org/protocol#protocol_messages)::
     Response Header v0 => correlation_id:int32
     Response Header v1 => correlation_id:int32 TAG_BUFFER
 
-The message bodies are kio's dataclasses, read and written by kio at the request's version.
+The message bodies are kio's dataclasses, read and written by kio at the request's version; for the old versions
+kio has no schema of, dataclasses of the same shape generated from kcli.protocol.legacy's declarations.
 """
 
 from __future__ import annotations
@@ -19,10 +20,8 @@ import io
 import struct
 from dataclasses import dataclass, fields
 from datetime import timedelta
-from functools import cache
 from typing import IO, Any, Final, cast
 
-from kio.index import KioIndexError
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
@@ -33,7 +32,6 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
 from kcli.protocol.api import (
-    FIRST_SERVED_PRODUCE_VERSION,
     INTER_BROKER_APIS,
     SUPPORTED_APIS,
     ApiKey,
@@ -42,7 +40,8 @@ from kcli.protocol.api import (
 )
 from kcli.protocol.errors import LocalProtocolError, RemoteProtocolError, UnsupportedVersionError
 from kcli.protocol.guard import Malformed, walk
-from kcli.protocol.schema import api_key_map, load_payload_module, load_request_schema, load_response_schema
+from kcli.protocol.schema import api_key_map, load_payload_module
+from kcli.protocol.legacy import request_schema, response_schema
 
 # request_api_key:int16 request_api_version:int16 correlation_id:int32
 REQUEST_HEADER_PREFIX: Final = struct.Struct(">hhi")
@@ -61,7 +60,7 @@ class Request:
     correlation_id: int
     client_id: str | None
     header: RequestHeader
-    body: Any  # the kio request dataclass for (api_key, api_version)
+    body: Any  # the kio request dataclass for (api_key, api_version), or kcli.protocol.legacy's
     # Bytes after the body that the schema does not account for; ignored, as Kafka does
     # (see decode_request). librdkafka sends 3 with its all-topics Metadata v12 request.
     trailing_bytes: int = 0
@@ -128,20 +127,13 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
             f"v{supported.min_version}-v{supported.max_version}",
             api_key=raw_key, api_version=version, correlation_id=correlation_id, request=label)
 
-    body_type = _request_type(api_key, version)
-    legacy_produce = api_key is ApiKey.PRODUCE and version < FIRST_SERVED_PRODUCE_VERSION
-    if legacy_produce:
-        # Produce v0-v2 (message format v0/v1, gone from Kafka 4.0 and from kio): the v3 body is the same
-        # but for a leading nullable transactional_id, so the body is read as v3 with a null one spliced in.
-        body_type = _request_type(api_key, FIRST_SERVED_PRODUCE_VERSION)
+    body_type = request_schema(api_key, version)
     if body_type is None:
         raise UnsupportedVersionError(f"{label} is not served", api_key=raw_key, api_version=version,
                                       correlation_id=correlation_id, request=label)
     label = f"{body_type.__name__} v{version}"
 
     header, pos = _read_header(frame, api_key, version, label)
-    if legacy_produce:
-        frame = frame[:pos] + b"\xff\xff" + frame[pos:]
     try:
         end = walk(body_type, frame, pos)
     except Malformed as e:
@@ -166,8 +158,6 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
 
 def encode_response(request: Request, response_body: Any) -> bytes:
     """The size-prefixed response frame: header (v0, or v1 when flexible; ApiVersions always v0), body."""
-    if request.api_key is ApiKey.PRODUCE and request.api_version < FIRST_SERVED_PRODUCE_VERSION:
-        return _legacy_produce_response(request, response_body)
     header = _response_header(request, response_body)
     try:
         return _frame(header, response_body)
@@ -183,7 +173,8 @@ def api_versions_response(
     throttle_time: timedelta = timedelta(0),
 ) -> Any:
     """The ApiVersionsResponse body at ``version`` listing every range in ``SUPPORTED_APIS``."""
-    body_type = load_response_schema(ApiKey.API_VERSIONS, version)
+    body_type = response_schema(ApiKey.API_VERSIONS, version)
+    assert body_type is not None
     api_version_type = load_payload_module(ApiKey.API_VERSIONS, version, EntityType.response).ApiVersion
     api_keys = tuple(
         api_version_type(api_key=i16(key), min_version=i16(api.min_version), max_version=i16(api.max_version))
@@ -194,14 +185,6 @@ def api_versions_response(
     if "throttle_time" in names:
         kwargs["throttle_time"] = throttle_time
     return body_type(**kwargs)
-
-
-@cache
-def _request_type(api_key: ApiKey, version: int) -> type | None:
-    try:
-        return load_request_schema(api_key, version)
-    except KioIndexError:
-        return None
 
 
 def _read_header(frame: bytes, api_key: ApiKey, version: int,
@@ -262,32 +245,6 @@ def encode_response_parts(request: Request, response_body: Any) -> list[Any]:
     return [SIZE_PREFIX.pack(out.size), *out.finish()]
 
 
-# Produce response v0-v2 from a v3 response body: v2 is v3's layout; v1 lacks log_append_time; v0 also lacks
-# throttle_time_ms. Declared as data: (field, struct code, first version that has it).
-_LEGACY_PRODUCE_PARTITION: Final = (("index", "i", 0), ("error_code", "h", 0), ("base_offset", "q", 0),
-                                    ("log_append_time", "q", 2))
-
-
-def _legacy_produce_response(request: Request, body: Any) -> bytes:
-    version = request.api_version
-    out = bytearray(struct.pack(">i", len(body.responses)))
-    for topic in body.responses:
-        name = topic.name.encode()
-        out += struct.pack(">h", len(name)) + name + struct.pack(">i", len(topic.partition_responses))
-        for part in topic.partition_responses:
-            for field_name, code, since in _LEGACY_PRODUCE_PARTITION:
-                if version < since:
-                    continue
-                value = getattr(part, field_name)
-                if field_name == "log_append_time":
-                    value = -1 if value is None else int(value.timestamp() * 1000)
-                out += struct.pack(">" + code, int(value))
-    if version >= 1:
-        out += struct.pack(">i", int(body.throttle_time.total_seconds() * 1000))
-    payload = struct.pack(">i", request.correlation_id) + bytes(out)
-    return SIZE_PREFIX.pack(len(payload)) + payload
-
-
 def _response_header(request: Request, response_body: Any) -> ResponseHeaderV0 | ResponseHeaderV1:
     body_type = type(response_body)
     if (getattr(body_type, "__type__", None) is not EntityType.response
@@ -336,7 +293,9 @@ def decode_response(api_key: ApiKey | int, api_version: int, frame: bytes | byte
     """
     if not isinstance(frame, bytes):
         frame = bytes(frame)
-    body_type = load_response_schema(api_key, api_version)
+    body_type = response_schema(api_key, api_version)
+    if body_type is None:
+        raise LocalProtocolError(f"no schema of {api_name(api_key)}Response v{api_version}")
     label = f"{body_type.__name__} v{api_version}"
     header_type = ResponseHeaderV1 if response_header_version(api_key, api_version) == 1 else ResponseHeaderV0
     try:

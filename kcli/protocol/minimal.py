@@ -1,4 +1,5 @@
-"""A minimal valid request body for any (api, version): kio's dataclass, filled from its field metadata.
+"""A minimal valid request body for any (api, version): kio's dataclass (or kcli.protocol.legacy's, shaped alike),
+filled from its field metadata.
 
 For tests and probes (the api sweep, fuzzing seeds), not for clients: every request names one topic,
 one partition (0) and one group, and asks for as little as the version allows. Values are chosen by
@@ -14,6 +15,7 @@ import uuid
 from datetime import timedelta
 from typing import Any, Final
 
+from kio.index import KioIndexError
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -24,7 +26,7 @@ from kio.serial._introspect import (
 )
 
 from kcli.protocol.api import ApiKey
-from kcli.protocol.schema import load_request_schema
+from kcli.protocol.legacy import request_schema
 
 # Structs arrays left empty: a replica assignment next to num_partitions is an error (CreateTopics),
 # a config list or assignment list is optional, a forgotten-topic list means "stop fetching".
@@ -124,10 +126,12 @@ def minimal_request(
     ``topic_id`` fills uuid topic ids (Fetch v13+, Metadata v10+; None sends the zero UUID), ``records``
     the Produce records field, ``protocol_metadata`` JoinGroup's protocol metadata (a consumer
     subscription). ``overrides`` replace top-level fields by name. Raises ``KioIndexError`` for a
-    version kio has no schema of.
+    version neither kio nor kcli.protocol.legacy has a schema of.
     """
     api_key = int(api_key)
-    body_type = load_request_schema(api_key, api_version)
+    body_type = request_schema(api_key, api_version)
+    if body_type is None:
+        raise KioIndexError(f"no schema of api key {api_key} v{api_version}")
     values = {**_BY_NAME, **_BY_API.get(api_key, {})}
     names = {"topic": topic, "group": group_id}
 

@@ -268,6 +268,26 @@ class PartitionLog:
         segment = next(s for s in self.log_segments if s.base_offset == base)
         return segment.size, segment.largest_timestamp()
 
+    def legacy_offsets_before(self, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
+        """ListOffsets v0's answer, Kafka's ``UnifiedLog.legacyFetchOffsetsBefore``: up to ``max_num_offsets``
+        segment base offsets (never below the log start), newest first, of the segments last modified at or
+        before ``timestamp``; the log end offset counts as one more, modified ``now_ms``, when the active
+        segment holds data. -1 (latest) starts from the newest entry, -2 (earliest) answers the oldest only.
+        A time older than every segment answers nothing."""
+        entries = [(max(s.base_offset, self.log_start_offset), _mtime_ms(s.log_path)) for s in self.log_segments]
+        if self.log_segments[-1].size > 0:
+            entries.append((self.log_end_offset, now_ms))
+        if timestamp == -1:
+            start = len(entries) - 1
+        elif timestamp == -2:
+            start = 0
+        else:
+            start = len(entries) - 1
+            while start >= 0 and entries[start][1] > timestamp:
+                start -= 1
+        count = max(0, min(max_num_offsets, start + 1))
+        return sorted((entries[start - j][0] for j in range(count)), reverse=True)
+
     def _rename_deleted(self, base: int) -> list[Path]:
         renamed = []
         for suffix in _SEGMENT_SUFFIXES:
@@ -385,3 +405,11 @@ class PartitionLog:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _mtime_ms(path: Path) -> int:
+    """A segment file's last modification (Kafka's ``LogSegment.lastModified``); 0 when it is gone meanwhile."""
+    try:
+        return int(path.stat().st_mtime * 1000)
+    except FileNotFoundError:
+        return 0

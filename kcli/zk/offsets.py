@@ -92,7 +92,7 @@ def offsets_dir(group: str) -> str:
 
 
 def offset_path(group: str, topic: str, partition: int) -> str:
-    return f"{paths.child(offsets_dir(group), topic)}/{partition}"
+    return paths.consumer_offset(group, topic, partition)
 
 
 def ids_dir(group: str) -> str:

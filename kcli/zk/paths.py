@@ -28,10 +28,11 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"  # IsrChangeNotificationSequenceZNode: persistent sequential children
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+CONSUMERS = "/consumers"
 
 # ZkData.PersistentZkPaths: every Kafka broker creates these at startup, and Kafka's tools expect them.
 PERSISTENT = (
-    "/consumers",
+    CONSUMERS,
     BROKER_IDS,
     BROKER_TOPICS,
     CONFIG_CHANGES,
@@ -76,6 +77,11 @@ def partition(name: str, index: int) -> str:
 def partition_state(name: str, index: int) -> str:
     """TopicPartitionStateZNode: leader, leader epoch and ISR of one partition."""
     return f"{partition(name, index)}/state"
+
+
+def consumer_offset(group: str, topic_name: str, index: int) -> str:
+    """ConsumerOffset: the old consumers' committed offset of one partition (plain decimal text)."""
+    return f"{child(child(CONSUMERS, group) + '/offsets', topic_name)}/{index}"
 
 
 def topic_config(name: str) -> str:

@@ -68,6 +68,12 @@ class ZooKeeperConnectionError(KcliError):
     """ZooKeeper did not answer: unreachable, disconnected, or the session expired."""
 
 
+class InvalidGroupIdError(KcliError):
+    """A consumer group name that cannot name a znode under /consumers (empty, "/", "." or "..")."""
+
+    error_code = "INVALID_GROUP_ID"  # the broker's answer (Kafka's Errors name)
+
+
 def _json(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode("utf-8")
 
@@ -245,6 +251,51 @@ class BrokerRegistration:
             self._close()
             self._stop_notifier()
             log.info("broker %d unregistered from ZooKeeper %s", self.broker_id, self.connect.servers)
+
+    # -- the old consumers' offsets (OffsetCommit/OffsetFetch v0 on a ZooKeeper-mode broker) ----------------
+    def consumer_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+        """The offsets stored at /consumers/<group>/offsets/<topic>/<partition>, None where there is none (Kafka's
+        KafkaZkClient.getConsumerOffset, read in parallel). Raises InvalidGroupIdError for a group that cannot name
+        a znode, ZooKeeperConnectionError when ZooKeeper does not answer, KcliError naming a malformed znode."""
+        client = self._offsets_client(group)
+        out: dict[tuple[str, int], int | None] = {}
+        with self._zk(f"reading the offsets of group {group}"):
+            pending = [(tp, client.get_async(paths.consumer_offset(group, *tp))) for tp in partitions]
+            for tp, result in pending:
+                try:
+                    data, _ = self._wait(result)
+                except NoNodeError:
+                    out[tp] = None
+                    continue
+                out[tp] = _parse_offset(self.connect.absolute(paths.consumer_offset(group, *tp)), data)
+        return out
+
+    def set_consumer_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Store each offset as the old consumers did, plain decimal text (Kafka's setOrCreateConsumerOffset: set
+        the znode's data, or create it with its parents). Raises as ``consumer_offsets``."""
+        client = self._offsets_client(group)
+        with self._zk(f"writing the offsets of group {group}"):
+            pending = [(paths.consumer_offset(group, *tp), str(offset).encode("ascii"))
+                       for tp, offset in offsets.items()]
+            results = [(path, data, client.set_async(path, data)) for path, data in pending]
+            for path, data, result in results:
+                try:
+                    self._wait(result)
+                except NoNodeError:
+                    try:
+                        self._wait(client.create_async(path, data, makepath=True))
+                    except NodeExistsError:  # another writer created it meanwhile
+                        self._wait(client.set_async(path, data))
+
+    def _offsets_client(self, group: str) -> KazooClient:
+        try:
+            paths.child(paths.CONSUMERS, group)
+        except KcliError:
+            raise InvalidGroupIdError(f"group id {group!r} cannot name a znode under {paths.CONSUMERS}") from None
+        client = self._require()
+        if client.state != KazooState.CONNECTED:
+            raise ZooKeeperConnectionError(f"the connection to ZooKeeper at {self.connect.text} is down")
+        return client
 
     # -- connection --------------------------------------------------------------------------------
     def _probe(self) -> None:
@@ -614,6 +665,14 @@ class BrokerRegistration:
             log.error("ZooKeeper: %s", exc)
         except Exception:  # a watch thread has nobody to raise to
             log.exception("ZooKeeper: unexpected failure after a session or controller change")
+
+
+def _parse_offset(where: str, data: bytes | None) -> int:
+    """A stored offset as Kafka reads it (``new String(data).toLong``): decimal text, a sign allowed."""
+    try:
+        return int((data or b"").decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise KcliError(f"{where} does not hold an offset: {(data or b'')[:40]!r}") from None
 
 
 def _load(data: bytes) -> Any:

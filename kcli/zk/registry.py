@@ -34,7 +34,7 @@ CONFIG_TYPES = ("topics", "brokers", "clients", "users", "ips")
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
-CONSUMERS = "/consumers"
+CONSUMERS = paths.CONSUMERS
 
 __all__ = ["ZkRegistry", "ZnodeMissingError", "ZnodeAccessError", "ZooKeeperConnectionError"]
 

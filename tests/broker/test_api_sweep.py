@@ -3,16 +3,15 @@
 Each request is ``kcli.protocol.minimal_request`` (one topic that exists, one partition, a group of its own),
 framed by ``encode_request``. The test wants a response that decodes at that version with the request's
 correlation id and no UNKNOWN_SERVER_ERROR in it (other error codes are the expected answers to a probe:
-MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, ...), and a broker log with no internal error or Traceback while it was served. Produce v0-v2
-have no kio schema: kafka-python (its own codec, Kafka's JSON specs) frames those and reads the answer,
-with message format v0/v1 records.
+MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, ...), and a broker log with no internal error or Traceback while it was served. The
+versions kio has no schema of (Produce v0-v2, Fetch v0-v3, ListOffsets v0, OffsetCommit v0-v1, OffsetFetch v0) are
+framed from kcli.protocol.legacy's declarations; Produce v0-v2 carry message format v0/v1 records.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import socket
-import struct
 import time
 import uuid
 
@@ -21,7 +20,6 @@ from kio.schema.errors import ErrorCode
 
 from broker_support import BrokerProcess, free_port, read_response
 from kcli.protocol import ApiKey, ProtocolError, advertised_versions, decode_response, encode_request, minimal_request
-from kcli.protocol.api import FIRST_SERVED_PRODUCE_VERSION
 from kcli.records import Record, build_record_batch
 from kcli.records.consumer_offsets import Subscription, encode_subscription
 from kcli.records.legacy import build_legacy_messages
@@ -83,6 +81,9 @@ def _request(api_key: ApiKey, version: int, topic_id: uuid.UUID):
     elif api_key is ApiKey.DELETE_TOPICS:
         topic = f"sweep-missing-v{version}"  # never the topic the other requests use
         topic_id = None
+    elif api_key is ApiKey.PRODUCE and version < 3:  # message format v0 (Produce v0-v1) or v1 (v2)
+        extra["records"] = build_legacy_messages([Record(0, 1_700_000_000_000, b"k", b"legacy")],
+                                                 magic=1 if version == 2 else 0)
     elif api_key is ApiKey.PRODUCE:
         extra["records"] = build_record_batch([Record(0, 1_700_000_000_000, b"k", b"v%d" % version)])
     elif api_key is ApiKey.JOIN_GROUP:
@@ -90,29 +91,8 @@ def _request(api_key: ApiKey, version: int, topic_id: uuid.UUID):
     return minimal_request(api_key, version, topic=topic, group_id=group, topic_id=topic_id, **extra)
 
 
-def _legacy_produce(port: int, version: int):
-    """Produce v0-v2 through kafka-python, magic 0 (v0, v1) or 1 (v2) messages; its decoded response."""
-    from kafka.protocol.parser import KafkaProtocol
-
-    from kafka.protocol.producer import ProduceRequest
-
-    records = build_legacy_messages([Record(0, 1_700_000_000_000, b"k", b"legacy")], magic=1 if version == 2 else 0)
-    request = ProduceRequest[version](acks=1, timeout_ms=5000, topic_data=[
-        (TOPIC, [(0, records)])])
-    protocol = KafkaProtocol(client_id="kctl-sweep")
-    protocol.send_request(request)
-    wire = Wire(port)
-    try:
-        data = wire.roundtrip(bytes(protocol.send_bytes()))
-    finally:
-        wire.close()
-    assert data is not None, f"PRODUCE v{version}: the broker closed the connection without a response"
-    [(_, response)] = protocol.receive_bytes(struct.pack(">i", len(data)) + data)
-    return response
-
-
 def _error_codes(obj, path: str = "") -> list[tuple[str, int]]:
-    """Every error_code in a kio response (kafka-python's legacy responses: none), with its field path."""
+    """Every error_code in a kio response, with its field path."""
     if dataclasses.is_dataclass(obj):
         found = []
         for f in dataclasses.fields(obj):
@@ -135,10 +115,7 @@ def test_every_advertised_version_is_served(sweep_broker, api_key, version):
     start = len(sweep_broker.log())
     failure = None
     try:
-        if api_key is ApiKey.PRODUCE and version < FIRST_SERVED_PRODUCE_VERSION:
-            response = _legacy_produce(sweep_broker.port, version)
-        else:
-            response = _call(sweep_broker.port, api_key, version, _request(api_key, version, sweep_broker.topic_id))
+        response = _call(sweep_broker.port, api_key, version, _request(api_key, version, sweep_broker.topic_id))
     except (AssertionError, ProtocolError, OSError) as e:
         failure = str(e).splitlines()[0]
     else:

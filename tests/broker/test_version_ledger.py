@@ -8,7 +8,7 @@ import os
 import shutil
 import uuid
 
-from broker_support import BrokerProcess, free_port, kcat
+from broker_support import BrokerProcess, free_port, kcat, old_kafka_python_workload
 from kcli.protocol import SUPPORTED_APIS
 from support import REPO
 
@@ -73,6 +73,7 @@ def _workload(bootstrap: str) -> None:
     ka.delete_group_offsets("ledger-kp", [KafkaTopicPartition(topic, 1)])  # OffsetDelete (KIP-496)
     ka.delete_groups(["ledger-kp"])
     ka.close()
+    old_kafka_python_workload(bootstrap, topic)
 
 
 def _admin_workload(admin, topic: str) -> None:

@@ -144,3 +144,37 @@ def test_sigterm_removes_the_registration(make_broker, zk_override, zk):
     assert zk.read_json("/brokers/ids/0")["port"] == restarted.port
     assert zk.get(zk.under("/controller_epoch"))[0] == b"2"
     assert meta_properties(restarted.log_dir)["cluster.id"] == cluster_id
+
+
+def test_offset_commit_v0_is_kept_in_zookeeper(make_broker, zk_override, zk):
+    """OffsetCommit/OffsetFetch v0 (kafka-python as a 0.8.1 client) keep the offset under
+    /consumers/<group>/offsets/<topic>/<partition>, as a ZooKeeper-mode Kafka does (offsets.storage=zookeeper);
+    v1 (a 0.8.2 client) commits to the group coordinator, apart from it."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    broker = make_broker(zk_override)
+    topic = f"zk-old-{uuid.uuid4().hex[:8]}"
+    tp = TopicPartition(topic, 0)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(0, 8, 1))
+    producer.send(topic, b"x", partition=0).get(30)
+    producer.close()
+    old = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=(0, 8, 1), group_id="old-group",
+                        enable_auto_commit=False)
+    newer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=(0, 8, 2), group_id="old-group",
+                          enable_auto_commit=False)
+    try:
+        assert old.committed(tp) is None
+        old.commit({tp: OffsetAndMetadata(1, "not kept", -1)})
+        znode = zk.under(f"/consumers/old-group/offsets/{topic}/0")
+        assert zk.get(znode)[0] == b"1"
+        zk.set(znode, b"7")  # an old consumer or tool writing ZooKeeper directly
+        assert old.committed(tp) == 7
+        assert newer.committed(tp) is None  # v1 reads the coordinator, which has nothing
+        newer.commit({tp: OffsetAndMetadata(5, "", -1)})
+        assert (newer.committed(tp), old.committed(tp)) == (5, 7)
+        assert zk.get(znode)[0] == b"7"
+    finally:
+        old.close()
+        newer.close()
+    assert "internal error" not in broker.log() and "Traceback" not in broker.log()

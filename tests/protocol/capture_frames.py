@@ -10,7 +10,8 @@ Clients and what they do (each client's frames go to its own file):
       groups list/describe/offsets/delete; idempotent zstd Producer; acks=0 and acks=1 Producers;
       group Consumer (subscribe, poll, commit, committed, offsets_for_times, watermarks, close).
   kcat, Debian's librdkafka 2.0.2: -L, -P, -C -e, -G (a balanced consumer group).
-  kafka-python 3.0: KafkaProducer, group KafkaConsumer (commit), KafkaAdminClient.
+  kafka-python 3.0: KafkaProducer, group KafkaConsumer (commit), KafkaAdminClient; then pinned to 0.8.1-0.10.1
+      (Produce v0-v2, Fetch v0-v3, ListOffsets v0, OffsetCommit v0-v1, OffsetFetch v0-v1).
   aiokafka: AIOKafkaProducer, group AIOKafkaConsumer (commit), AIOKafkaAdminClient.
 Kafka's own Java client is not on this machine (no Maven access), so no frames of it are captured.
 
@@ -41,7 +42,7 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from broker_support import BrokerProcess, free_port  # noqa: E402
+from broker_support import BrokerProcess, free_port, old_kafka_python_workload  # noqa: E402
 
 from kcli.protocol import ApiKey, ProtocolError, api_name, decode_request  # noqa: E402
 
@@ -232,6 +233,7 @@ def _kafka_python(bootstrap: str) -> None:
     admin.delete_groups([f"{topic}-g"])
     admin.delete_topics([f"{topic}-x"])
     admin.close()
+    old_kafka_python_workload(bootstrap, topic)  # pinned to 0.8.1-0.10.1: the versions below kio's
 
 
 def _aiokafka(bootstrap: str) -> None:

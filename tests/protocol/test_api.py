@@ -10,16 +10,19 @@ from kio.index import load_request_schema as kio_load_request_schema
 
 from kcli.protocol import (
     KAFKA_RELEASE,
+    LEGACY_VERSIONS,
     SUPPORTED_APIS,
     ApiKey,
     flexible_request_header,
     is_flexible,
+    advertised_versions,
     is_supported,
     request_header_version,
+    request_schema,
     response_header_version,
+    response_schema,
 )
-from kcli.protocol.api import FIRST_SERVED_PRODUCE_VERSION, INTER_BROKER_APIS
-from kcli.protocol.schema import load_request_schema, load_response_schema
+from kcli.protocol.api import INTER_BROKER_APIS
 
 # The APIs issue #3 asks for, by Kafka's numbering.
 WANTED = {18, 3, 0, 1, 2, 10, 11, 14, 12, 13, 8, 9, 15, 16, 42, 19, 20, 37, 32, 22,
@@ -56,31 +59,39 @@ def test_table_is_the_release_table_within_kio(api_key):
     kio = _kio_versions(api_key)
     supported = SUPPORTED_APIS[api_key]
     assert supported.max_version == min(release_max, kio[-1])
-    if api_key is ApiKey.PRODUCE:
-        # Kafka 4.x still advertises Produce v0 for librdkafka's compression check (KAFKA-18659).
-        assert supported.min_version == release_min == 0
-        assert kio[0] == FIRST_SERVED_PRODUCE_VERSION
+    if api_key in LEGACY_VERSIONS:
+        # Kafka 3.7's minimum: the versions below kio's are declared in kcli.protocol.legacy, up to kio's first.
+        low, high = LEGACY_VERSIONS[api_key]
+        assert supported.min_version == release_min == low == 0
+        assert high + 1 == kio[0]
     else:
         assert supported.min_version == max(release_min, kio[0])
 
 
 @pytest.mark.parametrize("api_key", KIO_APIS, ids=lambda k: k.name)
 def test_raised_minima_are_kafka_4_baseline(api_key):
-    # KIP-896 removed the same versions kio lacks; Kafka 4.1 is kafka-python's latest 4.x table.
-    assert SUPPORTED_APIS[api_key].min_version == BROKER_API_VERSIONS[(4, 1)][api_key][0]
+    # KIP-896 removed the same versions kio lacks; Kafka 4.1 is kafka-python's latest 4.x table. The APIs with
+    # declared legacy versions go below it, to Kafka 3.7's minimum.
+    expected = 0 if api_key in LEGACY_VERSIONS else BROKER_API_VERSIONS[(4, 1)][api_key][0]
+    assert SUPPORTED_APIS[api_key].min_version == expected
+
+
+def test_every_advertised_version_has_a_schema():
+    for api_key, version in advertised_versions():
+        assert request_schema(api_key, version) is not None, (api_key, version)
+        assert response_schema(api_key, version) is not None, (api_key, version)
 
 
 @pytest.mark.parametrize(
     ("api_key", "version"),
     sorted({(k, v) for k, a in [*SUPPORTED_APIS.items(), *INTER_BROKER_APIS.items()]
-            for v in range(a.min_version, a.max_version + 1)
-            if not (k is ApiKey.PRODUCE and v < FIRST_SERVED_PRODUCE_VERSION)}),
+            for v in range(a.min_version, a.max_version + 1)}),
     ids=str,
 )
 def test_flexibility_and_header_versions_agree_with_the_schemas(api_key, version):
-    # kio's schemas, and ours for the inter-broker APIs (kcli.protocol.schema looks there first).
-    request = load_request_schema(api_key, version)
-    response = load_response_schema(api_key, version)
+    # kio's schemas, the declared legacy ones (kcli.protocol.legacy) and ours for the inter-broker APIs.
+    request = request_schema(api_key, version)
+    response = response_schema(api_key, version)
     assert is_flexible(api_key, version) is request.__flexible__ is response.__flexible__
     assert flexible_request_header(api_key, version) is (request.__header_schema__.__version__ == 2)
     assert request_header_version(api_key, version) == request.__header_schema__.__version__
@@ -99,7 +110,8 @@ def test_is_supported():
     assert is_supported(18, 3)
     assert not is_supported(18, 4)
     assert not is_supported(17, 0)  # SaslHandshake: not served
-    assert not is_supported(1, 3)  # Fetch v3: below the KIP-896 baseline
+    assert is_supported(1, 3)  # Fetch v3: below the KIP-896 baseline, served from kcli.protocol.legacy
+    assert not is_supported(19, 1)  # CreateTopics v1: below the baseline, not served
     assert is_supported(0, 0)
 
 

@@ -15,7 +15,6 @@ from datetime import timedelta
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v4.response import FetchableTopicResponse, FetchResponse, PartitionData
 from kio.schema.find_coordinator.v0.response import FindCoordinatorResponse
@@ -35,10 +34,10 @@ from kcli.protocol import (
     decode_request,
     encode_response,
 )
-from kcli.protocol.api import FIRST_SERVED_PRODUCE_VERSION
+from kcli.protocol.legacy import request_schema, response_schema, response_types
 
-SERVED = [(k, v) for k, a in SUPPORTED_APIS.items() for v in range(a.min_version, a.max_version + 1)
-          if not (k is ApiKey.PRODUCE and v < FIRST_SERVED_PRODUCE_VERSION)]
+# Every advertised version, kio's schemas and kcli.protocol.legacy's declared ones alike.
+SERVED = [(k, v) for k, a in SUPPORTED_APIS.items() for v in range(a.min_version, a.max_version + 1)]
 
 
 def _frame(pair, request) -> bytes:
@@ -192,7 +191,7 @@ def test_any_request_from_kafka_python_decodes_to_the_same_message(
         api_key, version, data, kafka_python, random_kio, connection_pair):
     # Random kio message -> kio bytes -> kafka-python object -> kafka-python's own framing
     # -> ServerConnection: both codecs must agree on every field at every served version.
-    body_type = load_request_schema(api_key, version)
+    body_type = request_schema(api_key, version)
     message = data.draw(random_kio(body_type))
     out = io.BytesIO()
     entity_writer(body_type)(out, message)
@@ -275,7 +274,7 @@ def test_any_response_we_encode_reads_back_in_kafka_python(
         api_key, version, data, kafka_python, random_kio, connection_pair):
     # Our frame -> kafka-python's client protocol (header, correlation, body) -> kafka-python
     # re-encodes the body: the bytes must be ours, so both codecs agree field by field.
-    message = data.draw(random_kio(load_response_schema(api_key, version)))
+    message = data.draw(random_kio(response_schema(api_key, version)))
     if api_key is ApiKey.API_VERSIONS:
         # kafka-python reads any ApiVersions answer with an error as v0 (the KIP-511 layout).
         message = dataclasses.replace(message, error_code=ErrorCode.none)
@@ -341,7 +340,7 @@ def test_unknown_api_key_is_refused_without_answer():
         assert caught.value.correlation_id == 9
 
 
-@pytest.mark.parametrize(("api_key", "version"), [(3, 13), (1, 3), (1, 17), (2, 0), (0, 11), (18, -1)])
+@pytest.mark.parametrize(("api_key", "version"), [(3, 13), (19, 1), (1, 17), (20, 0), (0, 11), (18, -1)])
 def test_versions_outside_the_table_are_refused(api_key, version):
     with pytest.raises(UnsupportedVersionError) as caught:
         decode_request(struct.pack(">hhi", api_key, version, 1) + b"\x00\x00")
@@ -349,23 +348,27 @@ def test_versions_outside_the_table_are_refused(api_key, version):
     assert (caught.value.response is not None) == (api_key == 18)
 
 
-def test_produce_v0_to_v2_are_served_as_v3_bodies():
-    """Produce v0-v2 are v3 without transactional_id: decoded into v3's body, answered in their own layout."""
-    from kcli.protocol.codec import encode_response
-
+def test_produce_v0_to_v2_are_served_from_declared_layouts():
+    """Produce v0-v2 are v3 without transactional_id; answered without throttle_time (v0) and
+    log_append_time (v0, v1), from kcli.protocol.legacy's declarations."""
     body = struct.pack(">hi", 1, 5000) + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1) + \
         struct.pack(">i", 0) + struct.pack(">i", 3) + b"xyz"
-    for version in range(FIRST_SERVED_PRODUCE_VERSION):
+    for version in range(3):
         frame = struct.pack(">hhi", 0, version, 7) + struct.pack(">h", 2) + b"cl" + body
         request = decode_request(frame)
-        assert request.api_version == version and request.body.transactional_id is None
+        assert request.api_version == version and not hasattr(request.body, "transactional_id")
         assert request.body.acks == 1 and bytes(request.body.topic_data[0].partition_data[0].records) == b"xyz"
-        from kio.schema.errors import ErrorCode
-        from kio.schema.produce.v3 import response as R3
+        assert request.body.timeout == timedelta(seconds=5)
+        R = response_types(request.body)
 
-        response = R3.ProduceResponse(responses=(R3.TopicProduceResponse(name="t", partition_responses=(
-            R3.PartitionProduceResponse(index=0, error_code=ErrorCode.none, base_offset=42, log_append_time=None),)),),
-            throttle_time=__import__("datetime").timedelta(0))
+        def build(module, class_name, **values):  # the fields this version has (as the broker's handlers build)
+            cls = getattr(module, class_name)
+            return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
+
+        response = build(R, "ProduceResponse", throttle_time=timedelta(0), responses=(
+            build(R, "TopicProduceResponse", name="t", partition_responses=(
+                build(R, "PartitionProduceResponse", index=0, error_code=ErrorCode.none, base_offset=42,
+                      log_append_time=None),)),))
         out = encode_response(request, response)
         expected = struct.pack(">i", 7) + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1) + \
             struct.pack(">ihq", 0, 0, 42) + (struct.pack(">q", -1) if version >= 2 else b"") + \
@@ -518,7 +521,7 @@ def test_response_must_answer_its_request(pair, kafka_python):
     with pytest.raises(LocalProtocolError, match="does not answer"):
         encode_response(request, api_versions_response(version=0))
     with pytest.raises(LocalProtocolError, match="does not answer"):
-        encode_response(request, load_response_schema(10, 1)(
+        encode_response(request, response_schema(10, 1)(
             throttle_time=timedelta(0), error_code=ErrorCode.none, error_message=None,
             node_id=1, host="h", port=1))
     with pytest.raises(LocalProtocolError, match="cannot encode"):

@@ -12,7 +12,6 @@ import struct
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.index import load_request_schema
 from kio.serial import entity_writer
 
 from kcli.protocol import (
@@ -24,10 +23,9 @@ from kcli.protocol import (
     UnsupportedVersionError,
     decode_request,
 )
-from kcli.protocol.api import FIRST_SERVED_PRODUCE_VERSION
+from kcli.protocol.legacy import request_schema
 
-SERVED = sorted((int(k), v) for k, a in SUPPORTED_APIS.items() for v in range(a.min_version, a.max_version + 1)
-                if not (k == 0 and v < FIRST_SERVED_PRODUCE_VERSION))
+SERVED = sorted((int(k), v) for k, a in SUPPORTED_APIS.items() for v in range(a.min_version, a.max_version + 1))
 
 # Bytes that make lengths and counts interesting: null markers, sign bits, varint continuations.
 edgy_bytes = st.lists(
@@ -68,7 +66,7 @@ def test_decode_request_served_header_random_body(api, with_client_id, body):
 @given(api=st.sampled_from(SERVED), data=st.data())
 def test_decode_request_mutated_valid_frames(api, data, random_kio):
     api_key, version = api
-    body_type = load_request_schema(api_key, version)
+    body_type = request_schema(api_key, version)
     out = io.BytesIO()
     out.write(struct.pack(">hhi", api_key, version, 1) + b"\x00\x04fuzz")
     if version >= SUPPORTED_APIS[api_key].flexible_since:

@@ -6,7 +6,6 @@ import io
 import uuid
 
 import pytest
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequestTopic
 from kio.serial import entity_reader, entity_writer
@@ -21,17 +20,16 @@ from kcli.protocol import (
     minimal_request,
     requested_topics,
 )
-from kcli.protocol.api import FIRST_SERVED_PRODUCE_VERSION
+from kcli.protocol.legacy import request_schema
 
-SERVED = [(k, v) for k, v in advertised_versions()
-          if not (k is ApiKey.PRODUCE and v < FIRST_SERVED_PRODUCE_VERSION)]
+SERVED = advertised_versions()
 
 
 def test_advertised_versions_is_the_table():
     listed = advertised_versions()
     assert listed == sorted(listed)
     assert len(listed) == len(set(listed)) == sum(a.max_version - a.min_version + 1 for a in SUPPORTED_APIS.values())
-    assert (ApiKey.PRODUCE, 0) in listed and (ApiKey.FETCH, 3) not in listed
+    assert (ApiKey.PRODUCE, 0) in listed and (ApiKey.FETCH, 0) in listed and (ApiKey.CREATE_TOPICS, 1) not in listed
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
@@ -45,7 +43,7 @@ def test_api_versions_response_lists_exactly_the_table(version):
 @pytest.mark.parametrize("api_key,version", SERVED, ids=lambda x: x.name if isinstance(x, ApiKey) else f"v{x}")
 def test_minimal_request_round_trips_every_served_version(api_key, version):
     body = minimal_request(api_key, version, topic="t1", group_id="g1", topic_id=uuid.uuid4(), records=b"")
-    assert type(body) is load_request_schema(api_key, version)
+    assert type(body) is request_schema(api_key, version)
     frame = encode_request(api_key, version, 7, "probe", body)
     request = decode_request(frame[4:])
     assert (request.api_key, request.api_version, request.body, request.trailing_bytes) == (api_key, version, body, 0)

@@ -172,3 +172,29 @@ def test_loader_cleans_leftovers_after_a_clean_shutdown(tmp_path):
     untouched = LogLoader(directory, recover=False).load()
     assert untouched.recovery is None
     untouched.active.close()
+
+
+def test_legacy_offsets_before_answers_segment_bases_by_modification_time(tmp_path):
+    """ListOffsets v0 (Kafka's UnifiedLog.legacyFetchOffsetsBefore): segment base offsets whose file was last
+    modified at or before the time, plus the log end (at now) while the active segment holds data."""
+    log = PartitionLog(tmp_path / "t-0", config=LogConfig(segment_bytes=1000))
+    assert log.legacy_offsets_before(-1, 10, now_ms=T0) == [0]  # empty: the active segment's base, no log end
+    fill(log, 12)
+    bases = log.segments
+    assert len(bases) >= 3 and log.log_segments[-1].size > 0
+    for i, segment in enumerate(log.log_segments):  # segment i last modified at second i
+        os.utime(segment.log_path, (T0 / 1000 + i, T0 / 1000 + i))
+    now = T0 + 3_600_000
+    end = log.log_end_offset
+    newest_first = [end, *reversed(bases)]
+    assert log.legacy_offsets_before(-1, 100, now_ms=now) == newest_first
+    assert log.legacy_offsets_before(-1, 2, now_ms=now) == newest_first[:2]
+    assert log.legacy_offsets_before(-2, 100, now_ms=now) == [0]
+    assert log.legacy_offsets_before(T0 + 1000, 100, now_ms=now) == [bases[1], bases[0]]
+    assert log.legacy_offsets_before(T0 + 1999, 1, now_ms=now) == [bases[1]]
+    assert log.legacy_offsets_before(T0 - 1, 100, now_ms=now) == []  # older than every segment
+    assert log.legacy_offsets_before(now, 100, now_ms=now) == newest_first
+    assert log.legacy_offsets_before(-1, 0, now_ms=now) == []
+    log.log_start_offset = bases[0] + 1  # a DeleteRecords inside the first segment: its entry is the log start
+    assert log.legacy_offsets_before(-2, 100, now_ms=now) == [bases[0] + 1]
+    log.close()

@@ -12,7 +12,7 @@ from kazoo.client import KazooClient
 from kcli.errors import KcliError
 from kcli.storage.checkpoint import uuid_from_base64
 from kcli.zk import paths
-from kcli.zk.registration import BrokerRegistration
+from kcli.zk.registration import BrokerRegistration, InvalidGroupIdError
 from zookeeper_support import TcpProxy, free_port
 
 pytestmark = pytest.mark.zk
@@ -231,6 +231,28 @@ def test_bad_topic_names_never_reach_other_znodes(register):
     for name in ("", ".", "..", "a/b"):
         with pytest.raises(KcliError):
             registration.topic_created(name, 1, uuid.uuid4())
+
+
+def test_consumer_offsets_as_the_old_consumers_keep_them(register, root, chroot):
+    """OffsetCommit/OffsetFetch v0 of a ZooKeeper-mode broker: /consumers/<group>/offsets/<topic>/<partition>,
+    the offset as decimal text (Kafka's setOrCreateConsumerOffset / getConsumerOffset)."""
+    registration = register(0)
+    assert registration.consumer_offsets("old", [("t", 0)]) == {("t", 0): None}
+    registration.set_consumer_offsets("old", {("t", 0): 42, ("t", 1): 7, ("u", 0): 0})
+    assert root.get(chroot + "/consumers/old/offsets/t/0")[0] == b"42"
+    assert root.get(chroot + "/consumers/old/offsets/u/0")[0] == b"0"
+    registration.set_consumer_offsets("old", {("t", 0): 43})  # set, not create, the second time
+    assert registration.consumer_offsets("old", [("t", 0), ("t", 1), ("t", 2), ("u", 0)]) == {
+        ("t", 0): 43, ("t", 1): 7, ("t", 2): None, ("u", 0): 0}
+    root.set(chroot + "/consumers/old/offsets/t/1", b"-1")  # Kafka reads any long back
+    assert registration.consumer_offsets("old", [("t", 1)]) == {("t", 1): -1}
+    root.set(chroot + "/consumers/old/offsets/t/1", b"seven")
+    with pytest.raises(KcliError, match="does not hold an offset"):
+        registration.consumer_offsets("old", [("t", 1)])
+    for group in ("", ".", "..", "a/b"):
+        with pytest.raises(InvalidGroupIdError):
+            registration.set_consumer_offsets(group, {("t", 0): 1})
+    assert root.get_children(chroot + "/consumers") == ["old"]
 
 
 def test_nested_chroot_is_created(zookeeper, root):

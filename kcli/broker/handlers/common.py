@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import importlib
 import uuid
 from functools import cache
 from collections.abc import Callable
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.errors import error_code_for, error_message_for
+from kcli.protocol import response_types
 
 if TYPE_CHECKING:
     from kcli.broker.services import BrokerServices
@@ -45,8 +45,8 @@ def _fields(cls: type) -> frozenset[str]:
 
 
 def response_module(request: Any) -> Any:
-    name = type(request).__module__.rsplit(".", 1)[0] + ".response"
-    return importlib.import_module(name)
+    """The response classes of the request's own version, by name (kio's module, or kcli.protocol.legacy's)."""
+    return response_types(request)
 
 
 def build(module: Any, class_name: str, **values: Any) -> Any:

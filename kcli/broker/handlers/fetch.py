@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kcli.broker.errors import error_code_for
 from kcli.broker.handlers.common import ZERO, RequestContext, build, has_class, ms, response_module
-from kcli.broker.replica_manager import FetchParams, FetchPartition
+from kcli.broker.replica_manager import FetchParams, FetchPartition, FetchPartitionResult, ReplicaManager
+from kcli.protocol import fetch_record_magic
+from kcli.records.convert import downconvert
 
 
 async def fetch(ctx: RequestContext, req: Any) -> Any:
@@ -32,6 +36,10 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
                          read_committed=getattr(req, "isolation_level", 0) == 1,
                          replica_id=getattr(req, "replica_id", -1))
     results = await ctx.services.replica_manager.fetch_messages(params, infos)
+    magic = fetch_record_magic(ctx.api_version)
+    if magic < 2:  # Fetch v0-v3: the stored v2 batches as magic 0/1 message sets (reads files, compresses)
+        results = await asyncio.to_thread(_down_convert_all, ctx.services.replica_manager, params, infos, results,
+                                          magic)
     by_topic: dict[tuple[str, Any], list[Any]] = {}
     order: list[tuple[str, Any]] = []
     for info, result in zip(infos, results):
@@ -63,3 +71,38 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     topics = tuple(build(R, "FetchableTopicResponse", topic=name, topic_id=topic_id, partitions=tuple(by_topic[(name, topic_id)]))
                    for name, topic_id in order)
     return build(R, "FetchResponse", throttle_time=ZERO, error_code=ErrorCode.none, session_id=0, responses=topics)
+
+
+def _down_convert_all(replicas: ReplicaManager, params: FetchParams, infos: list[FetchPartition],
+                      results: list[FetchPartitionResult], magic: int) -> list[FetchPartitionResult]:
+    """Kafka's KafkaApis.maybeConvertFetchedData for Fetch v0-v3 (message format v2 on disk, so always): each
+    partition's records become a magic ``magic`` message set (``kcli.records.convert.downconvert``: offsets kept,
+    compressed batches as one wrapper of the same codec). Instead, with no records and the high watermark -1 as
+    Kafka's ``FetchResponse.partitionResponse`` has them: UNSUPPORTED_COMPRESSION_TYPE for a zstd topic (zstd needs
+    Fetch v10) or a zstd batch, UNSUPPORTED_VERSION for a client's fetch where message.downconversion.enable is
+    false. The segment file each read kept open is closed here."""
+    return [_down_convert(replicas, params, info, result, magic) for info, result in zip(infos, results)]
+
+
+def _down_convert(replicas: ReplicaManager, params: FetchParams, info: FetchPartition, result: FetchPartitionResult,
+                  magic: int) -> FetchPartitionResult:
+    read = result.read
+    records = read.records if read is not None else b""
+    try:
+        raw = records.read() if hasattr(records, "read") else bytes(records)
+    finally:
+        if hasattr(records, "close"):
+            records.close()
+    partition = replicas.find(info.topic, info.partition)
+    config = partition.log.config if partition is not None else None
+    if config is not None and config.compression_type == "zstd":
+        return FetchPartitionResult(ErrorCode.unsupported_compression_type)
+    if config is not None and params.replica_id < 0 and not config.message_downconversion_enable:
+        return FetchPartitionResult(ErrorCode.unsupported_version)
+    if read is None or not raw:
+        return result
+    try:
+        read.records = downconvert(raw, magic, info.fetch_offset)
+    except Exception as exc:  # UnsupportedCompressionTypeError: a zstd batch of compression.type=producer
+        return FetchPartitionResult(error_code_for(exc))
+    return result

@@ -4,6 +4,7 @@ DeleteGroups (42), OffsetDelete (47)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import logging
@@ -12,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from kcli.broker.group_coordinator import OFFSETS_TOPIC
 from kcli.records.consumer_offsets import partition_for_group
+from kcli.broker.errors import error_code_for
 from kcli.broker.handlers.common import (
     GROUP_OPERATIONS,
     NOT_REQUESTED,
@@ -127,16 +129,26 @@ async def leave_group(ctx: RequestContext, req: Any) -> Any:
 
 async def offset_commit(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
-    replicas = ctx.services.replica_manager
     generation = getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1))
+    member_id = getattr(req, "member_id", "")  # v0 has no group membership: a standalone commit
     offsets = [(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                 p.committed_metadata) for t in req.topics for p in t.partitions]
-    unknown = {(t, p) for t, p, *_ in offsets if replicas.find(t, p) is None}
-    if (unavailable := _unavailable(ctx, req.group_id)) is not None:
+    # Kafka checks the metadata cache: in a cluster the coordinator need not host the partitions committed.
+    unknown = {(t, p) for t, p, *_ in offsets if ctx.services.metadata.partition_state(t, p) is None}
+    known = [o for o in offsets if (o[0], o[1]) not in unknown]
+    if ctx.api_version == 0 and ctx.services.zk is not None:
+        # Kafka's commitOffsetsToZookeeper: v0 commits of a ZooKeeper-mode broker go to /consumers/<group>/offsets
+        # (the offset only; the metadata is not kept), where old consumers and tools read them.
+        error = ErrorCode.none
+        if known:
+            _, error = await _in_zookeeper(ctx.services.zk.set_consumer_offsets, req.group_id,
+                                           {(t, p): offset for t, p, offset, *_ in known})
+    elif (unavailable := _unavailable(ctx, req.group_id)) is not None:
         error = unavailable
     else:
-        error = ctx.services.groups.commit(req.group_id, generation, req.member_id,
-                                           [o for o in offsets if (o[0], o[1]) not in unknown],
+        # v1's per-partition commit_timestamp is not kept: the commit time is the broker's (Kafka uses it only
+        # for the expiry of the stored offset).
+        error = ctx.services.groups.commit(req.group_id, generation, member_id, known,
                                            group_instance_id=getattr(req, "group_instance_id", None))
     topics = tuple(build(R, "OffsetCommitResponseTopic", name=t.name, partitions=tuple(
         build(R, "OffsetCommitResponsePartition", partition_index=p.partition_index,
@@ -148,6 +160,8 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
 async def offset_fetch(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     groups = ctx.services.groups
+    if ctx.api_version == 0 and ctx.services.zk is not None:
+        return await _offset_fetch_from_zookeeper(ctx, R, req)
 
     def partitions_of(cls: str, committed: dict[int, Any], error: ErrorCode) -> tuple[Any, ...]:
         return tuple(build(R, cls, partition_index=p, committed_offset=c.offset if c else -1,
@@ -237,3 +251,33 @@ async def offset_delete(ctx: RequestContext, req: Any) -> Any:
     return build(R, "OffsetDeleteResponse", error_code=top, throttle_time=ZERO, topics=topics if top == 0 else ())
 
 
+async def _offset_fetch_from_zookeeper(ctx: RequestContext, R: Any, req: Any) -> Any:
+    """OffsetFetch v0 on a ZooKeeper-mode broker (Kafka's handleOffsetFetchRequestFromZookeeper): each partition's
+    offset from /consumers/<group>/offsets, no metadata; a partition the broker does not have, or without a stored
+    offset, answers -1 with UNKNOWN_TOPIC_OR_PARTITION, as Kafka does."""
+    wanted = [(t.name, p) for t in req.topics for p in t.partition_indexes]
+    present = [tp for tp in wanted if ctx.services.replica_manager.find(*tp) is not None]
+    stored, error = {}, ErrorCode.none
+    if present:
+        stored, error = await _in_zookeeper(ctx.services.zk.consumer_offsets, req.group_id, present)
+
+    def partition(topic: str, index: int) -> Any:
+        if error != ErrorCode.none:
+            offset, code = -1, error
+        else:
+            offset = stored.get((topic, index))
+            offset, code = (-1, ErrorCode.unknown_topic_or_partition) if offset is None else (offset, ErrorCode.none)
+        return build(R, "OffsetFetchResponsePartition", partition_index=index, committed_offset=offset, metadata="",
+                     error_code=code)
+
+    topics = tuple(build(R, "OffsetFetchResponseTopic", name=t.name,
+                         partitions=tuple(partition(t.name, p) for p in t.partition_indexes)) for t in req.topics)
+    return build(R, "OffsetFetchResponse", topics=topics)
+
+
+async def _in_zookeeper(call: Any, *args: Any) -> tuple[Any, ErrorCode]:
+    """(result, NONE) of a blocking ZooKeeper call run off the event loop, or (None, its error's code)."""
+    try:
+        return await asyncio.to_thread(call, *args), ErrorCode.none
+    except Exception as exc:
+        return None, error_code_for(exc)

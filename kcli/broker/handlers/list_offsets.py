@@ -14,13 +14,15 @@ from kcli.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 async def list_offsets(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     replicas = ctx.services.replica_manager
+    if ctx.api_version == 0:
+        return _offsets_before(R, replicas, req)
     read_committed = getattr(req, "isolation_level", 0) == 1
     topics = []
     for topic in req.topics:
         parts = []
         for lp in topic.partitions:
             values: dict[str, Any] = dict(partition_index=lp.partition_index, timestamp=-1, offset=-1,
-                                          leader_epoch=-1, old_style_offsets=())
+                                          leader_epoch=-1)
             try:
                 partition = replicas.get_partition(topic.name, lp.partition_index)
                 if lp.timestamp == LATEST_TIMESTAMP and read_committed:
@@ -32,10 +34,29 @@ async def list_offsets(ctx: RequestContext, req: Any) -> Any:
                 values["leader_epoch"] = partition.leader_epoch
                 if lp.timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
                     values["timestamp"] = -1
-                values["old_style_offsets"] = (values["offset"],) if values["offset"] >= 0 else ()
                 error = ErrorCode.none
             except Exception as exc:
                 error = error_code_for(exc)
             parts.append(build(R, "ListOffsetsPartitionResponse", error_code=error, **values))
         topics.append(build(R, "ListOffsetsTopicResponse", name=topic.name, partitions=tuple(parts)))
     return build(R, "ListOffsetsResponse", throttle_time=ZERO, topics=tuple(topics))
+
+
+def _offsets_before(R: Any, replicas: Any, req: Any) -> Any:
+    """ListOffsets v0 (Kafka's handleListOffsetRequestV0): per partition up to ``max_num_offsets`` offsets before
+    the time (-1 latest: the log end first; -2 earliest: the log start), newest first, in ``old_style_offsets``.
+    A negative ``max_num_offsets`` asks for none (Kafka fails to size its array and answers UNKNOWN_SERVER_ERROR)."""
+    topics = []
+    for topic in req.topics:
+        parts = []
+        for lp in topic.partitions:
+            try:
+                partition = replicas.get_partition(topic.name, lp.partition_index)
+                offsets = tuple(partition.legacy_offsets_before(lp.timestamp, max(0, lp.max_num_offsets)))
+                error = ErrorCode.none
+            except Exception as exc:
+                offsets, error = (), error_code_for(exc)
+            parts.append(build(R, "ListOffsetsPartitionResponse", partition_index=lp.partition_index, error_code=error,
+                               old_style_offsets=offsets))
+        topics.append(build(R, "ListOffsetsTopicResponse", name=topic.name, partitions=tuple(parts)))
+    return build(R, "ListOffsetsResponse", topics=tuple(topics))
