@@ -153,7 +153,8 @@ def test_offset_commit_v0_is_kept_in_zookeeper(make_broker, zk_override, zk):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.structs import OffsetAndMetadata
 
-    broker = make_broker(zk_override)
+    # One broker: __consumer_offsets needs a replication factor of 1, as Kafka's own server.properties sets it.
+    broker = make_broker(zk_override, "offsets.topic.replication.factor=1")
     topic = f"zk-old-{uuid.uuid4().hex[:8]}"
     tp = TopicPartition(topic, 0)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(0, 8, 1))

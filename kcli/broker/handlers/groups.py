@@ -49,7 +49,8 @@ def _coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, int, str, in
                                         services.config["offsets.topic.replication.factor"],
                                         configs={"cleanup.policy": "compact"})
         except Exception as exc:  # already being created by another broker, or too few brokers yet
-            log.info("cannot create %s yet: %s", OFFSETS_TOPIC, getattr(exc, "reason", exc))
+            log.warning("cannot create %s yet: %s (offsets.topic.replication.factor is %d)", OFFSETS_TOPIC,
+                        getattr(exc, "reason", exc), services.config["offsets.topic.replication.factor"])
         return ErrorCode.coordinator_not_available, -1, "", -1
     state = services.metadata.partition_state(OFFSETS_TOPIC, partition_for_group(key, count))
     endpoint = services.endpoint(state.leader) if state is not None and state.leader >= 0 else None
