@@ -118,6 +118,7 @@ class KafkaServer:
 
         zk_client = KafkaZkClient.for_registration(self.zk)
         self.admin.zk = zk_client
+        self.producer_ids.allocate_block = lambda: zk_client.allocate_producer_id_block(self.broker_id)
         self.replica_manager.broker_epoch = self.zk.broker_epoch if self.zk.broker_epoch is not None else -1
         self.log_manager.high_watermarks = self.replica_manager.high_watermarks
         # Until the controller's first UpdateMetadata says who is alive, clients see this broker and the

@@ -22,13 +22,19 @@ from kcli.broker.topic_admin import TopicAdmin
 
 @dataclass
 class ProducerIdManager:
-    """Hands out producer ids (Kafka's ProducerIdManager): standalone, one above the largest id in any log."""
+    """Hands out producer ids (Kafka's ProducerIdManager): standalone, one above the largest id in any log; in
+    a cluster, from blocks of 1000 taken from ZooKeeper's /latest_producer_id_block, so that no two brokers
+    give the same id (``allocate_block``)."""
 
     next_producer_id: int = 0
+    allocate_block: Callable[[], tuple[int, int]] | None = None
+    block_end: int = -1
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def next_id(self) -> int:
         with self._lock:
+            if self.allocate_block is not None and self.next_producer_id > self.block_end:
+                self.next_producer_id, self.block_end = self.allocate_block()
             producer_id = self.next_producer_id
             self.next_producer_id += 1
             return producer_id

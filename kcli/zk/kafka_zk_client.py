@@ -12,6 +12,8 @@ Every call is synchronous and bounded by the session timeout; failures are KcliE
 
 from __future__ import annotations
 
+import json
+
 import logging
 import threading
 import time
@@ -55,6 +57,10 @@ __all__ = [
     "ZNodeChangeHandler",
     "ZooKeeperConnectionError",
 ]
+
+
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 
 
 class ControllerMovedError(KcliError):
@@ -471,6 +477,32 @@ class KafkaZkClient:
                                                   controller_epoch):
             return found[1]
         return None
+
+    def allocate_producer_id_block(self, broker_id: int, block_size: int = PRODUCER_ID_BLOCK_SIZE) -> tuple[int, int]:
+        """The next block of producer ids, unique in the cluster (Kafka's ZkProducerIdManager before IBP 3.0):
+        /latest_producer_id_block holds the last block handed out, {"version":1,"broker":N,"block_start":"0",
+        "block_end":"999"} (the ends are strings); the next starts after it. Conditional writes, retried."""
+        path = LATEST_PRODUCER_ID_BLOCK
+        for _ in range(100):
+            found = self.get_data_and_version(path)
+            start = 0
+            if found is not None and found[0]:
+                try:
+                    start = int(json.loads(found[0])["block_end"]) + 1
+                except (ValueError, KeyError, TypeError):
+                    raise KcliError(f"{path} holds no producer id block: {found[0][:200]!r}") from None
+            end = start + block_size - 1
+            data = json.dumps({"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)},
+                              separators=(",", ":")).encode()
+            try:
+                if found is None:
+                    self._one(self._zk.create_async(path, data, makepath=True), f"creating {path}")
+                else:
+                    self._one(self._zk.set_async(path, data, found[1]), f"writing {path}")
+                return start, end
+            except (NodeExistsError, BadVersionError):
+                continue  # another broker took a block meanwhile: read again
+        raise KcliError(f"{path} kept changing while allocating a producer id block")
 
     def propagate_isr_changes(self, partitions: Iterable[tuple[str, int]]) -> str:
         """Write one /isr_change_notification/isr_change_<seq> node naming ``partitions`` (a leader's batched ISR

@@ -219,7 +219,11 @@ def test_plain_output_is_the_bootstrap_list_and_a_restart_reuses_ports_and_data(
 
     again = cluster_run("--brokers", "1")
     assert again.first_line().strip() == bootstrap
-    assert "kept" in _metadata(int(port)).topics
+    # The topic lives in ZooKeeper; the broker lists it once the controller's UpdateMetadata arrived.
+    deadline = time.monotonic() + 30
+    while "kept" not in _metadata(int(port)).topics:
+        assert time.monotonic() < deadline, "the kept topic did not come back"
+        time.sleep(0.2)
     assert again.interrupt() == 0, again.stderr
 
 

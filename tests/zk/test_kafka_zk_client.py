@@ -285,3 +285,14 @@ def test_topic_configs_and_change_notifications(controller, root, chroot):
     assert change.startswith("config_change_") and len(change) == len("config_change_") + 10
     assert read(root, chroot, "/config/changes/" + change)[0] == b'{"version":2,"entity_path":"topics/payments"}'
     assert zk.topic_config("missing") == {}
+
+
+def test_producer_id_blocks_are_unique_in_the_cluster(controller, root, chroot):
+    """Kafka's /latest_producer_id_block: blocks of 1000, the next after the last one handed out, whichever
+    broker asks; the JSON is Kafka's (block ends as strings)."""
+    _, zk = controller
+    assert zk.allocate_producer_id_block(0) == (0, 999)
+    assert json.loads(read(root, chroot, "/latest_producer_id_block")[0]) == {
+        "version": 1, "broker": 0, "block_start": "0", "block_end": "999"}
+    assert zk.allocate_producer_id_block(1) == (1000, 1999)
+    assert json.loads(read(root, chroot, "/latest_producer_id_block")[0])["broker"] == 1
