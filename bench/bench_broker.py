@@ -149,12 +149,7 @@ class Peer:
 
     def cpu_seconds(self) -> float | None:
         """User + system CPU time of the broker process so far (all its threads)."""
-        pid = self.broker_pid
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            return None
+        return process_cpu_seconds(self.broker_pid)
 
     def stop(self) -> None:
         if self.proc is not None and self.profile is not None and self.proc.poll() is None:
@@ -174,6 +169,17 @@ class Peer:
                 except ProcessLookupError:
                     pass
         stop_process(self.proc)
+
+
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of a process so far (all its threads), from /proc; None if it is gone."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _children(pid: int) -> list[int]:
@@ -256,12 +262,16 @@ class Tansu(Peer):
 
 
 # -- client measurements ------------------------------------------------------------------------------
-def create_topic(bootstrap: str, topic: str, timeout: float) -> None:
+def create_topic(bootstrap: str, topic: str, timeout: float, partitions: int = 1, replication_factor: int = 1,
+                 replica_assignment: list[list[int]] | None = None) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)],
+    # With an assignment librdkafka wants the partition count and no replication factor.
+    new = (NewTopic(topic, len(replica_assignment), replica_assignment=replica_assignment) if replica_assignment else
+           NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor))
+    futures = admin.create_topics([new],
                                   operation_timeout=timeout, request_timeout=timeout)
     try:
         futures[topic].result(timeout)
@@ -277,16 +287,18 @@ def create_topic(bootstrap: str, topic: str, timeout: float) -> None:
     raise RuntimeError(f"topic {topic} has no leader after {timeout:.0f}s")
 
 
-def producer_config(bootstrap: str, linger_ms: float) -> dict:
-    return {"bootstrap.servers": bootstrap, "broker.address.family": "v4", "acks": 1, "linger.ms": linger_ms,
+def producer_config(bootstrap: str, linger_ms: float, acks: int | str = 1) -> dict:
+    return {"bootstrap.servers": bootstrap, "broker.address.family": "v4", "acks": acks, "linger.ms": linger_ms,
             "compression.type": "none", "enable.idempotence": False,
             "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576}
 
 
-def produce_throughput(bootstrap: str, topic: str, count: int, size: int, linger_ms: float, timeout: float) -> dict:
+def produce_throughput(bootstrap: str, topic: str, count: int, size: int, linger_ms: float, timeout: float,
+                       acks: int | str = 1, partition: int = 0) -> dict:
+    """`partition` -1 lets librdkafka's partitioner choose (null keys: sticky to one partition per batch)."""
     from confluent_kafka import Producer
 
-    p = Producer(producer_config(bootstrap, linger_ms))
+    p = Producer(producer_config(bootstrap, linger_ms, acks))
     value = os.urandom(size)
     state = {"ok": 0, "err": 0, "first_error": None}
 
@@ -298,7 +310,7 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int, linger
             state["first_error"] = state["first_error"] or str(err)
 
     # Warm-up outside the timing: connection, metadata, one record (counted by the consumer).
-    p.produce(topic, value, partition=0, on_delivery=on_delivery)
+    p.produce(topic, value, partition=partition, on_delivery=on_delivery)
     if p.flush(30) != 0 or state["ok"] != 1:
         raise RuntimeError(f"warm-up produce to {topic} failed: {state}")
     state["ok"] = 0
@@ -308,7 +320,7 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int, linger
     produce = p.produce
     while sent < count and time.monotonic() < deadline:
         try:
-            produce(topic, value, partition=0, on_delivery=on_delivery)
+            produce(topic, value, partition=partition, on_delivery=on_delivery)
             sent += 1
         except BufferError:
             p.poll(0.005)
@@ -358,10 +370,11 @@ def consume_throughput(bootstrap: str, topic: str, expected: int, size: int, tim
             "records_per_s": got / elapsed, "mb_per_s": got * size / elapsed / MB, "complete": got >= expected}
 
 
-def produce_latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int, linger_ms: float) -> dict:
+def produce_latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int, linger_ms: float,
+                    acks: int | str = 1, partition: int = 0) -> dict:
     from confluent_kafka import Producer
 
-    p = Producer(producer_config(bootstrap, linger_ms))
+    p = Producer(producer_config(bootstrap, linger_ms, acks))
     value = os.urandom(size)
     latencies: list[float] = []
     errors = [0]
@@ -375,7 +388,7 @@ def produce_latency(bootstrap: str, topic: str, rate: int, seconds: float, size:
                 errors[0] += 1
         return on_delivery
 
-    p.produce(topic, value, partition=0)
+    p.produce(topic, value, partition=partition)
     p.flush(30)
     total = int(rate * seconds)
     start = now()
@@ -386,7 +399,7 @@ def produce_latency(bootstrap: str, topic: str, rate: int, seconds: float, size:
             if wait <= 0:
                 break
             p.poll(wait)
-        p.produce(topic, value, partition=0, on_delivery=callback(now()))
+        p.produce(topic, value, partition=partition, on_delivery=callback(now()))
         p.poll(0)
     if p.flush(30):
         p.purge()
