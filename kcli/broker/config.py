@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from kcli.broker.replica_selector import parse_selector_class
 from kcli.errors import KcliError
 from kcli.storage.checkpoint import parse_java_properties
 
@@ -111,6 +112,8 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "replica.fetch.backoff.ms": (_int(0, INT32_MAX), 1000),
     "replica.high.watermark.checkpoint.interval.ms": (_int(1), 5000),
     "replica.socket.timeout.ms": (_int(1, INT32_MAX), 30_000),
+    # KIP-392: unset = consumers fetch from leaders only; RackAwareReplicaSelector sends them to their rack
+    "replica.selector.class": (parse_selector_class, None),
     "request.timeout.ms": (_int(0, INT32_MAX), 30_000),
     "inter.broker.listener.name": (_str, None),
     "controlled.shutdown.enable": (_bool, True),

@@ -185,12 +185,14 @@ class ReplicaFetcherManager:
     """The fetchers of this broker, one per leader it follows partitions of."""
 
     def __init__(self, local_broker_id: int, log_manager: LogManager, settings: FetchSettings,
-                 endpoints: Any, on_append: Any = None) -> None:
+                 endpoints: Any, on_append: Any = None, on_high_watermark: Any = None) -> None:
         self.local_broker_id = local_broker_id
         self.log_manager = log_manager
         self.settings = settings
         self._endpoints = endpoints  # broker id -> (host, port) | None
         self.on_append = on_append  # (Partition) -> None: flush accounting
+        # (Partition) -> None: the follower's high watermark rose (consumers' fetches parked here, KIP-392)
+        self.on_high_watermark = on_high_watermark
         self.fetchers: dict[int, ReplicaFetcher] = {}
 
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
@@ -235,6 +237,7 @@ class ReplicaFetcherManager:
             if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
                 self._truncate_on_divergence(partition, int(diverging.epoch), int(diverging.end_offset))
                 return  # Kafka does not process this response's data after truncating
+            high_watermark = partition.high_watermark
             records = data.records
             if records:
                 self.log_manager.append_as_follower(managed, bytes(records))
@@ -244,6 +247,8 @@ class ReplicaFetcherManager:
             leader_start = int(data.log_start_offset)
             if leader_start > partition.log_start_offset:
                 self.log_manager.delete_records_before(managed, min(leader_start, partition.log_end_offset))
+            if partition.high_watermark != high_watermark and self.on_high_watermark is not None:
+                self.on_high_watermark(partition)
         elif error == ErrorCode.offset_out_of_range:
             self._handle_out_of_range(partition, int(data.high_watermark), int(data.log_start_offset))
         else:

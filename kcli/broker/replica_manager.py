@@ -25,8 +25,9 @@ from kcli.broker.errors import (
     error_message_for,
 )
 from kcli.broker.log_manager import LogManager
-from kcli.broker.partition import LeaderAndIsrState, Partition, ReadResult
+from kcli.broker.partition import LeaderAndIsrState, Partition, ReadResult, now_ms
 from kcli.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from kcli.broker.replica_selector import ReplicaView
 from kcli.errors import KcliError
 from kcli.storage.log import LogAppendInfo
 from kcli.storage.producer_state import AppendOrigin
@@ -65,6 +66,7 @@ class FetchPartition:
 class FetchPartitionResult:
     error: Any
     read: ReadResult | None = None
+    preferred_read_replica: int = -1  # KIP-392: the leader sends the consumer to this broker (no records)
 
 
 @dataclass
@@ -74,10 +76,22 @@ class FetchParams:
     max_bytes: int
     read_committed: bool
     replica_id: int = -1
+    # Fetch v11+ (Kafka's clientMetadata): the consumer's rack, "" when it gave none; None below v11
+    client_rack: str | None = None
 
     @property
     def is_from_follower(self) -> bool:
         return self.replica_id >= 0
+
+    @property
+    def is_from_consumer(self) -> bool:
+        return self.replica_id < 0
+
+    @property
+    def fetch_only_leader(self) -> bool:
+        """Kafka's FetchParams.fetchOnlyLeader: replicas fetch from leaders; so do consumers below Fetch v11,
+        which cannot be sent elsewhere. A v11+ consumer may be served by a follower (KIP-392)."""
+        return self.is_from_follower or (self.is_from_consumer and self.client_rack is None)
 
 
 class IsrChangeListener:
@@ -101,6 +115,8 @@ class ReplicaManager:
     isr_listener: IsrChangeListener | None = None  # cluster mode: persists the leader's ISR changes
     fetchers: Any = None  # cluster mode: kcli.broker.replica_fetcher.ReplicaFetcherManager
     broker_epoch: int = -1  # cluster mode: the czxid of this broker's registration (KIP-380)
+    metadata: Any = None  # the MetadataCache: live brokers and their racks (KIP-392 replica selection)
+    replica_selector: Any = None  # replica.selector.class (kcli.broker.replica_selector); None: leader only
     controller_epoch: int = -1  # the newest controller epoch seen in LeaderAndIsr / StopReplica
     # (new leaders, new followers) -> None: the coordinators take over or resign their partitions
     on_leadership_change: Callable[[list[Partition], list[Partition]], None] | None = None
@@ -204,7 +220,13 @@ class ReplicaManager:
         for info in infos:
             try:
                 partition = self.get_partition(info.topic, info.partition)
-                partition.check_epoch(info.current_leader_epoch, require_leader=True)
+                preferred = self.preferred_read_replica(partition, params, info.fetch_offset)
+                if preferred is not None:
+                    # Kafka skips the read: no records, the leader's offsets, and where to fetch from instead.
+                    partition.check_epoch(info.current_leader_epoch, require_leader=False)
+                    out.append(FetchPartitionResult(ErrorCode.none, _error_read(partition), preferred))
+                    continue
+                partition.check_epoch(info.current_leader_epoch, require_leader=params.fetch_only_leader)
                 if params.is_from_follower:
                     diverging = partition.diverging_epoch(info.last_fetched_epoch, info.fetch_offset)
                     if diverging is not None:
@@ -222,20 +244,54 @@ class ReplicaManager:
                 out.append(FetchPartitionResult(error_code_for(exc), _error_read(self.find(info.topic, info.partition))))
         return out
 
+    def preferred_read_replica(self, partition: Partition, params: FetchParams, fetch_offset: int) -> int | None:
+        """Kafka's findPreferredReadReplica: only a leader with a replica.selector.class, only for a consumer's
+        Fetch v11+. Candidates are the leader and the ISR followers whose log holds ``fetch_offset``, each
+        with the rack of its broker in the metadata cache; the selector's choice is returned unless it is the
+        leader or a broker not alive in the cache (None: read here)."""
+        if (self.replica_selector is None or params.client_rack is None or params.is_from_follower
+                or not partition.is_leader):
+            return None
+        brokers = self.metadata.brokers if self.metadata is not None else {}
+
+        def rack(broker_id: int) -> str | None:
+            endpoint = brokers.get(broker_id)
+            return endpoint.rack if endpoint is not None else None
+
+        now = now_ms()
+        leader = ReplicaView(self.local_broker_id, rack(self.local_broker_id), partition.log_end_offset, 0)
+        candidates = [leader]
+        for replica in partition.remote.values():
+            if (replica.broker_id in partition.isr
+                    and replica.log_start_offset <= fetch_offset <= replica.log_end_offset):
+                candidates.append(ReplicaView(replica.broker_id, rack(replica.broker_id), replica.log_end_offset,
+                                              now - replica.last_caught_up_time_ms))
+        chosen = self.replica_selector.select(params.client_rack, leader, candidates)
+        if chosen is None or chosen.broker_id == self.local_broker_id or chosen.broker_id not in brokers:
+            return None
+        return chosen.broker_id
+
     async def fetch_messages(self, params: FetchParams, infos: list[FetchPartition]) -> list[FetchPartitionResult]:
-        """Answer at once when there is an error, enough data or no wait; else park in the purgatory until an
-        append to one of the partitions brings min_bytes, or max_wait passes (Kafka's DelayedFetch). A
-        follower's fetch also tells the leader how far that follower got (its fetch offset)."""
+        """Answer at once when there is an error, enough data, no wait or a preferred read replica; else park
+        in the purgatory until an append to one of the partitions (or, on a follower serving a consumer, its
+        high watermark) brings min_bytes, or max_wait passes (Kafka's DelayedFetch). A follower's fetch also
+        tells the leader how far that follower got (its fetch offset)."""
         first = self.read_from_local_log(params, infos)
         if params.is_from_follower:
             self._update_followers(params.replica_id, infos, first)
         total = sum(len(r.read.records) for r in first if r.read is not None)
-        if params.max_wait_ms <= 0 or total >= params.min_bytes or any(r.error for r in first) or not infos:
+        if (params.max_wait_ms <= 0 or total >= params.min_bytes or any(r.error for r in first) or not infos
+                or any(r.preferred_read_replica >= 0 for r in first)):
             return first
         _close_all(first)
         delayed = DelayedFetch(self, params, infos)
         keys = {(i.topic, i.partition) for i in infos}
         return await self.fetch_purgatory.try_complete_else_watch(delayed, keys)
+
+    def follower_high_watermark_moved(self, partition: Partition) -> None:
+        """A follower learnt a higher high watermark from its leader: consumers' fetches parked here may read
+        further now (Kafka's ReplicaFetcherThread completeDelayedFetchRequests)."""
+        self.fetch_purgatory.check_and_complete((partition.topic, partition.index))
 
     def shutdown(self) -> None:
         self.fetch_purgatory.cancel_all()
@@ -425,8 +481,10 @@ class DelayedFetch(DelayedOperation):
             partition = self.manager.find(info.topic, info.partition)
             if partition is None:
                 return self.force_complete()  # deleted meanwhile: answer with the error now
-            if not partition.is_leader:
-                return self.force_complete()  # NOT_LEADER_OR_FOLLOWER now
+            try:  # no longer leader (for those that read only there), or the leader epoch moved on
+                partition.check_epoch(info.current_leader_epoch, require_leader=self.params.fetch_only_leader)
+            except Exception:
+                return self.force_complete()
             if self.params.is_from_follower:
                 end = partition.log_end_offset
             else:

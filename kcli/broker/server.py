@@ -24,6 +24,7 @@ from kcli.broker.kafka_apis import KafkaApis
 from kcli.broker.log_manager import LogManager, ManagedLog, recovery_log_lines
 from kcli.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from kcli.broker.replica_manager import ReplicaManager
+from kcli.broker.replica_selector import create_replica_selector
 from kcli.broker.services import BrokerServices, ProducerIdManager
 from kcli.broker.socket_server import SocketServer
 from kcli.broker.topic_admin import TopicAdmin
@@ -48,6 +49,8 @@ class KafkaServer:
                                               replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
                                               on_flush_due=self._schedule_flush)
         self.metadata = MetadataCache()
+        self.replica_manager.metadata = self.metadata
+        self.replica_manager.replica_selector = create_replica_selector(config["replica.selector.class"])
         self.metadata.add_broker(BrokerEndpoint(self.broker_id, listener.host, listener.port,
                                                 self.config.values.get("broker.rack")))  # type: ignore[arg-type]
         self.metadata.controller_id = self.broker_id
@@ -155,7 +158,8 @@ class KafkaServer:
                                  backoff_ms=c["replica.fetch.backoff.ms"],
                                  socket_timeout_ms=c["replica.socket.timeout.ms"])
         self.replica_manager.fetchers = ReplicaFetcherManager(
-            self.broker_id, self.log_manager, settings, self.services.endpoint, on_append=self._follower_appended)
+            self.broker_id, self.log_manager, settings, self.services.endpoint, on_append=self._follower_appended,
+            on_high_watermark=self.replica_manager.follower_high_watermark_moved)
         self.isr_manager = ZkIsrManager(self.admin.zk, self.replica_manager)
         self.isr_manager.start()
         self.replica_manager.isr_listener = self.isr_manager

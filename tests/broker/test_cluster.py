@@ -45,7 +45,8 @@ class Cluster:
                 f"replica.lag.time.max.ms={LAG_MS}", "offsets.topic.replication.factor=3",
                 "offsets.topic.num.partitions=3", "group.initial.rebalance.delay.ms=0",
                 "replica.fetch.wait.max.ms=200", "replica.fetch.backoff.ms=200",
-                f"broker.rack=rack-{broker_id % 2}"]))
+                f"broker.rack=rack-{broker_id % 2}",
+                "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector"]))
         self.zk = KazooClient(hosts=zookeeper.connect, timeout=10)
 
     @property
@@ -289,3 +290,147 @@ def test_kctl_zk_topic_shows_the_controllers_state(cluster):
     document = json.loads(out.stdout)
     text = json.dumps(document)
     assert "isr" in text and "leader" in text
+
+
+
+# -- fetch from follower (KIP-392): racks rack-0 = brokers 0 and 2, rack-1 = broker 1 ----------------------
+
+def _call(broker, api_key, version, body):
+    import socket
+
+    from broker_support import read_response
+    from kcli.protocol import decode_response, encode_request
+
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=20) as sock:
+        sock.sendall(encode_request(api_key, version, 7, "kctl-ffr", body))
+        frame = read_response(sock)
+    assert frame is not None, f"broker closed the connection on {api_key.name} v{version}"
+    return decode_response(api_key, version, frame)[1]
+
+
+def _fetch_partition(broker, version, topic, partition=0, offset=0, rack_id=None):
+    """One consumer Fetch (replica id -1, no wait) of ``version`` for one partition: its PartitionData."""
+    import datetime
+    import importlib
+
+    from kio.static.primitive import i8, i32, i64
+
+    from kcli.protocol import ApiKey
+
+    m = importlib.import_module(f"kio.schema.fetch.v{version}.request")
+    body = m.FetchRequest(
+        replica_id=i32(-1), max_wait=datetime.timedelta(0), min_bytes=i32(1), max_bytes=i32(1 << 20),
+        isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
+        topics=(m.FetchTopic(topic=topic, partitions=(m.FetchPartition(
+            partition=i32(partition), current_leader_epoch=i32(-1), fetch_offset=i64(offset),
+            log_start_offset=i64(-1), partition_max_bytes=i32(1 << 20)),)),),
+        forgotten_topics_data=(), **({"rack_id": rack_id} if rack_id is not None else {}))
+    [topic_response] = _call(broker, ApiKey.FETCH, version, body).responses
+    [data] = topic_response.partitions
+    return data
+
+
+def _batch_offsets(records) -> list[int]:
+    from kcli.records.record_set import iter_batches
+
+    offsets = []
+    for batch in iter_batches(bytes(records or b"")):
+        offsets.extend(range(batch.base_offset, batch.last_offset + 1))
+    return offsets
+
+
+def test_fetch_from_follower_on_the_wire(cluster):
+    """Leader 0 (rack-0), follower 1 (rack-1): a v11 consumer in rack-1 is sent to 1 with no records; 1 serves
+    it up to its high watermark; 1 refuses Fetch v10 and ListOffsets (leader only)."""
+    from kio.schema.errors import ErrorCode
+    from kio.schema.list_offsets.v7 import request as list_offsets
+    from kio.static.primitive import i8, i32, i64
+
+    from kcli.protocol import ApiKey
+
+    _create(cluster, "ffr-wire", assignment=[[0, 1]])
+    assert _produce(cluster, "ffr-wire", 50, idempotent=False).count(None) == 50
+    leader, follower = cluster.brokers[0], cluster.brokers[1]
+
+    redirected = _fetch_partition(leader, 11, "ffr-wire", rack_id="rack-1")
+    assert redirected.error_code == ErrorCode.none
+    assert redirected.preferred_read_replica == 1
+    assert _batch_offsets(redirected.records) == [] and redirected.high_watermark == 50
+    same_rack = _fetch_partition(leader, 11, "ffr-wire", rack_id="rack-0")
+    assert same_rack.preferred_read_replica == -1 and _batch_offsets(same_rack.records) == list(range(50))
+
+    assert _fetch_partition(follower, 10, "ffr-wire").error_code == ErrorCode.not_leader_or_follower
+    served = wait_for(lambda: (d := _fetch_partition(follower, 11, "ffr-wire", rack_id="rack-1")).high_watermark == 50
+                      and d, 30, "the follower learns the high watermark")
+    assert served.error_code == ErrorCode.none and served.preferred_read_replica == -1
+    assert _batch_offsets(served.records) == list(range(50))
+
+    def latest(broker):
+        body = list_offsets.ListOffsetsRequest(replica_id=i32(-1), isolation_level=i8(0), topics=(
+            list_offsets.ListOffsetsTopic(name="ffr-wire", partitions=(list_offsets.ListOffsetsPartition(
+                partition_index=i32(0), current_leader_epoch=i32(-1), timestamp=i64(-1)),)),))
+        [topic] = _call(broker, ApiKey.LIST_OFFSETS, 7, body).topics
+        return topic.partitions[0]
+    assert latest(follower).error_code == ErrorCode.not_leader_or_follower
+    assert (latest(leader).error_code, latest(leader).offset) == (ErrorCode.none, 50)
+
+
+def test_confluent_kafka_consumer_fetches_from_the_follower_in_its_rack(cluster):
+    """client.rack=rack-1: partition 0 (leader 0 in rack-0, follower 1 in rack-1) is read from broker 1;
+    partition 1 from its leader 1 (in the rack); partition 2 (brokers 2 and 0, none in rack-1) from its leader.
+    librdkafka's statistics name the broker each partition is fetched from, and its fetch debug log the broker
+    whose fetch responses brought each partition's records."""
+    import logging
+    import re
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    _create(cluster, "ffr-client", assignment=[[0, 1], [1, 2], [2, 0]])
+    assert _produce(cluster, "ffr-client", 300, idempotent=False).count(None) == 300
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger("kctl-test-ffr")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(Collect())
+    stats: list[dict] = []
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ffr-client", "client.rack": "rack-1",
+                         "enable.auto.commit": False, "debug": "fetch", "statistics.interval.ms": 200,
+                         "stats_cb": lambda text: stats.append(json.loads(text))}, logger=logger)
+    try:
+        consumer.assign([TopicPartition("ffr-client", p, OFFSET_BEGINNING) for p in range(3)])
+        got: dict = {}
+        deadline = time.monotonic() + 30
+        while len(got) < 300 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                got[(msg.partition(), msg.offset())] = msg.value()
+        assert len(got) == 300
+        counts = {p: sum(1 for (q, _) in got if q == p) for p in range(3)}
+
+        def fetched_from():
+            if not stats:
+                return None
+            partitions = stats[-1]["topics"].get("ffr-client", {}).get("partitions", {})
+            return {p: (partitions[str(p)]["leader"], partitions[str(p)]["broker"]) for p in range(3)
+                    if str(p) in partitions}
+        # statistics come on poll(): wait for one taken after the records arrived
+        stats.clear()
+        wait_for(lambda: consumer.poll(0.1) is None and fetched_from(), 10, "consumer statistics")
+        assert fetched_from() == {0: (0, 1), 1: (1, 1), 2: (2, 2)}
+    finally:
+        consumer.close()
+
+    # "[thrd:127.0.0.1:<port>/<broker id>]: ... Enqueue N message(s) ... on ffr-client [P] fetch queue"
+    enqueued: dict = {}
+    for line in lines:
+        match = re.search(r"thrd:[^/\]]+/(\d+)\].*Enqueue (\d+) message\(s\).* on ffr-client \[(\d+)\] fetch queue", line)
+        if match:
+            key = (int(match.group(3)), int(match.group(1)))
+            enqueued[key] = enqueued.get(key, 0) + int(match.group(2))
+    assert enqueued == {(0, 1): counts[0], (1, 1): counts[1], (2, 2): counts[2]}, enqueued
+    assert any("preferred replica" in line and "ffr-client [0]" in line for line in lines)

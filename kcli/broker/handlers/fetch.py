@@ -34,7 +34,9 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     params = FetchParams(max_wait_ms=ms(req.max_wait), min_bytes=req.min_bytes,
                          max_bytes=getattr(req, "max_bytes", 0x7FFFFFFF),
                          read_committed=getattr(req, "isolation_level", 0) == 1,
-                         replica_id=getattr(req, "replica_id", -1))
+                         replica_id=getattr(req, "replica_id", -1),
+                         # Kafka's clientMetadata (KIP-392): present from v11, which carries the consumer's rack
+                         client_rack=(getattr(req, "rack_id", None) or "") if ctx.api_version >= 11 else None)
     results = await ctx.services.replica_manager.fetch_messages(params, infos)
     magic = fetch_record_magic(ctx.api_version)
     if magic < 2:  # Fetch v0-v3: the stored v2 batches as magic 0/1 message sets (reads files, compresses)
@@ -65,7 +67,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
             high_watermark=read.high_watermark if read else -1,
             last_stable_offset=read.last_stable_offset if read else -1,
             log_start_offset=read.log_start_offset if read else -1,
-            aborted_transactions=aborted, preferred_read_replica=-1,
+            aborted_transactions=aborted, preferred_read_replica=result.preferred_read_replica,
             **({"diverging_epoch": diverging} if diverging is not None else {}),
             records=read.records if read is not None else b""))
     topics = tuple(build(R, "FetchableTopicResponse", topic=name, topic_id=topic_id, partitions=tuple(by_topic[(name, topic_id)]))

@@ -10,6 +10,18 @@ from kcli.broker.errors import error_code_for
 from kcli.broker.handlers.common import ZERO, RequestContext, build, response_module
 from kcli.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
+DEBUGGING_REPLICA_ID = -2  # ListOffsetsRequest.DEBUGGING_REPLICA_ID: the only requester a follower answers
+
+
+def _partition(replicas: Any, req: Any, topic: str, index: int, current_leader_epoch: int = -1) -> Any:
+    """Kafka's fetchOffsetForTimestamp: the partition's log here, with the leader epoch checked (KIP-320) and,
+    except for the debugging replica id, only on the leader (NOT_LEADER_OR_FOLLOWER): a follower's offsets
+    may lag, and consumers that fetch from followers (KIP-392) still ask the leader for offsets."""
+    partition = replicas.get_partition(topic, index)
+    partition.check_epoch(current_leader_epoch,
+                          require_leader=getattr(req, "replica_id", -1) != DEBUGGING_REPLICA_ID)
+    return partition
+
 
 async def list_offsets(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
@@ -24,7 +36,8 @@ async def list_offsets(ctx: RequestContext, req: Any) -> Any:
             values: dict[str, Any] = dict(partition_index=lp.partition_index, timestamp=-1, offset=-1,
                                           leader_epoch=-1)
             try:
-                partition = replicas.get_partition(topic.name, lp.partition_index)
+                partition = _partition(replicas, req, topic.name, lp.partition_index,
+                                       getattr(lp, "current_leader_epoch", -1))
                 if lp.timestamp == LATEST_TIMESTAMP and read_committed:
                     values["offset"] = partition.last_stable_offset  # KIP-98: the LSO for read_committed
                 else:
@@ -51,7 +64,7 @@ def _offsets_before(R: Any, replicas: Any, req: Any) -> Any:
         parts = []
         for lp in topic.partitions:
             try:
-                partition = replicas.get_partition(topic.name, lp.partition_index)
+                partition = _partition(replicas, req, topic.name, lp.partition_index)
                 offsets = tuple(partition.legacy_offsets_before(lp.timestamp, max(0, lp.max_num_offsets)))
                 error = ErrorCode.none
             except Exception as exc:
