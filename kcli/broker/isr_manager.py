@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from kcli.broker.partition import Partition
-from kcli.broker.replica_manager import IsrChangeListener, ReplicaManager
+from kcli.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger("kcli.broker.isr")
 
@@ -26,7 +26,7 @@ QUIET_S = 5.0
 MAX_DELAY_S = 60.0
 
 
-class ZkIsrManager(IsrChangeListener):
+class ZkIsrManager:
     def __init__(self, zk: Any, replica_manager: ReplicaManager) -> None:
         self.zk = zk  # kcli.zk.kafka_zk_client.KafkaZkClient
         self.replica_manager = replica_manager

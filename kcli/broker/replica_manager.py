@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -94,12 +94,12 @@ class FetchParams:
         return self.is_from_follower or (self.is_from_consumer and self.client_rack is None)
 
 
-class IsrChangeListener:
+class IsrChangeListener(Protocol):
     """Where a leader sends the ISR changes it decides (Kafka's AlterPartitionManager): in ZooKeeper mode the
-    state znode's conditional update plus an ISR change notification (kafka-cluster.md 6.4)."""
+    state znode's conditional update plus an ISR change notification (kafka-cluster.md 6.4,
+    kcli.broker.isr_manager.ZkIsrManager). The outcome comes back through `ReplicaManager.isr_committed`."""
 
-    def submit(self, partition: Partition, new_isr: list[int]) -> None:
-        raise NotImplementedError
+    def submit(self, partition: Partition, new_isr: list[int]) -> None: ...
 
 
 @dataclass
@@ -474,6 +474,7 @@ class DelayedFetch(DelayedOperation):
     def __init__(self, manager: ReplicaManager, params: FetchParams, infos: list[FetchPartition]) -> None:
         super().__init__(params.max_wait_ms)
         self.manager, self.params, self.infos = manager, params, infos
+        self._ready: list[FetchPartitionResult] | None = None  # the read that completed it
 
     def try_complete(self) -> bool:
         available = 0
@@ -497,13 +498,15 @@ class DelayedFetch(DelayedOperation):
             return False
         result = self.manager.read_from_local_log(self.params, self.infos)
         total = sum(len(r.read.records) for r in result if r.read is not None)
-        _close_all(result)
         if total >= self.params.min_bytes:
+            self._ready = result  # the answer: on_complete runs at once, on the same state
             return self.force_complete()
+        _close_all(result)
         return False
 
     def on_complete(self) -> list[FetchPartitionResult]:
-        return self.manager.read_from_local_log(self.params, self.infos)
+        ready, self._ready = self._ready, None
+        return ready if ready is not None else self.manager.read_from_local_log(self.params, self.infos)
 
 
 def _close_all(results: list[FetchPartitionResult]) -> None:

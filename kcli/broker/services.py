@@ -57,7 +57,6 @@ class BrokerServices:
     listener_name: str = "PLAINTEXT"  # the listener whose endpoints clients and replicas use
     controller: object | None = None  # ZooKeeper mode: kcli.broker.controller's runner (is_active)
     leader_endpoints: dict[int, tuple[str, int]] = field(default_factory=dict)  # from LeaderAndIsr
-    on_metadata_update: Callable[[], None] | None = None
     _metadata_event: asyncio.Event | None = None
 
     @property
@@ -74,8 +73,7 @@ class BrokerServices:
         return self.leader_endpoints.get(broker_id)
 
     def metadata_updated(self) -> None:
-        if self.on_metadata_update is not None:
-            self.on_metadata_update()
+        """An UpdateMetadata was applied: admin answers waiting on the metadata cache look again."""
         if self._metadata_event is not None:
             self._metadata_event.set()
             self._metadata_event = None
