@@ -54,7 +54,16 @@ class BrokerProcess:
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        code = self.proc.wait(timeout)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # stuck: the broker logs its threads and tasks on SIGQUIT; show them, then kill it
+            self.proc.send_signal(signal.SIGQUIT)
+            time.sleep(1)
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+            raise RuntimeError(f"broker did not stop within {timeout}s:\n{self.log()[-20000:]}") from None
         self.proc = None
         return code
 

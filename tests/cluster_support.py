@@ -154,3 +154,132 @@ def consume_all(cluster, topic, expected, group=None, timeout: float = 60):
         consumer.commit(asynchronous=False)
     consumer.close()
     return got
+
+
+class Workload:
+    """A confluent-kafka idempotent acks=all producer writing continuously (``rate`` records/s, round robin over
+    the partitions, values "<partition>:<seq>") and a consumer group reading, each in a thread. It counts what
+    was acknowledged and what came back, so a fault test can say that nothing acknowledged was lost, nothing
+    was duplicated and every partition kept its order."""
+
+    def __init__(self, cluster, topic: str, partitions: int, *, rate: int = 300) -> None:
+        import threading
+
+        self.cluster, self.topic, self.partitions, self.rate = cluster, topic, partitions, rate
+        self.acked: dict[tuple[int, int], int] = {}  # (partition, seq) -> offset
+        self.errors: list = []  # delivery errors (each a KafkaError)
+        self.fatal: list = []  # producer errors that are not retriable
+        self.consumed: dict[tuple[int, int], bytes] = {}  # (partition, offset) -> value
+        self._stop_producing = threading.Event()
+        self._stop_consuming = threading.Event()
+        self._threads = [threading.Thread(target=self._produce, daemon=True),
+                         threading.Thread(target=self._consume, daemon=True)]
+        self.sent = 0
+
+    def start(self) -> Workload:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def _produce(self) -> None:
+        from confluent_kafka import Producer
+
+        def on_error(err):
+            if err.fatal():
+                self.fatal.append(err)
+
+        producer = Producer({"bootstrap.servers": self.cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                             "linger.ms": 5, "message.timeout.ms": 120000, "error_cb": on_error,
+                             "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000})
+        seq = [0] * self.partitions
+        interval = 1.0 / self.rate
+        next_at = time.monotonic()
+        p = 0
+        while not self._stop_producing.is_set():
+            value = f"{p}:{seq[p]}".encode()
+
+            def delivered(err, msg, p=p, s=seq[p]):
+                if err is None:
+                    self.acked[(p, s)] = msg.offset()
+                else:
+                    self.errors.append(err)
+            producer.produce(self.topic, value=value, partition=p, on_delivery=delivered)
+            self.sent += 1
+            seq[p] += 1
+            p = (p + 1) % self.partitions
+            producer.poll(0)
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        producer.flush(120)
+
+    def _consume(self) -> None:
+        from confluent_kafka import Consumer
+
+        consumer = Consumer({"bootstrap.servers": self.cluster.bootstrap, "group.id": f"wl-{uuid.uuid4().hex[:6]}",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                             "auto.commit.interval.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
+        consumer.subscribe([self.topic])
+        while not self._stop_consuming.is_set():
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            self.consumed[(msg.partition(), msg.offset())] = msg.value()
+        consumer.close()
+
+    def acked_count(self) -> int:
+        return len(self.acked)
+
+    def wait_acked(self, more: int, timeout: float = 60) -> None:
+        """Wait until ``more`` further records are acknowledged (progress after a fault)."""
+        target = len(self.acked) + more
+        wait_for(lambda: len(self.acked) >= target, timeout, f"{more} more acknowledged records")
+
+    def stop(self, timeout: float = 120) -> None:
+        """Stop producing, wait until every acknowledged record has been consumed, stop consuming."""
+        self._stop_producing.set()
+        self._threads[0].join(timeout)
+
+        def caught_up():
+            values = set(self.consumed.values())
+            return all(f"{p}:{s}".encode() in values for p, s in self.acked)
+        try:
+            wait_for(caught_up, timeout, "the consumer group reads every acknowledged record", interval=0.5)
+        finally:
+            self._stop_consuming.set()
+            self._threads[1].join(30)
+
+    def check(self) -> dict:
+        """Zero acknowledged records lost, no duplicates, per-partition order kept; returns the counts."""
+        seen: dict[bytes, int] = {}
+        by_partition: dict[int, list[tuple[int, int]]] = {}
+        duplicates = []
+        for (partition, offset), value in sorted(self.consumed.items()):
+            if value in seen and seen[value] != offset:
+                duplicates.append((value, seen[value], offset))
+            seen[value] = offset
+            p, s = (int(x) for x in value.decode().split(":"))
+            assert p == partition, f"value {value!r} consumed from partition {partition}"
+            by_partition.setdefault(partition, []).append((offset, s))
+        lost = sorted((p, s) for p, s in self.acked if f"{p}:{s}".encode() not in seen)
+        assert not lost, f"{len(lost)} acknowledged records lost, first {lost[:10]}"
+        assert not duplicates, f"{len(duplicates)} duplicates, first {duplicates[:10]}"
+        for partition, rows in by_partition.items():
+            seqs = [s for _, s in rows]
+            assert seqs == sorted(seqs), f"partition {partition} out of order"
+        for (p, s), offset in self.acked.items():
+            assert seen[f"{p}:{s}".encode()] == offset, f"{p}:{s} acknowledged at {offset}, read elsewhere"
+        assert not self.fatal, f"fatal producer errors: {self.fatal}"
+        return {"sent": self.sent, "acked": len(self.acked), "consumed": len(seen), "errors": len(self.errors)}
+
+
+def replica_bytes(cluster, topic: str, partition: int) -> dict[int, bytes]:
+    """Each live replica's log bytes for a partition (the segments concatenated in offset order)."""
+    out = {}
+    for broker_id, broker in enumerate(cluster.brokers):
+        directory = broker.log_dir / f"{topic}-{partition}"
+        if broker.proc is None or not directory.is_dir():
+            continue
+        out[broker_id] = b"".join(segment.read_bytes() for segment in sorted(directory.glob("*.log")))
+    return out

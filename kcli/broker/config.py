@@ -117,6 +117,8 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "request.timeout.ms": (_int(0, INT32_MAX), 30_000),
     "inter.broker.listener.name": (_str, None),
     "controlled.shutdown.enable": (_bool, True),
+    "controlled.shutdown.max.retries": (_int(0, INT32_MAX), 3),
+    "controlled.shutdown.retry.backoff.ms": (_int(0, INT32_MAX), 5000),
 }
 # Accepted because every real server.properties has them; they mean nothing on one standalone broker.
 IGNORED = frozenset({

@@ -60,6 +60,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.LEADER_AND_ISR: inter_broker.leader_and_isr,
     ApiKey.STOP_REPLICA: inter_broker.stop_replica,
     ApiKey.UPDATE_METADATA: inter_broker.update_metadata,
+    ApiKey.CONTROLLED_SHUTDOWN: inter_broker.controlled_shutdown,
 }
 
 

@@ -70,8 +70,9 @@ class DelayedOperationPurgatory:
         for key in keys:
             self._watchers.setdefault(key, []).append(operation)
         try:
-            return await asyncio.wait_for(asyncio.shield(operation._future), operation.delay_ms / 1000)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(operation.delay_ms / 1000):  # not wait_for: it can swallow a cancel (3.11)
+                return await asyncio.shield(operation._future)
+        except TimeoutError:
             if not operation.is_completed:
                 operation.on_expiration()
                 operation.force_complete()

@@ -74,8 +74,9 @@ class ReplicaFetcher:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            while not self._task.done():  # a cancel can be lost in a wait that completes at the same moment
+                self._task.cancel()
+                await asyncio.wait({self._task}, timeout=1.0)
             self._task = None
         self._close()
 
@@ -88,8 +89,11 @@ class ReplicaFetcher:
                 self._wake.clear()
                 wait = self._next_ready_in()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), wait)
-                except asyncio.TimeoutError:
+                    # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that meets the
+                    # event being set, and stop() would then wait for ever
+                    async with asyncio.timeout(wait):
+                        await self._wake.wait()
+                except TimeoutError:
                     pass
                 continue
             try:
@@ -120,8 +124,8 @@ class ReplicaFetcher:
             endpoint = self.manager.endpoint(self.leader_id)
             if endpoint is None:
                 raise ConnectionError(f"no endpoint known for broker {self.leader_id}")
-            self._connection = await asyncio.wait_for(asyncio.open_connection(*endpoint),
-                                                      self.manager.settings.socket_timeout_ms / 1000)
+            async with asyncio.timeout(self.manager.settings.socket_timeout_ms / 1000):
+                self._connection = await asyncio.open_connection(*endpoint)
         return self._connection
 
     def _close(self) -> None:
@@ -151,8 +155,10 @@ class ReplicaFetcher:
         writer.write(encode_request(ApiKey.FETCH, FETCH_VERSION, correlation, self.name, body))
         await writer.drain()
         timeout = (settings.max_wait_ms + settings.socket_timeout_ms) / 1000
-        size = SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout))[0]
-        frame = await asyncio.wait_for(reader.readexactly(size), timeout)
+        async with asyncio.timeout(timeout):
+            size = SIZE.unpack(await reader.readexactly(4))[0]
+        async with asyncio.timeout(timeout):
+            frame = await reader.readexactly(size)
         got, response = decode_response(ApiKey.FETCH, FETCH_VERSION, frame)
         if got != correlation:
             raise ConnectionError(f"response correlation id {got}, expected {correlation}")

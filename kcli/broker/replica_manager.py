@@ -115,6 +115,9 @@ class ReplicaManager:
     isr_listener: IsrChangeListener | None = None  # cluster mode: persists the leader's ISR changes
     fetchers: Any = None  # cluster mode: kcli.broker.replica_fetcher.ReplicaFetcherManager
     broker_epoch: int = -1  # cluster mode: the czxid of this broker's registration (KIP-380)
+    # cluster mode: the registration's current czxid; a broker whose session expired registers again with a
+    # newer one, and requests the controller addressed to the old registration are then stale
+    broker_epoch_source: Callable[[], int | None] | None = None
     metadata: Any = None  # the MetadataCache: live brokers and their racks (KIP-392 replica selection)
     replica_selector: Any = None  # replica.selector.class (kcli.broker.replica_selector); None: leader only
     controller_epoch: int = -1  # the newest controller epoch seen in LeaderAndIsr / StopReplica
@@ -384,6 +387,8 @@ class ReplicaManager:
     def check_controller(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         """KIP-380 and split-brain fencing: a request for an older registration of this broker is
         STALE_BROKER_EPOCH, one from an older controller STALE_CONTROLLER_EPOCH."""
+        if self.broker_epoch_source is not None:
+            self.broker_epoch = max(self.broker_epoch, self.broker_epoch_source() or -1)
         if broker_epoch != -1 and broker_epoch < self.broker_epoch:
             return ErrorCode.stale_broker_epoch
         if controller_epoch < self.controller_epoch:

@@ -123,6 +123,7 @@ class KafkaServer:
         self.admin.zk = zk_client
         self.producer_ids.allocate_block = lambda: zk_client.allocate_producer_id_block(self.broker_id)
         self.replica_manager.broker_epoch = self.zk.broker_epoch if self.zk.broker_epoch is not None else -1
+        self.replica_manager.broker_epoch_source = lambda: self.zk.broker_epoch
         self.log_manager.high_watermarks = self.replica_manager.high_watermarks
         # Until the controller's first UpdateMetadata says who is alive, clients see this broker and the
         # controller the election named, so that an early CreateTopics finds the controller.
@@ -209,11 +210,77 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
+        loop.add_signal_handler(signal.SIGQUIT, self._dump_stacks)  # as `kill -3` makes a JVM print its threads
         await self.start()
         try:
             await self._stopping.wait()
+            if self.zk is not None and self.config["controlled.shutdown.enable"]:
+                await self.controlled_shutdown()
         finally:
             await self.stop()
+
+    def _dump_stacks(self) -> None:
+        """Every thread's stack and every asyncio task's, to the log (what is the broker waiting on?)."""
+        import io
+        import sys
+        import threading
+        import traceback
+
+        out = io.StringIO()
+        names = {t.ident: t.name for t in threading.enumerate()}
+        for ident, frame in sys._current_frames().items():
+            out.write(f"--- thread {names.get(ident, ident)}\n{''.join(traceback.format_stack(frame))}")
+        for task in asyncio.all_tasks():
+            out.write(f"--- task {task.get_name()} ({task.get_coro()!r})\n")
+            task.print_stack(limit=12, file=out)
+        log.warning("SIGQUIT: threads and tasks\n%s", out.getvalue())
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move this broker's leaderships away before stopping (Kafka's
+        KafkaServer.controlledShutdown): up to controlled.shutdown.max.retries attempts, each to the controller
+        of the moment, controlled.shutdown.retry.backoff.ms apart; it succeeds when the controller answers with
+        no partition left led here. The broker keeps serving meanwhile, so clients move with the leaders and see
+        only NOT_LEADER_OR_FOLLOWER. After the last failed attempt the broker stops anyway (an unclean
+        shutdown: the controller then elects leaders when the broker's ZooKeeper node goes)."""
+        from kcli.broker.network_client import send_request
+        from kcli.protocol import ApiKey
+        from kcli.protocol.schema import load_request_schema
+
+        started = time.monotonic()
+        attempts = self.config["controlled.shutdown.max.retries"]
+        timeout = self.config["request.timeout.ms"] / 1000
+        epoch = self.zk.broker_epoch if self.zk.broker_epoch is not None else -1
+        request = load_request_schema(ApiKey.CONTROLLED_SHUTDOWN, 3)(broker_id=self.broker_id, broker_epoch=epoch)
+        for attempt in range(1, attempts + 1):
+            controller = self.zk.controller_id if self.zk.controller_id is not None else self.metadata.controller_id
+            endpoint = self.services.endpoint(controller) if controller is not None and controller >= 0 else None
+            reason: str
+            if endpoint is None:
+                reason = "no controller is known"
+            else:
+                try:
+                    response = await send_request(*endpoint, ApiKey.CONTROLLED_SHUTDOWN, 3, request,
+                                                  client_id=f"broker-{self.broker_id}-controlled-shutdown",
+                                                  timeout=timeout)
+                except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
+                    reason = f"controller {controller} at {endpoint[0]}:{endpoint[1]} unreachable ({exc!r})"
+                else:
+                    remaining = [f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions]
+                    if response.error_code == 0 and not remaining:
+                        log.info("controlled shutdown succeeded in %.2fs (controller %d, attempt %d)",
+                                 time.monotonic() - started, controller, attempt)
+                        return True
+                    reason = (f"controller {controller} answered {response.error_code.name}"
+                              if response.error_code != 0 else
+                              f"{len(remaining)} partitions still led here: {', '.join(remaining[:10])}")
+            if attempt < attempts:
+                log.warning("controlled shutdown attempt %d of %d failed: %s; retrying in %d ms", attempt, attempts,
+                            reason, self.config["controlled.shutdown.retry.backoff.ms"])
+                await asyncio.sleep(self.config["controlled.shutdown.retry.backoff.ms"] / 1000)
+            else:
+                log.warning("controlled shutdown attempt %d of %d failed: %s", attempt, attempts, reason)
+        log.warning("proceeding to an unclean shutdown: every controlled shutdown attempt failed")
+        return False
 
     async def stop(self) -> None:
         if self.controller is not None:

@@ -90,8 +90,9 @@ class BrokerServices:
             if self._metadata_event is None:
                 self._metadata_event = asyncio.Event()
             try:
-                await asyncio.wait_for(self._metadata_event.wait(), remaining)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(remaining):
+                    await self._metadata_event.wait()
+            except TimeoutError:
                 return ready()
         return True
 

@@ -67,6 +67,8 @@ class ControllerMovedError(KcliError):
     """A controller write's /controller_epoch check failed: another controller was elected since
     (Kafka's ControllerMovedException). The controller resigns."""
 
+    error_code = "NOT_CONTROLLER"
+
 
 class TopicExistsError(KcliError):
     """The topic exists, or is marked for deletion (Kafka's TopicExistsException)."""

@@ -66,9 +66,13 @@ NONE, KAFKA_STORAGE_ERROR = 0, 56  # Kafka's error codes the controller acts on
 class StaleBrokerEpochError(KcliError):
     """A ControlledShutdown carried a broker epoch older than the registration's (STALE_BROKER_EPOCH)."""
 
+    error_code = "STALE_BROKER_EPOCH"
+
 
 class BrokerNotAvailableError(KcliError):
     """A ControlledShutdown for a broker the controller does not know (BROKER_NOT_AVAILABLE)."""
+
+    error_code = "BROKER_NOT_AVAILABLE"
 
 
 class KafkaController:

@@ -1,4 +1,5 @@
-"""The controller's requests to brokers: LeaderAndIsr (key 4), StopReplica (key 5), UpdateMetadata (key 6).
+"""The controller's requests to brokers: LeaderAndIsr (key 4), StopReplica (key 5), UpdateMetadata (key 6);
+and a stopping broker's ControlledShutdown (key 7) to the controller.
 
 Each carries the controller's epoch and the destination's broker epoch; the ReplicaManager fences older ones
 (kafka-cluster.md 5.2-5.4). Field names follow Kafka 3.7's message specs (kcli.protocol.schema).
@@ -6,6 +7,7 @@ Each carries the controller's epoch and the destination's broker epoch; the Repl
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -100,3 +102,20 @@ async def stop_replica(ctx: RequestContext, req: Any) -> Any:
             results.append(build(R, "StopReplicaPartitionError", topic_name=topic.topic_name, partition_index=index,
                                  error_code=code))
     return build(R, "StopReplicaResponse", error_code=ErrorCode.none, partition_errors=tuple(results))
+
+
+async def controlled_shutdown(ctx: RequestContext, req: Any) -> Any:
+    """A broker about to stop asks the controller to move its leaderships away (Kafka's
+    KafkaApis.handleControlledShutdownRequest). The answer lists the partitions it still leads; the broker
+    retries until that is empty. Only the active controller answers; any other broker says NOT_CONTROLLER."""
+    R = response_module(req)
+    controller = ctx.services.controller
+    if controller is None or not getattr(controller, "is_active", False):
+        return build(R, "ControlledShutdownResponse", error_code=ErrorCode.not_controller, remaining_partitions=())
+    try:
+        remaining = await asyncio.wrap_future(
+            controller.controlled_shutdown(int(req.broker_id), int(getattr(req, "broker_epoch", -1))))
+    except Exception as exc:
+        return build(R, "ControlledShutdownResponse", error_code=error_code_for(exc), remaining_partitions=())
+    return build(R, "ControlledShutdownResponse", error_code=ErrorCode.none, remaining_partitions=tuple(
+        build(R, "RemainingPartition", topic_name=tp.topic, partition_index=tp.partition) for tp in sorted(remaining)))
