@@ -117,6 +117,7 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "request.timeout.ms": (_int(0, INT32_MAX), 30_000),
     "inter.broker.listener.name": (_str, None),
     "controlled.shutdown.enable": (_bool, True),
+    "offsets.commit.timeout.ms": (_int(1, INT32_MAX), 5000),
     "controlled.shutdown.max.retries": (_int(0, INT32_MAX), 3),
     "controlled.shutdown.retry.backoff.ms": (_int(0, INT32_MAX), 5000),
 }

@@ -344,6 +344,20 @@ class GroupCoordinator:
         if result.error:
             raise KcliError(f"cannot write to {OFFSETS_TOPIC}-{index}: error {result.error} {result.message or ''}")
 
+    async def _write_and_wait(self, group_id: str, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """An offset commit is answered only once the ISR has it (Kafka's storeOffsets: acks=-1 and
+        offsets.commit.timeout.ms), so a commit acknowledged before a coordinator failover is never lost. The
+        append's error becomes what a committing client can act on, by Kafka's table."""
+        partitions = self._offsets_partitions()
+        index = partition_for_group(group_id, partitions)
+        now = int(time.time() * 1000)
+        records = [Record(i, now, key, value) for i, (key, value) in enumerate(pairs)]
+        tp = (OFFSETS_TOPIC, index)
+        result = (await self.replicas.append_and_wait(
+            -1, self.config["offsets.commit.timeout.ms"], {tp: build_record_batch(records)},
+            origin=AppendOrigin.COORDINATOR))[tp]
+        return _STORE_ERRORS.get(ErrorCode(result.error), ErrorCode(result.error))
+
     def _offsets_partitions(self) -> int:
         count = self.admin.metadata.partition_count(OFFSETS_TOPIC)
         if count is None and self.clustered:
@@ -771,7 +785,7 @@ class GroupCoordinator:
                     self._remove_member(group, member_id)
 
     # -- offsets -------------------------------------------------------------------------------------
-    def commit(self, group_id: str, generation: int, member_id: str,
+    async def commit(self, group_id: str, generation: int, member_id: str,
                offsets: list[tuple[str, int, int, int, str | None]], *,
                group_instance_id: str | None = None) -> ErrorCode:
         """offsets: (topic, partition, offset, leader_epoch, metadata). Generation -1 is a standalone
@@ -798,14 +812,21 @@ class GroupCoordinator:
             if member_id in group.members:
                 group.members[member_id].last_seen = time.monotonic()
         now = int(time.time() * 1000)
+        pairs = [encode_offset_commit(group_id, topic, partition, offset, leader_epoch=leader_epoch,
+                                      metadata=metadata or "", commit_timestamp=now)
+                 for topic, partition, offset, leader_epoch, metadata in offsets]
+        if pairs:
+            try:
+                error = await self._write_and_wait(group_id, pairs)
+            except KcliError as exc:
+                log.warning("cannot store offsets of group %s: %s", group_id, exc)
+                return ErrorCode.coordinator_not_available
+            if error != ErrorCode.none:
+                return error
+        # the cache moves only once the commit is stored (Kafka's pendingOffsetCommits)
         committed = self.offsets.setdefault(group_id, {})
-        pairs = []
         for topic, partition, offset, leader_epoch, metadata in offsets:
             committed[(topic, partition)] = CommittedOffset(offset, leader_epoch, metadata or "", now)
-            pairs.append(encode_offset_commit(group_id, topic, partition, offset, leader_epoch=leader_epoch,
-                                              metadata=metadata or "", commit_timestamp=now))
-        if pairs:
-            self._write(group_id, pairs)
         return ErrorCode.none
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> dict[str, dict[int, CommittedOffset | None]]:
@@ -869,5 +890,17 @@ def _subscribed_topics(subscription: bytes) -> list[str]:
     except Exception:  # a malformed subscription from a client: it subscribes to nothing we can name
         return []
 
+
+# Kafka's GroupMetadataManager.storeOffsets: an append error as the committing client sees it
+_STORE_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
+}
 
 _SUBSCRIPTION_VERSIONS = 4  # kio knows ConsumerProtocolSubscription v0-v3

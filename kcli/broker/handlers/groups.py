@@ -149,7 +149,7 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
     else:
         # v1's per-partition commit_timestamp is not kept: the commit time is the broker's (Kafka uses it only
         # for the expiry of the stored offset).
-        error = ctx.services.groups.commit(req.group_id, generation, member_id, known,
+        error = await ctx.services.groups.commit(req.group_id, generation, member_id, known,
                                            group_instance_id=getattr(req, "group_instance_id", None))
     topics = tuple(build(R, "OffsetCommitResponseTopic", name=t.name, partitions=tuple(
         build(R, "OffsetCommitResponsePartition", partition_index=p.partition_index,
