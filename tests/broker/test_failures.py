@@ -186,3 +186,41 @@ def test_a_paused_leader_is_fenced_and_truncates(cluster):
 
 def _in_log(cluster, topic, value: bytes) -> bool:
     return all(value in data for data in replica_bytes(cluster, topic, 0).values())
+
+
+def _controller_log(cluster) -> str:
+    return "\n".join(b.log() for b in cluster.brokers)
+
+
+def test_no_live_isr_member_goes_offline_unless_unclean_election_is_allowed(cluster):
+    """Follower 2 dies, then leader 1: both partitions go offline (leader -1). Broker 2 returns out of sync: the
+    topic with unclean.leader.election.enable=true elects it (logged as data loss), the other stays offline
+    until broker 1 returns; then broker 1 follows the unclean leader and truncates what only it had."""
+    from cluster_support import produce
+
+    for name, unclean in (("clean", "false"), ("unclean", "true")):
+        create_topic(cluster, name, assignment=[[1, 2]],
+                     config={"unclean.leader.election.enable": unclean, "min.insync.replicas": "1"})
+        assert produce(cluster, name, 10).count(None) == 10
+    try:
+        cluster.brokers[2].kill()
+        wait_for(lambda: all(cluster.state(t, 0)["isr"] == [1] for t in ("clean", "unclean")), SESSION_MS / 1000 + 15,
+                 "the dead follower leaves the ISR")
+        for name in ("clean", "unclean"):
+            assert produce(cluster, name, 10).count(None) == 10  # only broker 1 has these
+        cluster.brokers[1].kill()
+        wait_for(lambda: all(cluster.state(t, 0)["leader"] == -1 for t in ("clean", "unclean")),
+                 SESSION_MS / 1000 + 15, "both partitions offline")
+        _restart(cluster, 2)
+        wait_for(lambda: cluster.state("unclean", 0)["leader"] == 2, 30, "the unclean election")
+        assert "unclean leader election for unclean-0" in _controller_log(cluster)
+        time.sleep(2)
+        assert cluster.state("clean", 0)["leader"] == -1, "a clean topic must wait for an ISR member"
+    finally:
+        for broker_id in (1, 2):
+            if cluster.brokers[broker_id].proc is None:
+                _restart(cluster, broker_id)
+    wait_for(lambda: cluster.state("clean", 0)["leader"] == 1, 30, "the ISR member leads again")
+    wait_for(lambda: sorted(cluster.state("unclean", 0)["isr"]) == [1, 2], 60, "broker 1 follows the new leader")
+    wait_for(lambda: len(set(replica_bytes(cluster, "unclean", 0).values())) == 1, 30,
+             "broker 1 truncated to the unclean leader's log")

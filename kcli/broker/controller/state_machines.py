@@ -197,6 +197,15 @@ class PartitionStateMachine:
                     f"failed to elect leader for partition {result.topic_partition} under strategy {strategy}")
         if not with_leader:
             return failed, []
+        old_isr = dict((tp, state.isr) for tp, state in valid)
+        for r in with_leader:
+            assert r.leader_and_isr is not None
+            if r.leader_and_isr.leader not in old_isr[r.topic_partition]:
+                # Kafka's "Unclean leader election. Partition ... has been elected as leader ... which may result
+                # in data loss" (the new leader's log ends where it stopped following)
+                log.warning("controller %d: unclean leader election for %s: broker %d was not in the ISR %s; "
+                            "records acknowledged after it fell behind are lost", self.controller_id,
+                            r.topic_partition, r.leader_and_isr.leader, list(old_isr[r.topic_partition]))
         recipients = {r.topic_partition: r.live_replicas for r in with_leader}
         update = self.zk.update_partition_states({r.topic_partition: r.leader_and_isr for r in with_leader
                                                   if r.leader_and_isr is not None},
