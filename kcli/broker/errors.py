@@ -45,6 +45,12 @@ class InvalidReplicaAssignmentError(BrokerError):
     code = ErrorCode.invalid_replica_assignment
 
 
+class NoReassignmentInProgressError(BrokerError):
+    """AlterPartitionReassignments cancelling a partition that is not being reassigned."""
+
+    code = ErrorCode.no_reassignment_in_progress
+
+
 class BrokerNotAvailableError(BrokerError):
     code = ErrorCode.broker_not_available
 
