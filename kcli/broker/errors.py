@@ -78,6 +78,12 @@ class OffsetOutOfRangeError(BrokerError):
     code = ErrorCode.offset_out_of_range
 
 
+class OffsetNotAvailableError(BrokerError):
+    """A new leader's high watermark has not reached the start of its epoch yet (KIP-207): retriable."""
+
+    code = ErrorCode.offset_not_available
+
+
 class NotLeaderOrFollowerError(BrokerError):
     code = ErrorCode.not_leader_or_follower
 
