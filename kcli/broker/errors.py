@@ -45,6 +45,12 @@ class InvalidReplicaAssignmentError(BrokerError):
     code = ErrorCode.invalid_replica_assignment
 
 
+class NoReassignmentInProgressError(BrokerError):
+    """AlterPartitionReassignments cancelling a partition that is not being reassigned."""
+
+    code = ErrorCode.no_reassignment_in_progress
+
+
 class BrokerNotAvailableError(BrokerError):
     code = ErrorCode.broker_not_available
 
@@ -70,6 +76,12 @@ class InvalidConfigError(BrokerError):
 
 class OffsetOutOfRangeError(BrokerError):
     code = ErrorCode.offset_out_of_range
+
+
+class OffsetNotAvailableError(BrokerError):
+    """A new leader's high watermark has not reached the start of its epoch yet (KIP-207): retriable."""
+
+    code = ErrorCode.offset_not_available
 
 
 class NotLeaderOrFollowerError(BrokerError):

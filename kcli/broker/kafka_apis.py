@@ -18,6 +18,7 @@ from kcli.broker.handlers import (
     metadata,
     produce,
     producers,
+    reassignments,
     security,
     topics,
 )
@@ -52,6 +53,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CREATE_PARTITIONS: topics.create_partitions,
     ApiKey.DELETE_GROUPS: groups.delete_groups,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.list_partition_reassignments,
     ApiKey.OFFSET_DELETE: groups.offset_delete,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.alter_user_scram_credentials,

@@ -21,6 +21,7 @@ from typing import Any
 from kcli.broker.errors import (
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
@@ -313,6 +314,15 @@ class Partition:
         if epoch < last_fetched_epoch or end < fetch_offset:
             return epoch, end
         return None
+
+    def check_offsets_available(self) -> None:
+        """A client's ListOffsets for the latest offset, on a leader whose high watermark still lags the start of
+        its leader epoch (just elected, followers not heard from yet): OFFSET_NOT_AVAILABLE, not a stale answer
+        (KIP-207; Kafka's Partition.fetchOffsetForTimestamp)."""
+        if self.is_leader and self.leader_epoch_start_offset > self.high_watermark:
+            raise OffsetNotAvailableError(f"the high watermark {self.high_watermark} of {self.topic}-{self.index} "
+                                          f"is below the start offset {self.leader_epoch_start_offset} of leader "
+                                          f"epoch {self.leader_epoch}")
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampMatch | None:
         """ListOffsets: LATEST / EARLIEST / MAX_TIMESTAMP or the earliest offset whose timestamp >= timestamp."""

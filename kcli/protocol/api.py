@@ -50,6 +50,8 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
@@ -109,6 +111,8 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.DELETE_ACLS:       SupportedApi(1, 3, 2),
     ApiKey.ALTER_CONFIGS:     SupportedApi(0, 2, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: SupportedApi(0, 1, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: SupportedApi(0, 0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: SupportedApi(0, 0, 0),
     ApiKey.OFFSET_DELETE:     SupportedApi(0, 0, 99),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: SupportedApi(0, 0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: SupportedApi(0, 0, 0),

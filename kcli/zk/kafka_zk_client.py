@@ -567,6 +567,43 @@ class KafkaZkClient:
     def delete_topic_configs(self, topics: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
         self._delete_all([paths.topic_config(t) for t in topics], expected_controller_epoch_zk_version)
 
+    # -- controller: /admin/reassign_partitions (the legacy reassignment trigger) ----------------------------------
+    def reassign_partitions_in_progress(self) -> bool:
+        """Whether /admin/reassign_partitions exists (sets its watch if a change handler is registered)."""
+        return self.exists(paths.REASSIGN_PARTITIONS)
+
+    def get_partition_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
+        """The target replicas per partition in /admin/reassign_partitions ({} without the node). Content that does
+        not parse is ignored with a warning, as Kafka's getPartitionReassignment does; of duplicate entries the
+        last one counts."""
+        path = paths.REASSIGN_PARTITIONS
+        found = self.get_data_and_version(path)
+        if found is None:
+            return {}
+        try:
+            entries = models.parse_partition_list(path, found[0], with_replicas=True)
+        except models.ZnodeFormatError as exc:
+            log.warning("ignoring the partition reassignment in %s: %s", path, exc)
+            return {}
+        return {TopicPartition(e.topic, e.partition): tuple(e.replicas or ()) for e in entries}
+
+    def set_or_create_partition_reassignment(self, reassignment: Mapping[TopicPartition, Sequence[int]],
+                                             expected_controller_epoch_zk_version: int) -> None:
+        """Controller write of /admin/reassign_partitions (the entries still to do), fenced; created if absent."""
+        path = paths.REASSIGN_PARTITIONS
+        data = models.encode_partition_reassignment((tp.topic, tp.partition, replicas)
+                                                    for tp, replicas in sorted(reassignment.items()))
+        result = self._checked_all([_set(path, data, -1)], expected_controller_epoch_zk_version, f"writing {path}")[0]
+        if isinstance(result, NoNodeError):
+            result = self._checked_all([_create(path, data)], expected_controller_epoch_zk_version,
+                                       f"creating {path}")[0]
+        if isinstance(result, Exception):
+            raise KcliError(f"{self._where} refused writing {path}: {_describe(result)}")
+
+    def delete_partition_reassignment(self, expected_controller_epoch_zk_version: int) -> None:
+        """Delete /admin/reassign_partitions, fenced (all its partitions are done)."""
+        self._delete_recursive(paths.REASSIGN_PARTITIONS, expected_controller_epoch_zk_version)
+
     def _delete_all(self, nodes: Sequence[str], expected_controller_epoch_zk_version: int) -> None:
         results = self._checked_all([_delete(p) for p in nodes], expected_controller_epoch_zk_version,
                                     "deleting znodes")

@@ -406,6 +406,12 @@ def parse_partition_list(path: str, data: bytes | None, *, with_replicas: bool) 
     return tuple(sorted(result, key=lambda r: (r.topic, r.partition)))
 
 
+def encode_partition_reassignment(reassignment: Iterable[tuple[str, int, Sequence[int]]]) -> bytes:
+    """ReassignPartitionsZNode.encode: ``{"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}``."""
+    return _compact({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                                  for t, p, r in reassignment]})
+
+
 # -- old consumers: /consumers/<group>/{ids,owners,offsets} ----------------------------------------------
 @dataclass(frozen=True)
 class ConsumerRegistration:

@@ -24,6 +24,7 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"  # ConfigEntityChangeNotificationSequenceZNode
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"  # ReassignPartitionsZNode: the legacy (pre-KIP-455) trigger
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"  # IsrChangeNotificationSequenceZNode: persistent sequential children
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"

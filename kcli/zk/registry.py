@@ -32,7 +32,7 @@ from kcli.zk.registration import ZooKeeperConnectionError, _describe, probe
 DEFAULT_TIMEOUT_S = 10.0
 CONFIG_TYPES = ("topics", "brokers", "clients", "users", "ips")
 DELETE_TOPICS = "/admin/delete_topics"
-REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+REASSIGN_PARTITIONS = paths.REASSIGN_PARTITIONS
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 CONSUMERS = paths.CONSUMERS
 

@@ -72,6 +72,13 @@ def _workload(bootstrap: str) -> None:
     ka.list_group_offsets({"ledger-kp": None})
     ka.delete_group_offsets("ledger-kp", [KafkaTopicPartition(topic, 1)])  # OffsetDelete (KIP-496)
     ka.delete_groups(["ledger-kp"])
+    # KIP-455 on a broker that controls itself: the only valid target is the broker itself; cancelling finds nothing.
+    controller_id = ka.describe_cluster()["controller_id"]
+    moved = ka.alter_partition_reassignments({KafkaTopicPartition(topic, 0): [controller_id],
+                                              KafkaTopicPartition(topic, 1): None})
+    assert moved[KafkaTopicPartition(topic, 0)] is None
+    assert moved[KafkaTopicPartition(topic, 1)].__name__ == "NoReassignmentInProgressError"
+    assert ka.list_partition_reassignments() == {}
     ka.close()
     old_kafka_python_workload(bootstrap, topic)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 
 from kcli.broker.controller import requests
@@ -32,6 +32,7 @@ from kcli.broker.controller.elections import (
     OfflinePartitionLeaderElectionStrategy,
     diff_brokers,
 )
+from kcli.broker.controller.elections import ReassignPartitionLeaderElectionStrategy
 from kcli.broker.controller.events import (
     BrokerChange,
     BrokerModifications,
@@ -50,12 +51,20 @@ from kcli.broker.controller.events import (
     TopicDeletionStopReplicaResponseReceived,
     UpdateMetadataResponseReceived,
 )
-from kcli.broker.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
+from kcli.broker.controller.events import (
+    ApiPartitionReassignment,
+    ListPartitionReassignments,
+    PartitionReassignmentIsrChange,
+    ZkPartitionReassignment,
+)
+from kcli.broker.controller.reassignment import ReassignmentFailedError, build_reassignment, validate_replicas
+from kcli.broker.controller.state_machines import PartitionStateMachine, ReplicaStateMachine, StateChangeFailedError
 from kcli.broker.controller.topic_deletion import TopicDeletionManager
+from kcli.broker.errors import NoReassignmentInProgressError, UnknownTopicOrPartitionError
 from kcli.errors import KcliError
 from kcli.zk import models, paths
 from kcli.zk.kafka_zk_client import BrokerAndEpoch, ControllerMovedError, KafkaZkClient, ZNodeChangeHandler
-from kcli.zk.models import TopicPartition
+from kcli.zk.models import LeaderIsrAndControllerEpoch, TopicPartition
 from kcli.zk.registration import new_cluster_id
 
 log = logging.getLogger("kcli.controller")
@@ -143,6 +152,7 @@ class KafkaController:
     @functools.cached_property
     def _handlers(self) -> dict[type, Callable[[ControllerEvent], None]]:
         return {
+            **self._reassignment_handlers,
             Failover: self._process_failover,  # type: ignore[dict-item]
             Resign: lambda _: self._resign(),
             ShutdownEventThread: lambda _: self._resign(),
@@ -178,7 +188,7 @@ class KafkaController:
             self._trigger_controller_move()
 
     def _on_controller_failover(self) -> None:
-        """Kafka's order (kafka-cluster.md 2.2); /feature, reassignments and preferred elections are not done."""
+        """Kafka's order (kafka-cluster.md 2.2); /feature and preferred elections are not done."""
         self.zk.register_child_change_handler(paths.BROKER_IDS, lambda: self.put(BrokerChange()))
         self.zk.register_child_change_handler(paths.BROKER_TOPICS, lambda: self.put(TopicChange()))
         self.zk.register_child_change_handler(paths.ADMIN_DELETE_TOPICS, lambda: self.put(TopicDeletion()))
@@ -195,6 +205,7 @@ class KafkaController:
         self.replica_state_machine.startup()
         self.partition_state_machine.startup()
         log.info("controller %d: ready to serve as the new controller with epoch %d", self.broker_id, self.ctx.epoch)
+        self._initialize_partition_reassignments()
         self.topic_deletion_manager.try_topic_deletion()
 
     def _resign(self) -> None:
@@ -333,6 +344,8 @@ class KafkaController:
         replicas = self.ctx.replicas_on_brokers(new_brokers)
         self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
         self.partition_state_machine.trigger_online_partition_state_change()
+        self._maybe_resume_reassignments(lambda _, assignment: any(r in new_brokers
+                                                                   for r in assignment.target_replicas))
         deleting = {r.topic for r in replicas if self.topic_deletion_manager.is_topic_queued_up_for_deletion(r.topic)}
         if deleting:
             self.topic_deletion_manager.resume_deletion_for_topics(deleting)
@@ -466,6 +479,9 @@ class KafkaController:
             if known:
                 self._update_leader_and_isr_cache(known)
                 self._send_update_metadata_request(self.ctx.live_or_shutting_down_broker_ids, known)
+                for tp in known:  # reassignments complete here too (the state-node watch may be late or gone)
+                    if tp in self.ctx.partitions_being_reassigned:
+                        self._maybe_complete_reassignment(tp)
         finally:
             self.zk.delete_isr_change_notifications(self.ctx.epoch_zk_version, sequence_numbers)
 
@@ -520,6 +536,284 @@ class KafkaController:
         if deleted:
             self.topic_deletion_manager.complete_replica_deletion([PartitionAndReplica(tp, event.broker_id)
                                                                    for tp in deleted])
+
+    # -- reassignment (KIP-455; kafka-cluster.md 2.7) ------------------------------------------------------------
+    def alter_partition_reassignments(self, reassignments: Mapping[TopicPartition, Sequence[int] | None]
+                                      ) -> Future[dict[TopicPartition, Exception | None]]:
+        """AlterPartitionReassignments: target replicas per partition, None to cancel. The future gets None (accepted)
+        or the error per partition (InvalidReplicaAssignmentError, UnknownTopicOrPartitionError,
+        NoReassignmentInProgressError, ReassignmentFailedError), or raises ControllerMovedError (NOT_CONTROLLER)."""
+        result: Future[dict[TopicPartition, Exception | None]] = Future()
+        self.put(ApiPartitionReassignment({tp: None if r is None else tuple(r) for tp, r in reassignments.items()},
+                                          result))
+        return result
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
+                                     ) -> Future[dict[TopicPartition, ReplicaAssignment]]:
+        """ListPartitionReassignments: the ongoing reassignments (all, or among ``partitions``) with their full
+        replica set and adding/removing replicas; raises ControllerMovedError when not the controller."""
+        result: Future[dict[TopicPartition, ReplicaAssignment]] = Future()
+        self.put(ListPartitionReassignments(None if partitions is None else frozenset(partitions), result))
+        return result
+
+    @property
+    def _reassignment_handlers(self) -> dict[type, Callable[[ControllerEvent], None]]:
+        return {
+            ZkPartitionReassignment: lambda _: self._process_zk_partition_reassignment(),
+            ApiPartitionReassignment: self._process_api_partition_reassignment,  # type: ignore[dict-item]
+            ListPartitionReassignments: self._process_list_partition_reassignments,  # type: ignore[dict-item]
+            PartitionReassignmentIsrChange: self._process_partition_reassignment_isr_change,  # type: ignore[dict-item]
+        }
+
+    def _initialize_partition_reassignments(self) -> None:
+        """At failover: /admin/reassign_partitions first (it supplants API reassignments of the same partitions),
+        then the reassignments the topic znodes record (adding/removing replicas) resume."""
+        resumed = self._process_zk_partition_reassignment()
+        self._maybe_resume_reassignments(lambda tp, _: tp not in resumed)
+
+    def _maybe_resume_reassignments(self, should_resume: Callable[[TopicPartition, ReplicaAssignment], bool]) -> None:
+        for tp in sorted(self.ctx.partitions_being_reassigned):
+            assignment = self.ctx.partition_full_replica_assignment(tp)
+            if should_resume(tp, assignment):
+                try:
+                    self._on_partition_reassignment(tp, assignment)
+                except ControllerMovedError:
+                    raise
+                except Exception:  # Kafka lets it fail the failover; one partition should not cost the controller
+                    log.exception("controller %d: error resuming the reassignment of %s", self.broker_id, tp)
+
+    def _process_zk_partition_reassignment(self) -> set[TopicPartition]:
+        """/admin/reassign_partitions: watch its creation; if it is there, start each entry (not validated, as in
+        Kafka) and drop the entries that failed. Returns the partitions started."""
+        if not self.active or not self.zk.register_change_handler_and_check_existence(
+                paths.REASSIGN_PARTITIONS, ZNodeChangeHandler(on_created=lambda: self.put(ZkPartitionReassignment()),
+                                                              on_deleted=lambda: self.put(ZkPartitionReassignment()))):
+            return set()
+        results: dict[TopicPartition, Exception | None] = {}
+        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in sorted(self.zk.get_partition_reassignment().items()):
+            built = build_reassignment(self.ctx.partition_full_replica_assignment(tp), target)
+            if built is None:
+                results[tp] = NoReassignmentInProgressError(f"no reassignment of {tp} is in progress")
+            else:
+                to_reassign[tp] = built
+        results.update(self._maybe_trigger_partition_reassignment(to_reassign))
+        failed = {tp: exc for tp, exc in results.items() if exc is not None}
+        if failed:
+            log.warning("controller %d: failed reassignments through ZooKeeper: %s", self.broker_id,
+                        {str(tp): str(exc) for tp, exc in sorted(failed.items())})
+            self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in failed)
+        return {tp for tp, exc in results.items() if exc is None}
+
+    def _process_api_partition_reassignment(self, event: ApiPartitionReassignment) -> None:
+        try:
+            if not self.active:
+                raise ControllerMovedError("this broker is not the controller")
+            results: dict[TopicPartition, Exception | None] = {}
+            to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+            for tp, target in event.reassignments.items():
+                current = self.ctx.partition_full_replica_assignment(tp)
+                error = validate_replicas(current, target, self.ctx.live_broker_ids) if target is not None else None
+                built = build_reassignment(current, target) if error is None else None
+                if error is None and built is None:
+                    error = NoReassignmentInProgressError(f"no reassignment of {tp} is in progress")
+                if error is not None:
+                    results[tp] = error
+                elif built is not None:
+                    to_reassign[tp] = built
+            # The latest reassignment wins: these partitions leave /admin/reassign_partitions.
+            self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in to_reassign)
+            results.update(self._maybe_trigger_partition_reassignment(to_reassign))
+        except Exception as exc:
+            event.result.set_exception(exc)
+            if isinstance(exc, ControllerMovedError) and self.active:
+                raise
+            return
+        event.result.set_result(results)
+
+    def _process_list_partition_reassignments(self, event: ListPartitionReassignments) -> None:
+        if not self.active:
+            event.result.set_exception(ControllerMovedError("this broker is not the controller"))
+            return
+        wanted = event.partitions if event.partitions is not None else self.ctx.partitions_being_reassigned
+        ongoing = {tp: self.ctx.partition_full_replica_assignment(tp) for tp in sorted(wanted)}
+        event.result.set_result({tp: a for tp, a in ongoing.items() if a.is_being_reassigned})
+
+    def _process_partition_reassignment_isr_change(self, event: PartitionReassignmentIsrChange) -> None:
+        if self.active and event.partition in self.ctx.partitions_being_reassigned:
+            self._maybe_complete_reassignment(event.partition)
+
+    def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        reassignment = self.ctx.partition_full_replica_assignment(tp)
+        if self._is_reassignment_complete(tp, reassignment):
+            log.info("controller %d: target replicas %s have all caught up with the leader of reassigning partition "
+                     "%s", self.broker_id, list(reassignment.target_replicas), tp)
+            self._on_partition_reassignment(tp, reassignment)
+
+    def _maybe_trigger_partition_reassignment(self, reassignments: Mapping[TopicPartition, ReplicaAssignment]
+                                              ) -> dict[TopicPartition, Exception | None]:
+        results: dict[TopicPartition, Exception | None] = {}
+        for tp, reassignment in reassignments.items():
+            if self.topic_deletion_manager.is_topic_queued_up_for_deletion(tp.topic):
+                log.info("controller %d: skipping the reassignment of %s: the topic is being deleted",
+                         self.broker_id, tp)
+                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
+            elif not self.ctx.partition_replica_assignment(tp):
+                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
+            else:
+                try:
+                    self._on_partition_reassignment(tp, reassignment)
+                    results[tp] = None
+                except ControllerMovedError:
+                    log.info("controller %d: failed completing the reassignment of %s: the controller moved",
+                             self.broker_id, tp)
+                    raise
+                except Exception as exc:
+                    log.exception("controller %d: error completing the reassignment of %s", self.broker_id, tp)
+                    results[tp] = ReassignmentFailedError(f"reassigning {tp} failed: {exc}")
+        return results
+
+    def _on_partition_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
+        """KafkaController.onPartitionReassignment. Phase U: RS, AR and RR to ZooKeeper, then memory. Phase A (the
+        target replicas are not all in the ISR): bump the leader epoch, LeaderAndIsr to RS, start AR. Phase B: AR
+        online, RS = TRS, move the leader if it is not in TRS or dead, take RR offline and delete them, RS = TRS
+        in ZooKeeper, drop the partition from /admin/reassign_partitions, UpdateMetadata to all."""
+        self.topic_deletion_manager.mark_topic_ineligible_for_deletion({tp.topic}, "topic reassignment in progress")
+        self._update_current_reassignment(tp, reassignment)
+        if not self._is_reassignment_complete(tp, reassignment):
+            self._update_leader_epoch_and_send_request(tp, reassignment)  # A1
+            for replica in reassignment.adding_replicas:  # A2
+                self.replica_state_machine.handle_state_changes([PartitionAndReplica(tp, replica)], ReplicaState.NEW)
+            return
+        self.replica_state_machine.handle_state_changes(  # B1
+            [PartitionAndReplica(tp, r) for r in reassignment.adding_replicas], ReplicaState.ONLINE)
+        completed = ReplicaAssignment(reassignment.target_replicas)
+        self.ctx.update_partition_full_replica_assignment(tp, completed)  # B2
+        self._move_reassigned_partition_leader_if_required(tp, completed)  # B3
+        self._stop_removed_replicas_of_reassigned_partition(tp, reassignment.removing_replicas)  # B4, B5
+        self._update_replica_assignment_for_partition(tp, completed)  # B6
+        self._remove_partition_from_reassigning_partitions(tp, completed)  # B7
+        self._send_update_metadata_request(self.ctx.live_or_shutting_down_broker_ids, [tp])  # B8
+        self.topic_deletion_manager.resume_deletion_for_topics({tp.topic})
+        log.info("controller %d: reassignment of %s to %s completed", self.broker_id, tp, list(completed.replicas))
+
+    def _update_current_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
+        """U1-U3: a changed assignment goes to ZooKeeper before memory (ORS survives only there); replicas of a
+        superseded reassignment that left RS are stopped and deleted. The partition's state node is watched
+        (the ISR growing completes the reassignment, as before IBP 2.7-IV2)."""
+        current = self.ctx.partition_full_replica_assignment(tp)
+        if current != reassignment:
+            log.info("controller %d: updating the assignment of %s from %s to %s", self.broker_id, tp, current,
+                     reassignment)
+            self._update_replica_assignment_for_partition(tp, reassignment)
+            self.ctx.update_partition_full_replica_assignment(tp, reassignment)
+            unneeded = [r for r in current.replicas if r not in reassignment.replicas]
+            if unneeded:
+                self._stop_removed_replicas_of_reassigned_partition(tp, unneeded)
+        self.zk.register_change_handler(
+            paths.partition_state(tp.topic, tp.partition),
+            ZNodeChangeHandler(on_data_change=lambda: self.put(PartitionReassignmentIsrChange(tp))))
+        self.ctx.partitions_being_reassigned.add(tp)
+
+    def _is_reassignment_complete(self, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
+        """Not being reassigned, or every target replica in the ISR read from ZooKeeper (which arms the watch)."""
+        if not assignment.is_being_reassigned:
+            return True
+        info = self.zk.get_topic_partition_states([tp]).get(tp)
+        return info is not None and set(assignment.target_replicas) <= set(info.leader_and_isr.isr)
+
+    def _move_reassigned_partition_leader_if_required(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        info = self.ctx.partition_leadership_info(tp)
+        leader = info.leader_and_isr.leader if info is not None else -1
+        if leader in assignment.replicas and self.ctx.is_replica_online(leader, tp):
+            log.info("controller %d: leader %d of reassigned partition %s is in the new replicas %s and alive",
+                     self.broker_id, leader, tp, list(assignment.replicas))
+            self._update_leader_epoch_and_send_request(tp, assignment)
+            return
+        log.info("controller %d: leader %d of reassigned partition %s is %s; electing one of %s", self.broker_id,
+                 leader, tp, "dead" if leader in assignment.replicas else "not in the new replicas",
+                 list(assignment.replicas))
+        self.partition_state_machine.handle_state_changes([tp], PartitionState.ONLINE,
+                                                          ReassignPartitionLeaderElectionStrategy())
+
+    def _stop_removed_replicas_of_reassigned_partition(self, tp: TopicPartition, removed: Sequence[int]) -> None:
+        """Offline (StopReplica, out of the ISR), then deleted (StopReplica delete=true); not waiting for it."""
+        replicas = [PartitionAndReplica(tp, r) for r in removed]
+        for target in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED, ReplicaState.DELETION_SUCCESSFUL,
+                       ReplicaState.NON_EXISTENT):
+            self.replica_state_machine.handle_state_changes(replicas, target)
+
+    def _update_replica_assignment_for_partition(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        """The topic znode with this partition's RS/AR/RR and the others' from memory, fenced."""
+        full = {**self.ctx.partition_full_replica_assignment_for_topic(tp.topic), tp: assignment}
+        topic_assignment = models.TopicAssignment(
+            tp.topic, 3, {p.partition: a.replicas for p, a in full.items()}, self.ctx.topic_ids.get(tp.topic),
+            {p.partition: a.adding_replicas for p, a in full.items() if a.adding_replicas},
+            {p.partition: a.removing_replicas for p, a in full.items() if a.removing_replicas})
+        self.zk.set_topic_assignment(tp.topic, topic_assignment, self.ctx.epoch_zk_version)
+        log.info("controller %d: updated the assignment of %s to %s", self.broker_id, tp, assignment)
+
+    def _update_leader_epoch(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch:
+        """Leader and ISR unchanged, leader epoch + 1, so the replicas take the new replica set (updateLeaderEpoch)."""
+        while True:
+            info = self.zk.get_topic_partition_states([tp]).get(tp)
+            if info is None:
+                raise StateChangeFailedError(f"cannot update the leader epoch of {tp}: its state node is missing")
+            if info.controller_epoch > self.ctx.epoch:
+                raise StateChangeFailedError(
+                    f"the state of {tp} was written by a controller with epoch {info.controller_epoch}, above ours "
+                    f"({self.ctx.epoch}); aborting the state change")
+            update = self.zk.update_partition_states({tp: info.leader_and_isr.new_epoch()}, self.ctx.epoch,
+                                                     self.ctx.epoch_zk_version)
+            outcome = update.finished.get(tp)
+            if isinstance(outcome, Exception):
+                raise outcome
+            if outcome is not None:
+                leadership = LeaderIsrAndControllerEpoch(outcome, self.ctx.epoch)
+                self.ctx.put_partition_leadership_info(tp, leadership)
+                log.info("controller %d: updated the leader epoch of %s to %d (partition epoch %d)", self.broker_id,
+                         tp, outcome.leader_epoch, outcome.partition_epoch)
+                return leadership
+
+    def _update_leader_epoch_and_send_request(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        """LeaderAndIsr with the bumped epoch and the assignment to ORS (isNew=false) and AR (isNew=true)."""
+        leadership = self._update_leader_epoch(tp)
+        try:
+            self.batch.new_batch()
+            self.batch.add_leader_and_isr_request_for_brokers(assignment.origin_replicas, tp, leadership, assignment,
+                                                              is_new=False)
+            self.batch.add_leader_and_isr_request_for_brokers(assignment.adding_replicas, tp, leadership, assignment,
+                                                              is_new=True)
+            self.batch.send_requests_to_brokers(self.ctx.epoch)
+        except Exception:
+            self.batch.clear()
+            raise
+
+    def _remove_partition_from_reassigning_partitions(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        if tp not in self.ctx.partitions_being_reassigned:
+            raise StateChangeFailedError(f"cannot remove reassigning partition {tp}: it is not being reassigned")
+        self.zk.unregister_change_handler(paths.partition_state(tp.topic, tp.partition))
+        self._maybe_remove_from_zk_reassignment(lambda p, replicas: p == tp and tuple(replicas) == assignment.replicas)
+        self.ctx.partitions_being_reassigned.discard(tp)
+
+    def _maybe_remove_from_zk_reassignment(self, should_remove: Callable[[TopicPartition, Sequence[int]], bool]
+                                           ) -> None:
+        """Drop entries from /admin/reassign_partitions; delete the node once empty (and watch for the next)."""
+        if not self.zk.reassign_partitions_in_progress():
+            return
+        current = self.zk.get_partition_reassignment()
+        remaining = {tp: r for tp, r in current.items() if not should_remove(tp, r)}
+        if len(remaining) == len(current) and current:
+            return
+        log.info("controller %d: removing partitions %s from %s", self.broker_id,
+                 sorted(str(tp) for tp in current if tp not in remaining), paths.REASSIGN_PARTITIONS)
+        if not remaining:
+            log.info("controller %d: no more partitions need to be reassigned; deleting %s", self.broker_id,
+                     paths.REASSIGN_PARTITIONS)
+            self.zk.delete_partition_reassignment(self.ctx.epoch_zk_version)
+            self.put(ZkPartitionReassignment())  # watch for the next one
+        else:
+            self.zk.set_or_create_partition_reassignment(remaining, self.ctx.epoch_zk_version)
 
     # -- controlled shutdown ----------------------------------------------------------------------------------
     def _process_controlled_shutdown(self, event: ControlledShutdown) -> None:

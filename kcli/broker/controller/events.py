@@ -170,3 +170,47 @@ class ControllerEventManager:
                 log.exception("controller: uncaught error processing %s", event)
             if isinstance(event, ShutdownEventThread):
                 return
+
+
+# -- reassignment ------------------------------------------------------------------------------------------------
+def _not_controller(result: Future[Any]) -> None:
+    from kcli.zk.kafka_zk_client import ControllerMovedError
+
+    if not result.done():
+        result.set_exception(ControllerMovedError("the controller moved to another broker"))
+
+
+@dataclass(frozen=True)
+class ZkPartitionReassignment(ControllerEvent):
+    """/admin/reassign_partitions was created, or its watch must be set again (Kafka's ZkPartitionReassignment)."""
+
+
+@dataclass(frozen=True)
+class PartitionReassignmentIsrChange(ControllerEvent):
+    """The state node of a partition being reassigned changed: its target replicas may all be in sync now."""
+
+    partition: TopicPartition
+
+
+@dataclass(frozen=True, eq=False)
+class ApiPartitionReassignment(ControllerEvent):
+    """AlterPartitionReassignments: the target replicas per partition, None to cancel. The future gets the outcome
+    per partition (None: accepted, else the error), or ControllerMovedError."""
+
+    reassignments: dict[TopicPartition, tuple[int, ...] | None]
+    result: Future[dict[TopicPartition, Exception | None]]
+
+    def preempt(self) -> None:
+        _not_controller(self.result)
+
+
+@dataclass(frozen=True, eq=False)
+class ListPartitionReassignments(ControllerEvent):
+    """ListPartitionReassignments: the ongoing ones among ``partitions`` (None: all of them). The future gets
+    partition -> ReplicaAssignment, or ControllerMovedError."""
+
+    partitions: frozenset[TopicPartition] | None
+    result: Future[dict[TopicPartition, Any]]
+
+    def preempt(self) -> None:
+        _not_controller(self.result)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
 from kcli.broker.controller.channel_manager import DEFAULT_SOCKET_TIMEOUT_S
+from kcli.broker.controller.context import ReplicaAssignment
 from kcli.broker.controller.controller import KafkaController
 from kcli.broker.controller.events import Failover, Resign
 from kcli.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
@@ -19,6 +21,12 @@ from kcli.zk.models import TopicPartition
 from kcli.zk.registration import BrokerRegistration
 
 log = logging.getLogger("kcli.controller")
+
+
+def _not_running() -> Future[Any]:
+    result: Future[Any] = Future()
+    result.set_exception(ControllerMovedError("the controller is not running on this broker"))
+    return result
 
 
 def _config_value(config: Any, key: str, default: Any) -> Any:
@@ -77,6 +85,24 @@ class ControllerRunner:
             result.set_exception(ControllerMovedError("the controller is not running on this broker"))
             return result
         return controller.controlled_shutdown(broker_id, broker_epoch)
+
+    # -- reassignment ----------------------------------------------------------------------------------------
+    def alter_partition_reassignments(self, reassignments: Mapping[TopicPartition, Sequence[int] | None]
+                                      ) -> Future[dict[TopicPartition, Exception | None]]:
+        """AlterPartitionReassignments (target replicas, None to cancel): the future gets the outcome per partition
+        (None: accepted) or raises ControllerMovedError (NOT_CONTROLLER)."""
+        controller = self.controller
+        if controller is None:
+            return _not_running()
+        return controller.alter_partition_reassignments(reassignments)
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
+                                     ) -> Future[dict[TopicPartition, ReplicaAssignment]]:
+        """ListPartitionReassignments: the ongoing ones (all, or among ``partitions``), or ControllerMovedError."""
+        controller = self.controller
+        if controller is None:
+            return _not_running()
+        return controller.list_partition_reassignments(partitions)
 
     @property
     def is_active(self) -> bool:

@@ -11,6 +11,7 @@ from kcli.broker.handlers.common import ZERO, RequestContext, build, response_mo
 from kcli.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 DEBUGGING_REPLICA_ID = -2  # ListOffsetsRequest.DEBUGGING_REPLICA_ID: the only requester a follower answers
+CONSUMER_REPLICA_ID = -1  # a client's request (Kafka's isClientRequest)
 
 
 def _partition(replicas: Any, req: Any, topic: str, index: int, current_leader_epoch: int = -1) -> Any:
@@ -38,6 +39,8 @@ async def list_offsets(ctx: RequestContext, req: Any) -> Any:
             try:
                 partition = _partition(replicas, req, topic.name, lp.partition_index,
                                        getattr(lp, "current_leader_epoch", -1))
+                if lp.timestamp == LATEST_TIMESTAMP and getattr(req, "replica_id", -1) == CONSUMER_REPLICA_ID:
+                    partition.check_offsets_available()
                 if lp.timestamp == LATEST_TIMESTAMP and read_committed:
                     values["offset"] = partition.last_stable_offset  # KIP-98: the LSO for read_committed
                 else:
