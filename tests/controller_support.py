@@ -3,7 +3,6 @@ runs them) on the session's real ZooKeeper, whose registered endpoint is a small
 inter-broker requests with kcli's codec, records them and answers NONE. The tests drive the controller through
 ZooKeeper (and the runner's API entry points) and look at the znodes it writes and the requests each broker got.
 
-(tests/broker/test_controller.py has the same harness inline; new controller test modules import this one.)
 """
 
 from __future__ import annotations

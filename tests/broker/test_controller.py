@@ -9,135 +9,22 @@ the znodes it writes and at the requests the brokers received, in order.
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 
 import pytest
 from kazoo.client import KazooClient
-from kio.schema.errors import ErrorCode
 
-from broker_support import read_exactly
-from kcli.broker.controller import ControllerRunner
-from kcli.protocol import ApiKey, decode_request, encode_response
-from kcli.protocol.schema import load_payload_module
+from controller_support import Broker, RecordingBroker, live_ids, partitions_of, start_broker, wait_for
+from kcli.protocol import ApiKey
 from kcli.storage.checkpoint import uuid_to_base64
 from kcli.zk.kafka_zk_client import KafkaZkClient
 from kcli.zk.models import TopicPartition
-from kcli.zk.registration import BrokerRegistration
-from kio.static.constants import EntityType
 
 pytestmark = pytest.mark.zk
 
 TOPIC_ID = "k-4sq6EMT1Wf8qPTKH7ljQ"
 ORDERS = {0: [1, 2], 1: [2, 1], 2: [0, 2]}  # broker 1 leads p0 and follows p1; the controller (0) leads p2
-
-
-@dataclass
-class Received:
-    api_key: ApiKey
-    body: object
-
-
-class RecordingBroker:
-    """A TCP endpoint that records LeaderAndIsr / UpdateMetadata / StopReplica and answers them with NONE."""
-
-    def __init__(self, port: int = 0) -> None:
-        self._listener = socket.create_server(("127.0.0.1", port))
-        self.port = self._listener.getsockname()[1]
-        self.received: list[Received] = []
-        self._lock = threading.Lock()
-        self._stopped = False
-        self._connections: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._stopped:
-            try:
-                sock, _ = self._listener.accept()
-            except OSError:
-                return
-            self._connections.append(sock)
-            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
-
-    def _serve(self, sock: socket.socket) -> None:
-        with sock:
-            while True:
-                try:
-                    size_bytes = read_exactly(sock, 4)
-                    if size_bytes is None:
-                        return
-                    frame = read_exactly(sock, int.from_bytes(size_bytes, "big"))
-                except OSError:
-                    return
-                if frame is None:
-                    return
-                request = decode_request(frame)
-                with self._lock:
-                    self.received.append(Received(request.api_key, request.body))
-                try:
-                    sock.sendall(encode_response(request, _answer(request)))
-                except OSError:
-                    return
-
-    def requests(self, api_key: ApiKey | None = None) -> list[object]:
-        with self._lock:
-            return [r.body for r in self.received if api_key is None or r.api_key == api_key]
-
-    def kinds(self) -> list[ApiKey]:
-        with self._lock:
-            return [r.api_key for r in self.received]
-
-    def clear(self) -> None:
-        with self._lock:
-            self.received.clear()
-
-    def stop(self) -> None:
-        self._stopped = True
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() of the thread above
-        except OSError:
-            pass
-        self._listener.close()
-        for sock in self._connections:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
-def _answer(request):
-    module = load_payload_module(request.api_key, request.api_version, EntityType.response)
-    body = request.body
-    if request.api_key == ApiKey.LEADER_AND_ISR:
-        return module.LeaderAndIsrResponse(error_code=ErrorCode.none, topics=tuple(
-            module.LeaderAndIsrTopicError(topic_id=t.topic_id, partition_errors=tuple(
-                module.LeaderAndIsrPartitionError(partition_index=p.partition_index, error_code=ErrorCode.none)
-                for p in t.partition_states)) for t in body.topic_states))
-    if request.api_key == ApiKey.STOP_REPLICA:
-        return module.StopReplicaResponse(error_code=ErrorCode.none, partition_errors=tuple(
-            module.StopReplicaPartitionError(topic_name=t.topic_name, partition_index=p.partition_index,
-                                             error_code=ErrorCode.none)
-            for t in body.topic_states for p in t.partition_states))
-    return module.UpdateMetadataResponse(error_code=ErrorCode.none)
-
-
-@dataclass
-class Broker:
-    id: int
-    server: RecordingBroker
-    registration: BrokerRegistration
-    runner: ControllerRunner
-    stopped: bool = field(default=False)
-
-    def stop(self) -> None:
-        if not self.stopped:
-            self.stopped = True
-            self.runner.shutdown()
-            self.registration.stop()
-            self.server.stop()
 
 
 @pytest.fixture
@@ -159,13 +46,7 @@ def cluster(zookeeper, chroot):
     brokers: dict[int, Broker] = {}
 
     def start(broker_id: int) -> Broker:
-        server = RecordingBroker()
-        registration = BrokerRegistration(zookeeper.connect + chroot, broker_id,
-                                          endpoints=[("PLAINTEXT", "127.0.0.1", server.port)], rack=f"r{broker_id}")
-        registration.start(None)
-        runner = ControllerRunner(None, broker_id, registration, socket_timeout=5)
-        runner.start()
-        brokers[broker_id] = Broker(broker_id, server, registration, runner)
+        brokers[broker_id] = start_broker(zookeeper.connect + chroot, broker_id)
         return brokers[broker_id]
 
     yield start, brokers
@@ -173,24 +54,9 @@ def cluster(zookeeper, chroot):
         broker.stop()
 
 
-def wait_for(condition, timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} not met in time"
-        time.sleep(0.02)
-
-
 def state(root, chroot, partition: int, topic: str = "orders"):
     data, stat = root.get(f"{chroot}/brokers/topics/{topic}/partitions/{partition}/state")
     return json.loads(data), stat.version
-
-
-def live_ids(update_metadata) -> set[int]:
-    return {b.id for b in update_metadata.live_brokers}
-
-
-def partitions_of(body) -> dict[tuple[str, int], object]:
-    return {(t.topic_name, p.partition_index): p for t in body.topic_states for p in t.partition_states}
 
 
 @pytest.fixture
