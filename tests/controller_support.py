@@ -2,7 +2,6 @@
 runs them) on the session's real ZooKeeper, whose registered endpoint is a small TCP server that decodes the
 inter-broker requests with kcli's codec, records them and answers NONE. The tests drive the controller through
 ZooKeeper (and the runner's API entry points) and look at the znodes it writes and the requests each broker got.
-
 """
 
 from __future__ import annotations
