@@ -2,6 +2,8 @@
 ReplicaManager / Partition.lastOffsetForLeaderEpoch, OffsetsForLeaderEpochRequestTest), and a follower's fetcher
 that settles its truncation point with it before it fetches (AbstractFetcherThread's Truncating state,
 getOffsetTruncationState; KIP-101, KIP-279). The leader is a ReplicaManager behind a real SocketServer on loopback.
+Last, the wire against a `kctl broker run` subprocess, and a confluent-kafka consumer validating its position
+(KIP-320). The cluster case (a restarted ex-leader truncating its unreplicated tail) is tests/broker/test_truncation.py.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import socket
 import time
 import typing
 import uuid
@@ -17,6 +20,7 @@ from types import SimpleNamespace
 import pytest
 from kio.schema.errors import ErrorCode
 
+from broker_support import read_response, seek_with_leader_epoch
 from kcli.broker.kafka_apis import KafkaApis
 from kcli.broker.log_manager import LogManager
 from kcli.broker.metadata_cache import MetadataCache, PartitionState, TopicMetadata
@@ -30,7 +34,7 @@ from kcli.broker.replica_fetcher import (
 )
 from kcli.broker.replica_manager import ReplicaManager
 from kcli.broker.socket_server import SocketServer
-from kcli.protocol import ApiKey, request_schema
+from kcli.protocol import ApiKey, decode_response, encode_request, request_schema
 from kcli.records import Record, build_record_batch
 from kcli.records.types import NO_PARTITION_LEADER_EPOCH
 from kcli.storage.checkpoint import EpochEntry, LeaderEpochCheckpointFile
@@ -416,3 +420,62 @@ def test_a_follower_records_each_batch_epoch_in_its_cache_and_checkpoint(tmp_pat
     checkpoints = [LeaderEpochCheckpointFile(p.managed.directory / "leader-epoch-checkpoint").read()
                    for p in (follower, led)]
     assert checkpoints[0] == checkpoints[1] == [EpochEntry(0, 0), EpochEntry(2, 5)]
+
+
+# -- on the wire: a `kctl broker run` subprocess (standalone: every partition led there) --------------------------
+def _wire(broker, version: int, asks, replica_id: int = -1) -> dict[tuple[str, int], tuple]:
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=20) as sock:
+        sock.sendall(encode_request(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, 7, "kctl-test",
+                                    _request(version, asks, replica_id)))
+        frame = read_response(sock)
+    assert frame is not None, broker.log()
+    correlation, response = decode_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, frame)
+    assert correlation == 7
+    return {(t.topic, int(p.partition)): (p.error_code, int(getattr(p, "leader_epoch", -1)), int(p.end_offset))
+            for t in response.topics for p in t.partitions}
+
+
+def test_a_standalone_broker_answers_on_the_wire_at_every_version(broker):
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(7):
+        producer.produce("epochs-wire", b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    for version in VERSIONS:
+        no_current = -1
+        got = _wire(broker, version, {("epochs-wire", 0): (no_current, 0), ("epochs-wire", 5): (no_current, 0),
+                                      ("nowhere-wire", 0): (no_current, 0)}, replica_id=-2)
+        assert got == {("epochs-wire", 0): (ErrorCode.none, 0 if version >= 1 else -1, 7),
+                       ("epochs-wire", 5): (ErrorCode.unknown_topic_or_partition, -1, -1),
+                       ("nowhere-wire", 0): (ErrorCode.unknown_topic_or_partition, -1, -1)}, version
+        assert _wire(broker, version, {("epochs-wire", 0): (-1, 1)})[("epochs-wire", 0)] == (ErrorCode.none, -1, -1)
+        if version >= 2:
+            assert _wire(broker, version, {("epochs-wire", 0): (1, 0)})[("epochs-wire", 0)][0] == \
+                ErrorCode.unknown_leader_epoch
+    bad = [line for line in broker.log().splitlines() if "internal error" in line or "Traceback" in line]
+    assert not bad, broker.log()
+
+
+def test_a_confluent_kafka_consumer_validates_its_position_and_reads_on(broker):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(5):
+        producer.produce("epochs-ck", b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "epochs-ck",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("epochs-ck", 0, 0)])
+        first = None
+        for _ in range(100):
+            first = consumer.poll(0.2)
+            if first is not None and first.error() is None:
+                break
+        assert first is not None and first.error() is None and first.leader_epoch() == 0
+        seek_with_leader_epoch(consumer, "epochs-ck")  # KIP-320: OffsetForLeaderEpoch v2, then fetches from 1
+        values = [consumer.poll(5).value() for _ in range(3)]
+        assert values == [b"2", b"3", b"4"]
+    finally:
+        consumer.close()
