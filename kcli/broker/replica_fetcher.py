@@ -92,7 +92,8 @@ class ReplicaFetcher:
         addPartitions keeps that state)."""
         tp = (partition.topic, partition.index)
         current = self.states.get(tp)
-        if current is None or current.current_leader_epoch != partition.leader_epoch or self.partitions.get(tp) is not partition:
+        if (current is None or current.current_leader_epoch != partition.leader_epoch
+                or self.partitions.get(tp) is not partition):
             self.states[tp] = PartitionFetchState(partition.leader_epoch, partition.high_watermark)
         self.partitions[tp] = partition
         self.delayed_until.pop(tp, None)
@@ -109,8 +110,11 @@ class ReplicaFetcher:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            # Cancelled until it ends: Python 3.11's wait_for returns the result instead of raising when the
+            # cancellation arrives as the awaited read completes (gh-86296), and the loop would go on.
+            while not self._task.done():
+                self._task.cancel()
+                await asyncio.wait({self._task}, timeout=1.0)
             self._task = None
         self._close()
 
@@ -430,7 +434,7 @@ def offset_truncation_state(partition: Partition, leader_epoch: int, leader_end:
     if leader_epoch == UNDEFINED_EPOCH:
         return min(leader_end, end), True
     local_epoch, local_end = partition.log.leader_epochs.end_offset_for(leader_epoch, end)
-    if local_end == UNDEFINED_EPOCH_OFFSET:  # no local epoch at or below it
+    if local_end == UNDEFINED_EPOCH_OFFSET:  # no local epochs, or none after it: the leader's answer stands
         return min(leader_end, end), True
     if local_epoch != leader_epoch:
         return min(local_end, end), False
