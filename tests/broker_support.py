@@ -104,6 +104,20 @@ def old_kafka_python_workload(bootstrap: str, topic: str) -> None:
             consumer.close()
 
 
+def seek_with_leader_epoch(consumer, topic: str) -> None:
+    """librdkafka validates a position that carries a leader epoch with OffsetForLeaderEpoch before it fetches
+    from it (KIP-320): a seek with one, then a poll that returns a record from there."""
+    from confluent_kafka import TopicPartition
+
+    consumer.seek(TopicPartition(topic, 0, 1, leader_epoch=0))
+    for _ in range(150):
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None and msg.partition() == 0:
+            assert msg.offset() == 1, msg.offset()
+            return
+    raise AssertionError("no record after a seek with a leader epoch")
+
+
 def kcat(*args: str, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(["kcat", *args], input=input, capture_output=True, timeout=timeout)
 

@@ -324,6 +324,15 @@ class Partition:
                                           f"is below the start offset {self.leader_epoch_start_offset} of leader "
                                           f"epoch {self.leader_epoch}")
 
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int, *,
+                                     fetch_only_from_leader: bool = True) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (KIP-101; consumers since KIP-320), Kafka's Partition.lastOffsetForLeaderEpoch:
+        (epoch, end offset) of the largest epoch <= ``leader_epoch`` here (``LeaderEpochCache.end_offset_for``),
+        (-1, -1) when it is unknown (UNDEFINED_EPOCH_OFFSET). Fenced by the current leader epoch as a fetch is."""
+        self.check_epoch(current_leader_epoch, require_leader=fetch_only_from_leader)
+        with self.managed.lock:
+            return self.log.leader_epochs.end_offset_for(leader_epoch, self.log.log_end_offset)
+
     def offset_for_timestamp(self, timestamp: int) -> TimestampMatch | None:
         """ListOffsets: LATEST / EARLIEST / MAX_TIMESTAMP or the earliest offset whose timestamp >= timestamp."""
         if timestamp == LATEST_TIMESTAMP:

@@ -2,11 +2,20 @@
 ReplicaFetcherThread and AbstractFetcherThread).
 
 One fetcher per source broker (num.replica.fetchers = 1), an asyncio task on the broker's event loop holding one
-connection to that leader. Each round sends one Fetch (v12, replica_id = this broker) for all its partitions
-from their log end offsets, with the last fetched epoch so that the leader can say where a divergent tail starts
-(truncation on fetch, KIP-595 / IBP 2.7-IV1), then appends the leader's batches unchanged (replicas stay
-byte-identical) and keeps the high watermark the leader sent. A partition that errs backs off
-replica.fetch.backoff.ms; a lost connection is re-opened after the same backoff.
+connection to that leader. Each partition is Truncating or Fetching (Kafka's PartitionFetchState). A partition
+added with a new leader epoch (it became follower, a restarted ex-leader, a leader change) starts Truncating:
+the fetcher asks the leader OffsetForLeaderEpoch (v4, replica_id = this broker) where its latest local epoch
+ends there and truncates a divergent tail before it fetches anything (KIP-101, KIP-279); without local epochs it
+truncates to its high watermark. Each round then sends one Fetch (v12) for the Fetching partitions from their
+log end offsets, with the last fetched epoch so that the leader can still say where a divergent tail starts
+(truncation on fetch, KIP-595 / IBP 2.7-IV1), appends the leader's batches unchanged (replicas stay
+byte-identical; their epochs go into this replica's leader-epoch cache) and keeps the high watermark the leader
+sent. A partition that errs backs off replica.fetch.backoff.ms; a lost connection is re-opened after the same
+backoff.
+
+Kafka at IBP >= 2.7-IV1 skips the Truncating state when the local epoch cache is not empty and leaves the
+divergence to the first fetch's DivergingEpoch; kctl asks first, so the truncation point is settled before any
+fetch (one request per leader change), and keeps truncation on fetch for later rounds.
 """
 
 from __future__ import annotations
@@ -22,17 +31,31 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_request
+from kio.schema.offset_for_leader_epoch.v4 import request as epoch_request
 from kio.static.primitive import i8, i32, i64
 
 from kcli.broker.log_manager import LogManager
 from kcli.broker.partition import Partition
 from kcli.protocol import ApiKey
 from kcli.protocol.codec import decode_response, encode_request
+from kcli.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 log = logging.getLogger("kcli.broker.replica")
 
 FETCH_VERSION = 12  # the replica Fetch of IBP 2.7-IV1 .. 3.0 (LastFetchedEpoch / DivergingEpoch)
+EPOCH_VERSION = 4  # OffsetForLeaderEpoch of IBP >= 2.8-IV0 (v3+ carries the follower's replica_id)
 SIZE = struct.Struct(">i")
+TRUNCATING, FETCHING = "Truncating", "Fetching"
+
+
+@dataclass
+class PartitionFetchState:
+    """Kafka's PartitionFetchState: the leader epoch the partition was added at and whether it still has to
+    settle its truncation point (Truncating) before it fetches (Fetching)."""
+
+    current_leader_epoch: int
+    initial_offset: int  # the high watermark when added: the truncation point without epochs (KIP-279)
+    state: str = TRUNCATING
 
 
 @dataclass
@@ -52,6 +75,7 @@ class ReplicaFetcher:
         self.manager = manager
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.states: dict[tuple[str, int], PartitionFetchState] = {}
         self.delayed_until: dict[tuple[str, int], float] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -64,17 +88,31 @@ class ReplicaFetcher:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
 
     def add(self, partition: Partition) -> None:
-        self.partitions[(partition.topic, partition.index)] = partition
-        self.delayed_until.pop((partition.topic, partition.index), None)
+        """Follow ``partition``: Truncating first, unless it is here already at the same leader epoch (Kafka's
+        addPartitions keeps that state)."""
+        tp = (partition.topic, partition.index)
+        current = self.states.get(tp)
+        if (current is None or current.current_leader_epoch != partition.leader_epoch
+                or self.partitions.get(tp) is not partition):
+            self.states[tp] = PartitionFetchState(partition.leader_epoch, partition.high_watermark)
+        self.partitions[tp] = partition
+        self.delayed_until.pop(tp, None)
         self._wake.set()
 
     def remove(self, tp: tuple[str, int]) -> None:
         self.partitions.pop(tp, None)
+        self.states.pop(tp, None)
         self.delayed_until.pop(tp, None)
+
+    def state(self, tp: tuple[str, int]) -> str | None:
+        fetch_state = self.states.get(tp)
+        return fetch_state.state if fetch_state is not None else None
 
     async def stop(self) -> None:
         if self._task is not None:
-            while not self._task.done():  # a cancel can be lost in a wait that completes at the same moment
+            # Cancelled until it ends: Python 3.11's wait_for returns the result instead of raising when the
+            # cancellation arrives as the awaited read completes (gh-86296), and the loop would go on.
+            while not self._task.done():
                 self._task.cancel()
                 await asyncio.wait({self._task}, timeout=1.0)
             self._task = None
@@ -97,15 +135,21 @@ class ReplicaFetcher:
                     pass
                 continue
             try:
-                response = await self._fetch(ready)
+                truncating = {tp: p for tp, p in ready.items() if self.state(tp) == TRUNCATING}
+                if truncating:
+                    await self._maybe_truncate(truncating)
+                fetching = {tp: p for tp, p in self._ready().items() if self.state(tp) == FETCHING}
+                if not fetching:
+                    continue
+                response = await self._fetch(fetching)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # connection refused or dropped, a malformed answer: retry later
-                log.warning("%s: fetch from broker %d failed: %s", self.name, self.leader_id, exc)
+                log.warning("%s: request to broker %d failed: %s", self.name, self.leader_id, exc)
                 self._close()
                 await asyncio.sleep(settings.backoff_ms / 1000)
                 continue
-            self._process(ready, response)
+            self._process(fetching, response)
 
     def _ready(self) -> dict[tuple[str, int], Partition]:
         now = time.monotonic()
@@ -133,6 +177,81 @@ class ReplicaFetcher:
             self._connection[1].close()
             self._connection = None
 
+    # -- Truncating: where does this replica's log agree with the leader's? ---------------------------
+    async def _maybe_truncate(self, truncating: dict[tuple[str, int], Partition]) -> None:
+        """Kafka's maybeTruncate: partitions with a local leader epoch ask the leader OffsetForLeaderEpoch for
+        it (truncateToEpochEndOffsets); those without truncate to their high watermark (truncateToHighWatermark)."""
+        requested: dict[tuple[str, int], tuple[int, int]] = {}  # tp -> (current leader epoch, latest local epoch)
+        for tp, partition in truncating.items():
+            fetch_state = self.states[tp]
+            latest = partition.log.leader_epochs.latest_epoch
+            if latest is None:
+                try:
+                    self.manager.truncate(partition, fetch_state.initial_offset,
+                                          "no local leader epochs: to the high watermark")
+                except Exception as exc:
+                    log.error("%s: %s-%d: %s", self.name, tp[0], tp[1], exc)
+                    self._delay(tp)
+                    continue
+                fetch_state.state = FETCHING
+            else:
+                requested[tp] = (fetch_state.current_leader_epoch, latest)
+        if not requested:
+            return
+        response = await self._offsets_for_leader_epoch(requested)
+        answered: set[tuple[str, int]] = set()
+        for topic in response.topics:
+            for answer in topic.partitions:
+                tp = (topic.topic, int(answer.partition))
+                answered.add(tp)
+                partition, fetch_state = self.partitions.get(tp), self.states.get(tp)
+                # Dropped when the partition left this fetcher or its leader epoch changed meanwhile (Kafka).
+                if (tp not in requested or partition is not truncating.get(tp) or fetch_state is None
+                        or fetch_state.current_leader_epoch != requested[tp][0]):
+                    continue
+                self._truncate_to_epoch_end(tp, partition, fetch_state, requested[tp][1], answer)
+        for tp in requested.keys() - answered:
+            self._delay(tp)
+
+    def _truncate_to_epoch_end(self, tp: tuple[str, int], partition: Partition, fetch_state: PartitionFetchState,
+                               asked_epoch: int, answer: Any) -> None:
+        """One partition of the leader's OffsetForLeaderEpoch answer (Kafka's maybeTruncateToEpochEndOffsets):
+        FENCED_LEADER_EPOCH for our current epoch parks the partition until the next LeaderAndIsr; other
+        errors retry after the backoff."""
+        error = answer.error_code
+        if error == ErrorCode.none:
+            try:
+                done = self.manager.truncate_to_epoch_end(
+                    partition, int(answer.leader_epoch), int(answer.end_offset), fetch_state.initial_offset,
+                    f"OffsetForLeaderEpoch: leader epoch {asked_epoch} ends at {int(answer.end_offset)} "
+                    f"(epoch {int(answer.leader_epoch)}) on leader {self.leader_id}")
+            except Exception as exc:
+                log.error("%s: %s-%d: %s", self.name, tp[0], tp[1], exc)
+                self._delay(tp)
+                return
+            if done:
+                fetch_state.state = FETCHING
+        elif error == ErrorCode.fenced_leader_epoch:
+            log.info("%s: %s-%d: leader epoch %d is older than the leader's: awaiting the next LeaderAndIsr",
+                     self.name, tp[0], tp[1], fetch_state.current_leader_epoch)
+            self.remove(tp)
+        else:
+            log.info("%s: %s-%d: OffsetForLeaderEpoch answered %s: retrying", self.name, tp[0], tp[1],
+                     ErrorCode(error).name)
+            self._delay(tp)
+
+    async def _offsets_for_leader_epoch(self, requested: dict[tuple[str, int], tuple[int, int]]) -> Any:
+        topics: dict[str, list[Any]] = {}
+        for (topic, index), (current_epoch, latest) in requested.items():
+            topics.setdefault(topic, []).append(epoch_request.OffsetForLeaderPartition(
+                partition=i32(index), current_leader_epoch=i32(current_epoch), leader_epoch=i32(latest)))
+        body = epoch_request.OffsetForLeaderEpochRequest(
+            replica_id=i32(self.manager.local_broker_id),
+            topics=tuple(epoch_request.OffsetForLeaderTopic(topic=name, partitions=tuple(parts))
+                         for name, parts in topics.items()))
+        return await self._roundtrip(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, body, 0)
+
+    # -- Fetching -------------------------------------------------------------------------------------
     async def _fetch(self, ready: dict[tuple[str, int], Partition]) -> Any:
         settings = self.manager.settings
         topics: dict[str, list[Any]] = {}
@@ -150,16 +269,19 @@ class ReplicaFetcher:
             session_id=i32(0), session_epoch=i32(-1),
             topics=tuple(fetch_request.FetchTopic(topic=name, partitions=tuple(parts)) for name, parts in topics.items()),
             forgotten_topics_data=(), rack_id="")
+        return await self._roundtrip(ApiKey.FETCH, FETCH_VERSION, body, settings.max_wait_ms)
+
+    async def _roundtrip(self, api_key: ApiKey, version: int, body: Any, max_wait_ms: int) -> Any:
         reader, writer = await self._connect()
         correlation = next(self._correlation)
-        writer.write(encode_request(ApiKey.FETCH, FETCH_VERSION, correlation, self.name, body))
+        writer.write(encode_request(api_key, version, correlation, self.name, body))
         await writer.drain()
-        timeout = (settings.max_wait_ms + settings.socket_timeout_ms) / 1000
+        timeout = (max_wait_ms + self.manager.settings.socket_timeout_ms) / 1000
         async with asyncio.timeout(timeout):
             size = SIZE.unpack(await reader.readexactly(4))[0]
         async with asyncio.timeout(timeout):
             frame = await reader.readexactly(size)
-        got, response = decode_response(ApiKey.FETCH, FETCH_VERSION, frame)
+        got, response = decode_response(api_key, version, frame)
         if got != correlation:
             raise ConnectionError(f"response correlation id {got}, expected {correlation}")
         return response
@@ -205,9 +327,13 @@ class ReplicaFetcherManager:
         return self._endpoints(broker_id)
 
     def add_fetchers(self, partitions: list[Partition]) -> None:
-        """Follow each partition from its leader (moving it from any other fetcher first)."""
+        """Follow each partition from its leader (moving it from any other fetcher first); a partition its
+        leader's fetcher already has keeps its fetch state when the leader epoch did not change."""
         for partition in partitions:
-            self.remove_fetchers([(partition.topic, partition.index)])
+            tp = (partition.topic, partition.index)
+            for leader_id, other in self.fetchers.items():
+                if leader_id != partition.leader_id:
+                    other.remove(tp)
             if partition.leader_id < 0 or partition.leader_id == self.local_broker_id:
                 continue
             fetcher = self.fetchers.get(partition.leader_id)
@@ -241,7 +367,10 @@ class ReplicaFetcherManager:
         if error == ErrorCode.none:
             diverging = getattr(data, "diverging_epoch", None)
             if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
-                self._truncate_on_divergence(partition, int(diverging.epoch), int(diverging.end_offset))
+                epoch, end_offset = int(diverging.epoch), int(diverging.end_offset)
+                self.truncate_to_epoch_end(partition, epoch, end_offset, partition.log_end_offset,
+                                           f"DivergingEpoch: leader epoch {epoch} ends at {end_offset} on leader "
+                                           f"{partition.leader_id}")
                 return  # Kafka does not process this response's data after truncating
             high_watermark = partition.high_watermark
             records = data.records
@@ -261,17 +390,24 @@ class ReplicaFetcherManager:
             log.info("ReplicaFetcher %d: %s-%d from leader %d: %s", self.local_broker_id, partition.topic,
                      partition.index, partition.leader_id, ErrorCode(error).name)
 
-    def _truncate_on_divergence(self, partition: Partition, epoch: int, end_offset: int) -> None:
-        """Truncate to where this replica and the leader agree (Kafka's getOffsetTruncationState): the end
-        of the diverging epoch here, but not past the leader's end for it."""
-        local_epoch, local_end = partition.log.leader_epochs.end_offset_for(epoch, partition.log_end_offset)
-        target = end_offset if local_epoch < 0 else min(end_offset, local_end)
-        target = max(0, target)
+    def truncate_to_epoch_end(self, partition: Partition, leader_epoch: int, leader_end: int, fetch_offset: int,
+                              reason: str) -> bool:
+        """Truncate to where this replica and the leader agree, given the leader's (epoch, end offset) from an
+        OffsetForLeaderEpoch answer or a fetch's DivergingEpoch. True when the truncation point is settled;
+        False when the leader's epoch is unknown here and the leader must be asked again with the new latest
+        local epoch."""
+        offset, done = offset_truncation_state(partition, leader_epoch, leader_end, fetch_offset)
+        self.truncate(partition, offset, reason)
+        return done
+
+    def truncate(self, partition: Partition, offset: int, reason: str) -> None:
+        """Kafka's ReplicaFetcherThread.truncate: the log, its leader-epoch cache and producer state go back to
+        ``offset`` (LogManager.truncate_to); one line when anything was cut."""
         before = partition.log_end_offset
-        if target < before:
-            after = self.log_manager.truncate_to(partition.managed, target)
-            log.warning("%s-%d: truncated a divergent tail from %d to %d (leader epoch %d ends at %d on leader %d)",
-                        partition.topic, partition.index, before, after, epoch, end_offset, partition.leader_id)
+        after = self.log_manager.truncate_to(partition.managed, max(0, offset))
+        if after < before:
+            log.info("%s-%d: truncated from offset %d to %d (%s)", partition.topic, partition.index, before, after,
+                     reason)
 
     def _handle_out_of_range(self, partition: Partition, leader_high_watermark: int, leader_start: int) -> None:
         """Kafka's handleOutOfRangeError: past the leader's end → truncate to what the leader surely has (its
@@ -285,3 +421,26 @@ class ReplicaFetcherManager:
             self.log_manager.truncate_to(partition.managed, leader_high_watermark)
             log.warning("%s-%d: log end %d is past leader %d's end: truncated to its high watermark %d",
                         partition.topic, partition.index, end, partition.leader_id, leader_high_watermark)
+
+
+def offset_truncation_state(partition: Partition, leader_epoch: int, leader_end: int,
+                            fetch_offset: int) -> tuple[int, bool]:
+    """Kafka's AbstractFetcherThread.getOffsetTruncationState: (offset to truncate to, settled?) from the
+    leader's (epoch, end offset) for the epoch this replica asked about.
+
+    * end offset undefined (the leader does not know the epoch): the fetch offset, the high watermark of a
+      partition added Truncating (KIP-279);
+    * epoch undefined (an OffsetForLeaderEpoch v0 answer): the leader's end offset;
+    * the leader's epoch unknown here: the end of the largest local epoch below it, not settled: ask again;
+    * else the smaller of both replicas' ends of that epoch (KIP-279). Never past the local log end."""
+    end = partition.log_end_offset
+    if leader_end == UNDEFINED_EPOCH_OFFSET:
+        return fetch_offset, True
+    if leader_epoch == UNDEFINED_EPOCH:
+        return min(leader_end, end), True
+    local_epoch, local_end = partition.log.leader_epochs.end_offset_for(leader_epoch, end)
+    if local_end == UNDEFINED_EPOCH_OFFSET:  # no local epochs, or none after it: the leader's answer stands
+        return min(leader_end, end), True
+    if local_epoch != leader_epoch:
+        return min(local_end, end), False
+    return min(local_end, leader_end, end), True

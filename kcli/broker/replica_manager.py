@@ -142,6 +142,19 @@ class ReplicaManager:
     def find(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
+    def last_offset_for_leader_epoch(self, topic: str, index: int, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[int, int]:
+        """Kafka's ReplicaManager.lastOffsetForLeaderEpoch: only the leader answers (fetchOnlyFromLeader is
+        always true there, for followers' and consumers' requests alike); a partition not hosted here is
+        NOT_LEADER_OR_FOLLOWER when the metadata cache knows it, else UNKNOWN_TOPIC_OR_PARTITION."""
+        partition = self.find(topic, index)
+        if partition is None:
+            if self.metadata is not None and self.metadata.partition_state(topic, index) is not None:
+                raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not host {topic}-{index}")
+            raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {topic}-{index}")
+        return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch,
+                                                      fetch_only_from_leader=True)
+
     # -- produce -----------------------------------------------------------------------------------
     def append_records(self, acks: int, entries: dict[TopicPartition, bytes], *,
                        origin: AppendOrigin = AppendOrigin.CLIENT) -> dict[TopicPartition, PartitionAppend]:

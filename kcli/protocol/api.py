@@ -42,6 +42,7 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -78,9 +79,10 @@ class SupportedApi:
 KAFKA_RELEASE: Final = (3, 7)
 
 # Maxima are Kafka 3.7's (kio, generated from newer specs, knows them all). Minima are Kafka 3.7's for
-# Produce, Fetch, ListOffsets, OffsetCommit and OffsetFetch: kio lacks their versions below Kafka 4.x's KIP-896
-# baseline, and kcli.protocol.legacy declares those layouts itself (Produce v0-v2, Fetch v0-v3, ListOffsets v0,
-# OffsetCommit v0-v1, OffsetFetch v0), so every advertised version is served. Other minima are raised to the
+# Produce, Fetch, ListOffsets, OffsetCommit, OffsetFetch and OffsetForLeaderEpoch: kio lacks their versions below
+# Kafka 4.x's KIP-896 baseline, and kcli.protocol.legacy declares those layouts itself (Produce v0-v2, Fetch v0-v3,
+# ListOffsets v0, OffsetCommit v0-v1, OffsetFetch v0, OffsetForLeaderEpoch v0-v1), so every advertised version is
+# served. Other minima are raised to the
 # lowest version kio can decode (the KIP-896 baseline): nothing a message-format-v2 client sends is lost.
 # librdkafka < 2.10 enables gzip/snappy/lz4 only if Produce v0 is advertised (KAFKA-18659).
 SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
@@ -102,6 +104,7 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.CREATE_TOPICS:     SupportedApi(2, 7, 5),
     ApiKey.DELETE_TOPICS:     SupportedApi(1, 6, 4),
     ApiKey.INIT_PRODUCER_ID:  SupportedApi(0, 4, 2),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: SupportedApi(0, 4, 4),  # KIP-101, KIP-320 (consumers validate positions)
     ApiKey.DESCRIBE_CONFIGS:  SupportedApi(1, 4, 4),
     ApiKey.CREATE_PARTITIONS: SupportedApi(0, 3, 2),
     ApiKey.DELETE_GROUPS:     SupportedApi(0, 2, 2),

@@ -6,7 +6,8 @@ ApiVersions table we mirror) still serves them, and so do we:
 * Produce v0-v2 (message format v0/v1 records; up-converted on append by the storage validator),
 * Fetch v0-v3 (records down-converted to magic 0 or 1, ``api.fetch_record_magic``),
 * ListOffsets v0 (``max_num_offsets`` and the ``old_style_offsets`` array),
-* OffsetCommit v0-v1 and OffsetFetch v0 (v0: offsets in ZooKeeper on a ZooKeeper-mode broker).
+* OffsetCommit v0-v1 and OffsetFetch v0 (v0: offsets in ZooKeeper on a ZooKeeper-mode broker),
+* OffsetForLeaderEpoch v0-v1 (KIP-101's follower truncation; no CurrentLeaderEpoch to fence with).
 
 Each message below is declared as Kafka's JSON spec declares it (clients/src/main/resources/common/message/
 <Name>.json of Kafka 3.7): fields in wire order, each with the versions that have it. Names and kafka types are
@@ -204,6 +205,24 @@ MESSAGES: Final[tuple[Message, ...]] = (
                     F("committed_offset", "int64"),
                     F("metadata", "string", nullable=True),
                     F("error_code", "error_code"))),
+    ))),
+    # OffsetForLeaderEpochRequest.json: v1 is v0 (the response adds LeaderEpoch); v2 added CurrentLeaderEpoch.
+    Message(ApiKey.OFFSET_FOR_LEADER_EPOCH, REQUEST, "0-1", Struct("OffsetForLeaderEpochRequest", (
+        Array("topics", "OffsetForLeaderTopic",
+              F("topic", "string"),
+              Array("partitions", "OffsetForLeaderPartition",
+                    F("partition", "int32"),
+                    F("leader_epoch", "int32"))),
+    ))),
+    # OffsetForLeaderEpochResponse.json: v1 added LeaderEpoch, v2 ThrottleTimeMs.
+    Message(ApiKey.OFFSET_FOR_LEADER_EPOCH, RESPONSE, "0-1", Struct("OffsetForLeaderEpochResponse", (
+        Array("topics", "OffsetForLeaderTopicResult",
+              F("topic", "string"),
+              Array("partitions", "EpochEndOffset",
+                    F("error_code", "error_code"),
+                    F("partition", "int32"),
+                    F("leader_epoch", "int32", "1+", default=i32(-1)),
+                    F("end_offset", "int64", default=i64(-1)))),
     ))),
 )
 

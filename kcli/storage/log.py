@@ -340,8 +340,10 @@ class PartitionLog:
         segment holding ``offset`` is cut and becomes active, leader epochs from ``offset`` on are dropped,
         producer snapshots past it removed and producer state reloaded. A batch straddling ``offset`` is
         removed whole, so the log end may end up below it. Truncating below the log start empties the log
-        and starts it at ``offset`` (Kafka `truncateFullyAndStartAt`)."""
+        and starts it at ``offset`` (Kafka `truncateFullyAndStartAt`). At or past the log end only epochs
+        starting at the log end go: an ex-leader's epoch that never got a batch (Kafka's truncateTo)."""
         if offset >= self.log_end_offset:
+            self.leader_epochs.truncate_from_end(self.log_end_offset, keep_at_end=False)
             return []
         renamed: list[Path] = []
         keep = [s for s in self.log_segments if s.base_offset <= offset]

@@ -8,7 +8,7 @@ import os
 import shutil
 import uuid
 
-from broker_support import BrokerProcess, free_port, kcat, old_kafka_python_workload
+from broker_support import BrokerProcess, free_port, kcat, old_kafka_python_workload, seek_with_leader_epoch
 from kcli.protocol import SUPPORTED_APIS
 from support import REPO
 
@@ -49,6 +49,7 @@ def _workload(bootstrap: str) -> None:
             if seen >= 10:
                 break
     consumer.commit(asynchronous=False)
+    seek_with_leader_epoch(consumer, topic)  # OffsetForLeaderEpoch (KIP-320)
     consumer.offsets_for_times([TopicPartition(topic, 0, 1)], timeout=30)
     consumer.close()
     admin.list_consumer_groups().result(30)

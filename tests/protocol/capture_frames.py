@@ -8,7 +8,8 @@ and cuts the client-to-broker stream into frames at the size prefixes.
 Clients and what they do (each client's frames go to its own file):
   librdkafka 2.16 (confluent-kafka): AdminClient list_topics, create/describe/partitions/delete topics,
       groups list/describe/offsets/delete; idempotent zstd Producer; acks=0 and acks=1 Producers;
-      group Consumer (subscribe, poll, commit, committed, offsets_for_times, watermarks, close).
+      group Consumer (subscribe, poll, commit, seek with a leader epoch, committed, offsets_for_times, watermarks,
+      close).
   kcat, Debian's librdkafka 2.0.2: -L, -P, -C -e, -G (a balanced consumer group).
   kafka-python 3.0: KafkaProducer, group KafkaConsumer (commit), KafkaAdminClient; then pinned to 0.8.1-0.10.1
       (Produce v0-v2, Fetch v0-v3, ListOffsets v0, OffsetCommit v0-v1, OffsetFetch v0-v1).
@@ -42,7 +43,7 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from broker_support import BrokerProcess, free_port, old_kafka_python_workload  # noqa: E402
+from broker_support import BrokerProcess, free_port, old_kafka_python_workload, seek_with_leader_epoch  # noqa: E402
 
 from kcli.protocol import ApiKey, ProtocolError, api_name, decode_request  # noqa: E402
 
@@ -178,6 +179,7 @@ def _confluent(bootstrap: str) -> None:
             if seen >= 5:
                 break
     consumer.commit(asynchronous=False)
+    seek_with_leader_epoch(consumer, topic)
     consumer.committed([TopicPartition(topic, 0)], timeout=30)
     consumer.offsets_for_times([TopicPartition(topic, 0, 1)], timeout=30)
     consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
