@@ -89,6 +89,9 @@ class ManagedLog:
     unflushed_messages: int = 0
     last_flush: float = field(default_factory=time.monotonic)
 
+    def __post_init__(self) -> None:
+        self.log.leader_epochs.flush_on_change = True  # leader-epoch-checkpoint current on disk at every change
+
     @property
     def directory(self) -> Path:
         return self.log.directory

@@ -25,6 +25,13 @@ class LeaderEpochCache:
     def __init__(self, entries: Iterable[EpochEntry] = (), *, path: str | os.PathLike | None = None) -> None:
         self.entries: list[EpochEntry] = list(entries)
         self.path = Path(path) if path is not None else None
+        # A live broker's replicas write the checkpoint on every change, as Kafka's LeaderEpochFileCache does,
+        # so a kill -9 leaves it current; offline readers (verify, dump) never write.
+        self.flush_on_change = False
+
+    def _changed(self, before: list[EpochEntry]) -> None:
+        if self.flush_on_change and self.entries != before:
+            self.flush()
 
     @classmethod
     def load(cls, partition_dir: str | os.PathLike) -> LeaderEpochCache:
@@ -43,18 +50,22 @@ class LeaderEpochCache:
         an older epoch changes nothing (the rule of LogSegment.recover and of a leader's appends)."""
         if epoch < 0 or (self.entries and epoch <= self.entries[-1].epoch):
             return False
+        before = list(self.entries)
         while self.entries and self.entries[-1].start_offset >= start_offset:
             self.entries.pop()
         self.entries.append(EpochEntry(epoch, start_offset))
+        self._changed(before)
         return True
 
     def truncate_from_end(self, end_offset: int, *, keep_at_end: bool = True) -> None:
         """Drop epochs starting beyond the log end (the log was truncated to ``end_offset``). Kafka also
         drops one starting *at* it (``keep_at_end=False``, what replication's truncation does), but a leader
         that has not appended yet legitimately has such an entry, so recovery of an intact partition keeps it."""
+        before = list(self.entries)
         while self.entries and (self.entries[-1].start_offset > end_offset or
                                 (not keep_at_end and self.entries[-1].start_offset >= end_offset)):
             self.entries.pop()
+        self._changed(before)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log start moved up (retention, DeleteRecords): epochs wholly before it go, and the epoch
@@ -63,10 +74,12 @@ class LeaderEpochCache:
         before = [e for e in self.entries if e.start_offset < start_offset]
         if before and (not keep or keep[0].start_offset > start_offset):
             keep.insert(0, EpochEntry(before[-1].epoch, start_offset))
-        self.entries = keep
+        old, self.entries = self.entries, keep
+        self._changed(old)
 
     def clear(self) -> None:
-        self.entries = []
+        old, self.entries = self.entries, []
+        self._changed(old)
 
     # -- queries --------------------------------------------------------------------------------
     @property

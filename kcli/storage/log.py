@@ -107,7 +107,7 @@ class PartitionLog:
         self.config = config or LogConfig()
         self.topic_id = topic_id
         self.producer_state = ProducerStateManager()
-        self.leader_epochs = LeaderEpochCache()
+        self.leader_epochs = LeaderEpochCache(path=directory / LEADER_EPOCH_CHECKPOINT)
         self.recovery: RecoveryResult | None = None  # what opening the directory repaired (``open``)
 
     @classmethod

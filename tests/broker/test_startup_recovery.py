@@ -110,3 +110,28 @@ def test_kill_9_restart_is_one_compact_logged_restorable_run(make_broker):
     assert {name: restored.get(name) for name in touched} == {name: killed.get(name) for name in touched}
     assert {n: v for n, v in restored.items() if n.endswith(".log")} == {
         n: v for n, v in killed.items() if n.endswith(".log")}
+
+
+def test_a_live_replica_keeps_leader_epoch_checkpoint_current(tmp_path):
+    """Kafka's LeaderEpochFileCache writes the file at every change: a kill -9 then finds it current (no
+    rebuild at the next start); an offline reader's cache never writes."""
+    from kcli.broker.log_manager import ManagedLog
+    from kcli.records.batch import build_record_batch
+    from kcli.records.types import Record
+    from kcli.storage.checkpoint import EpochEntry, LeaderEpochCheckpointFile
+    from kcli.storage.leader_epoch import LeaderEpochCache
+    from kcli.storage.log import PartitionLog
+
+    directory = tmp_path / "t-0"
+    log = PartitionLog(directory)
+    ManagedLog("t", 0, log)
+    checkpoint = LeaderEpochCheckpointFile(directory / "leader-epoch-checkpoint")
+    for offset, epoch in ((0, 3), (1, 3), (2, 5)):
+        log.append_raw(build_record_batch([Record(offset, 0, None, b"x")], base_offset=offset,
+                                          partition_leader_epoch=epoch))
+    assert list(checkpoint.read()) == [EpochEntry(3, 0), EpochEntry(5, 2)]
+    log.truncate_to(2)
+    assert list(checkpoint.read()) == [EpochEntry(3, 0)]
+    offline = LeaderEpochCache.load(directory)
+    offline.assign(9, 10)
+    assert list(checkpoint.read()) == [EpochEntry(3, 0)]
