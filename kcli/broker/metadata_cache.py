@@ -89,6 +89,13 @@ class MetadataCache:
     def alive_brokers(self) -> list[BrokerEndpoint]:
         return [self.brokers[b] for b in sorted(self.brokers)]
 
+    def advertised_controller_id(self) -> int:
+        """The controller id a Metadata answer gives: -1 unless that broker is in the same answer's broker list.
+        A broker that just started knows who the controller is (ZooKeeper) before the controller's first
+        UpdateMetadata lists the live brokers; an id a client cannot resolve makes librdkafka's admin client
+        wait for the controller until it times out, while -1 makes it ask again (Kafka answers -1 then too)."""
+        return self.controller_id if self.controller_id in self.brokers else -1
+
     def put_topic(self, topic: TopicMetadata) -> None:
         self.topics[topic.name] = topic
 

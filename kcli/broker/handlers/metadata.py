@@ -70,7 +70,7 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                     for b in cache.alive_brokers())
     include_cluster_ops = getattr(req, "include_cluster_authorized_operations", False)
     return build(R, "MetadataResponse", throttle_time=ZERO, brokers=brokers, cluster_id=cache.cluster_id,
-                 controller_id=cache.controller_id, topics=tuple(topics),
+                 controller_id=cache.advertised_controller_id(), topics=tuple(topics),
                  cluster_authorized_operations=CLUSTER_OPERATIONS if include_cluster_ops else NOT_REQUESTED)
 
 
@@ -80,6 +80,6 @@ async def describe_cluster(ctx: RequestContext, req: Any) -> Any:
     brokers = tuple(build(R, "DescribeClusterBroker", broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
                     for b in cache.alive_brokers())
     return build(R, "DescribeClusterResponse", throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
-                 endpoint_type=1, cluster_id=cache.cluster_id or "", controller_id=cache.controller_id,
+                 endpoint_type=1, cluster_id=cache.cluster_id or "", controller_id=cache.advertised_controller_id(),
                  brokers=brokers, cluster_authorized_operations=CLUSTER_OPERATIONS
                  if req.include_cluster_authorized_operations else NOT_REQUESTED)
