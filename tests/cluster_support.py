@@ -48,6 +48,8 @@ class Cluster:
             f"replica.lag.time.max.ms={LAG_MS}", "offsets.topic.replication.factor=3",
             "offsets.topic.num.partitions=3", "group.initial.rebalance.delay.ms=0",
             "replica.fetch.wait.max.ms=200", "replica.fetch.backoff.ms=200",
+            # the last broker of a stopping cluster has nowhere to move its leaderships: retry quickly
+            "controlled.shutdown.retry.backoff.ms=500",
             f"broker.rack=rack-{broker_id % 2}",
             "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector", *self.extra])
 

@@ -25,8 +25,7 @@ SESSION_MS = 4000  # zookeeper.session.timeout.ms: a kill -9 is noticed within t
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
     c = Cluster(zookeeper, tmp_path_factory.mktemp("faults"), brokers=3, session_timeout_ms=SESSION_MS,
-                extra=("min.insync.replicas=2", "controlled.shutdown.retry.backoff.ms=500",
-                       "auto.leader.rebalance.enable=false"))
+                extra=("min.insync.replicas=2", "auto.leader.rebalance.enable=false"))
     c.start()
     try:
         wait_for(lambda: len(metadata(c).brokers) == 3, 60, "three live brokers")
