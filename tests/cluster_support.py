@@ -192,7 +192,9 @@ class Workload:
 
         producer = Producer({"bootstrap.servers": self.cluster.bootstrap, "acks": "all", "enable.idempotence": True,
                              "linger.ms": 5, "message.timeout.ms": 120000, "error_cb": on_error,
-                             "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000})
+                             "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
+                             # a SIGSTOPped leader never answers: give up on its in-flight requests sooner
+                             "request.timeout.ms": 10000, "socket.timeout.ms": 10000})
         seq = [0] * self.partitions
         interval = 1.0 / self.rate
         next_at = time.monotonic()
