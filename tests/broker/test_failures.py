@@ -177,6 +177,7 @@ def test_a_paused_leader_is_fenced_and_truncates(cluster):
             cluster.brokers[zombie].proc.send_signal(signal.SIGCONT)
         work.stop()
     work.check()
+    print(f"the zombie answered {answer.error_code!r} to an acks=-1 produce")
     if answer.error_code == 0:  # acknowledged: then it must be in the log every replica agrees on
         assert any(v == b"sent-to-the-zombie" for v in work.consumed.values()) or _in_log(
             cluster, "zombie", b"sent-to-the-zombie")
