@@ -42,6 +42,11 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -56,6 +61,9 @@ class ApiKey(IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +110,11 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.CREATE_TOPICS:     SupportedApi(2, 7, 5),
     ApiKey.DELETE_TOPICS:     SupportedApi(1, 6, 4),
     ApiKey.INIT_PRODUCER_ID:  SupportedApi(0, 4, 2),
+    ApiKey.ADD_PARTITIONS_TO_TXN: SupportedApi(0, 4, 3),  # v4+: brokers' batched, verify-only form (KIP-890)
+    ApiKey.ADD_OFFSETS_TO_TXN: SupportedApi(0, 3, 3),
+    ApiKey.END_TXN:           SupportedApi(0, 3, 3),
+    ApiKey.WRITE_TXN_MARKERS: SupportedApi(1, 1, 1),  # Kafka 3.7 has v0 too; kio starts at v1
+    ApiKey.TXN_OFFSET_COMMIT: SupportedApi(0, 3, 3),
     ApiKey.DESCRIBE_CONFIGS:  SupportedApi(1, 4, 4),
     ApiKey.CREATE_PARTITIONS: SupportedApi(0, 3, 2),
     ApiKey.DELETE_GROUPS:     SupportedApi(0, 2, 2),
@@ -117,6 +130,9 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: SupportedApi(0, 0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: SupportedApi(0, 0, 0),
     ApiKey.DESCRIBE_CLUSTER:  SupportedApi(0, 1, 0),
+    ApiKey.DESCRIBE_PRODUCERS: SupportedApi(0, 0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: SupportedApi(0, 0, 0),
+    ApiKey.LIST_TRANSACTIONS: SupportedApi(0, 0, 0),
 })
 
 # The inter-broker APIs, at the versions of the IBP 2.8-IV1 profile (kafka-cluster.md §5.1) that
