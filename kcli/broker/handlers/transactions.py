@@ -148,10 +148,6 @@ async def write_txn_markers_locally(ctx: RequestContext, markers: list[TxnMarker
                                                        services.config["request.timeout.ms"])
 
 
-def _datetime(ms: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
-
-
 async def describe_transactions(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     coordinator = _coordinator(ctx)
@@ -160,7 +156,7 @@ async def describe_transactions(ctx: RequestContext, req: Any) -> Any:
         if coordinator is None:
             states.append(build(R, "TransactionState", error_code=ErrorCode.coordinator_not_available,
                                 transactional_id=transactional_id, transaction_state="",
-                                transaction_timeout=ZERO, transaction_start_time=_datetime(-1), producer_id=-1,
+                                transaction_timeout=ZERO, transaction_start_time_ms=-1, producer_id=-1,
                                 producer_epoch=-1, topics=()))
             continue
         d = coordinator.describe(transactional_id)
@@ -169,7 +165,7 @@ async def describe_transactions(ctx: RequestContext, req: Any) -> Any:
             by_topic.setdefault(topic, []).append(index)
         states.append(build(R, "TransactionState", error_code=d.error, transactional_id=transactional_id,
                             transaction_state=d.state, transaction_timeout=datetime.timedelta(milliseconds=d.timeout_ms),
-                            transaction_start_time=_datetime(d.start_timestamp), producer_id=d.producer_id,
+                            transaction_start_time_ms=d.start_timestamp, producer_id=d.producer_id,
                             producer_epoch=d.producer_epoch,
                             topics=tuple(build(R, "TopicData", topic=t, partitions=tuple(ps))
                                          for t, ps in by_topic.items())))
