@@ -400,13 +400,14 @@ class GroupCoordinator:
             -1, self.config["offsets.commit.timeout.ms"], {tp: batch}, origin=AppendOrigin.COORDINATOR))[tp]
         return _STORE_ERRORS.get(ErrorCode(result.error), ErrorCode(result.error)), result.base_offset
 
-    def partition_for(self, group_id: str) -> int | None:
+    def partition_for(self, group_id: str) -> int:
         """The group's __consumer_offsets partition (AddOffsetsToTxn), creating the topic on one broker as an
-        offset commit would; None in a cluster before it exists."""
+        offset commit would; in a cluster before it exists, by offsets.topic.num.partitions (Kafka's
+        GroupMetadataManager.partitionFor)."""
         try:
             return partition_for_group(group_id, self._offsets_partitions())
         except KcliError:
-            return None
+            return partition_for_group(group_id, self.config["offsets.topic.num.partitions"])
 
     def _offsets_partitions(self) -> int:
         count = self.admin.metadata.partition_count(OFFSETS_TOPIC)

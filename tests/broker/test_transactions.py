@@ -251,29 +251,31 @@ def test_timed_out_transaction_is_aborted(broker):
     moves on and the producer is told it was fenced."""
     from confluent_kafka import KafkaException, Producer
 
+    from kcli.client import KafkaClient
+    from kcli.client.transactions import describe_transactions
+
     topic = _topic(broker, 1)
     txn_id = f"slow-{topic}"
     producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id,
-                         "transaction.timeout.ms": 2000, "message.timeout.ms": 2000})
+                         "transaction.timeout.ms": 4000, "message.timeout.ms": 4000})
     producer.init_transactions(30)
     producer.begin_transaction()
     producer.produce(topic, value=b"too-slow")
     producer.flush(30)
-    described = json.loads(_kctl("transactions", "describe", txn_id, "-b", broker.bootstrap, "--json").stdout)
-    assert described["transactions"][0]["state"] == "Ongoing"
-    assert described["transactions"][0]["partitions"] == [f"{topic}-0"]
-    deadline = time.monotonic() + 15
-    while True:
-        state = json.loads(_kctl("transactions", "describe", txn_id, "-b", broker.bootstrap, "--json").stdout)
-        if state["transactions"][0]["state"] == "CompleteAbort":
-            break
-        assert time.monotonic() < deadline, state
-        time.sleep(0.3)
-    assert state["transactions"][0]["producer_epoch"] == described["transactions"][0]["producer_epoch"] + 1
+    with KafkaClient(broker.bootstrap) as client:
+        before = describe_transactions(client, [txn_id])[txn_id]
+        assert (before.state, before.partitions, before.timeout_ms) == ("Ongoing", ((topic, 0),), 4000)
+        deadline = time.monotonic() + 20
+        while (after := describe_transactions(client, [txn_id])[txn_id]).state != "CompleteAbort":
+            assert time.monotonic() < deadline, after
+            time.sleep(0.2)
+    assert after.producer_epoch == before.producer_epoch + 1  # fenced, then aborted
     with pytest.raises(KafkaException):
         producer.commit_transaction(10)
     assert _consume(broker, topic, "read_committed", timeout=5) == []
     assert [v for _p, _o, v in _consume(broker, topic, "read_uncommitted", expected=1)] == [b"too-slow"]
+    shown = json.loads(_kctl("transactions", "describe", txn_id, "-b", broker.bootstrap, "--json").stdout)
+    assert shown["transactions"][0]["state"] == "CompleteAbort"
 
 
 def _call(port: int, api_key: ApiKey, version: int, body):
@@ -346,7 +348,8 @@ def test_broker_restart_in_the_middle_of_a_transaction(broker):
 
 def test_dump_log_shows_the_states_and_verify_is_clean(broker):
     """Last: the broker stops; `kctl dump-log --transaction-log-decoder` shows the coordinator's states in
-    __transaction_state and `kctl verify` finds the log dir (markers, .txnindex, snapshots) clean."""
+    __transaction_state, `kctl verify` finds the log dir (markers, .txnindex, snapshots) clean, and `kctl compact`
+    cleans the internal topics by Kafka's rules and leaves them clean."""
     assert broker.stop() == 0, broker.log()
     bad = [line for line in broker.log().splitlines() if "Traceback" in line or "internal error" in line]
     assert not bad, broker.log()
@@ -356,5 +359,12 @@ def test_dump_log_shows_the_states_and_verify_is_clean(broker):
         states |= {int(s) for s in __import__("re").findall(r'"transactionStatus":(\d)', out)}
     assert states >= {0, 1, 2, 3, 4, 5}, states  # Empty Ongoing PrepareCommit PrepareAbort CompleteCommit CompleteAbort
     assert list(broker.log_dir.glob("*/*.txnindex")), "no aborted transaction was indexed"
+    verified = _kctl("verify", str(broker.log_dir), check=False)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    # the cleaner's rules for aborted data and markers: __consumer_offsets (TxnOffsetCommits and markers) and
+    # __transaction_state compact, provably equivalent, and stay clean
+    internal = [str(p) for p in sorted(broker.log_dir.glob("__*-*"))]
+    compacted = _kctl("compact", "--include-active", "--verify", "--json", *internal, check=False)
+    assert compacted.returncode == 0, compacted.stdout[-3000:] + compacted.stderr
     verified = _kctl("verify", str(broker.log_dir), check=False)
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -85,11 +85,8 @@ async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> Any:
         error = ErrorCode.coordinator_not_available
     else:
         index = ctx.services.groups.partition_for(req.group_id)
-        if index is None:
-            error = ErrorCode.coordinator_not_available
-        else:
-            error = await coordinator.handle_add_partitions(req.transactional_id, req.producer_id,
-                                                            req.producer_epoch, [(OFFSETS_TOPIC, index)])
+        error = await coordinator.handle_add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                        [(OFFSETS_TOPIC, index)])
     return build(R, "AddOffsetsToTxnResponse", throttle_time=ZERO,
                  error_code=client_error(error, "AddOffsetsToTxn", ctx.api_version))
 
