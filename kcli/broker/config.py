@@ -85,6 +85,12 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "group.min.session.timeout.ms": (_int(0, INT32_MAX), 6000),
     "group.max.session.timeout.ms": (_int(0, INT32_MAX), 1_800_000),
     "transaction.max.timeout.ms": (_int(1, INT32_MAX), 900_000),
+    # the transaction coordinator (KIP-98): __transaction_state and its timers, Kafka's defaults
+    "transaction.state.log.num.partitions": (_int(1, INT32_MAX), 50),
+    "transaction.state.log.segment.bytes": (_int(1, INT32_MAX), 100 * 1024 * 1024),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_int(1, INT32_MAX), 10_000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (_int(1, INT32_MAX), 3_600_000),
+    "transactional.id.expiration.ms": (_int(1, INT32_MAX), 604_800_000),
     "default.replication.factor": (_int(1, INT32_MAX), 1),
     "min.insync.replicas": (_int(1, INT32_MAX), 1),
     "log.cleaner.enable": (_bool, True),
@@ -126,6 +132,7 @@ IGNORED = frozenset({
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
     "zookeeper.connection.timeout.ms", "listener.security.protocol.map", "num.replica.fetchers",
+    "transaction.state.log.load.buffer.size",
 })
 
 

@@ -39,7 +39,8 @@ from kcli.records.consumer_offsets import (
     encode_offset_commit_tombstone,
     partition_for_group,
 )
-from kcli.storage.offsets_topic import iter_offsets_topic
+from kcli.records.control import ControlRecordType
+from kcli.storage.offsets_topic import OffsetsTopicEntry, replay_offsets_topic
 from kcli.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
@@ -210,6 +211,9 @@ class CommittedOffset:
     leader_epoch: int
     metadata: str
     commit_timestamp: int
+    # the base offset of the batch that stored it in __consumer_offsets: a transactional commit settled by its
+    # COMMIT marker replaces only an older one (Kafka's CommitRecordMetadataAndOffset.olderThan)
+    batch_offset: int = -1
 
 
 class GroupCoordinator:
@@ -227,6 +231,9 @@ class GroupCoordinator:
         # each is replayed when it becomes leader (Kafka's onElection) and forgotten when it stops.
         self.clustered = False
         self.loading_partitions: set[int] = set()
+        # TxnOffsetCommits waiting for their transaction's marker: group -> producer id -> partition -> offset
+        # (Kafka's GroupMetadata.pendingTransactionalOffsetCommits); invisible to OffsetFetch until COMMIT.
+        self.pending_txn_offsets: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
 
     # -- which groups are coordinated here -----------------------------------------------------------
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
@@ -271,9 +278,10 @@ class GroupCoordinator:
                 for member in list(group.members.values()):
                     self._fail_waiters(member, ErrorCode.not_coordinator)
             self.offsets.pop(group_id, None)
+            self.pending_txn_offsets.pop(group_id, None)
         log.info("resigned as coordinator of %s-%d", OFFSETS_TOPIC, index)
 
-    def load_partition(self, index: int) -> list[tuple[Any, Any]]:
+    def load_partition(self, index: int) -> list[OffsetsTopicEntry]:
         """Read one __consumer_offsets partition (in a worker thread); `finish_loading` applies it."""
         managed = self.log_manager.partition(OFFSETS_TOPIC, index)
         if managed is None:
@@ -282,15 +290,47 @@ class GroupCoordinator:
         def undecodable(offset: int, exc: KcliError) -> None:
             log.warning("skipping undecodable %s-%d record at offset %d: %s", OFFSETS_TOPIC, index, offset, exc)
 
-        return [(key, value) for _offset, key, value in iter_offsets_topic(managed.directory, undecodable)]
+        return list(replay_offsets_topic(managed.directory, undecodable))
 
-    def finish_loading(self, index: int, records: list[tuple[Any, Any]]) -> None:
+    def finish_loading(self, index: int, records: list[OffsetsTopicEntry]) -> None:
         if index not in self.loading_partitions:
             return  # resigned meanwhile
-        for key, value in records:
-            self._apply(key, value)
+        self._replay(records)
         self.loading_partitions.discard(index)
         log.info("coordinator of %s-%d: loaded %d records", OFFSETS_TOPIC, index, len(records))
+
+    def _replay(self, entries: Any) -> int:
+        """Kafka's doLoadGroupsAndOffsets: transactional offset commits wait for their producer's marker (a
+        COMMIT applies those newer than what is loaded, an ABORT drops them); those still open at the log end
+        stay pending. Returns the number of records."""
+        pending: dict[int, dict[tuple[str, str, int], CommittedOffset | None]] = {}
+        count = 0
+        for entry in entries:
+            count += 1
+            if entry.marker is not None:
+                settled = pending.pop(entry.producer_id, {})
+                if entry.marker is ControlRecordType.COMMIT:
+                    for (group, topic, partition), value in settled.items():
+                        committed = self.offsets.setdefault(group, {})
+                        if value is None:
+                            committed.pop((topic, partition), None)
+                        else:
+                            current = committed.get((topic, partition))
+                            if current is None or current.batch_offset < value.batch_offset:
+                                committed[(topic, partition)] = value
+                continue
+            key, value = entry.key, entry.value
+            if entry.producer_id >= 0 and isinstance(key, OffsetCommitKey):
+                pending.setdefault(entry.producer_id, {})[(key.group, key.topic, key.partition)] = (
+                    None if value is None else CommittedOffset(value.offset, value.leader_epoch, value.metadata,
+                                                               value.commit_timestamp, entry.batch_offset))
+                continue
+            self._apply(key, value, entry.batch_offset)
+        for producer_id, settled in pending.items():
+            for (group, topic, partition), value in settled.items():
+                if value is not None:
+                    self.pending_txn_offsets.setdefault(group, {}).setdefault(producer_id, {})[(topic, partition)] = value
+        return count
 
     # -- startup: reload from __consumer_offsets ---------------------------------------------------
     def load(self) -> None:
@@ -303,12 +343,10 @@ class GroupCoordinator:
             log.warning("skipping undecodable %s record at offset %d: %s", OFFSETS_TOPIC, offset, exc)
 
         for partition in topic.partitions:
-            for _offset, key, value in iter_offsets_topic(partition.directory, undecodable):
-                self._apply(key, value)
-                loaded += 1
+            loaded += self._replay(replay_offsets_topic(partition.directory, undecodable))
         log.info("loaded %d records of %s: %d groups", loaded, OFFSETS_TOPIC, len(self.groups))
 
-    def _apply(self, key: Any, value: Any) -> None:
+    def _apply(self, key: Any, value: Any, batch_offset: int = -1) -> None:
         if isinstance(key, OffsetCommitKey):
             committed = self.offsets.setdefault(key.group, {})
             if value is None:
@@ -316,7 +354,8 @@ class GroupCoordinator:
             else:
                 assert isinstance(value, OffsetCommitValue)
                 committed[(key.topic, key.partition)] = CommittedOffset(value.offset, value.leader_epoch,
-                                                                        value.metadata, value.commit_timestamp)
+                                                                        value.metadata, value.commit_timestamp,
+                                                                        batch_offset)
         elif isinstance(key, GroupMetadataKey):
             if value is None:
                 self.groups.pop(key.group, None)
@@ -344,19 +383,31 @@ class GroupCoordinator:
         if result.error:
             raise KcliError(f"cannot write to {OFFSETS_TOPIC}-{index}: error {result.error} {result.message or ''}")
 
-    async def _write_and_wait(self, group_id: str, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+    async def _write_and_wait(self, group_id: str, pairs: list[tuple[bytes, bytes | None]], *,
+                              producer_id: int = -1, producer_epoch: int = -1) -> tuple[ErrorCode, int]:
         """An offset commit is answered only once the ISR has it (Kafka's storeOffsets: acks=-1 and
         offsets.commit.timeout.ms), so a commit acknowledged before a coordinator failover is never lost. The
-        append's error becomes what a committing client can act on, by Kafka's table."""
+        append's error becomes what a committing client can act on, by Kafka's table. A TxnOffsetCommit is a
+        transactional batch of its producer (the partition checks its epoch). Returns (error, base offset)."""
         partitions = self._offsets_partitions()
         index = partition_for_group(group_id, partitions)
         now = int(time.time() * 1000)
         records = [Record(i, now, key, value) for i, (key, value) in enumerate(pairs)]
         tp = (OFFSETS_TOPIC, index)
+        batch = build_record_batch(records) if producer_id < 0 else build_record_batch(
+            records, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0, is_transactional=True)
         result = (await self.replicas.append_and_wait(
-            -1, self.config["offsets.commit.timeout.ms"], {tp: build_record_batch(records)},
-            origin=AppendOrigin.COORDINATOR))[tp]
-        return _STORE_ERRORS.get(ErrorCode(result.error), ErrorCode(result.error))
+            -1, self.config["offsets.commit.timeout.ms"], {tp: batch}, origin=AppendOrigin.COORDINATOR))[tp]
+        return _STORE_ERRORS.get(ErrorCode(result.error), ErrorCode(result.error)), result.base_offset
+
+    def partition_for(self, group_id: str) -> int:
+        """The group's __consumer_offsets partition (AddOffsetsToTxn), creating the topic on one broker as an
+        offset commit would; in a cluster before it exists, by offsets.topic.num.partitions (Kafka's
+        GroupMetadataManager.partitionFor)."""
+        try:
+            return partition_for_group(group_id, self._offsets_partitions())
+        except KcliError:
+            return partition_for_group(group_id, self.config["offsets.topic.num.partitions"])
 
     def _offsets_partitions(self) -> int:
         count = self.admin.metadata.partition_count(OFFSETS_TOPIC)
@@ -815,9 +866,10 @@ class GroupCoordinator:
         pairs = [encode_offset_commit(group_id, topic, partition, offset, leader_epoch=leader_epoch,
                                       metadata=metadata or "", commit_timestamp=now)
                  for topic, partition, offset, leader_epoch, metadata in offsets]
+        base_offset = -1
         if pairs:
             try:
-                error = await self._write_and_wait(group_id, pairs)
+                error, base_offset = await self._write_and_wait(group_id, pairs)
             except KcliError as exc:
                 log.warning("cannot store offsets of group %s: %s", group_id, exc)
                 return ErrorCode.coordinator_not_available
@@ -826,8 +878,70 @@ class GroupCoordinator:
         # the cache moves only once the commit is stored (Kafka's pendingOffsetCommits)
         committed = self.offsets.setdefault(group_id, {})
         for topic, partition, offset, leader_epoch, metadata in offsets:
-            committed[(topic, partition)] = CommittedOffset(offset, leader_epoch, metadata or "", now)
+            committed[(topic, partition)] = CommittedOffset(offset, leader_epoch, metadata or "", now, base_offset)
         return ErrorCode.none
+
+    async def commit_transactional(self, group_id: str, producer_id: int, producer_epoch: int,
+                                   offsets: list[tuple[str, int, int, int, str | None]], *, member_id: str = "",
+                                   group_instance_id: str | None = None, generation: int = -1) -> ErrorCode:
+        """TxnOffsetCommit (KIP-98; member checks of KIP-447): the offsets are written as a transactional batch
+        of the producer and stay pending until its transaction's marker reaches this partition
+        (``on_transaction_completed``). Kafka's doTxnCommitOffsets."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        if group.state is DEAD:
+            return ErrorCode.coordinator_not_available
+        if group_instance_id is not None and group.static_members.get(group_instance_id, member_id) != member_id:
+            return ErrorCode.fenced_instance_id
+        if member_id and member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if generation >= 0 and generation != group.generation:
+            return ErrorCode.illegal_generation
+        now = int(time.time() * 1000)
+        pairs = [encode_offset_commit(group_id, topic, partition, offset, leader_epoch=leader_epoch,
+                                      metadata=metadata or "", commit_timestamp=now)
+                 for topic, partition, offset, leader_epoch, metadata in offsets]
+        if not pairs:
+            return ErrorCode.none
+        try:
+            error, base_offset = await self._write_and_wait(group_id, pairs, producer_id=producer_id,
+                                                            producer_epoch=producer_epoch)
+        except KcliError as exc:
+            log.warning("cannot store the transactional offsets of group %s: %s", group_id, exc)
+            return ErrorCode.coordinator_not_available
+        if error != ErrorCode.none:
+            return error
+        pending = self.pending_txn_offsets.setdefault(group_id, {}).setdefault(producer_id, {})
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            pending[(topic, partition)] = CommittedOffset(offset, leader_epoch, metadata or "", now, base_offset)
+        return ErrorCode.none
+
+    def on_transaction_completed(self, producer_id: int, offsets_partitions: set[int], commit: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` reached these __consumer_offsets partitions: its pending
+        offsets of the groups there become committed (when newer than what the group has) or are dropped
+        (Kafka's GroupMetadataManager.handleTxnCompletion)."""
+        count = self.admin.metadata.partition_count(OFFSETS_TOPIC)
+        if not count:
+            return
+        for group_id, by_producer in list(self.pending_txn_offsets.items()):
+            if partition_for_group(group_id, count) not in offsets_partitions:
+                continue
+            settled = by_producer.pop(producer_id, None)
+            if not by_producer:
+                del self.pending_txn_offsets[group_id]
+            if settled is None or not commit:
+                continue
+            committed = self.offsets.setdefault(group_id, {})
+            for tp, value in settled.items():
+                current = committed.get(tp)
+                if current is None or current.batch_offset < value.batch_offset:
+                    committed[tp] = value
+
+    def has_pending_offsets(self, group_id: str, topic: str, partition: int) -> bool:
+        """A transaction's offsets for the partition await their marker: OffsetFetch with require_stable
+        answers UNSTABLE_OFFSET_COMMIT (KIP-447)."""
+        return any((topic, partition) in by for by in self.pending_txn_offsets.get(group_id, {}).values())
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> dict[str, dict[int, CommittedOffset | None]]:
         committed = self.offsets.get(group_id, {})

@@ -22,6 +22,7 @@ from kcli.broker.handlers import (
     reassignments,
     security,
     topics,
+    transactions,
 )
 from kcli.broker.handlers.common import RequestContext
 from kcli.protocol import ApiKey
@@ -47,6 +48,11 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DELETE_RECORDS: topics.delete_records,
     ApiKey.INIT_PRODUCER_ID: producers.init_producer_id,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: leader_epochs.offset_for_leader_epoch,
+    ApiKey.ADD_PARTITIONS_TO_TXN: transactions.add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: transactions.add_offsets_to_txn,
+    ApiKey.END_TXN: transactions.end_txn,
+    ApiKey.WRITE_TXN_MARKERS: transactions.write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: transactions.txn_offset_commit,
     ApiKey.DESCRIBE_ACLS: security.describe_acls,
     ApiKey.CREATE_ACLS: security.create_acls,
     ApiKey.DELETE_ACLS: security.delete_acls,
@@ -61,6 +67,9 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.alter_user_scram_credentials,
     ApiKey.DESCRIBE_CLUSTER: metadata.describe_cluster,
+    ApiKey.DESCRIBE_PRODUCERS: transactions.describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: transactions.describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: transactions.list_transactions,
     # the controller's requests (served, not advertised: kcli.protocol.api.INTER_BROKER_APIS)
     ApiKey.LEADER_AND_ISR: inter_broker.leader_and_isr,
     ApiKey.STOP_REPLICA: inter_broker.stop_replica,

@@ -135,9 +135,10 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """The first offset of the oldest open transaction, else the high watermark (KIP-98)."""
-        first_unstable = self.log.producer_state.first_unstable_offset()
+        """The first offset of the oldest transaction still open, or completed by a marker the high watermark has
+        not passed, if below the high watermark; else the high watermark (KIP-98, Kafka's UnifiedLog)."""
         hw = self.high_watermark
+        first_unstable = self.log.producer_state.first_unstable_offset(hw)
         return hw if first_unstable is None else min(first_unstable, hw)
 
     def initialize_high_watermark(self, checkpointed: int | None) -> None:

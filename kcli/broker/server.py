@@ -28,6 +28,8 @@ from kcli.broker.replica_selector import create_replica_selector
 from kcli.broker.services import BrokerServices, ProducerIdManager
 from kcli.broker.socket_server import SocketServer
 from kcli.broker.topic_admin import TopicAdmin
+from kcli.broker.transaction_coordinator import TransactionCoordinator
+from kcli.broker.transaction_markers import TransactionMarkerChannelManager, write_txn_markers
 from kcli.storage.log import LogConfig
 
 log = logging.getLogger("kcli.broker")
@@ -63,6 +65,15 @@ class KafkaServer:
         self.services = BrokerServices(config, self.broker_id, self.advertised, self.log_manager,
                                        self.replica_manager, self.metadata, self.admin, self.groups,
                                        self.producer_ids)
+        self.transactions = TransactionCoordinator(config, self.replica_manager, self.admin, self.log_manager,
+                                                   self.producer_ids)
+        self.transactions.markers = TransactionMarkerChannelManager(
+            self.transactions, local_broker_id=self.broker_id, leader_of=self._leader_of,
+            endpoint=self.services.endpoint,
+            write_local=lambda markers: write_txn_markers(self.replica_manager, self.groups, markers,
+                                                          config["request.timeout.ms"]),
+            request_timeout_ms=config["request.timeout.ms"])
+        self.services.transactions = self.transactions
         self.socket_server = SocketServer(KafkaApis(self.services),
                                           max_frame_bytes=config["socket.request.max.bytes"])
         self._stopping = asyncio.Event()
@@ -101,11 +112,14 @@ class KafkaServer:
         self.admin.load()
         self.producer_ids.next_producer_id = 1 + max(
             (pid for p in self.replica_manager.partitions.values() for pid in p.log.producers), default=-1)
+        if self.zk is None:  # standalone: every __transaction_state partition is led here; loaded below
+            self.transactions.begin_standalone_load()
         await self.socket_server.start([(l.host, l.port) for l in self.config.listeners])
         loop = asyncio.get_running_loop()
         if self.zk is not None:
             self._start_replication(loop)
         self._background.append(loop.create_task(self._load_groups()))
+        self._background.append(loop.create_task(self._load_transactions()))
         self._background.append(loop.create_task(self._housekeep()))
         log.info("kctl broker %d serving %s (cluster %s, %d topics) in %.2fs", self.broker_id,
                  ", ".join(f"{h}:{p}" for h, p in self.bound), self.log_manager.cluster_id,
@@ -129,6 +143,7 @@ class KafkaServer:
         # controller the election named, so that an early CreateTopics finds the controller.
         self.metadata.controller_id = self.zk.controller_id if self.zk.controller_id is not None else -1
         self.groups.clustered = True
+        self.transactions.clustered = True
         self.replica_manager.on_leadership_change = self._leadership_changed
 
     def _leadership_changed(self, leaders: list[Any], followers: list[Any]) -> None:
@@ -144,6 +159,22 @@ class KafkaServer:
                     records = []
                 self.groups.finish_loading(index, records)
             self._background.append(loop.create_task(load()))
+        for index in self.transactions.on_leadership_change(leaders, followers):
+            epoch = self.transactions.loading[index]
+
+            async def load_txns(index: int = index, epoch: int = epoch) -> None:
+                try:
+                    values = await asyncio.to_thread(self.transactions.load_partition, index)
+                except Exception:
+                    log.exception("loading __transaction_state-%d failed", index)
+                    values = {}
+                self.transactions.finish_loading(index, epoch, values)
+            self._background.append(loop.create_task(load_txns()))
+
+    def _leader_of(self, topic: str, index: int) -> int | None:
+        """The partition's leader for the transaction markers: -1 without one, None when it is gone."""
+        state = self.metadata.partition_state(topic, index)
+        return None if state is None else state.leader
 
     def _start_replication(self, loop: asyncio.AbstractEventLoop) -> None:
         """Replica fetchers, the ISR manager, the ISR expiration task, and this broker's controller
@@ -203,6 +234,22 @@ class KafkaServer:
         finally:
             self.groups.loading = False
         self.groups.start()
+
+    async def _load_transactions(self) -> None:
+        """Standalone: replay __transaction_state (COORDINATOR_LOAD_IN_PROGRESS meanwhile); producer ids handed
+        out afterwards are above every id it holds. In a cluster partitions load as they are led here."""
+        try:
+            if not self.transactions.clustered:
+                loaded = await asyncio.to_thread(self.transactions.load_all)
+                for index, (epoch, values) in loaded.items():
+                    self.transactions.finish_loading(index, epoch, values)
+                    self.producer_ids.next_producer_id = max(
+                        [self.producer_ids.next_producer_id, *(v.producer_id + 1 for v in values.values())])
+        except Exception:
+            log.exception("loading __transaction_state failed")
+        finally:
+            self.transactions.loaded.set()
+        self.transactions.start()
 
     async def run(self) -> None:
         """Start, serve until SIGTERM/SIGINT, then shut down cleanly. The handlers come first: the port opens
@@ -290,6 +337,7 @@ class KafkaServer:
         if self.isr_manager is not None:
             await self.isr_manager.stop()
         self.groups.stop()
+        self.transactions.stop()
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)

@@ -57,6 +57,7 @@ class BrokerServices:
     listener_name: str = "PLAINTEXT"  # the listener whose endpoints clients and replicas use
     controller: object | None = None  # ZooKeeper mode: kcli.broker.controller's runner (is_active)
     leader_endpoints: dict[int, tuple[str, int]] = field(default_factory=dict)  # from LeaderAndIsr
+    transactions: Any = None  # kcli.broker.transaction_coordinator.TransactionCoordinator
     _metadata_event: asyncio.Event | None = None
 
     @property

@@ -47,6 +47,7 @@ PREFERRED: dict[ApiKey, int] = {
     ApiKey.DESCRIBE_GROUPS: 4,
     ApiKey.LIST_GROUPS: 3,
     ApiKey.DELETE_GROUPS: 1,
+    ApiKey.WRITE_TXN_MARKERS: 1,  # kio starts at v1
 }
 
 _SIZE = struct.Struct(">i")

@@ -43,6 +43,11 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -57,6 +62,9 @@ class ApiKey(IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,11 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.DELETE_TOPICS:     SupportedApi(1, 6, 4),
     ApiKey.INIT_PRODUCER_ID:  SupportedApi(0, 4, 2),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: SupportedApi(0, 4, 4),  # KIP-101, KIP-320 (consumers validate positions)
+    ApiKey.ADD_PARTITIONS_TO_TXN: SupportedApi(0, 4, 3),  # v4+: brokers' batched, verify-only form (KIP-890)
+    ApiKey.ADD_OFFSETS_TO_TXN: SupportedApi(0, 3, 3),
+    ApiKey.END_TXN:           SupportedApi(0, 3, 3),
+    ApiKey.WRITE_TXN_MARKERS: SupportedApi(1, 1, 1),  # Kafka 3.7 has v0 too; kio starts at v1
+    ApiKey.TXN_OFFSET_COMMIT: SupportedApi(0, 3, 3),
     ApiKey.DESCRIBE_CONFIGS:  SupportedApi(1, 4, 4),
     ApiKey.CREATE_PARTITIONS: SupportedApi(0, 3, 2),
     ApiKey.DELETE_GROUPS:     SupportedApi(0, 2, 2),
@@ -120,6 +133,9 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: SupportedApi(0, 0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: SupportedApi(0, 0, 0),
     ApiKey.DESCRIBE_CLUSTER:  SupportedApi(0, 1, 0),
+    ApiKey.DESCRIBE_PRODUCERS: SupportedApi(0, 0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: SupportedApi(0, 0, 0),
+    ApiKey.LIST_TRANSACTIONS: SupportedApi(0, 0, 0),
 })
 
 # The inter-broker APIs, at the versions of the IBP 2.8-IV1 profile (kafka-cluster.md §5.1) that

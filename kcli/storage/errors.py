@@ -21,6 +21,7 @@ __all__ = [
     "InvalidTxnStateError",
     "OutOfOrderSequenceError",
     "RecordTooLargeError",
+    "TransactionCoordinatorFencedError",
     "error_code_of",
 ]
 
@@ -67,6 +68,13 @@ class InvalidTxnStateError(AppendError):
     """A non-transactional batch from a producer with an open transaction (InvalidTxnStateException)."""
 
     error_code = "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(AppendError):
+    """A transaction marker from a coordinator epoch older than the partition's last marker of that producer
+    (TransactionCoordinatorFencedException): a coordinator that lost its __transaction_state partition."""
+
+    error_code = "TRANSACTION_COORDINATOR_FENCED"
 
 
 @dataclass(frozen=True, slots=True)

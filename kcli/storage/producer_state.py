@@ -26,6 +26,7 @@ from kcli.storage.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
 from kcli.storage.index import AbortedTxn
 from kcli.storage.snapshot import NO_OFFSET, ProducerStateEntry, decrement_sequence
@@ -226,8 +227,13 @@ class ProducerAppendInfo:
             self.updated.current_txn_first_offset = first_offset
 
     def append_end_txn_marker(self, epoch: int, coordinator_epoch: int, offset: int, timestamp: int) -> None:
-        """Kafka `appendEndTxnMarker` (the epoch check; the marker closes the open transaction)."""
+        """Kafka `appendEndTxnMarker`: the producer epoch and coordinator epoch checks; the marker closes the
+        open transaction."""
         self.check_producer_epoch(epoch, offset)
+        if self.updated.coordinator_epoch > coordinator_epoch and self.origin is not AppendOrigin.REPLICATION:
+            raise TransactionCoordinatorFencedError(
+                f"Invalid coordinator epoch for producer {self.producer_id} at offset {offset} in partition "
+                f"{self.topic_partition}: {coordinator_epoch} (zombie), {self.updated.coordinator_epoch} (current)")
         self.updated.maybe_update_epoch(epoch)
         self.updated.coordinator_epoch = coordinator_epoch
         self.updated.current_txn_first_offset = NO_OFFSET
@@ -244,6 +250,9 @@ class ProducerStateManager:
 
     def __init__(self, entries: Iterable[ProducerStateEntry | ProducerEntry] = ()) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        # Completed transactions whose marker the high watermark has not passed yet, (first offset, marker
+        # offset): they stay unstable until it does (Kafka's unreplicatedTxns).
+        self.unreplicated: list[tuple[int, int]] = []
         for e in entries:
             self.producers[e.producer_id] = e.copy() if isinstance(e, ProducerEntry) else ProducerEntry.from_snapshot(e)
 
@@ -262,12 +271,17 @@ class ProducerStateManager:
         """First offsets of the open transactions (what the last stable offset is computed from)."""
         return sorted(e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0)
 
-    def first_unstable_offset(self) -> int | None:
-        txns = self.open_transactions()
-        return txns[0] if txns else None
+    def first_unstable_offset(self, high_watermark: int | None = None) -> int | None:
+        """Kafka's firstUnstableOffset: the first offset of the oldest open transaction or of a completed one
+        whose marker is not below ``high_watermark`` yet (those below it are forgotten here)."""
+        if high_watermark is not None and self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t[1] >= high_watermark]
+        firsts = self.open_transactions() + [first for first, _ in self.unreplicated]
+        return min(firsts) if firsts else None
 
     def truncate(self) -> None:
         self.producers.clear()
+        self.unreplicated.clear()
 
     def update(self, batch: Any, control: tuple[ControlRecordType, int] | None = None) -> AbortedTxn | None:
         """Apply one batch already in the log (no checks). For a control batch, the marker's type and
@@ -297,6 +311,8 @@ class ProducerStateManager:
         if kind is ControlRecordType.ABORT and entry.current_txn_first_offset >= 0:
             aborted = AbortedTxn(pid, entry.current_txn_first_offset, batch.base_offset,
                                  self._last_stable_offset(pid, batch.base_offset))
+        if entry.current_txn_first_offset >= 0 and kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            self.unreplicated.append((entry.current_txn_first_offset, batch.base_offset))
         entry.maybe_update_epoch(batch.producer_epoch)
         entry.coordinator_epoch = coordinator_epoch
         entry.current_txn_first_offset = NO_OFFSET

@@ -177,7 +177,8 @@ class _Validator:
         record_count = 0
         for index, batch in enumerate(batches):
             if self.client:
-                self._check_client_batch(batch)
+                if self.origin is AppendOrigin.CLIENT:  # the coordinators write control batches (LogValidator)
+                    self._check_client_batch(batch)
                 self._check_records(batch, index)
                 base = next_offset
                 stamp_offsets(buf, batch.position, base, self.leader_epoch)
@@ -312,7 +313,7 @@ class _Validator:
                     update.append_end_txn_marker(info.producer_epoch, info.control[1], info.base_offset,
                                                  info.max_timestamp)
                 continue
-            if self.client:
+            if self.origin is AppendOrigin.CLIENT:
                 # "there will be up to 5 batches which could have been duplicated" (UnifiedLog)
                 duplicate = update.find_duplicate(info.producer_epoch, info.base_sequence, info.last_sequence)
                 if duplicate is not None:

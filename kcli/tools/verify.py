@@ -102,6 +102,9 @@ class _TxnState:
 
     open_first_offset: dict[int, int] = field(default_factory=dict)
     expected_aborts: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)  # txnindex path -> entries
+    # every ABORT marker per txnindex path, (producer, offset): after compaction removed an aborted transaction's
+    # data its marker and entry stay (Kafka's CleanedTransactionMetadata keeps both for a pass)
+    abort_markers: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
 
 
 class _Verifier:
@@ -341,6 +344,8 @@ class _Verifier:
             self.problem(segment.log_path, exc.reason, "bad_control_record", position=batch.position, base_offset=batch.base_offset)
             return
         first = txn.open_first_offset.pop(pid, None)
+        if kind is ControlRecordType.ABORT:
+            txn.abort_markers.setdefault(str(segment.txn_index_path), set()).add((pid, batch.base_offset))
         if kind is ControlRecordType.ABORT and first is not None:
             txn.expected_aborts.setdefault(str(segment.txn_index_path), []).append((pid, first, batch.base_offset))
 
@@ -369,6 +374,7 @@ class _Verifier:
     def verify_txn_index(self, segment: LogSegment, txn: _TxnState) -> None:
         path = segment.txn_index_path
         expected = txn.expected_aborts.pop(str(path), [])
+        markers = txn.abort_markers.pop(str(path), set())
         entries = []
         if path.exists():
             try:
@@ -410,7 +416,7 @@ class _Verifier:
                              f"transaction starts at {first}", "txn_index_mismatch", position=got[0] * 34,
                              base_offset=marker)
         for (pid, last), (slot, _e) in have.items():
-            if (pid, last) not in expected_keys:
+            if (pid, last) not in expected_keys and (pid, last) not in markers:
                 self.problem(path, f"entry {slot}: no ABORT marker of producer {pid} at offset {last} in the segment",
                              "txn_index_without_marker", position=slot * 34, base_offset=last)
 

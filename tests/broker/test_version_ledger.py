@@ -81,7 +81,43 @@ def _workload(bootstrap: str) -> None:
     assert moved[KafkaTopicPartition(topic, 1)].__name__ == "NoReassignmentInProgressError"
     assert ka.list_partition_reassignments() == {}
     ka.close()
+    _transaction_workload(bootstrap, topic)
     old_kafka_python_workload(bootstrap, topic)
+
+
+def _transaction_workload(bootstrap: str, topic: str) -> None:
+    """KIP-98 and KIP-664: transactional producers of both clients (with offsets in the transaction), then
+    kafka-python's transaction admin: list, describe, the producers of a partition, and an abort marker."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as CkTopicPartition
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin._transactions import AbortTransactionSpec
+    from kafka.structs import TopicPartition as KafkaTopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ledger-txn", "enable.auto.commit": False})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ledger-ck-txn"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"txn", partition=0)
+    producer.send_offsets_to_transaction([CkTopicPartition(topic, 0, 1)], consumer.consumer_group_metadata(), 30)
+    producer.commit_transaction(30)
+    consumer.close()
+    kp = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="ledger-kp-txn")
+    kp.init_transactions()
+    kp.begin_transaction()
+    kp.send(topic, b"kp-txn", partition=0)
+    kp.commit_transaction()
+    kp.close()
+    ka = KafkaAdminClient(bootstrap_servers=bootstrap)
+    listed = {t.transactional_id for txns in ka.list_transactions().values() for t in txns}
+    assert {"ledger-ck-txn", "ledger-kp-txn"} <= listed
+    assert ka.describe_transactions(["ledger-ck-txn"])["ledger-ck-txn"].state.value == "CompleteCommit"
+    tp = KafkaTopicPartition(topic, 0)
+    producers = ka.describe_producers([tp])[tp].active_producers
+    last = max(producers, key=lambda p: p.producer_id)
+    ka.abort_transaction(AbortTransactionSpec(tp, last.producer_id, last.producer_epoch, last.coordinator_epoch))
+    ka.close()
 
 
 def _admin_workload(admin, topic: str) -> None:

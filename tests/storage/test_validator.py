@@ -191,8 +191,8 @@ def test_log_append_time_batches_from_clients_are_refused_for_log_append_time_to
 
 # -- producers ---------------------------------------------------------------------------------------
 
-def produce(log, raw):
-    result = validate(raw, leo=log.log_end_offset, state=log.producer_state)
+def produce(log, raw, origin=AppendOrigin.CLIENT):
+    result = validate(raw, leo=log.log_end_offset, state=log.producer_state, origin=origin)
     return log.append_validated(result), result
 
 
@@ -291,3 +291,36 @@ def test_keyless_legacy_message_to_a_compacted_topic():
     raw = build_legacy_messages([Record(0, NOW, None, b"v")], magic=1)
     with pytest.raises(InvalidRecordError, match="Compacted topic cannot accept message without key"):
         validate(raw, LogConfig(cleanup_policy="compact"))
+
+
+# -- coordinator appends: markers and transactional offset commits (KIP-98) -----------------------------------
+def marker(kind: ControlRecordType, *, pid: int, epoch: int, coordinator_epoch: int) -> bytes:
+    return build_record_batch([Record(0, NOW, control_key(kind), end_txn_marker_value(coordinator_epoch))],
+                              producer_id=pid, producer_epoch=epoch, is_transactional=True, is_control=True)
+
+
+def test_coordinator_markers_close_transactions_and_stale_coordinators_are_fenced(tmp_path):
+    """A coordinator writes markers (LogValidator checks control batches only for clients); the marker of a
+    coordinator epoch older than the producer's last is TRANSACTION_COORDINATOR_FENCED; an ABORT indexes the
+    aborted transaction and the LSO waits for the high watermark to pass the marker (unreplicated txns)."""
+    from kcli.storage.errors import TransactionCoordinatorFencedError
+
+    log = PartitionLog(tmp_path / "t-0")
+    coordinator = AppendOrigin.COORDINATOR
+    produce(log, batch(2, pid=7, epoch=0, seq=0, is_transactional=True))
+    assert log.producer_state.first_unstable_offset() == 0
+    produce(log, marker(ControlRecordType.ABORT, pid=7, epoch=0, coordinator_epoch=3), origin=coordinator)
+    assert log.producers[7].coordinator_epoch == 3 and log.producers[7].current_txn_first_offset == -1
+    assert log.producer_state.first_unstable_offset(high_watermark=2) == 0  # the marker is not replicated yet
+    assert log.producer_state.first_unstable_offset(high_watermark=3) is None
+    assert log.reader().aborted_transactions(0, 3)[0].first_offset == 0
+    with pytest.raises(TransactionCoordinatorFencedError) as fenced:
+        produce(log, marker(ControlRecordType.COMMIT, pid=7, epoch=0, coordinator_epoch=2), origin=coordinator)
+    assert fenced.value.error_code == "TRANSACTION_COORDINATOR_FENCED"
+    with pytest.raises(InvalidRecordError, match="Clients are not allowed to write control records"):
+        produce(log, marker(ControlRecordType.COMMIT, pid=7, epoch=0, coordinator_epoch=3))
+    # TxnOffsetCommit batches all start at sequence 0: never "duplicates" of each other for a coordinator
+    first, _ = produce(log, batch(1, pid=8, epoch=0, seq=0, is_transactional=True), origin=coordinator)
+    second, _ = produce(log, batch(1, pid=8, epoch=0, seq=0, is_transactional=True), origin=coordinator)
+    assert second.first_offset == first.first_offset + 1 and not second.duplicate
+    log.close()

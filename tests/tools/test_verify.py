@@ -215,3 +215,24 @@ def test_a_running_brokers_log_dir(tmp_path):
     assert report.bytes < on_disk + 64 * 1024, (report.bytes, on_disk)
     for log in logs:
         log.close()
+
+
+def test_txn_index_entry_of_an_aborted_transaction_whose_data_was_compacted_away(tmp_path):
+    """Kafka's cleaner removes an aborted transaction's batches and keeps its ABORT marker and .txnindex entry
+    for a pass (CleanedTransactionMetadata): an entry with its marker but no data is not an error; an entry
+    without a marker still is."""
+    from kcli.records import Record
+    from kcli.records.control import ControlRecordType
+    from kcli.storage.index import AbortedTxn, TransactionIndex
+    from kcli.storage.log import PartitionLog
+
+    log = PartitionLog(tmp_path / "__consumer_offsets-0")
+    log.append([Record(0, 1, b"k", b"v")])
+    log.append_marker(ControlRecordType.ABORT, producer_id=7, producer_epoch=0, timestamp=2)  # offset 1
+    log.close()
+    with TransactionIndex(tmp_path / "__consumer_offsets-0" / "00000000000000000000.txnindex", 0) as index:
+        index.append(AbortedTxn(7, 0, 1, 2))  # the transaction's data at offset 0 is gone, its marker stays
+    assert verify([str(tmp_path / "__consumer_offsets-0")]).errors == []
+    with TransactionIndex(tmp_path / "__consumer_offsets-0" / "00000000000000000000.txnindex", 0) as index:
+        index.append(AbortedTxn(8, 0, 5, 6))
+    assert _codes(verify([str(tmp_path / "__consumer_offsets-0")]), Severity.ERROR) == ["txn_index_without_marker"]

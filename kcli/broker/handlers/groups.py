@@ -12,6 +12,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.group_coordinator import OFFSETS_TOPIC
+from kcli.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC
 from kcli.records.consumer_offsets import partition_for_group
 from kcli.broker.errors import error_code_for
 from kcli.broker.handlers.common import (
@@ -59,6 +60,23 @@ def _coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, int, str, in
     return ErrorCode.none, state.leader, endpoint[0], endpoint[1]
 
 
+def _transaction_coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, int, str, int]:
+    """(error, node id, host, port) of a transactional id's coordinator: ``__transaction_state`` is created on
+    first use (COORDINATOR_NOT_AVAILABLE until it has leaders in a cluster)."""
+    services = ctx.services
+    coordinator = services.transactions
+    if coordinator is None or coordinator.ensure_topic() is not None:
+        return ErrorCode.coordinator_not_available, -1, "", -1
+    if not services.clustered:
+        host, port = services.advertised
+        return ErrorCode.none, services.broker_id, host, port
+    state = services.metadata.partition_state(TRANSACTION_STATE_TOPIC, coordinator.partition_for(key))
+    endpoint = services.endpoint(state.leader) if state is not None and state.leader >= 0 else None
+    if endpoint is None:
+        return ErrorCode.coordinator_not_available, -1, "", -1
+    return ErrorCode.none, state.leader, endpoint[0], endpoint[1]
+
+
 async def find_coordinator(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     key_type = getattr(req, "key_type", 0)
@@ -67,8 +85,8 @@ async def find_coordinator(ctx: RequestContext, req: Any) -> Any:
     for key in keys:
         if key_type not in (0, 1):
             found.append((key, ErrorCode.invalid_request, -1, "", -1))
-        elif key_type == 1:  # transactions: no transaction coordinator yet
-            found.append((key, ErrorCode.coordinator_not_available, -1, "", -1))
+        elif key_type == 1:  # KIP-98: the leader of the id's __transaction_state partition
+            found.append((key, *_transaction_coordinator(ctx, key)))
         else:
             found.append((key, *_coordinator(ctx, key)))
     coordinators = tuple(build(R, "Coordinator", key=k, node_id=node, host=host, port=port, error_code=error,
@@ -164,8 +182,16 @@ async def offset_fetch(ctx: RequestContext, req: Any) -> Any:
     if ctx.api_version == 0 and ctx.services.zk is not None:
         return await _offset_fetch_from_zookeeper(ctx, R, req)
 
-    def partitions_of(cls: str, committed: dict[int, Any], error: ErrorCode) -> tuple[Any, ...]:
-        return tuple(build(R, cls, partition_index=p, committed_offset=c.offset if c else -1,
+    require_stable = bool(getattr(req, "require_stable", False))
+
+    def partitions_of(cls: str, committed: dict[int, Any], error: ErrorCode, group_id: str = "",
+                      topic: str = "") -> tuple[Any, ...]:
+        def unstable(p: int) -> bool:  # KIP-447: a transaction's offsets for it await their marker
+            return require_stable and error == ErrorCode.none and groups.has_pending_offsets(group_id, topic, p)
+
+        return tuple(build(R, cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                           error_code=ErrorCode.unstable_offset_commit) if unstable(p) else
+                     build(R, cls, partition_index=p, committed_offset=c.offset if c else -1,
                            committed_leader_epoch=c.leader_epoch if c else -1, metadata=c.metadata if c else "",
                            error_code=error) for p, c in sorted(committed.items()))
 
@@ -180,7 +206,8 @@ async def offset_fetch(ctx: RequestContext, req: Any) -> Any:
         for g in req.groups:
             found, error = lookup(g.group_id, g.topics)
             topics = tuple(build(R, "OffsetFetchResponseTopics", name=t,
-                                 partitions=partitions_of("OffsetFetchResponsePartitions", parts, ErrorCode.none))
+                                 partitions=partitions_of("OffsetFetchResponsePartitions", parts, ErrorCode.none,
+                                                          g.group_id, t))
                            for t, parts in found.items())
             out.append(build(R, "OffsetFetchResponseGroup", group_id=g.group_id, topics=topics, error_code=error))
         return build(R, "OffsetFetchResponse", throttle_time=ZERO, groups=tuple(out))
@@ -188,7 +215,8 @@ async def offset_fetch(ctx: RequestContext, req: Any) -> Any:
     # Before v2 there is no top-level error: the partitions carry it.
     per_partition = error if ctx.api_version < 2 else ErrorCode.none
     topics = tuple(build(R, "OffsetFetchResponseTopic", name=t,
-                         partitions=partitions_of("OffsetFetchResponsePartition", parts, per_partition))
+                         partitions=partitions_of("OffsetFetchResponsePartition", parts, per_partition, req.group_id,
+                                                  t))
                    for t, parts in found.items())
     return build(R, "OffsetFetchResponse", throttle_time=ZERO, topics=topics, error_code=error)
 

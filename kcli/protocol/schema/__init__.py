@@ -1,4 +1,5 @@
-"""Message schemas kio lacks, declared in kio's layout, and the one lookup of schemas by (api key, version).
+"""Message schemas kio lacks (or cannot read as Kafka sends them), declared in kio's layout, and the one lookup
+of schemas by (api key, version).
 
 Kafka 4 removed the ZooKeeper-mode inter-broker APIs, LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6)
 and ControlledShutdown (7), so kio, generated from Kafka 4's specs, has no classes for them. The packages
@@ -28,6 +29,7 @@ OWN_API_NAMES: Final[Mapping[int, str]] = MappingProxyType({
     5: "stop_replica",
     6: "update_metadata",
     7: "controlled_shutdown",
+    65: "describe_transactions",  # kio's reader refuses the -1 start time Kafka sends (see its response module)
 })
 
 # api key -> the versions declared here. ControlledShutdown v0 is not: its request header has no client_id
@@ -37,6 +39,7 @@ DECLARED_VERSIONS: Final[Mapping[int, tuple[int, ...]]] = MappingProxyType({
     5: (3,),
     6: (7,),
     7: (1, 2, 3),
+    65: (0,),
 })
 
 # kio's api key -> schema name map, with ours added (``codec.api_name`` reads it).

@@ -1,0 +1,7 @@
+from .request import DescribeTransactionsRequest
+from .response import DescribeTransactionsResponse
+
+__all__ = (
+    "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse",
+)
