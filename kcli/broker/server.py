@@ -96,7 +96,7 @@ class KafkaServer:
                 session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
                 rack=self.config.values.get("broker.rack"))  # type: ignore[arg-type]
             # The cluster id lives in ZooKeeper (/cluster/id); the log dirs' meta.properties must agree.
-            self.log_manager.cluster_id = self.zk.start(None)
+            self.log_manager.cluster_id = self.zk.start(None, register=False)  # registered once serving
             self.services.zk = self.zk
             self._join_cluster()
         try:
@@ -117,6 +117,10 @@ class KafkaServer:
         await self.socket_server.start([(l.host, l.port) for l in self.config.listeners])
         loop = asyncio.get_running_loop()
         if self.zk is not None:
+            # Kafka's order: logs loaded and listeners bound, then /brokers/ids (the controller's requests can
+            # be served from the moment it sees us), then the controller bid
+            await asyncio.to_thread(self.zk.register)
+            self._registered()
             self._start_replication(loop)
         self._background.append(loop.create_task(self._load_groups()))
         self._background.append(loop.create_task(self._load_transactions()))
@@ -136,15 +140,17 @@ class KafkaServer:
         zk_client = KafkaZkClient.for_registration(self.zk)
         self.admin.zk = zk_client
         self.producer_ids.allocate_block = lambda: zk_client.allocate_producer_id_block(self.broker_id)
-        self.replica_manager.broker_epoch = self.zk.broker_epoch if self.zk.broker_epoch is not None else -1
         self.replica_manager.broker_epoch_source = lambda: self.zk.broker_epoch
         self.log_manager.high_watermarks = self.replica_manager.high_watermarks
-        # Until the controller's first UpdateMetadata says who is alive, clients see this broker and the
-        # controller the election named, so that an early CreateTopics finds the controller.
-        self.metadata.controller_id = self.zk.controller_id if self.zk.controller_id is not None else -1
         self.groups.clustered = True
         self.transactions.clustered = True
         self.replica_manager.on_leadership_change = self._leadership_changed
+
+    def _registered(self) -> None:
+        self.replica_manager.broker_epoch = self.zk.broker_epoch if self.zk.broker_epoch is not None else -1
+        # Until the controller's first UpdateMetadata says who is alive, Metadata answers list this broker
+        # alone and name the controller only if that is this broker (MetadataCache.advertised_controller_id).
+        self.metadata.controller_id = self.zk.controller_id if self.zk.controller_id is not None else -1
 
     def _leadership_changed(self, leaders: list[Any], followers: list[Any]) -> None:
         """The group coordinator takes over the __consumer_offsets partitions led here now (replayed off the

@@ -131,6 +131,7 @@ class BrokerRegistration:
         self._client: KazooClient | None = None
         self._lock = threading.RLock()  # the broker's thread and kazoo's watch threads share the state
         self._stopping = False
+        self._registered = False  # the /brokers/ids node is (to be) ours: start(register=False) defers it
         self._session_lost = False
         self._pending: dict[str, TopicChange] = {}  # topic changes waiting for the connection to come back
         self._listeners: list[Callable[[bool], None]] = []
@@ -185,12 +186,16 @@ class BrokerRegistration:
                     log.exception("controller change listener failed")
 
     # -- the broker's calls ------------------------------------------------------------------------
-    def start(self, cluster_id: str | None) -> str:
-        """Connect, register, bid for controller; returns the cluster id stored in ZooKeeper."""
+    def start(self, cluster_id: str | None, *, register: bool = True) -> str:
+        """Connect, register, bid for controller; returns the cluster id stored in ZooKeeper. With
+        ``register=False`` only connect and read the cluster id: a broker registers (``register()``) once its
+        logs are recovered and its listeners bound, as Kafka's KafkaServer.startup does, so that the controller
+        never sends requests to a broker that cannot take them yet."""
         with self._lock:
             if self._client is not None:
                 raise KcliError(f"broker {self.broker_id} is already registered in ZooKeeper at {self.connect.text}")
             self._stopping = False
+            self._registered = False
             self._session_lost = False
             self._pending.clear()
             self._active = False
@@ -206,19 +211,39 @@ class BrokerRegistration:
                         self._wait(self._client.ensure_path_async(path))
                 with self._zk(f"reading {paths.CLUSTER_ID}"):
                     self.cluster_id = self._get_or_create_cluster_id(cluster_id)
-                with self._zk(f"registering broker {self.broker_id}"):
-                    self._register()
-                with self._zk("electing the controller"):
-                    self._elect()
+                if register:
+                    with self._zk(f"registering broker {self.broker_id}"):
+                        self._register()
+                    with self._zk("electing the controller"):
+                        self._elect()
+                    self._registered = True
             except BaseException:
                 self._close()  # closing the session drops whatever ephemeral node it created
                 self._stop_notifier()
                 raise
             self._client.add_listener(self._on_state)
+            if not register:
+                return self.cluster_id
             log.info("broker %d registered at %s in ZooKeeper %s (cluster id %s); the controller is broker %s, "
                      "epoch %d", self.broker_id, self.connect.absolute(paths.broker(self.broker_id)),
                      self.connect.servers, self.cluster_id, self.controller_id, self.controller_epoch)
             return self.cluster_id
+
+    def register(self) -> None:
+        """The deferred half of ``start(register=False)``: the /brokers/ids node, then the controller bid."""
+        with self._lock:
+            if self._client is None:
+                raise KcliError(f"broker {self.broker_id} is not connected to ZooKeeper")
+            if self._registered:
+                return
+            with self._zk(f"registering broker {self.broker_id}"):
+                self._register()
+            with self._zk("electing the controller"):
+                self._elect()
+            self._registered = True
+        log.info("broker %d registered at %s in ZooKeeper %s (cluster id %s); the controller is broker %s, epoch %d",
+                 self.broker_id, self.connect.absolute(paths.broker(self.broker_id)), self.connect.servers,
+                 self.cluster_id, self.controller_id, self.controller_epoch)
 
     def topic_created(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
         """Write the topic's assignment and a state node per partition; again with more partitions adds them."""
@@ -651,6 +676,9 @@ class BrokerRegistration:
         try:
             with self._lock:
                 if self._stopping or self._client is None:
+                    return
+                if not self._registered:  # still recovering logs: no node to restore, no bid yet
+                    self._flush_pending()
                     return
                 if self._session_lost:
                     with self._zk(f"registering broker {self.broker_id} again"):

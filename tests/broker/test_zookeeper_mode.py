@@ -118,9 +118,11 @@ def test_second_broker_with_same_id_exits(make_broker, zk_override, zk, chroot, 
     first = make_broker(zk_override)
     second = BrokerProcess(free_port(), tmp_path / "second" / "kafka-logs", [zk_override])
     second.log_dir.parent.mkdir()
-    with pytest.raises(RuntimeError, match="broker exited"):
+    try:  # it binds its listeners before it registers, as Kafka does: it may be listening when it exits
         second.start()
-    assert second.proc.returncode != 0
+    except RuntimeError as exc:
+        assert "broker exited" in str(exc)
+    assert second.proc.wait(30) != 0
     stderr = " ".join(second.log().split())  # the CLI wraps its message to the terminal width
     expected = f"broker id 0 is already registered in ZooKeeper at {chroot}/brokers/ids/0 by 127.0.0.1:{first.port}"
     assert expected in stderr
