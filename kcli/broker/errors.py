@@ -116,6 +116,24 @@ class StaleBrokerEpochError(BrokerError):
     code = ErrorCode.stale_broker_epoch
 
 
+class ElectionNotNeededError(BrokerError):
+    """ElectLeaders: the partition already has the leader the election would give it."""
+
+    code = ErrorCode.election_not_needed
+
+
+class PreferredLeaderNotAvailableError(BrokerError):
+    """A PREFERRED election: the preferred replica is not live or not in the ISR."""
+
+    code = ErrorCode.preferred_leader_not_available
+
+
+class EligibleLeadersNotAvailableError(BrokerError):
+    """An UNCLEAN election: no live replica to elect."""
+
+    code = ErrorCode.eligible_leaders_not_available
+
+
 class IllegalGroupStateError(BrokerError):
     """A group coordinator bug: a transition Kafka's GroupState.validPreviousStates forbids (Kafka's
     IllegalStateException from GroupMetadata.assertValidTransition); answered UNKNOWN_SERVER_ERROR."""

@@ -48,6 +48,7 @@ log = logging.getLogger("kcli.zk")
 __all__ = [
     "BrokerAndEpoch",
     "ControllerMovedError",
+    "ElectionInProgressError",
     "InvalidReplicaAssignmentError",
     "KafkaZkClient",
     "TopicAlreadyMarkedForDeletionError",
@@ -84,6 +85,10 @@ class UnknownTopicError(KcliError):
 
 class TopicAlreadyMarkedForDeletionError(KcliError):
     """/admin/delete_topics/<topic> exists already."""
+
+
+class ElectionInProgressError(KcliError):
+    """/admin/preferred_replica_election exists already: the controller has not finished the last one."""
 
 
 class InvalidReplicaAssignmentError(KcliError):
@@ -447,6 +452,30 @@ class KafkaZkClient:
             else:
                 finished[tp] = leader_and_isrs[tp].with_partition_epoch(result.version)
         return UpdateLeaderAndIsrResult(finished, retry)
+
+    # -- preferred replica election: /admin/preferred_replica_election -----------------------------------------
+    def get_preferred_replica_election(self) -> set[TopicPartition]:
+        """The partitions the node names (empty if it is absent); a malformed node raises ZnodeFormatError."""
+        found = self.get_data_and_version(paths.PREFERRED_REPLICA_ELECTION)
+        if found is None:
+            return set()
+        requests = models.parse_partition_list(paths.PREFERRED_REPLICA_ELECTION, found[0], with_replicas=False)
+        return {TopicPartition(r.topic, r.partition) for r in requests}
+
+    def delete_preferred_replica_election(self, expected_controller_epoch_zk_version: int) -> None:
+        """The controller's delete after the election, fenced (deletePreferredReplicaElection); absent is fine."""
+        self._delete_all([paths.PREFERRED_REPLICA_ELECTION], expected_controller_epoch_zk_version)
+
+    def create_preferred_replica_election(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Ask the controller for a preferred replica election, as the legacy tool does
+        (kafka-preferred-replica-election.sh --zookeeper). Raises ElectionInProgressError if one is pending."""
+        path = paths.PREFERRED_REPLICA_ELECTION
+        data = models.encode_preferred_replica_election(sorted(set(partitions)))
+        try:
+            self._one(self._zk.create_async(path, data, makepath=True), f"creating {path}")
+        except NodeExistsError:
+            raise ElectionInProgressError("a preferred replica leader election is already in progress "
+                                          f"({path} exists)") from None
 
     # -- partition leaders: the ZK-direct ISR path (IBP < 2.7-IV2) --------------------------------------------
     def update_leader_and_isr(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: Sequence[int],

@@ -412,6 +412,11 @@ def encode_partition_reassignment(reassignment: Iterable[tuple[str, int, Sequenc
                                                   for t, p, r in reassignment]})
 
 
+def encode_preferred_replica_election(partitions: Iterable[tuple[str, int]]) -> bytes:
+    """PreferredReplicaElectionZNode.encode: what kafka-preferred-replica-election.sh --zookeeper writes."""
+    return _compact({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
 # -- old consumers: /consumers/<group>/{ids,owners,offsets} ----------------------------------------------
 @dataclass(frozen=True)
 class ConsumerRegistration:

@@ -25,6 +25,7 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"  # ConfigEntityChangeNotificationSequenceZNode
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"  # ReassignPartitionsZNode: the legacy (pre-KIP-455) trigger
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"  # PreferredReplicaElectionZNode (legacy tools)
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"  # IsrChangeNotificationSequenceZNode: persistent sequential children
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
