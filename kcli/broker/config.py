@@ -106,6 +106,11 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "compression.type": (_str, "producer"),
     "unclean.leader.election.enable": (_bool, False),
     "delete.topic.enable": (_bool, True),
+    # the controller's preferred leader balancing: a check every interval, a preferred replica election for
+    # the brokers leading fewer than (100 - percentage)% of the partitions they are the preferred replica of
+    "auto.leader.rebalance.enable": (_bool, True),
+    "leader.imbalance.check.interval.seconds": (_int(1), 300),
+    "leader.imbalance.per.broker.percentage": (_int(-2**31, INT32_MAX), 10),
     # replication (ZooKeeper mode); Kafka's defaults
     "offsets.topic.replication.factor": (_int(1, 32767), 3),
     "transaction.state.log.replication.factor": (_int(1, 32767), 3),

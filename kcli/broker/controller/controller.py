@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 
@@ -27,13 +28,18 @@ from kcli.broker.controller.context import (
     ReplicaAssignment,
     ReplicaState,
 )
+from kcli.broker.controller import elections
 from kcli.broker.controller.elections import (
     ControlledShutdownPartitionLeaderElectionStrategy,
+    ElectionTrigger,
+    ElectionType,
     OfflinePartitionLeaderElectionStrategy,
+    PreferredReplicaPartitionLeaderElectionStrategy,
     diff_brokers,
 )
 from kcli.broker.controller.elections import ReassignPartitionLeaderElectionStrategy
 from kcli.broker.controller.events import (
+    AutoPreferredReplicaLeaderElection,
     BrokerChange,
     BrokerModifications,
     ControlledShutdown,
@@ -44,6 +50,7 @@ from kcli.broker.controller.events import (
     LeaderAndIsrResponseReceived,
     LogDirEventNotification,
     PartitionModifications,
+    ReplicaLeaderElection,
     Resign,
     ShutdownEventThread,
     TopicChange,
@@ -60,16 +67,26 @@ from kcli.broker.controller.events import (
 from kcli.broker.controller.reassignment import ReassignmentFailedError, build_reassignment, validate_replicas
 from kcli.broker.controller.state_machines import PartitionStateMachine, ReplicaStateMachine, StateChangeFailedError
 from kcli.broker.controller.topic_deletion import TopicDeletionManager
-from kcli.broker.errors import NoReassignmentInProgressError, UnknownTopicOrPartitionError
+from kcli.broker.errors import (
+    BrokerError,
+    ElectionNotNeededError,
+    EligibleLeadersNotAvailableError,
+    InvalidTopicError,
+    NoReassignmentInProgressError,
+    NotControllerError,
+    PreferredLeaderNotAvailableError,
+    UnknownTopicOrPartitionError,
+)
 from kcli.errors import KcliError
 from kcli.zk import models, paths
 from kcli.zk.kafka_zk_client import BrokerAndEpoch, ControllerMovedError, KafkaZkClient, ZNodeChangeHandler
-from kcli.zk.models import LeaderIsrAndControllerEpoch, TopicPartition
+from kcli.zk.models import NO_LEADER, LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition, ZnodeFormatError
 from kcli.zk.registration import new_cluster_id
 
 log = logging.getLogger("kcli.controller")
 
 NONE, KAFKA_STORAGE_ERROR = 0, 56  # Kafka's error codes the controller acts on
+AUTO_REBALANCE_FIRST_DELAY_S = 5.0  # the first auto-rebalance check after failover (Kafka: 5 s, then the interval)
 
 
 class StaleBrokerEpochError(KcliError):
@@ -90,7 +107,9 @@ class KafkaController:
     def __init__(self, broker_id: int, zk: KafkaZkClient, *, delete_topic_enable: bool = True,
                  unclean_leader_election_enable: bool = False, inter_broker_listener_name: str | None = None,
                  socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_S,
-                 on_resign: Callable[[], None] | None = None) -> None:
+                 on_resign: Callable[[], None] | None = None,
+                 auto_leader_rebalance_enable: bool = True, leader_imbalance_check_interval_seconds: float = 300,
+                 leader_imbalance_per_broker_percentage: int = 10) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.delete_topic_enable = delete_topic_enable
@@ -111,6 +130,10 @@ class KafkaController:
             mute_partition_modifications=lambda topic: self.zk.unregister_change_handler(paths.topic(topic)))
         self._broker_modification_handlers: set[int] = set()
         self._partition_modification_handlers: set[str] = set()
+        self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
+        self.leader_imbalance_check_interval_seconds = leader_imbalance_check_interval_seconds
+        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
+        self._auto_rebalance_timer: threading.Timer | None = None  # touched on the event thread only
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -167,6 +190,8 @@ class KafkaController:
             UpdateMetadataResponseReceived: self._process_update_metadata_response,  # type: ignore[dict-item]
             TopicDeletionStopReplicaResponseReceived: self._process_stop_replica_response,  # type: ignore[dict-item]
             ControlledShutdown: self._process_controlled_shutdown,  # type: ignore[dict-item]
+            ReplicaLeaderElection: self._process_replica_leader_election,  # type: ignore[dict-item]
+            AutoPreferredReplicaLeaderElection: self._process_auto_preferred_replica_leader_election,  # type: ignore[dict-item]
         }
 
     # -- failover and resignation ------------------------------------------------------------------------------
@@ -188,7 +213,7 @@ class KafkaController:
             self._trigger_controller_move()
 
     def _on_controller_failover(self) -> None:
-        """Kafka's order (kafka-cluster.md 2.2); /feature and preferred elections are not done."""
+        """Kafka's order (kafka-cluster.md 2.2); /feature is not done."""
         self.zk.register_child_change_handler(paths.BROKER_IDS, lambda: self.put(BrokerChange()))
         self.zk.register_child_change_handler(paths.BROKER_TOPICS, lambda: self.put(TopicChange()))
         self.zk.register_child_change_handler(paths.ADMIN_DELETE_TOPICS, lambda: self.put(TopicDeletion()))
@@ -207,12 +232,14 @@ class KafkaController:
         log.info("controller %d: ready to serve as the new controller with epoch %d", self.broker_id, self.ctx.epoch)
         self._initialize_partition_reassignments()
         self.topic_deletion_manager.try_topic_deletion()
+        self._start_replica_elections()
 
     def _resign(self) -> None:
         if not self.active:
             return
         log.info("controller %d: resigning (epoch %d)", self.broker_id, self.ctx.epoch)
         self.active = False
+        self._cancel_auto_leader_rebalance()
         self.zk.unregister_all_handlers()
         self._broker_modification_handlers.clear()
         self._partition_modification_handlers.clear()
@@ -851,6 +878,199 @@ class KafkaController:
         self.replica_state_machine.handle_state_changes([PartitionAndReplica(tp, broker_id) for tp in followed],
                                                         ReplicaState.OFFLINE)
         return set(self.ctx.partition_leaders_on_broker(broker_id))
+
+    # -- preferred replica election and auto rebalance ------------------------------------------------------
+    def elect_leaders(self, partitions: Iterable[TopicPartition], election_type: ElectionType
+                      ) -> Future[dict[TopicPartition, int | Exception]]:
+        """An ElectLeaders request (Kafka's KafkaController.electLeaders): the future gets, per partition, the
+        leader it elected or a kcli.broker.errors error (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
+        ELIGIBLE_LEADERS_NOT_AVAILABLE, INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION, NOT_CONTROLLER)."""
+        result: Future[dict[TopicPartition, int | Exception]] = Future()
+        self.put(ReplicaLeaderElection(frozenset(partitions), election_type, ElectionTrigger.ADMIN, result))
+        return result
+
+    def _start_replica_elections(self) -> None:
+        """End of failover: a pending /admin/preferred_replica_election (the exists watch armed either way), then
+        the first auto-rebalance check 5 s later."""
+        self._process_replica_leader_election(
+            ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK))
+        if self.auto_leader_rebalance_enable:
+            self._schedule_auto_leader_rebalance(AUTO_REBALANCE_FIRST_DELAY_S)
+
+    def _process_replica_leader_election(self, event: ReplicaLeaderElection) -> None:
+        """Kafka's processReplicaLeaderElection; an ElectLeaders caller always gets an answer."""
+        def answer(outcome: Callable[[TopicPartition], Exception]) -> None:
+            if event.result is not None and not event.result.done():
+                event.result.set_result({tp: outcome(tp) for tp in event.partitions or ()})
+
+        if not self.active:
+            answer(lambda _: NotControllerError("this broker is not the controller"))
+            return
+        try:
+            results = self._replica_leader_election(event.partitions, event.election_type, event.trigger)
+        except ControllerMovedError:
+            answer(lambda _: NotControllerError("the controller moved to another broker"))
+            raise
+        except Exception as exc:
+            message = f"the election failed: {exc}"
+            answer(lambda _: BrokerError(message))
+            raise
+        if event.result is not None and not event.result.done():
+            event.result.set_result(results)
+
+    def _replica_leader_election(self, partitions: frozenset[TopicPartition] | None, election_type: ElectionType,
+                                 trigger: ElectionTrigger) -> dict[TopicPartition, int | Exception]:
+        if trigger is not ElectionTrigger.ADMIN:
+            # The exists watch is (re-)armed here, and the check comes free with it.
+            handler = ZNodeChangeHandler(on_created=lambda: self.put(
+                ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK)))
+            if not self.zk.register_change_handler_and_check_existence(paths.PREFERRED_REPLICA_ELECTION, handler):
+                return {}
+            partitions = self._read_preferred_replica_election()
+        wanted = set(partitions or ())
+        known = wanted & set(self.ctx.all_partitions)
+        unknown = wanted - known
+        for tp in sorted(unknown):
+            log.info("controller %d: skipping replica leader election (%s) for partition %s by %s since it doesn't "
+                     "exist", self.broker_id, election_type.name, tp, trigger)
+        being_deleted = {tp for tp in known if self.topic_deletion_manager.is_topic_queued_up_for_deletion(tp.topic)}
+        if being_deleted:
+            log.warning("controller %d: skipping replica leader election (%s) for partitions %s by %s since the "
+                        "respective topics are being deleted", self.broker_id, election_type.name,
+                        sorted(str(tp) for tp in being_deleted), trigger)
+        electable = {tp for tp in known - being_deleted if self._needs_election(tp, election_type)}
+        already_valid = known - being_deleted - electable
+        results: dict[TopicPartition, int | Exception] = {}
+        for tp, outcome in self._on_replica_election(electable, election_type, trigger).items():
+            if isinstance(outcome, LeaderAndIsr):
+                results[tp] = outcome.leader
+            elif isinstance(outcome, StateChangeFailedError):
+                results[tp] = (PreferredLeaderNotAvailableError(outcome.reason)
+                               if election_type is ElectionType.PREFERRED
+                               else EligibleLeadersNotAvailableError(outcome.reason))
+            elif isinstance(outcome, BrokerError):
+                results[tp] = outcome
+            else:  # a ZooKeeper failure and the like: UNKNOWN_SERVER_ERROR, as ApiError.fromThrowable gives
+                results[tp] = BrokerError(str(outcome))
+        for tp in already_valid:
+            results[tp] = ElectionNotNeededError("Leader election not needed for topic partition.")
+        for tp in being_deleted:
+            results[tp] = InvalidTopicError("The topic is being deleted")
+        for tp in unknown:
+            results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
+        return results
+
+    def _read_preferred_replica_election(self) -> set[TopicPartition]:
+        try:
+            return self.zk.get_preferred_replica_election()
+        except ZnodeFormatError as exc:
+            # Kafka would fail the event and leave the node, which then blocks every later request: drop it.
+            log.error("controller %d: ignoring the malformed %s: %s", self.broker_id,
+                      paths.PREFERRED_REPLICA_ELECTION, exc)
+            return set()
+
+    def _needs_election(self, tp: TopicPartition, election_type: ElectionType) -> bool:
+        """PREFERRED: the leader is not the first assigned replica. UNCLEAN: no leader, or a dead one."""
+        current = self.ctx.partition_leader_and_isr(tp)
+        leader = current.leader if current is not None else NO_LEADER
+        if election_type is ElectionType.PREFERRED:
+            assignment = self.ctx.partition_replica_assignment(tp)
+            return not assignment or leader != assignment[0]
+        return leader == NO_LEADER or leader not in self.ctx.live_broker_ids
+
+    def _on_replica_election(self, partitions: set[TopicPartition], election_type: ElectionType,
+                             trigger: ElectionTrigger) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """Kafka's onReplicaElection: PREFERRED -> Online with the Preferred strategy; UNCLEAN -> Online with the
+        Offline strategy, unclean allowed only when an admin asked. The ZooKeeper trigger's node goes after."""
+        log.info("controller %d: starting replica leader election (%s) for partitions %s triggered by %s",
+                 self.broker_id, election_type.name, ",".join(str(tp) for tp in sorted(partitions)), trigger)
+        try:
+            strategy: elections.PartitionLeaderElectionStrategy = (
+                PreferredReplicaPartitionLeaderElectionStrategy() if election_type is ElectionType.PREFERRED
+                else OfflinePartitionLeaderElectionStrategy(allow_unclean=trigger is ElectionTrigger.ADMIN))
+            before = {tp: self.ctx.partition_leader_and_isr(tp) for tp in partitions}
+            results = self.partition_state_machine.handle_state_changes(sorted(partitions), PartitionState.ONLINE,
+                                                                        strategy)
+            for tp, outcome in sorted(results.items()):
+                if isinstance(outcome, LeaderAndIsr):
+                    previous = before.get(tp)
+                    if previous is not None and outcome.leader not in previous.isr:
+                        log.warning("controller %d: unclean leader election for partition %s: broker %d, not in the "
+                                    "ISR %s, is the leader now (epoch %d); records only the old ISR had may be lost",
+                                    self.broker_id, tp, outcome.leader, list(previous.isr), outcome.leader_epoch)
+                elif trigger is not ElectionTrigger.ADMIN:
+                    log.error("controller %d: error completing replica leader election (%s) for partition %s: %s",
+                              self.broker_id, election_type.name, tp, outcome)
+            return results
+        finally:
+            if trigger is not ElectionTrigger.ADMIN:
+                self._remove_partitions_from_preferred_replica_election(partitions, trigger is ElectionTrigger.AUTO)
+
+    def _remove_partitions_from_preferred_replica_election(self, partitions: set[TopicPartition],
+                                                           auto: bool) -> None:
+        for tp in sorted(partitions):
+            current = self.ctx.partition_leader_and_isr(tp)
+            assignment = self.ctx.partition_replica_assignment(tp)
+            leader = current.leader if current is not None else NO_LEADER
+            if assignment and leader == assignment[0]:
+                log.info("controller %d: partition %s completed preferred replica leader election; the leader is %d",
+                         self.broker_id, tp, leader)
+            else:
+                log.warning("controller %d: partition %s failed to complete preferred replica leader election to %s; "
+                            "the leader is still %d", self.broker_id, tp, assignment[0] if assignment else None,
+                            leader)
+        if not auto:
+            self.zk.delete_preferred_replica_election(self.ctx.epoch_zk_version)
+            # Re-arm the exists watch (and take a node created meanwhile).
+            self.put(ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK))
+
+    def _process_auto_preferred_replica_leader_election(self, event: AutoPreferredReplicaLeaderElection) -> None:
+        if not self.active or event.epoch != self.ctx.epoch:
+            return  # a timer of an earlier term: the current one has its own
+        try:
+            log.info("controller %d: processing automatic preferred replica leader election", self.broker_id)
+            self._check_and_trigger_auto_leader_rebalance()
+        finally:
+            self._schedule_auto_leader_rebalance(self.leader_imbalance_check_interval_seconds)
+
+    def _check_and_trigger_auto_leader_rebalance(self) -> None:
+        """For each broker whose share of not-led preferred partitions is above
+        leader.imbalance.per.broker.percentage, a preferred election for those whose preferred replica is live
+        and in the ISR. Partitions of topics being deleted are left out; shutting-down brokers are not live."""
+        assignments = {tp: self.ctx.partition_replica_assignment(tp) for tp in self.ctx.all_partitions
+                       if not self.topic_deletion_manager.is_topic_queued_up_for_deletion(tp.topic)}
+        leaders = {tp: info.leader for tp in assignments
+                   if (info := self.ctx.partition_leader_and_isr(tp)) is not None}
+        for imbalance in elections.leader_imbalance(assignments, leaders):
+            log.debug("controller %d: leader imbalance ratio for broker %d is %.3f (%s)", self.broker_id,
+                      imbalance.broker_id, imbalance.ratio, [str(tp) for tp in imbalance.not_led])
+            if imbalance.ratio > self.leader_imbalance_per_broker_percentage / 100:
+                candidates = {tp for tp in imbalance.not_led
+                              if not self.topic_deletion_manager.is_topic_queued_up_for_deletion(tp.topic)
+                              and tp.topic in self.ctx.all_topics and self._can_preferred_replica_be_leader(tp)}
+                if candidates:
+                    self._on_replica_election(candidates, ElectionType.PREFERRED, ElectionTrigger.AUTO)
+
+    def _can_preferred_replica_be_leader(self, tp: TopicPartition) -> bool:
+        current = self.ctx.partition_leader_and_isr(tp)
+        assignment = self.ctx.partition_replica_assignment(tp)
+        live = [r for r in assignment if self.ctx.is_replica_online(r, tp)]
+        return current is not None and elections.preferred_replica_partition_leader_election(
+            assignment, current.isr, live) is not None
+
+    def _schedule_auto_leader_rebalance(self, delay_s: float) -> None:
+        self._cancel_auto_leader_rebalance()
+        event = AutoPreferredReplicaLeaderElection(self.ctx.epoch)
+        timer = threading.Timer(delay_s, self.put, args=(event,))
+        timer.name = f"auto-leader-rebalance-task-{self.broker_id}"
+        timer.daemon = True
+        self._auto_rebalance_timer = timer
+        timer.start()
+
+    def _cancel_auto_leader_rebalance(self) -> None:
+        timer, self._auto_rebalance_timer = self._auto_rebalance_timer, None
+        if timer is not None:
+            timer.cancel()
 
 
 def _full_assignment(topic: str, assignment: models.TopicAssignment) -> dict[TopicPartition, ReplicaAssignment]:

@@ -2,13 +2,15 @@
 
 The order is always the assignment order, never the ISR's. Every election bumps the leader epoch. "live" means
 registered, not shutting down, and not on an offline log dir (``ControllerContext.is_replica_online``).
-Also here: the ISR removal of the OfflineReplica transition and the broker-change diff, pure as well.
+Also here: the ISR removal of the OfflineReplica transition and the broker-change diff, pure as well, and
+the election types, triggers and per-broker leader imbalance of preferred replica elections.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum, IntEnum
 
 from kcli.broker.controller.context import ControllerContext
 from kcli.zk.models import NO_LEADER, LeaderAndIsr, TopicPartition
@@ -162,3 +164,48 @@ def diff_brokers(registered: Mapping[int, int], known: Mapping[int, int]) -> Bro
         new=tuple(sorted(set(registered) - set(known))),
         dead=tuple(sorted(set(known) - set(registered))),
         bounced=tuple(sorted(b for b in set(registered) & set(known) if registered[b] > known[b])))
+
+
+# -- replica leader elections on request: ElectLeaders, /admin/preferred_replica_election, auto rebalance ----------
+class ElectionType(IntEnum):
+    """ElectLeaders' ElectionType (KIP-460): the preferred replica, or any live replica if no ISR member is."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+class ElectionTrigger(Enum):
+    """Who asked (Kafka's ElectionTrigger): only an admin's UNCLEAN election may elect out of sync."""
+
+    ZK = "ZkTriggered"  # /admin/preferred_replica_election
+    AUTO = "AutoTriggered"  # auto.leader.rebalance.enable's periodic check
+    ADMIN = "AdminClientTriggered"  # ElectLeaders
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class LeaderImbalance:
+    """One broker's share of the partitions it is the preferred replica of, led by someone else."""
+
+    broker_id: int
+    preferred: int  # partitions whose first assigned replica is this broker
+    not_led: tuple[TopicPartition, ...]  # ... that have a leader other than it (no state node: not counted)
+
+    @property
+    def ratio(self) -> float:
+        return len(self.not_led) / self.preferred if self.preferred else 0.0
+
+
+def leader_imbalance(assignments: Mapping[TopicPartition, Sequence[int]],
+                     leaders: Mapping[TopicPartition, int]) -> list[LeaderImbalance]:
+    """Per preferred broker, in broker order (checkAndTriggerAutoLeaderRebalance's grouping by
+    ``assignment.head``); ``leaders`` holds the partitions that have leadership information."""
+    by_broker: dict[int, list[TopicPartition]] = {}
+    for tp, assignment in assignments.items():
+        if assignment:
+            by_broker.setdefault(assignment[0], []).append(tp)
+    return [LeaderImbalance(broker, len(tps), tuple(sorted(tp for tp in tps if tp in leaders
+                                                           and leaders[tp] != broker)))
+            for broker, tps in sorted(by_broker.items())]

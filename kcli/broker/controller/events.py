@@ -14,6 +14,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from kcli.broker.controller.elections import ElectionTrigger, ElectionType
+from kcli.broker.errors import NotControllerError
 from kcli.zk.models import TopicPartition
 
 log = logging.getLogger("kcli.controller")
@@ -114,6 +116,31 @@ class ControlledShutdown(ControllerEvent):
 
         if not self.result.done():
             self.result.set_exception(ControllerMovedError("the controller moved to another broker"))
+
+
+# -- preferred replica election and auto rebalance --
+@dataclass(frozen=True, eq=False)
+class ReplicaLeaderElection(ControllerEvent):
+    """Elect leaders for ``partitions`` (None: the ones /admin/preferred_replica_election names, if it exists).
+    An ElectLeaders request's ``result`` gets each partition's new leader or its error (kcli.broker.errors)."""
+
+    partitions: frozenset[TopicPartition] | None
+    election_type: ElectionType
+    trigger: ElectionTrigger
+    result: Future[dict[TopicPartition, int | Exception]] | None = None
+
+    def preempt(self) -> None:
+        if self.result is not None and not self.result.done():
+            self.result.set_result({tp: NotControllerError("this broker is no longer the controller")
+                                    for tp in self.partitions or ()})
+
+
+@dataclass(frozen=True)
+class AutoPreferredReplicaLeaderElection(ControllerEvent):
+    """The auto-rebalance timer fired (auto.leader.rebalance.enable); ``epoch``: the controller epoch that armed
+    it, so a timer left over from an earlier term does nothing."""
+
+    epoch: int
 
 
 class ControllerEventManager:

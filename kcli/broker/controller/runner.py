@@ -15,7 +15,9 @@ from typing import Any
 from kcli.broker.controller.channel_manager import DEFAULT_SOCKET_TIMEOUT_S
 from kcli.broker.controller.context import ReplicaAssignment
 from kcli.broker.controller.controller import KafkaController
+from kcli.broker.controller.elections import ElectionType
 from kcli.broker.controller.events import Failover, Resign
+from kcli.broker.errors import NotControllerError
 from kcli.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from kcli.zk.models import TopicPartition
 from kcli.zk.registration import BrokerRegistration
@@ -39,8 +41,9 @@ def _config_value(config: Any, key: str, default: Any) -> Any:
 class ControllerRunner:
     """``start()`` after the registration's ``start()``; ``shutdown()`` before its ``stop()``.
 
-    ``config`` is the broker's BrokerConfig (``delete.topic.enable``, ``unclean.leader.election.enable`` and
-    ``inter.broker.listener.name`` are read from it) or None for Kafka's defaults."""
+    ``config`` is the broker's BrokerConfig (``delete.topic.enable``, ``unclean.leader.election.enable``,
+    ``inter.broker.listener.name``, ``auto.leader.rebalance.enable``, ``leader.imbalance.check.interval.seconds``
+    and ``leader.imbalance.per.broker.percentage`` are read from it) or None for Kafka's defaults."""
 
     def __init__(self, config: Any, broker_id: int, registration: BrokerRegistration, *,
                  socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_S) -> None:
@@ -49,6 +52,11 @@ class ControllerRunner:
         self.delete_topic_enable = bool(_config_value(config, "delete.topic.enable", True))
         self.unclean_leader_election_enable = bool(_config_value(config, "unclean.leader.election.enable", False))
         self.inter_broker_listener_name = _config_value(config, "inter.broker.listener.name", None)
+        self.auto_leader_rebalance_enable = bool(_config_value(config, "auto.leader.rebalance.enable", True))
+        self.leader_imbalance_check_interval_seconds = int(
+            _config_value(config, "leader.imbalance.check.interval.seconds", 300))
+        self.leader_imbalance_per_broker_percentage = int(
+            _config_value(config, "leader.imbalance.per.broker.percentage", 10))
         self.socket_timeout = socket_timeout
         self.controller: KafkaController | None = None
         self._lock = threading.Lock()
@@ -61,7 +69,10 @@ class ControllerRunner:
             self.controller = KafkaController(
                 self.broker_id, zk, delete_topic_enable=self.delete_topic_enable,
                 unclean_leader_election_enable=self.unclean_leader_election_enable,
-                inter_broker_listener_name=self.inter_broker_listener_name, socket_timeout=self.socket_timeout)
+                inter_broker_listener_name=self.inter_broker_listener_name, socket_timeout=self.socket_timeout,
+                auto_leader_rebalance_enable=self.auto_leader_rebalance_enable,
+                leader_imbalance_check_interval_seconds=self.leader_imbalance_check_interval_seconds,
+                leader_imbalance_per_broker_percentage=self.leader_imbalance_per_broker_percentage)
             self.controller.startup()
         self.registration.on_controller_change(self._on_controller_change)
         if self.registration.is_controller:  # won before we listened; a repeated notice is ignored
@@ -103,6 +114,19 @@ class ControllerRunner:
         if controller is None:
             return _not_running()
         return controller.list_partition_reassignments(partitions)
+
+    # -- preferred replica election --------------------------------------------------------------------------
+    def elect_leaders(self, partitions: Iterable[TopicPartition], election_type: ElectionType
+                      ) -> Future[dict[TopicPartition, int | Exception]]:
+        """An ElectLeaders request: the future gets, per partition, the leader elected or a kcli.broker.errors
+        error; every partition gets NOT_CONTROLLER when this broker is not the controller."""
+        controller = self.controller
+        if controller is None:
+            result: Future[dict[TopicPartition, int | Exception]] = Future()
+            result.set_result({tp: NotControllerError("the controller is not running on this broker")
+                               for tp in partitions})
+            return result
+        return controller.elect_leaders(partitions, election_type)
 
     @property
     def is_active(self) -> bool:
