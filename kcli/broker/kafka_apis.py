@@ -11,6 +11,7 @@ from typing import Any
 
 from kcli.broker.handlers import (
     configs,
+    elect_leaders,
     fetch,
     groups,
     inter_broker,
@@ -60,6 +61,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.ALTER_CONFIGS: configs.alter_configs,
     ApiKey.CREATE_PARTITIONS: topics.create_partitions,
     ApiKey.DELETE_GROUPS: groups.delete_groups,
+    ApiKey.ELECT_LEADERS: elect_leaders.elect_leaders,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.list_partition_reassignments,

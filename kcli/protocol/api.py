@@ -55,6 +55,7 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
@@ -121,6 +122,7 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.DESCRIBE_CONFIGS:  SupportedApi(1, 4, 4),
     ApiKey.CREATE_PARTITIONS: SupportedApi(0, 3, 2),
     ApiKey.DELETE_GROUPS:     SupportedApi(0, 2, 2),
+    ApiKey.ELECT_LEADERS:     SupportedApi(0, 2, 2),
     ApiKey.DELETE_RECORDS:    SupportedApi(0, 2, 2),
     ApiKey.DESCRIBE_ACLS:     SupportedApi(1, 3, 2),
     ApiKey.CREATE_ACLS:       SupportedApi(1, 3, 2),

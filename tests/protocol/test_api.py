@@ -27,6 +27,7 @@ from kcli.protocol.api import INTER_BROKER_APIS
 # The APIs issue #3 asks for, by Kafka's numbering.
 WANTED = {18, 3, 0, 1, 2, 10, 11, 14, 12, 13, 8, 9, 15, 16, 42, 19, 20, 37, 32, 22,
           21, 29, 30, 31, 33, 44, 47, 50, 51, 60,  # admin APIs clients call (DeleteRecords ... DescribeCluster)
+          43,  # ElectLeaders (issue 13: preferred and unclean leader elections on request)
           45, 46,  # Alter/ListPartitionReassignments (KIP-455), served by the controller (issue 13)
           23,  # OffsetForLeaderEpoch: followers truncate with it (KIP-101), consumers validate positions (KIP-320)
           24, 25, 26, 27, 28,  # transactions (KIP-98, issue 14): AddPartitions/AddOffsets/EndTxn/WriteTxnMarkers/TxnOffsetCommit
