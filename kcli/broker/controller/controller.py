@@ -993,8 +993,10 @@ class KafkaController:
                                                                         strategy)
             for tp, outcome in sorted(results.items()):
                 if isinstance(outcome, LeaderAndIsr):
+                    # The cached ISR of a partition whose leader is dead is the one this controller wrote last.
                     previous = before.get(tp)
-                    if previous is not None and outcome.leader not in previous.isr:
+                    if (election_type is ElectionType.UNCLEAN and previous is not None
+                            and outcome.leader not in previous.isr):
                         log.warning("controller %d: unclean leader election for partition %s: broker %d, not in the "
                                     "ISR %s, is the leader now (epoch %d); records only the old ISR had may be lost",
                                     self.broker_id, tp, outcome.leader, list(previous.isr), outcome.leader_epoch)
