@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
@@ -127,12 +128,14 @@ class Broker:
             self.server.stop()
 
 
-def start_broker(connect: str, broker_id: int) -> Broker:
+def start_broker(connect: str, broker_id: int, config: dict | None = None) -> Broker:
+    """``config``: broker config keys the runner reads (e.g. auto.leader.rebalance.enable); None: Kafka's defaults."""
     server = RecordingBroker()
     registration = BrokerRegistration(connect, broker_id, endpoints=[("PLAINTEXT", "127.0.0.1", server.port)],
                                       rack=f"r{broker_id}")
     registration.start(None)
-    runner = ControllerRunner(None, broker_id, registration, socket_timeout=5)
+    runner = ControllerRunner(None if config is None else SimpleNamespace(values=dict(config)), broker_id,
+                              registration, socket_timeout=5)
     runner.start()
     return Broker(broker_id, server, registration, runner)
 

@@ -1,18 +1,17 @@
 """Preferred replica election, unclean election on request and auto rebalance, in process: the controller
-against the session's real ZooKeeper and recording brokers (test_controller.py's harness), driven through
+against the session's real ZooKeeper and recording brokers (tests/controller_support.py), driven through
 ControllerRunner.elect_leaders (ElectLeaders), /admin/preferred_replica_election and the rebalance timer."""
 
 from __future__ import annotations
 
-import json
 import logging
-from types import SimpleNamespace
+import uuid
 
 import pytest
+from kazoo.client import KazooClient
 
-from broker.test_controller import Broker, RecordingBroker, live_ids, partitions_of, state, wait_for
-from broker.test_controller import chroot, root  # noqa: F401  (fixtures)
-from kcli.broker.controller import ControllerRunner, elections
+from controller_support import Broker, live_ids, partitions_of, read_json, start_broker, wait_for
+from kcli.broker.controller import elections
 from kcli.broker.controller.elections import ElectionType
 from kcli.broker.errors import (
     ElectionNotNeededError,
@@ -24,7 +23,6 @@ from kcli.broker.errors import (
 from kcli.protocol import ApiKey
 from kcli.zk.kafka_zk_client import ElectionInProgressError, KafkaZkClient
 from kcli.zk.models import TopicPartition
-from kcli.zk.registration import BrokerRegistration
 
 pytestmark = pytest.mark.zk
 
@@ -35,23 +33,35 @@ ELECTION_NODE = "/admin/preferred_replica_election"
 
 
 @pytest.fixture
-def cluster(zookeeper, chroot):  # noqa: F811
-    """test_controller.py's cluster, with a broker config for the runners (the rebalance keys)."""
+def chroot() -> str:
+    return f"/c-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def root(zookeeper):
+    client = KazooClient(hosts=zookeeper.connect, timeout=10)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def cluster(zookeeper, chroot):
+    """start(broker_id, config) -> Broker; the brokers stop at the end, the controller last."""
     brokers: dict[int, Broker] = {}
 
     def start(broker_id: int, config: dict) -> Broker:
-        server = RecordingBroker()
-        registration = BrokerRegistration(zookeeper.connect + chroot, broker_id,
-                                          endpoints=[("PLAINTEXT", "127.0.0.1", server.port)])
-        registration.start(None)
-        runner = ControllerRunner(SimpleNamespace(values=dict(config)), broker_id, registration, socket_timeout=5)
-        runner.start()
-        brokers[broker_id] = Broker(broker_id, server, registration, runner)
+        brokers[broker_id] = start_broker(zookeeper.connect + chroot, broker_id, config)
         return brokers[broker_id]
 
     yield start, brokers
-    for broker in sorted(brokers.values(), key=lambda b: b.runner.is_active):  # the controller last
+    for broker in sorted(brokers.values(), key=lambda b: b.runner.is_active):  # no failovers
         broker.stop()
+
+
+def state(root, chroot, partition: int, topic: str = "orders"):
+    return read_json(root, f"{chroot}/brokers/topics/{topic}/partitions/{partition}/state")
 
 
 def start_three(cluster, config: dict) -> dict[int, Broker]:
@@ -66,7 +76,7 @@ def start_three(cluster, config: dict) -> dict[int, Broker]:
     return brokers
 
 
-def bounce_preferred_leader(cluster, root, chroot, config: dict, *, rejoin: bool = True) -> dict[int, Broker]:  # noqa: F811
+def bounce_preferred_leader(cluster, root, chroot, config: dict, *, rejoin: bool = True) -> dict[int, Broker]:
     """orders created; broker 1 (preferred leader of p0) stops, so broker 2 leads p0, and comes back; with
     ``rejoin``, broker 2 (the leader) puts it back in p0's ISR on the ZK-direct path, as a caught-up follower."""
     start, brokers = cluster
@@ -95,7 +105,7 @@ def elect(broker: Broker, partitions, election_type=ElectionType.PREFERRED) -> d
     return broker.runner.elect_leaders(set(partitions), election_type).result(timeout=20)
 
 
-def test_elect_leaders_preferred(cluster, root, chroot):  # noqa: F811
+def test_elect_leaders_preferred(cluster, root, chroot):
     brokers = bounce_preferred_leader(cluster, root, chroot, NO_AUTO, rejoin=False)
     # Broker 1 is live but not in the ISR: the preferred replica cannot lead yet.
     [error] = elect(brokers[0], [P0]).values()
@@ -137,7 +147,7 @@ def test_elect_leaders_preferred(cluster, root, chroot):  # noqa: F811
     assert not root.exists(chroot + ELECTION_NODE)  # an admin election leaves the ZooKeeper trigger alone
 
 
-def test_zookeeper_trigger(cluster, root, chroot):  # noqa: F811
+def test_zookeeper_trigger(cluster, root, chroot):
     brokers = bounce_preferred_leader(cluster, root, chroot, NO_AUTO)
     writer = KafkaZkClient.for_registration(brokers[1].registration)
     writer.create_preferred_replica_election([("orders", 0), ("orders", 1), ("nope", 3)])
@@ -154,10 +164,10 @@ def test_zookeeper_trigger(cluster, root, chroot):  # noqa: F811
     root.create(chroot + ELECTION_NODE, b"not json")
     wait_for(lambda: not root.exists(chroot + ELECTION_NODE), what="the malformed node deleted")
     assert brokers[0].runner.is_active
-    assert json.loads(root.get(chroot + "/brokers/topics/orders/partitions/0/state")[0])["leader"] == 1
+    assert state(root, chroot, 0)[0]["leader"] == 1
 
 
-def test_zookeeper_trigger_pending_at_failover(cluster, root, chroot):  # noqa: F811
+def test_zookeeper_trigger_pending_at_failover(cluster, root, chroot):
     """A node left by a controller that died is taken by the next one when it fails over."""
     brokers = bounce_preferred_leader(cluster, root, chroot, NO_AUTO)
     brokers[0].runner.controller.zk.unregister_all_handlers()  # this controller no longer sees the node
@@ -168,7 +178,7 @@ def test_zookeeper_trigger_pending_at_failover(cluster, root, chroot):  # noqa: 
     assert brokers[1].runner.is_active or brokers[2].runner.is_active
 
 
-def test_unclean_election_on_request(cluster, root, chroot, caplog):  # noqa: F811
+def test_unclean_election_on_request(cluster, root, chroot, caplog):
     start, brokers = cluster
     start_three(cluster, NO_AUTO)
     zk = KafkaZkClient.for_registration(brokers[1].registration)
@@ -190,13 +200,13 @@ def test_unclean_election_on_request(cluster, root, chroot, caplog):  # noqa: F8
     # The only live replica, out of sync, leads with an ISR of itself; the controller says it may lose data.
     assert state(root, chroot, 0, "u")[0] == {"version": 1, "leader": 2, "leader_epoch": 2, "controller_epoch": 1,
                                               "isr": [2]}
-    assert any("unclean leader election for partition u-0" in r.getMessage() and "may be lost" in r.getMessage()
+    assert any("unclean leader election for u-0" in r.getMessage() and "lost" in r.getMessage()
                for r in caplog.records)
     # The leader is alive now: an unclean election is not needed.
     assert isinstance(elect(brokers[0], [u0], ElectionType.UNCLEAN)[u0], ElectionNotNeededError)
 
 
-def test_auto_rebalance_moves_leadership_back(cluster, root, chroot):  # noqa: F811
+def test_auto_rebalance_moves_leadership_back(cluster, root, chroot):
     config = {"leader.imbalance.check.interval.seconds": 1, "leader.imbalance.per.broker.percentage": 10}
     brokers = bounce_preferred_leader(cluster, root, chroot, config)
     controller = brokers[0].runner.controller
@@ -210,7 +220,7 @@ def test_auto_rebalance_moves_leadership_back(cluster, root, chroot):  # noqa: F
     assert controller._auto_rebalance_timer is None  # resigning stops the timer
 
 
-def test_auto_rebalance_leaves_a_balanced_enough_broker(cluster, root, chroot):  # noqa: F811
+def test_auto_rebalance_leaves_a_balanced_enough_broker(cluster, root, chroot):
     """With the threshold at 100% no ratio is above it: nothing moves."""
     config = {"leader.imbalance.check.interval.seconds": 1, "leader.imbalance.per.broker.percentage": 100}
     brokers = bounce_preferred_leader(cluster, root, chroot, config)

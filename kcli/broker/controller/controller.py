@@ -176,6 +176,7 @@ class KafkaController:
     def _handlers(self) -> dict[type, Callable[[ControllerEvent], None]]:
         return {
             **self._reassignment_handlers,
+            **self._preferred_election_handlers,
             Failover: self._process_failover,  # type: ignore[dict-item]
             Resign: lambda _: self._resign(),
             ShutdownEventThread: lambda _: self._resign(),
@@ -190,8 +191,6 @@ class KafkaController:
             UpdateMetadataResponseReceived: self._process_update_metadata_response,  # type: ignore[dict-item]
             TopicDeletionStopReplicaResponseReceived: self._process_stop_replica_response,  # type: ignore[dict-item]
             ControlledShutdown: self._process_controlled_shutdown,  # type: ignore[dict-item]
-            ReplicaLeaderElection: self._process_replica_leader_election,  # type: ignore[dict-item]
-            AutoPreferredReplicaLeaderElection: self._process_auto_preferred_replica_leader_election,  # type: ignore[dict-item]
         }
 
     # -- failover and resignation ------------------------------------------------------------------------------
@@ -880,6 +879,13 @@ class KafkaController:
         return set(self.ctx.partition_leaders_on_broker(broker_id))
 
     # -- preferred replica election and auto rebalance ------------------------------------------------------
+    @functools.cached_property
+    def _preferred_election_handlers(self) -> dict[type, Callable[[ControllerEvent], None]]:
+        return {
+            ReplicaLeaderElection: self._process_replica_leader_election,  # type: ignore[dict-item]
+            AutoPreferredReplicaLeaderElection: self._process_auto_preferred_replica_leader_election,  # type: ignore[dict-item]
+        }
+
     def elect_leaders(self, partitions: Iterable[TopicPartition], election_type: ElectionType
                       ) -> Future[dict[TopicPartition, int | Exception]]:
         """An ElectLeaders request (Kafka's KafkaController.electLeaders): the future gets, per partition, the
@@ -988,19 +994,11 @@ class KafkaController:
             strategy: elections.PartitionLeaderElectionStrategy = (
                 PreferredReplicaPartitionLeaderElectionStrategy() if election_type is ElectionType.PREFERRED
                 else OfflinePartitionLeaderElectionStrategy(allow_unclean=trigger is ElectionTrigger.ADMIN))
-            before = {tp: self.ctx.partition_leader_and_isr(tp) for tp in partitions}
+            # (an unclean outcome is logged as possible data loss by the partition state machine)
             results = self.partition_state_machine.handle_state_changes(sorted(partitions), PartitionState.ONLINE,
                                                                         strategy)
             for tp, outcome in sorted(results.items()):
-                if isinstance(outcome, LeaderAndIsr):
-                    # The cached ISR of a partition whose leader is dead is the one this controller wrote last.
-                    previous = before.get(tp)
-                    if (election_type is ElectionType.UNCLEAN and previous is not None
-                            and outcome.leader not in previous.isr):
-                        log.warning("controller %d: unclean leader election for partition %s: broker %d, not in the "
-                                    "ISR %s, is the leader now (epoch %d); records only the old ISR had may be lost",
-                                    self.broker_id, tp, outcome.leader, list(previous.isr), outcome.leader_epoch)
-                elif trigger is not ElectionTrigger.ADMIN:
+                if not isinstance(outcome, LeaderAndIsr) and trigger is not ElectionTrigger.ADMIN:
                     log.error("controller %d: error completing replica leader election (%s) for partition %s: %s",
                               self.broker_id, election_type.name, tp, outcome)
             return results
