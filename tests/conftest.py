@@ -1,7 +1,9 @@
-"""Shared pytest fixtures: where the real Kafka fixtures live."""
+"""Shared pytest fixtures: where the real Kafka fixtures live, the session's ZooKeeper and SparkSession, and a
+fresh chroot with a client for ZooKeeper tests."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,21 @@ from hypothesis import settings as _hypothesis_settings  # noqa: E402
 
 _hypothesis_settings.register_profile("kcli", deadline=None)
 _hypothesis_settings.load_profile("kcli")
+
+
+@pytest.fixture
+def chroot() -> str:
+    """A fresh ZooKeeper chroot path for one test (modules with other needs define their own)."""
+    return f"/t-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def root(zookeeper):
+    """A kazoo client on the session's ZooKeeper, without a chroot: tests read and write under ``chroot``."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zookeeper.connect, timeout=10)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()

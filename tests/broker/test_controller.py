@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 import pytest
-from kazoo.client import KazooClient
 
 from controller_support import Broker, RecordingBroker, live_ids, partitions_of, start_broker, wait_for
 from kcli.protocol import ApiKey
@@ -25,20 +23,6 @@ pytestmark = pytest.mark.zk
 
 TOPIC_ID = "k-4sq6EMT1Wf8qPTKH7ljQ"
 ORDERS = {0: [1, 2], 1: [2, 1], 2: [0, 2]}  # broker 1 leads p0 and follows p1; the controller (0) leads p2
-
-
-@pytest.fixture
-def chroot() -> str:
-    return f"/c-{uuid.uuid4().hex}"
-
-
-@pytest.fixture
-def root(zookeeper):
-    client = KazooClient(hosts=zookeeper.connect, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.fixture

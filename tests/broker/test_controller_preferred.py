@@ -5,10 +5,8 @@ ControllerRunner.elect_leaders (ElectLeaders), /admin/preferred_replica_election
 from __future__ import annotations
 
 import logging
-import uuid
 
 import pytest
-from kazoo.client import KazooClient
 
 from controller_support import Broker, live_ids, partitions_of, read_json, start_broker, wait_for
 from kcli.broker.controller import elections
@@ -30,20 +28,6 @@ ORDERS = {0: [1, 2], 1: [2, 1], 2: [0, 2]}  # broker 1 is the preferred leader o
 P0, P1, P2 = (TopicPartition("orders", p) for p in range(3))
 NO_AUTO = {"auto.leader.rebalance.enable": False}
 ELECTION_NODE = "/admin/preferred_replica_election"
-
-
-@pytest.fixture
-def chroot() -> str:
-    return f"/c-{uuid.uuid4().hex}"
-
-
-@pytest.fixture
-def root(zookeeper):
-    client = KazooClient(hosts=zookeeper.connect, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.fixture

@@ -9,10 +9,8 @@ reassignment.
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
-from kazoo.client import KazooClient
 
 from controller_support import live_ids, partitions_of, read_json, start_broker, wait_for
 from kcli.broker.controller.context import ReplicaAssignment
@@ -27,20 +25,6 @@ TOPIC_ID = "k-4sq6EMT1Wf8qPTKH7ljQ"
 ORDERS = {0: [1, 2], 1: [2, 1]}
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 REASSIGN = "/admin/reassign_partitions"
-
-
-@pytest.fixture
-def chroot() -> str:
-    return f"/c-{uuid.uuid4().hex}"
-
-
-@pytest.fixture
-def root(zookeeper):
-    client = KazooClient(hosts=zookeeper.connect, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import time
 import uuid
 
 import pytest
-from kazoo.client import KazooClient
 
 from kcli.zk import paths
 from kcli.zk.kafka_zk_client import (
@@ -26,20 +25,6 @@ from kcli.zk.registration import BrokerRegistration
 pytestmark = pytest.mark.zk
 
 TOPIC_ID = "k-4sq6EMT1Wf8qPTKH7ljQ"
-
-
-@pytest.fixture
-def chroot() -> str:
-    return f"/t-{uuid.uuid4().hex}"
-
-
-@pytest.fixture
-def root(zookeeper):
-    client = KazooClient(hosts=zookeeper.connect, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.fixture

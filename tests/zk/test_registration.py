@@ -21,11 +21,6 @@ PLAINTEXT = [("PLAINTEXT", "127.0.0.1", 9092)]
 
 
 @pytest.fixture
-def chroot() -> str:
-    return f"/t-{uuid.uuid4().hex}"
-
-
-@pytest.fixture
 def connect(zookeeper, chroot) -> str:
     return zookeeper.connect + chroot
 

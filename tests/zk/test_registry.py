@@ -71,11 +71,6 @@ def seed(connect_root: str, chroot: str) -> None:
 
 
 @pytest.fixture
-def chroot() -> str:
-    return f"/t-{uuid.uuid4().hex}"
-
-
-@pytest.fixture
 def seeded(zookeeper, chroot) -> str:
     seed(zookeeper.connect, chroot)
     return zookeeper.connect + chroot
