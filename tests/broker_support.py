@@ -45,9 +45,14 @@ class BrokerProcess:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
+                    pass
             except OSError:
                 time.sleep(0.05)
+                continue
+            # listening comes before the ZooKeeper registration (Kafka's order): ready once it says so
+            if "kctl broker " in (log := self.log()) and " serving " in log:
+                return
+            time.sleep(0.05)
         raise RuntimeError(f"broker did not listen within {timeout}s:\n{self.log()}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:

@@ -119,9 +119,11 @@ class KafkaServer:
         if self.zk is not None:
             # Kafka's order: logs loaded and listeners bound, then /brokers/ids (the controller's requests can
             # be served from the moment it sees us), then the controller bid
+            # (the fetchers exist first: the controller's LeaderAndIsr can arrive the moment we are registered)
+            self._start_replication(loop)
             await asyncio.to_thread(self.zk.register)
             self._registered()
-            self._start_replication(loop)
+            self._start_controller()
         self._background.append(loop.create_task(self._load_groups()))
         self._background.append(loop.create_task(self._load_transactions()))
         self._background.append(loop.create_task(self._housekeep()))
@@ -183,9 +185,8 @@ class KafkaServer:
         return None if state is None else state.leader
 
     def _start_replication(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Replica fetchers, the ISR manager, the ISR expiration task, and this broker's controller
-        candidacy (the controller runs in threads of its own, as Kafka's controller-event thread)."""
-        from kcli.broker.controller import ControllerRunner
+        """Replica fetchers, the ISR manager and the ISR expiration task (Kafka's ReplicaManager.startup, before
+        the registration). The controller runs in threads of its own, as Kafka's controller-event thread."""
         from kcli.broker.isr_manager import ZkIsrManager
         from kcli.broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 
@@ -202,6 +203,11 @@ class KafkaServer:
         self.isr_manager.start()
         self.replica_manager.isr_listener = self.isr_manager
         self._background.append(loop.create_task(self._replication_housekeeping()))
+
+    def _start_controller(self) -> None:
+        """This broker's controller candidacy (the registration made the bid; the runner acts on it)."""
+        from kcli.broker.controller import ControllerRunner
+
         self.controller = ControllerRunner(self.config, self.broker_id, self.zk)
         self.controller.start()
         self.services.controller = self.controller
