@@ -629,6 +629,16 @@ def source_version() -> str:
         return "unknown"
 
 
+def finish_report(report: dict, json_path) -> int:
+    """Every bench's ending: the load average now, the JSON report to --json (if given) and to stdout."""
+    report["machine"]["loadavg_end"] = os.getloadavg()
+    blob = json.dumps(report, indent=1, default=str)
+    if json_path:
+        json_path.write_text(blob)
+    print("\nJSON:\n" + blob)
+    return 0
+
+
 def fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
@@ -759,12 +769,7 @@ def main() -> int:
         for peer in peers:
             peer.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    report["machine"]["loadavg_end"] = os.getloadavg()
-    blob = json.dumps(report, indent=1, default=str)
-    if args.json:
-        args.json.write_text(blob)
-    print("\nJSON:\n" + blob)
-    return 0
+    return finish_report(report, args.json)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,6 @@ Usage: bench/bench_cluster.py [--quick] [--large-records 500000] [--small-record
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -631,12 +630,7 @@ def main() -> int:
             print(f"kept {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    report["machine"]["loadavg_end"] = os.getloadavg()
-    blob = json.dumps(report, indent=1, default=str)
-    if args.json:
-        args.json.write_text(blob)
-    print("\nJSON:\n" + blob)
-    return 0
+    return bb.finish_report(report, args.json)
 
 
 if __name__ == "__main__":

@@ -914,12 +914,7 @@ def main() -> int:
             print(f"kept {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    report["machine"]["loadavg_end"] = os.getloadavg()
-    blob = json.dumps(report, indent=1, default=str)
-    if args.json:
-        args.json.write_text(blob)
-    print("\nJSON:\n" + blob)
-    return 0
+    return bb.finish_report(report, args.json)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""A broker's one-off requests to another broker over the Kafka protocol (Kafka's NetworkClient as the
-broker uses it outside the replica fetchers): open, send one request, read its response, close."""
+"""A broker's requests to another broker over the Kafka protocol (Kafka's NetworkClient as the broker uses
+it): ``exchange`` is one request/response on an open connection (the replica fetchers keep theirs open);
+``send_request`` opens, exchanges once and closes (controlled shutdown, transaction markers)."""
 
 from __future__ import annotations
 
@@ -15,23 +16,30 @@ SIZE = struct.Struct(">i")
 _correlation = itertools.count(1)
 
 
+async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_key: ApiKey, version: int,
+                   body: Any, *, client_id: str, timeout: float) -> Any:
+    """Send one request and read its response, each read within ``timeout`` seconds (asyncio.timeout, not
+    wait_for: 3.11's wait_for can swallow a cancel). Raises ConnectionError on an out-of-turn answer."""
+    correlation = next(_correlation)
+    writer.write(encode_request(api_key, version, correlation, client_id, body))
+    await writer.drain()
+    async with asyncio.timeout(timeout):
+        size = SIZE.unpack(await reader.readexactly(4))[0]
+    async with asyncio.timeout(timeout):
+        frame = await reader.readexactly(size)
+    got, response = decode_response(api_key, version, frame)
+    if got != correlation:
+        raise ConnectionError(f"response correlation id {got}, expected {correlation}")
+    return response
+
+
 async def send_request(host: str, port: int, api_key: ApiKey, version: int, body: Any, *, client_id: str,
                        timeout: float) -> Any:
-    """One request/response exchange within ``timeout`` seconds; raises OSError / asyncio.TimeoutError /
-    ConnectionError when the broker cannot be reached or answers out of turn."""
-    async def exchange() -> Any:
+    """One request/response exchange on a new connection within ``timeout`` seconds; raises OSError /
+    TimeoutError / ConnectionError when the broker cannot be reached or answers out of turn."""
+    async with asyncio.timeout(timeout):
         reader, writer = await asyncio.open_connection(host, port)
         try:
-            correlation = next(_correlation)
-            writer.write(encode_request(api_key, version, correlation, client_id, body))
-            await writer.drain()
-            size = SIZE.unpack(await reader.readexactly(4))[0]
-            got, response = decode_response(api_key, version, await reader.readexactly(size))
-            if got != correlation:
-                raise ConnectionError(f"response correlation id {got}, expected {correlation}")
-            return response
+            return await exchange(reader, writer, api_key, version, body, client_id=client_id, timeout=timeout)
         finally:
             writer.close()
-
-    async with asyncio.timeout(timeout):
-        return await exchange()

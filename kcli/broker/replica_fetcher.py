@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import itertools
 import logging
-import struct
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -35,16 +33,15 @@ from kio.schema.offset_for_leader_epoch.v4 import request as epoch_request
 from kio.static.primitive import i8, i32, i64
 
 from kcli.broker.log_manager import LogManager
+from kcli.broker.network_client import exchange
 from kcli.broker.partition import Partition
 from kcli.protocol import ApiKey
-from kcli.protocol.codec import decode_response, encode_request
 from kcli.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 log = logging.getLogger("kcli.broker.replica")
 
 FETCH_VERSION = 12  # the replica Fetch of IBP 2.7-IV1 .. 3.0 (LastFetchedEpoch / DivergingEpoch)
 EPOCH_VERSION = 4  # OffsetForLeaderEpoch of IBP >= 2.8-IV0 (v3+ carries the follower's replica_id)
-SIZE = struct.Struct(">i")
 TRUNCATING, FETCHING = "Truncating", "Fetching"
 
 
@@ -79,7 +76,6 @@ class ReplicaFetcher:
         self.delayed_until: dict[tuple[str, int], float] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._correlation = itertools.count(1)
         self._connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         self.name = f"ReplicaFetcher-{manager.local_broker_id}-from-{leader_id}"
 
@@ -273,18 +269,8 @@ class ReplicaFetcher:
 
     async def _roundtrip(self, api_key: ApiKey, version: int, body: Any, max_wait_ms: int) -> Any:
         reader, writer = await self._connect()
-        correlation = next(self._correlation)
-        writer.write(encode_request(api_key, version, correlation, self.name, body))
-        await writer.drain()
-        timeout = (max_wait_ms + self.manager.settings.socket_timeout_ms) / 1000
-        async with asyncio.timeout(timeout):
-            size = SIZE.unpack(await reader.readexactly(4))[0]
-        async with asyncio.timeout(timeout):
-            frame = await reader.readexactly(size)
-        got, response = decode_response(api_key, version, frame)
-        if got != correlation:
-            raise ConnectionError(f"response correlation id {got}, expected {correlation}")
-        return response
+        return await exchange(reader, writer, api_key, version, body, client_id=self.name,
+                              timeout=(max_wait_ms + self.manager.settings.socket_timeout_ms) / 1000)
 
     def _process(self, sent: dict[tuple[str, int], Partition], response: Any) -> None:
         """Kafka's processPartitionData for each partition still fetched from this leader at this offset."""
