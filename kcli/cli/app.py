@@ -18,6 +18,7 @@ from kcli.cli.verify import verify_cmd
 from kcli.cli.recover import recover_cmd
 from kcli.cli.compact import compact_cmd
 from kcli.cli.scan import scan_cmd
+from kcli.cli.completion import completion_cmd
 
 app = typer.Typer(
     name="kctl",
@@ -54,6 +55,10 @@ app.command("scan", rich_help_panel="Offline tools")(guarded(scan_cmd))
 app.add_typer(guard_group(offsets_cli.app), name="offsets", rich_help_panel="ZooKeeper")
 app.add_typer(guard_group(transactions_cli.app), name="transactions", rich_help_panel="Broker")
 
+app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
+
 
 def main() -> None:
-    app()
+    # One program name however it is started (`kctl`, `python -m kcli`): usage lines, and the completion
+    # variable _KCTL_COMPLETE that `kctl completion` scripts set.
+    app(prog_name="kctl")
