@@ -86,10 +86,6 @@ def _read_log_dir(log_dir: Path, groups: list[str] | None, offsets_partitions: i
         raise fail(exc.describe(), exit_code_for(exc) or ExitCode.PROBLEMS) from None
 
 
-def _member(m: Any) -> str:
-    return escape(m.member_id) if m is not None else "-"
-
-
 # -- list ----------------------------------------------------------------------------------------------------
 @app.command("list")
 def list_cmd(
@@ -136,24 +132,45 @@ def list_cmd(
 
 # -- describe --------------------------------------------------------------------------------------------------
 def _header(d: Any) -> str:
-    protocol = d.protocol_type + (f"/{d.protocol}" if d.protocol else "") if d.protocol_type else "-"
-    where = (f"coordinator {d.coordinator_id} ({d.coordinator})" if d.coordinator_id is not None
-             else "offline")
-    holder = "-" if d.offsets_topic_partition is None else f"__consumer_offsets-{d.offsets_topic_partition}"
+    """Two lines of at most ~90 columns (for group names of usual length): what the group is, then where it lives."""
+    protocol = d.protocol_type + (f"/{d.protocol}" if d.protocol else "") if d.protocol_type else "no protocol"
     lag = "-" if d.total_lag is None else str(d.total_lag)
-    return escape(f"group {d.group}: {d.state}, protocol {protocol}, {len(d.members)} members, lag {lag}, "
-                  f"{where}, stored in {holder}")
+    where = f"coordinator {d.coordinator_id} ({d.coordinator})" if d.coordinator_id is not None else "offline"
+    holder = ("offsets in an unknown __consumer_offsets partition" if d.offsets_topic_partition is None else
+              f"offsets in __consumer_offsets-{d.offsets_topic_partition}"
+              + (f" (of {d.offsets_topic_partitions})" if d.offsets_topic_partitions else ""))
+    return escape(f"group {d.group}: {d.state}, {protocol}, {len(d.members)} members, total lag {lag}\n"
+                  f"  {where}, {holder}")
+
+
+def _fit(columns: list[str], rows: list[list[str]], squeeze: int, width: int, *, ellipsis: bool) -> Any:
+    """A table whose other columns never fold (headers such as CURRENT-OFFSET stay whole) and whose ``squeeze``
+    column takes the room left: long member ids end in an ellipsis (``ellipsis``; at widths leaving them less than
+    12 columns they are left out: --members and --json have them), assignments fold."""
+    natural = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    room = width - sum(w for i, w in enumerate(natural) if i != squeeze) - 2 * (len(natural) - 1)
+    if ellipsis and room < 12:
+        columns = columns[:squeeze] + columns[squeeze + 1:]
+        rows = [r[:squeeze] + r[squeeze + 1:] for r in rows]
+        squeeze = -1
+    table = _table(*columns)
+    for index, column in enumerate(table.columns):
+        column.no_wrap = index != squeeze
+        if index == squeeze and ellipsis:
+            column.no_wrap, column.overflow, column.max_width = True, "ellipsis", max(12, room)
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 def _render_describe(details: list[Any], view: str) -> None:
     console = _console()
     if view == "state":
-        table = _table("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS", "OFFSETS PARTITION")
-        for d in details:
-            coordinator = f"{d.coordinator} ({d.coordinator_id})" if d.coordinator_id is not None else "-"
-            table.add_row(_cell(d.group), escape(coordinator), _cell(d.protocol or None), d.state,
-                          str(len(d.members)), _cell(d.offsets_topic_partition))
-        console.print(table)
+        rows = [[_cell(d.group), escape(f"{d.coordinator} ({d.coordinator_id})") if d.coordinator_id is not None
+                 else "-", _cell(d.protocol or None), d.state, str(len(d.members)), _cell(d.offsets_topic_partition)]
+                for d in details]
+        console.print(_fit(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS",
+                            "OFFSETS PARTITION"], rows, 0, console.width, ellipsis=False))
         return
     for index, d in enumerate(details):
         if index:
@@ -163,17 +180,17 @@ def _render_describe(details: list[Any], view: str) -> None:
             continue
         console.print(_header(d))
         if view == "members":
-            table = _table("CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")
-            for m in d.members:
-                parts = "-" if m.assignment is None else str(len(m.assignment))
-                assignment = "-" if not m.assignment else ",".join(f"{t}-{p}" for t, p in m.assignment)
-                table.add_row(_member(m), _cell(m.client_host), _cell(m.client_id), parts, escape(assignment))
+            rows = [[_cell(m.member_id), _cell(m.client_host), _cell(m.client_id),
+                     "-" if m.assignment is None else str(len(m.assignment)),
+                     "-" if not m.assignment else escape(",".join(f"{t}-{p}" for t, p in m.assignment))]
+                    for m in d.members]
+            table = _fit(["CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"], rows, 4, console.width,
+                         ellipsis=False)
         else:
-            table = _table("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-                           "CLIENT-ID")
-            for p in d.partitions:
-                table.add_row(_cell(p.topic), _cell(p.partition), _cell(p.committed_offset), _cell(p.log_end_offset),
-                              _cell(p.lag), _cell(p.member_id), _cell(p.client_host), _cell(p.client_id))
+            rows = [[_cell(p.topic), _cell(p.partition), _cell(p.committed_offset), _cell(p.log_end_offset),
+                     _cell(p.lag), _cell(p.member_id), _cell(p.client_host), _cell(p.client_id)] for p in d.partitions]
+            table = _fit(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+                          "CLIENT-ID"], rows, 5, console.width, ellipsis=True)
         if table.row_count:
             console.print(table)
         if not d.members and d.state not in ("Dead",):
