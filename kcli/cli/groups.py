@@ -143,23 +143,34 @@ def _header(d: Any) -> str:
                   f"  {where}, {holder}")
 
 
-def _fit(columns: list[str], rows: list[list[str]], squeeze: int, width: int, *, ellipsis: bool) -> Any:
-    """A table whose other columns never fold (headers such as CURRENT-OFFSET stay whole) and whose ``squeeze``
-    column takes the room left: long member ids end in an ellipsis (``ellipsis``; at widths leaving them less than
-    12 columns they are left out: --members and --json have them), assignments fold."""
-    natural = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-    room = width - sum(w for i, w in enumerate(natural) if i != squeeze) - 2 * (len(natural) - 1)
-    if ellipsis and room < 12:
-        columns = columns[:squeeze] + columns[squeeze + 1:]
-        rows = [r[:squeeze] + r[squeeze + 1:] for r in rows]
-        squeeze = -1
-    table = _table(*columns)
-    for index, column in enumerate(table.columns):
-        column.no_wrap = index != squeeze
-        if index == squeeze and ellipsis:
-            column.no_wrap, column.overflow, column.max_width = True, "ellipsis", max(12, room)
+def _width(columns: list[str], rows: list[list[str]], keep: list[int]) -> tuple[dict[int, int], int]:
+    natural = {i: max([len(columns[i])] + [len(r[i]) for r in rows]) for i in keep}
+    return natural, sum(natural.values()) + 2 * (len(keep) - 1)
+
+
+def _fit(columns: list[str], rows: list[list[str]], width: int, *, shorten: int | None = None,
+         optional: tuple[int, ...] = ()) -> Any:
+    """A table that fits ``width`` without folding a cell: the ``shorten`` column (long member ids) ends in an
+    ellipsis while that leaves it 12 columns, else the ``optional`` columns are left out in turn (--json and
+    --members have them all); if it still does not fit, the first column (topic or group names) folds."""
+    keep = list(range(len(columns)))
+    max_width = None
+    for drop in (None, *optional):
+        if drop is not None:
+            keep.remove(drop)
+        natural, total = _width(columns, rows, keep)
+        if total <= width:
+            break
+        if shorten in keep and natural[shorten] - (total - width) >= 12:  # type: ignore[index]
+            max_width = natural[shorten] - (total - width)  # type: ignore[index]
+            break
+    table = _table(*(columns[i] for i in keep))
+    for index, column in zip(keep, table.columns):
+        column.no_wrap = index != 0
+        if index == shorten and max_width is not None:
+            column.overflow, column.max_width = "ellipsis", max_width
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(row[i] for i in keep))
     return table
 
 
@@ -170,7 +181,7 @@ def _render_describe(details: list[Any], view: str) -> None:
                  else "-", _cell(d.protocol or None), d.state, str(len(d.members)), _cell(d.offsets_topic_partition)]
                 for d in details]
         console.print(_fit(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS",
-                            "OFFSETS PARTITION"], rows, 0, console.width, ellipsis=False))
+                            "OFFSETS PARTITION"], rows, console.width, optional=(1,)))
         return
     for index, d in enumerate(details):
         if index:
@@ -184,13 +195,20 @@ def _render_describe(details: list[Any], view: str) -> None:
                      "-" if m.assignment is None else str(len(m.assignment)),
                      "-" if not m.assignment else escape(",".join(f"{t}-{p}" for t, p in m.assignment))]
                     for m in d.members]
-            table = _fit(["CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"], rows, 4, console.width,
-                         ellipsis=False)
+            columns = ["CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+            if _width(columns, rows, list(range(5)))[1] > console.width:
+                # too wide for a table: two lines per member, ids whole
+                table = _table()
+                for row in rows:
+                    console.print(f"member {row[0]}\n  client id {row[2]}, host {row[1]}, {row[3]} partitions: "
+                                  f"{row[4]}")
+            else:
+                table = _fit(columns, rows, console.width)
         else:
             rows = [[_cell(p.topic), _cell(p.partition), _cell(p.committed_offset), _cell(p.log_end_offset),
                      _cell(p.lag), _cell(p.member_id), _cell(p.client_host), _cell(p.client_id)] for p in d.partitions]
             table = _fit(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-                          "CLIENT-ID"], rows, 5, console.width, ellipsis=True)
+                          "CLIENT-ID"], rows, console.width, shorten=5, optional=(5, 7, 6))
         if table.row_count:
             console.print(table)
         if not d.members and d.state not in ("Dead",):

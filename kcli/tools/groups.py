@@ -105,7 +105,8 @@ def _details(name: str, stored: StoredGroup, count: int | None,
     state = "Stable" if members else ("Dead" if stored.deleted and not stored.offsets else "Empty")
     holder = sorted(stored.partitions)
     details = GroupDetails(name, state, protocol_type, (meta.protocol or "") if meta is not None else "", None, None,
-                           holder[-1] if holder else None, count, members,
+                           holder[-1] if holder else (partition_for_group(name, count) if count else None), count,
+                           members,
                            lag_rows(members, dict(sorted(stored.offsets.items())), ranges), source="log-dir")
     if meta is not None and members:
         details.notes.append(f"members as stored at generation {meta.generation}: the broker is stopped, so none is "
