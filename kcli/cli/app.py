@@ -14,6 +14,7 @@ from kcli.cli import zk as zk_cli
 from kcli.cli import offsets as offsets_cli
 from kcli.cli import transactions as transactions_cli
 from kcli.cli import groups as groups_cli
+from kcli.cli import topics as topics_cli
 from kcli.cli.dump_log import dump_log
 from kcli.cli.verify import verify_cmd
 from kcli.cli.recover import recover_cmd
@@ -56,6 +57,7 @@ app.command("scan", rich_help_panel="Offline tools")(guarded(scan_cmd))
 app.add_typer(guard_group(offsets_cli.app), name="offsets", rich_help_panel="ZooKeeper")
 app.add_typer(guard_group(transactions_cli.app), name="transactions", rich_help_panel="Broker")
 app.add_typer(guard_group(groups_cli.app), name="groups", rich_help_panel="Broker")
+app.add_typer(guard_group(topics_cli.app), name="topics", rich_help_panel="Broker")
 
 app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
 
