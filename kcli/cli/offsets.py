@@ -376,7 +376,7 @@ def parse_time_spec(text: str, now_ms: int | None = None) -> int:
         return LATEST_TIME
     if word == "now":
         return now_ms
-    relative = word[3:] if word.startswith("now-") else word[1:] if word.startswith("-") else None
+    relative = word[4:] if word.startswith("now-") else word[1:] if word.startswith("-") else None
     if relative is not None and relative and _DURATION.sub("", relative) == "":
         return now_ms - sum(int(n) * _UNIT_MS[u] for n, u in _DURATION.findall(relative))
     if word.isdigit():

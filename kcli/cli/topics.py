@@ -192,8 +192,8 @@ def _render_rollup(report: Any, per_partition: bool) -> None:
         overrides = ", ".join(f"{k}={v}" for k, v in sorted(t.config.items())) or "no overrides (broker defaults)"
         console.print(f"config {escape(t.topic)}: {escape(overrides)}")
     if len(known) < len(report.topics):
-        console.print(("config of the other topics" if known else "config") + ": unknown here (Kafka keeps it in "
-                      "ZooKeeper or KRaft metadata): kctl topics -b HOST:PORT describe")
+        console.print(("other configs" if known else "config") + ": unknown here (kept in ZooKeeper or KRaft "
+                      "metadata): kctl topics -b HOST:PORT describe")
     for problem in report.problems:
         err_console.print(f"kctl: {problem.describe()}", markup=False)
 
