@@ -18,9 +18,10 @@ With ``exact`` (``--records``) every batch header is read: ``records`` counts da
 counts; magic 0/1 compressed wrappers are decompressed to count their inner messages), control records apart,
 and ``codecs`` is complete. ``kctl scan`` decodes every record for keys, sizes and anomalies.
 
-Topic configs: Kafka keeps them in ZooKeeper (``/config/topics/<t>``) or the KRaft metadata log, not in the
-log dir; a standalone ``kctl broker`` keeps its overrides in ``kctl-topic-configs.json`` in its first log
-dir, which is read when present. Without it a topic's config is unknown (``None``).
+Topic configs: in ZooKeeper mode Kafka keeps them in ZooKeeper (``/config/topics/<t>``), not in the log dir;
+a KRaft node that holds the metadata log (``__cluster_metadata-0``, a combined or controller node) has them
+there (replayed from its latest snapshot and log); a standalone ``kctl broker`` keeps its overrides in
+``kctl-topic-configs.json`` in its first log dir. Otherwise a topic's config is unknown (``None``).
 Never prints; the CLI renders ``TopicsReport``.
 """
 
@@ -344,16 +345,74 @@ def summarize_partition(directory: Path, *, exact: bool = False,
 
 
 # -- topic configs -------------------------------------------------------------------------------------
-def read_topic_configs(log_dir: Path) -> dict[str, dict[str, str]] | None:
-    """A standalone kctl broker's topic overrides (``kctl-topic-configs.json``), None when the file is absent."""
+def read_topic_configs(log_dir: Path) -> tuple[dict[str, dict[str, str]], str] | None:
+    """Topic overrides held in a log dir and where they came from: a standalone kctl broker's
+    ``kctl-topic-configs.json``, else a KRaft node's ``__cluster_metadata``; None when neither is there."""
     path = log_dir / TOPIC_CONFIGS_FILE
     if not path.is_file():
-        return None
+        try:
+            kraft = read_kraft_topic_configs(log_dir)
+        except (KcliError, OSError) as exc:
+            raise InputError(f"unreadable KRaft metadata: {exc}", path=str(log_dir / CLUSTER_METADATA_DIR)) from None
+        return None if kraft is None else (kraft, str(log_dir / CLUSTER_METADATA_DIR))
     try:
         data = json.loads(path.read_text())
-        return {str(t): {str(k): str(v) for k, v in c.items()} for t, c in data.get("topics", {}).items()}
+        return ({str(t): {str(k): str(v) for k, v in c.items()} for t, c in data.get("topics", {}).items()},
+                str(path))
     except (OSError, ValueError, AttributeError) as exc:
         raise InputError(f"unreadable topic configs: {exc}", path=str(path)) from None
+
+
+CLUSTER_METADATA_DIR = "__cluster_metadata-0"
+TOPIC_RECORD, CONFIG_RECORD, REMOVE_TOPIC_RECORD = "TOPIC_RECORD", "CONFIG_RECORD", "REMOVE_TOPIC_RECORD"
+
+
+def read_kraft_topic_configs(log_dir: Path) -> dict[str, dict[str, str]] | None:
+    """Topic overrides from a KRaft log dir's ``__cluster_metadata-0`` (a combined or controller node): the latest
+    snapshot (``<offset>-<epoch>.checkpoint``), then the log's records from its end offset on, replaying
+    TopicRecord, ConfigRecord (resource type 2; a null value removes the key) and RemoveTopicRecord, as the
+    brokers' metadata image does. None without that directory."""
+    from kcli.records.cluster_metadata import decode_metadata_record
+    from kcli.storage.files import KRAFT_CHECKPOINT_SUFFIX, kraft_snapshot_offset_epoch
+
+    directory = log_dir / CLUSTER_METADATA_DIR
+    if not directory.is_dir():
+        return None
+    snapshots = sorted((offset, p) for p in directory.iterdir() if p.name.endswith(KRAFT_CHECKPOINT_SUFFIX)
+                       and (offset := (kraft_snapshot_offset_epoch(p.name) or (None,))[0]) is not None)
+    start = 0
+    files: list[Path] = []
+    if snapshots:
+        start, latest = snapshots[-1]
+        files.append(latest)
+    files += [segment_path(directory, base, ".log") for base in segment_bases(directory)]
+    names: dict[Any, str] = {}
+    configs: dict[str, dict[str, str]] = {}
+    for path in files:
+        snapshot = path.name.endswith(KRAFT_CHECKPOINT_SUFFIX)
+        for batch in FileBatchReader(path):
+            if batch.is_control or (not snapshot and batch.last_offset < start):
+                continue
+            for record in batch.records():
+                if not snapshot and record.offset < start:
+                    continue
+                try:
+                    item = decode_metadata_record(record.value)
+                except KcliError:
+                    continue
+                data = item.data
+                if item.type_name == TOPIC_RECORD:
+                    names[data["topicId"]] = data["name"]
+                    configs.setdefault(data["name"], {})
+                elif item.type_name == CONFIG_RECORD and data.get("resourceType") == 2:
+                    topic = configs.setdefault(data["resourceName"], {})
+                    if data.get("value") is None:
+                        topic.pop(data["name"], None)
+                    else:
+                        topic[data["name"]] = data["value"]
+                elif item.type_name == REMOVE_TOPIC_RECORD:
+                    configs.pop(names.pop(data["topicId"], ""), None)
+    return configs
 
 
 # -- the rollup ----------------------------------------------------------------------------------------
@@ -362,7 +421,7 @@ def summarize_topics(paths: list[str], *, exact: bool = False, topics: list[str]
     report = TopicsReport([str(p) for p in paths], exact)
     dirs = partition_dirs(paths, report.problems)
     by_topic: dict[str, TopicSummary] = {}
-    configs: dict[Path, dict[str, dict[str, str]] | None] = {}
+    configs: dict[Path, tuple[dict[str, dict[str, str]], str] | None] = {}
     for directory in dirs:
         topic, _ = parse_partition_dir_name(directory.name) or (directory.name, -1)
         if topics and topic not in topics:
@@ -378,8 +437,10 @@ def summarize_topics(paths: list[str], *, exact: bool = False, topics: list[str]
                 configs[log_dir] = None
         found = configs[log_dir]
         if found is not None and summary.config is None:
-            summary.config = found.get(topic, {})
-            summary.config_source = str(log_dir / TOPIC_CONFIGS_FILE)
+            # kctl broker's file lists only topics with overrides; the KRaft metadata has every topic it knows
+            kraft = found[1].endswith(CLUSTER_METADATA_DIR)
+            summary.config = found[0].get(topic) if kraft else found[0].get(topic, {})
+            summary.config_source = found[1] if summary.config is not None else None
         summary.partitions.append(summarize_partition(directory, exact=exact, problems=report.problems))
     if topics:
         for name in topics:

@@ -94,9 +94,16 @@ def test_rollup_of_real_kafka_log_dirs(fixtures_dir, log_dir):
         assert (metadata.log_end_offset, metadata.records, metadata.control_records) == (17027, 17026, 1)
         assert by_topic["_confluent-command"].codecs == ["lz4"]
         assert metadata.topic_id is not None
+        # topic configs from the KRaft metadata log (latest snapshot + log), as the brokers' metadata image
+        assert by_topic["__consumer_offsets"].config == {"cleanup.policy": "compact", "compression.type": "producer",
+                                                          "segment.bytes": "104857600"}
+        assert by_topic["_schemas"].config == {"cleanup.policy": "compact"} and by_topic["promotions"].config == {}
+        assert by_topic["_schemas"].config_source.endswith("__cluster_metadata-0")
+        assert by_topic["__cluster_metadata"].config is None  # not a topic of the metadata image
     else:
         assert sorted(by_topic) == ["__consumer_offsets", "first_topic", "new_topic"]
         assert len(by_topic["first_topic"].partitions) == 3 and by_topic["first_topic"].records == 41
+        assert by_topic["first_topic"].config is None  # ZooKeeper mode: kept in ZooKeeper
 
 
 def test_log_start_checkpoint_configs_and_torn_tail(tmp_path):
