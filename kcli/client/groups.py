@@ -329,38 +329,15 @@ def parse_duration(text: str) -> int:
 
 def offsets_for_time(client: KafkaClient, partitions: Sequence[TopicPartition], timestamp: int
                      ) -> dict[TopicPartition, int | None]:
-    """ListOffsets with a timestamp: the earliest offset whose timestamp is >= it, per partition (None when
-    no record is that recent)."""
-    wanted = sorted(set(partitions))
-    meta = client.metadata(sorted({t for t, _ in wanted}))
-    by_leader: dict[int, list[TopicPartition]] = {}
-    for topic, partition in wanted:
-        t = meta.topics.get(topic)
-        leader = t.partitions.get(partition, -1) if t is not None else -1
-        if leader < 0:
-            raise KafkaClientError(f"{topic}-{partition} has no leader in the cluster's metadata",
-                                   path="MetadataResponse")
-        by_leader.setdefault(leader, []).append((topic, partition))
+    """ListOffsets with a timestamp (kcli.client.offsets_time): the earliest offset whose timestamp is >= it,
+    per partition (None when no record is that recent)."""
+    from kcli.client.offsets_time import offsets_for_time as for_time
+
     out: dict[TopicPartition, int | None] = {}
-    for leader, tps in by_leader.items():
-        connection = client._node(leader)
-        version, m = connection.module(ApiKey.LIST_OFFSETS)
-        topics: dict[str, list[Any]] = {}
-        for topic, partition in tps:
-            topics.setdefault(topic, []).append(_build(m, "ListOffsetsPartition", partition_index=partition,
-                                                       current_leader_epoch=-1, timestamp=timestamp, max_num_offsets=1))
-        body = connection.call(ApiKey.LIST_OFFSETS, _build(m, "ListOffsetsRequest", replica_id=-1, isolation_level=0,
-                                                           topics=tuple(_build(m, "ListOffsetsTopic", name=n,
-                                                                               partitions=tuple(ps))
-                                                                        for n, ps in topics.items())))
-        for t in body.topics:
-            for p in t.partitions:
-                if p.error_code != ErrorCode.none:
-                    raise KafkaRequestError("", request=f"ListOffsetsResponse v{version}",
-                                            field=f"topics[{t.name}].partitions[{p.partition_index}].error_code",
-                                            error=p.error_code)
-                offset = int(p.offset) if version > 0 else (int(p.old_style_offsets[0]) if p.old_style_offsets else -1)
-                out[(t.name, int(p.partition_index))] = offset if offset >= 0 else None
+    for found in for_time(client, sorted(set(partitions)), timestamp):
+        if found.error is not None:
+            raise KafkaClientError(found.error, path="ListOffsetsResponse")
+        out[(found.topic, found.partition)] = found.offset if found.offset >= 0 else None
     return out
 
 
