@@ -456,7 +456,8 @@ class DumpRun:
         self._decode = None if options.decoder is Decoder.NONE else _decoder_for(options.decoder)
         self._match = record_matcher(options)
         self._remaining = options.count  # records still to select with --count
-        self.done = False  # --count reached, or (following) past --end-offset
+        self.done = False  # --count reached: nothing more is read
+        self.past_end = False  # a batch past --end-offset was met (in the file last read)
 
     @property
     def total_bytes(self) -> int:
@@ -583,7 +584,7 @@ class DumpRun:
 
     def _batches(self, batches, cursor: _Cursor) -> Iterator[DumpItem]:
         """Items for the batches of one file (a reader, or a list): range filters, record filters,
-        summaries. Sets ``done`` when --count is reached or a batch lies past --end-offset."""
+        summaries. Sets ``done`` when --count is reached, ``past_end`` when a batch lies past --end-offset."""
         opts = self.options
         given = cursor.given
         decode = self._decode
@@ -592,7 +593,7 @@ class DumpRun:
         for batch in batches:
             if opts.filtered and not self._batch_in_range(batch):
                 if opts.end_offset is not None and batch.base_offset > opts.end_offset:
-                    self.done = True
+                    self.past_end = True
                     break
                 continue
             if selecting:  # the batch is printed only when a record in it is selected
