@@ -117,28 +117,38 @@ def dump_log(
     else:
         run = DumpRun(all_paths, options)
 
-    def terminate(_signum, _frame):  # SIGTERM ends a dump (a --follow above all) like Ctrl-C: cleanly
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        with stdout_pipe_guard(), byte_progress(run.total_bytes, "dump-log",
-                                                not follow and progress_wanted(data_on_stdout=True)) as advance:
-            run.progress = advance
-            try:
-                _write(run, options, encodings, formatter, json_out, out)
-            except KeyboardInterrupt:
-                pass  # interrupted (Ctrl-C, SIGTERM): close with the summary of what was read
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with stdout_pipe_guard(), byte_progress(run.total_bytes, "dump-log",
+                                            not follow and progress_wanted(data_on_stdout=True)) as advance:
+        run.progress = advance
+        if not follow:
+            _write(run, options, encodings, formatter, json_out, out)
             _close(run, options, encodings, json_out, formatter, out)
-    except KeyboardInterrupt:
-        pass  # a second interrupt while closing
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        else:
+            _follow(run, options, encodings, formatter, json_out, out)
     if run.summary.unreadable:
         raise typer.Exit(int(ExitCode.UNREADABLE))
     if run.summary.errors:
         raise typer.Exit(int(ExitCode.PROBLEMS))
+
+
+def _follow(run, options: DumpOptions, encodings: Encodings, formatter, json_out: bool, out) -> None:
+    """Until interrupted: Ctrl-C and SIGTERM end a follow cleanly (exit 0), after the closing summary."""
+
+    def terminate(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        try:
+            _write(run, options, encodings, formatter, json_out, out)
+        except KeyboardInterrupt:
+            pass
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _close(run, options, encodings, json_out, formatter, out)
+    except KeyboardInterrupt:
+        pass  # a second Ctrl-C while closing
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _write(run, options: DumpOptions, encodings: Encodings, formatter, json_out: bool, out) -> None:

@@ -189,10 +189,15 @@ def test_format_cli_binary_and_text_encodings(orders):
     (["--header", "=v"], "--header"),
 ], ids=["regex", "format", "format-json", "follow-file", "header"])
 def test_usage_errors_exit_2(orders, args, message):
+    from typer.testing import CliRunner
+
+    from kcli.cli.app import app
+
     target = sorted(orders.glob("*.log"))[0] if "--follow" in args else orders
-    proc = _kctl("dump-log", *args, str(target))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    err = proc.stderr.decode()
+    result = CliRunner().invoke(app, ["dump-log", *args, str(target)])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit | None)
+    err = result.stderr
     assert err.startswith("kctl: ") and message in err and "Traceback" not in err
 
 
