@@ -38,6 +38,9 @@ class FollowRun(DumpRun):
         path = Path(directory)
         if not path.is_dir():
             raise UsageError(f"--follow takes one partition directory; {directory} is not a directory")
+        if parse_partition_dir_name(path.resolve().name) is None and not any(path.glob("*" + LOG_SUFFIX)):
+            raise UsageError(f"--follow takes one partition directory (<topic>-<partition>, holding .log segments); "
+                             f"{directory} is neither")
         if options.max_bytes is not None:
             raise UsageError("--follow reads segments as they grow; --max-bytes does not apply")
         self.directory = path
