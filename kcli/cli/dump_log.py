@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from kcli.cli.common import ExitCode, byte_progress, fail, parse_timestamp, progress_wanted, stdout_pipe_guard
-from kcli.tools.dump import Decoder, DumpNotice, DumpOptions, DumpRun, Encodings
+from kcli.tools.dump import Decoder, DumpNotice, DumpOptions, DumpRecord, DumpRecords, DumpRun, Encodings
 from kcli.tools.dump_json import json_lines
 from kcli.tools.dump_text import selection_line, stderr_lines, stdout_lines, summary_lines
 from kcli.tools.render import BytesEncoding
@@ -64,12 +64,7 @@ def dump_log(
             raise fail(f"Java decoder class {cls} is not available; use --json with --key-encoding/--value-encoding", ExitCode.USAGE)
     decoders = [d for flag, d in ((offsets_decoder, Decoder.OFFSETS), (transaction_log_decoder, Decoder.TRANSACTION_LOG),
                                   (cluster_metadata_decoder, Decoder.CLUSTER_METADATA)) if flag]
-    headers = []
-    for spec in header or []:
-        name, eq, value = spec.partition("=")
-        if not name:
-            raise fail(f"--header {spec!r}: give NAME or NAME=VALUE", ExitCode.USAGE)
-        headers.append((name, value.encode("utf-8", "surrogateescape") if eq else None))
+    headers = parse_headers(header)
     if record_format is not None and json_out:
         raise fail("--format and --json are two ways to print records: choose one", ExitCode.USAGE)
     options = DumpOptions(
@@ -98,6 +93,25 @@ def dump_log(
         # Without printed keys and values a forced encoding would do nothing: refuse rather than ignore.
         raise fail("--key-encoding and --value-encoding apply to printed keys and values: add --print-data-log, "
                    "--format or --json", ExitCode.USAGE)
+    run_dump(all_paths, options, encodings, record_format, json_out=json_out, follow=follow,
+             poll_interval=poll_interval)
+
+
+def parse_headers(specs: list[str] | None) -> list[tuple[str, bytes | None]]:
+    """--header NAME or NAME=VALUE, as (name, value bytes or None)."""
+    headers = []
+    for spec in specs or []:
+        name, eq, value = spec.partition("=")
+        if not name:
+            raise fail(f"--header {spec!r}: give NAME or NAME=VALUE", ExitCode.USAGE)
+        headers.append((name, value.encode("utf-8", "surrogateescape") if eq else None))
+    return headers
+
+
+def run_dump(paths: list[str], options: DumpOptions, encodings: Encodings, record_format: str | None, *,
+             json_out: bool, follow: bool, poll_interval: float, records_only: bool = False) -> None:
+    """The reading and printing behind dump-log and cat; raises typer.Exit with the exit status.
+    ``records_only``: JSON output holds the record objects alone (kctl cat), notices go to stderr."""
     formatter = None
     if record_format is not None:
         from kcli.tools.dump_format import RecordFormat
@@ -105,7 +119,7 @@ def dump_log(
         formatter = RecordFormat(record_format, encodings)
     out = sys.stdout
     if follow:
-        if len(all_paths) != 1:
+        if len(paths) != 1:
             raise fail("--follow takes one partition directory", ExitCode.USAGE)
         from kcli.tools.dump_follow import FollowRun
 
@@ -113,25 +127,25 @@ def dump_log(
             out.flush()
             time.sleep(seconds)
 
-        run = FollowRun(all_paths[0], options, poll_interval=poll_interval, sleep=idle)
+        run = FollowRun(paths[0], options, poll_interval=poll_interval, sleep=idle)
     else:
-        run = DumpRun(all_paths, options)
-
+        run = DumpRun(paths, options)
+    printer = _Printer(run, options, encodings, formatter, json_out, records_only, out)
     with stdout_pipe_guard(), byte_progress(run.total_bytes, "dump-log",
                                             not follow and progress_wanted(data_on_stdout=True)) as advance:
         run.progress = advance
         if not follow:
-            _write(run, options, encodings, formatter, json_out, out)
-            _close(run, options, encodings, json_out, formatter, out)
+            printer.write()
+            printer.close()
         else:
-            _follow(run, options, encodings, formatter, json_out, out)
+            _follow(printer)
     if run.summary.unreadable:
         raise typer.Exit(int(ExitCode.UNREADABLE))
     if run.summary.errors:
         raise typer.Exit(int(ExitCode.PROBLEMS))
 
 
-def _follow(run, options: DumpOptions, encodings: Encodings, formatter, json_out: bool, out) -> None:
+def _follow(printer: _Printer) -> None:
     """Until interrupted: Ctrl-C and SIGTERM end a follow cleanly (exit 0), after the closing summary."""
 
     def terminate(_signum, _frame):
@@ -140,45 +154,60 @@ def _follow(run, options: DumpOptions, encodings: Encodings, formatter, json_out
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
         try:
-            _write(run, options, encodings, formatter, json_out, out)
+            printer.write()
         except KeyboardInterrupt:
             pass
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        _close(run, options, encodings, json_out, formatter, out)
+        printer.close()
     except KeyboardInterrupt:
         pass  # a second Ctrl-C while closing
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _write(run, options: DumpOptions, encodings: Encodings, formatter, json_out: bool, out) -> None:
-    if formatter is not None:
-        raw = out.buffer
+class _Printer:
+    def __init__(self, run, options: DumpOptions, encodings: Encodings, formatter, json_out: bool,
+                 records_only: bool, out):
+        self.run, self.options, self.encodings, self.formatter = run, options, encodings, formatter
+        self.json_out, self.records_only, self.out = json_out, records_only, out
+
+    def write(self) -> None:
+        run, options, encodings, out = self.run, self.options, self.encodings, self.out
+        if self.formatter is not None:
+            raw = out.buffer
+            lines_of = self.formatter.lines
+            for item in run:
+                data = lines_of(item)
+                if data:
+                    raw.write(data)
+                elif isinstance(item, DumpNotice):  # only records go to stdout; notices, even kafka-dump-log's, to stderr
+                    sys.stderr.write(item.text + "\n")
+            return
+        if self.records_only:  # JSON record objects alone
+            for item in run:
+                if isinstance(item, (DumpRecords, DumpRecord)):
+                    out.write("\n".join(json_lines(item, encodings)) + "\n")
+                elif isinstance(item, DumpNotice):
+                    sys.stderr.write(item.text + "\n")
+            return
+        json_out = self.json_out
         for item in run:
-            data = formatter.lines(item)
-            if data:
-                raw.write(data)
+            lines = json_lines(item, encodings) if json_out else stdout_lines(item, options, encodings)
+            if lines:
+                out.write("\n".join(lines) + "\n")
+            if json_out:
                 continue
-            if isinstance(item, DumpNotice):  # only records go to stdout; notices, even kafka-dump-log's, to stderr
-                sys.stderr.write(item.text + "\n")
-        return
-    for item in run:
-        lines = json_lines(item, encodings) if json_out else stdout_lines(item, options, encodings)
-        if lines:
-            out.write("\n".join(lines) + "\n")
-        if json_out:
-            continue
-        for line in stderr_lines(item):
-            sys.stderr.write(line + "\n")
+            for line in stderr_lines(item):
+                sys.stderr.write(line + "\n")
 
-
-def _close(run, options: DumpOptions, encodings: Encodings, json_out: bool, formatter, out) -> None:
-    if json_out:
-        out.write(json_lines(run.summary, encodings)[0] + "\n")
+    def close(self) -> None:
+        out, summary = self.out, self.run.summary
+        if self.json_out and not self.records_only:
+            out.write(json_lines(summary, self.encodings)[0] + "\n")
+            out.flush()
+            return
         out.flush()
-        return
-    out.flush()
-    for line in summary_lines(run.summary):
-        sys.stderr.write(line + "\n")
-    if options.selecting and formatter is None:
-        sys.stderr.write(selection_line(run.summary) + "\n")
+        for line in summary_lines(summary):
+            sys.stderr.write(line + "\n")
+        if self.options.selecting and self.formatter is None and not self.records_only:
+            sys.stderr.write(selection_line(summary) + "\n")

@@ -201,6 +201,21 @@ def test_usage_errors_exit_2(orders, args, message):
     assert err.startswith("kctl: ") and message in err and "Traceback" not in err
 
 
+def test_cat_is_dump_log_format_with_kcat_options(orders):
+    from typer.testing import CliRunner
+
+    from kcli.cli.app import app
+
+    fmt = r"%o %k %h\n"
+    cat = CliRunner().invoke(app, ["cat", "-o", "30", "-c", "12", "-f", fmt, str(orders)])
+    dump = CliRunner().invoke(app, ["dump-log", "--start-offset", "30", "--count", "12", "--format", fmt, str(orders)])
+    assert cat.exit_code == dump.exit_code == 0 and cat.stdout == dump.stdout
+    assert [int(line.split()[0]) for line in cat.stdout.splitlines()] == list(range(30, 42))
+    records = [json.loads(line) for line in
+               CliRunner().invoke(app, ["cat", "--json", "--grep", "^txn", str(orders)]).stdout.splitlines()]
+    assert [(r["type"], r["value"], r["topic"], r["partition"]) for r in records] == [("record", "txn-value", "orders", 3)] * 2
+
+
 # -- --follow, scripted: rolls and retention deletes without a broker ------------------------------------------
 
 class _Stop(Exception):
@@ -322,6 +337,12 @@ def test_format_matches_kcat_byte_for_byte(broker):
     proc = _kctl("dump-log", "--format", fmt, str(broker.log_dir / "fmt-0"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == expected.stdout and expected.stdout.count(b"--\t%\n") == 44
+    # kctl cat: kcat -C's default output and -K, from the files
+    for kcat_args, cat_args in (([], []), (["-K", "::"], ["-K", "::"]), (["-c", "3"], ["-c", "3"])):
+        expected = kcat("-b", broker.bootstrap, "-C", "-t", "fmt", "-o", "beginning", "-e", "-q", *kcat_args)
+        proc = _kctl("cat", *cat_args, str(broker.log_dir / "fmt-0"))
+        assert proc.returncode == 0 and expected.returncode == 0, proc.stderr + expected.stderr
+        assert proc.stdout == expected.stdout and proc.stdout, cat_args
 
 
 def test_follow_a_live_partition_across_rolls(broker, tmp_path):
