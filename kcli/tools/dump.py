@@ -553,6 +553,7 @@ class DumpRun:
         start = self._seek_position(path) if opts.filtered and item.kind is FileKind.LOG else 0
         reader = FileBatchReader(path, start, end)
         cursor = _Cursor(item.given, path, *topic_partition_of(path))
+        self.past_end = False
         try:
             yield from self._batches(reader, cursor)
         except InputError:
