@@ -16,6 +16,7 @@ from kcli.cli import transactions as transactions_cli
 from kcli.cli import groups as groups_cli
 from kcli.cli import topics as topics_cli
 from kcli.cli.dump_log import dump_log
+from kcli.cli.cat import cat_cmd
 from kcli.cli.verify import verify_cmd
 from kcli.cli.recover import recover_cmd
 from kcli.cli.compact import compact_cmd
@@ -47,6 +48,7 @@ def root(
 
 # Every command runs under cli/errors.py's exit-status table (guarded): one line and a status, never a traceback.
 app.command("dump-log", rich_help_panel="Offline tools")(guarded(dump_log))
+app.command("cat", rich_help_panel="Offline tools")(guarded(cat_cmd))
 app.command("verify", rich_help_panel="Offline tools")(guarded(verify_cmd))
 app.add_typer(guard_group(broker_cli.app), name="broker", rich_help_panel="Broker")
 app.add_typer(guard_group(cluster_cli.app), name="cluster", rich_help_panel="Broker")
