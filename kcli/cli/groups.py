@@ -46,6 +46,21 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Write one JSON object to 
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker.")]
 
 
+@app.callback()
+def groups_group(
+    ctx: typer.Context,
+    bootstrap: BootstrapOpt = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, show_default=False,
+                                                     help="Seconds to wait for each broker (default 10).")] = None,
+) -> None:
+    """Consumer groups, as kafka-consumer-groups.sh. -b/--timeout go before or after the subcommand.
+    Exit status: 0 ok, 1 a group failed, was refused or not found, 2 usage error, 3 unreadable input or no broker."""
+    # Options given before the subcommand become its defaults (click's default_map; the subcommand's own win).
+    given = {k: v for k, v in (("bootstrap", bootstrap), ("timeout", timeout)) if v is not None}
+    if given:
+        ctx.default_map = {name: dict(given) for name in ctx.command.commands}  # type: ignore[attr-defined]
+
+
 @contextmanager
 def _client(bootstrap: str | None, timeout: float) -> Iterator[Any]:
     from kcli.client import KafkaClient

@@ -199,6 +199,8 @@ def test_kafka_python_member_assignment(broker):
     finally:
         consumer.close()
     assert as_json("describe", group, "-b", broker.bootstrap)["groups"][0]["state"] == "Empty"
+    # -b before the subcommand, as `kctl topics -b B ...` takes it
+    assert json.loads(kctl("-b", broker.bootstrap, "describe", group, "--json").stdout)["groups"][0]["state"] == "Empty"
 
 
 def test_usage_errors():
