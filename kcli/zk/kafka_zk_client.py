@@ -382,6 +382,34 @@ class KafkaZkClient:
         self._one(self._zk.create_async(prefix, models.encode_config_change("topics", topic), sequence=True,
                                         makepath=True), "writing a config change notification")
 
+    def get_config_change_notifications(self, *, watch: bool = False) -> list[str]:
+        """The config_change_<seq> nodes under /config/changes, oldest first (``watch`` arms a registered child
+        handler: ZkNodeChangeNotificationListener)."""
+        return [c for c in self.get_children(paths.CONFIG_CHANGES, watch=watch) if c.startswith(paths.CONFIG_CHANGE_PREFIX)]
+
+    def read_config_changes(self, nodes: Sequence[str]) -> list[tuple[str, tuple[str, str] | None, int]]:
+        """Per notification node: (node, (entity type, name) or None if gone or malformed, ctime in ms)."""
+        found = self._get_many([paths.child(paths.CONFIG_CHANGES, n) for n in nodes], "reading config changes")
+        out: list[tuple[str, tuple[str, str] | None, int]] = []
+        for node, item in zip(nodes, found):
+            if item is None:
+                out.append((node, None, 0))
+                continue
+            try:
+                entity = models.parse_config_change(paths.child(paths.CONFIG_CHANGES, node), item[0])
+            except KcliError:
+                entity = None
+            out.append((node, entity, int(item[1].ctime)))
+        return out
+
+    def delete_config_changes(self, nodes: Sequence[str]) -> None:
+        """Purge processed notifications (unfenced, as ZkNodeChangeNotificationListener.purgeObsoleteNotifications;
+        another broker deleting the same node first is fine)."""
+        pending = [self._zk.delete_async(paths.child(paths.CONFIG_CHANGES, n)) for n in nodes]
+        for node, result in zip(nodes, self._gather(pending, "purging config change notifications")):
+            if isinstance(result, Exception) and not isinstance(result, NoNodeError):
+                raise KcliError(f"{self._where} refused deleting {paths.CONFIG_CHANGES}/{node}: {_describe(result)}")
+
     def set_topic_assignment(self, topic: str, assignment: models.TopicAssignment,
                              expected_controller_epoch_zk_version: int, *, expected_version: int = -1) -> int:
         """Controller write of a topic znode (missing topic ids, reassignment, restored assignments)."""
