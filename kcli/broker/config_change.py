@@ -31,24 +31,30 @@ class ConfigChangeListener:
         self.last_executed = -1  # the sequence number of the last notification processed
         self._pending = False
         self._running: asyncio.Task | None = None
+        self._undo_reconnect: Any = None
         self.processed = 0
 
     def start(self) -> None:
         from kcli.zk import paths
 
         self.zk.register_child_change_handler(paths.CONFIG_CHANGES, self._on_children_changed)
+        # a new session has no watches: read again (and re-arm) whenever the connection comes back
+        self._undo_reconnect = self.zk.on_reconnect(self._on_children_changed)
         self._on_children_changed()  # the notifications already there, and arm the watch
 
     def stop(self) -> None:
         from kcli.zk import paths
 
         self.zk.unregister_child_change_handler(paths.CONFIG_CHANGES)
+        if self._undo_reconnect is not None:
+            self._undo_reconnect()
         if self._running is not None:
             self._running.cancel()
 
     def _on_children_changed(self) -> None:
         """kazoo's event thread (or start()): enqueue only."""
-        self.loop.call_soon_threadsafe(self._schedule)
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._schedule)
 
     def _schedule(self) -> None:
         self._pending = True

@@ -238,6 +238,18 @@ class KafkaZkClient:
         with self._lock:
             self._change_handlers.pop(path, None)
 
+    def on_reconnect(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """``callback()`` (on kazoo's thread: enqueue only) each time the connection is back, in the same session or
+        a new one, whose watches are gone (Kafka's StateChangeHandler.afterInitializingSession); returns the undo."""
+        from kazoo.protocol.states import KazooState
+
+        def listener(state: Any) -> None:
+            if state == KazooState.CONNECTED:
+                callback()
+
+        self._zk.add_listener(listener)
+        return lambda: self._zk.remove_listener(listener)
+
     def unregister_all_handlers(self) -> None:
         """Mute every watch (controller resignation); those still set in ZooKeeper fire into nothing."""
         with self._lock:

@@ -344,6 +344,7 @@ def test_topic_config_changes_reach_every_broker(cluster):
     assert segment_bytes_on(b1) != "2048"
     kctl_topics("-b", b0, "alter-config", "dyncfg", "--add-config", "segment.bytes=2048")
     wait_for(lambda: segment_bytes_on(b1) == "2048", 30, "broker 1 to apply the new segment.bytes")
-    _produce(cluster, "dyncfg", 60, value=b"x" * 200)
+    for _ in range(6):  # six produce rounds: batches of ~2 KiB, each one past the new segment size
+        _produce(cluster, "dyncfg", 10, value=b"x" * 200)
     segments = list((cluster.brokers[1].log_dir / "dyncfg-0").glob("*.log"))
     assert len(segments) > 3, f"the leader did not roll at segment.bytes=2048: {segments}"
