@@ -60,6 +60,15 @@ class PartitionCompaction:
     def complete(self) -> bool:
         return bool(self.passes) and self.passes[-1].complete
 
+    @property
+    def keys_mapped(self) -> int:
+        return max((p.keys_mapped for p in self.passes), default=0)
+
+    @property
+    def offset_map_bytes(self) -> int:
+        """The largest offset map of its passes (compiled: 24-byte slots; pure: a dict and its objects)."""
+        return max((p.offset_map_bytes for p in self.passes), default=0)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "partition": self.directory,
@@ -67,6 +76,8 @@ class PartitionCompaction:
             "complete": self.complete,
             "groups_changed": self.groups_changed,
             "checkpoint": self.checkpoint,
+            "keys_mapped": self.keys_mapped,
+            "offset_map_bytes": self.offset_map_bytes,
             **{name: self.total(name) for name in _TOTALS},
             "passes": [p.to_json() for p in self.passes],
             "mismatches": self.mismatches,
