@@ -157,6 +157,8 @@ typedef struct {
     Py_ssize_t key_len;
     int64_t offset_delta;
     int tombstone;
+    uint64_t hash;   /* of mkey (set by prepare_keys) */
+    uint8_t mkey[16]; /* the map key (set by prepare_keys) */
 } rec_t;
 
 /* Parse ``count`` records covering exactly ``size`` bytes; 0 or -1 (rejected). */
@@ -254,12 +256,28 @@ static inline Py_ssize_t slot_index(uint64_t h, Py_ssize_t size) {
     return (Py_ssize_t)(((unsigned __int128)h * (uint64_t)size) >> 64);
 }
 
-static slot_t *find_slot(slot_t *table, Py_ssize_t size, const uint8_t key[16]) {
-    Py_ssize_t i = slot_index(slot_hash(key), size);
+static slot_t *find_slot_hashed(slot_t *table, Py_ssize_t size, const uint8_t key[16], uint64_t hash) {
+    Py_ssize_t i = slot_index(hash, size);
     for (;;) {
         slot_t *s = &table[i];
         if (s->offset_plus_one == 0 || memcmp(s->key, key, 16) == 0) return s;
         if (++i == size) i = 0;
+    }
+}
+
+static inline slot_t *find_slot(slot_t *table, Py_ssize_t size, const uint8_t key[16]) {
+    return find_slot_hashed(table, size, key, slot_hash(key));
+}
+
+/* Map keys and hashes of every keyed record, and a prefetch of each one's first slot: the lookups that follow
+ * then overlap their cache misses instead of waiting for each in turn. */
+static void prepare_keys(OffsetMapObject *self, const uint8_t *d, rec_t *recs, Py_ssize_t count) {
+    for (Py_ssize_t r = 0; r < count; r++) {
+        rec_t *rec = &recs[r];
+        if (rec->key_pos < 0) continue;
+        map_key(d + rec->key_pos, rec->key_len, rec->mkey);
+        rec->hash = slot_hash(rec->mkey);
+        if (self->size) __builtin_prefetch(&self->table[slot_index(rec->hash, self->size)]);
     }
 }
 
@@ -280,8 +298,8 @@ static int map_resize(OffsetMapObject *self, Py_ssize_t size) {
 }
 
 /* Insert or overwrite; the caller has checked count < capacity. 0, or -1 with MemoryError. */
-static int map_put(OffsetMapObject *self, const uint8_t key[16], int64_t offset) {
-    slot_t *s = find_slot(self->table, self->size, key);
+static int map_put_hashed(OffsetMapObject *self, const uint8_t key[16], uint64_t hash, int64_t offset) {
+    slot_t *s = find_slot_hashed(self->table, self->size, key, hash);
     if (s->offset_plus_one == 0) {
         memcpy(s->key, key, 16);
         self->count++;
@@ -293,6 +311,10 @@ static int map_put(OffsetMapObject *self, const uint8_t key[16], int64_t offset)
     }
     s->offset_plus_one = offset + 1;
     return 0;
+}
+
+static inline int map_put(OffsetMapObject *self, const uint8_t key[16], int64_t offset) {
+    return map_put_hashed(self, key, slot_hash(key), offset);
 }
 
 static int64_t map_get(OffsetMapObject *self, const uint8_t key[16]) {
@@ -365,6 +387,7 @@ static PyObject *OffsetMap_add_batch(OffsetMapObject *self, PyObject *args) {
         return PyLong_FromLong(-1);
     }
     long status = 0;
+    prepare_keys(self, d, recs, count);
     for (Py_ssize_t r = 0; r < count; r++) {
         int64_t offset;
         if (__builtin_add_overflow((int64_t)base_offset, recs[r].offset_delta, &offset)) {
@@ -376,9 +399,7 @@ static PyObject *OffsetMap_add_batch(OffsetMapObject *self, PyObject *args) {
             status = 1;
             break;
         }
-        uint8_t key[16];
-        map_key(d + recs[r].key_pos, recs[r].key_len, key);
-        if (map_put(self, key, offset) < 0) {
+        if (map_put_hashed(self, recs[r].mkey, recs[r].hash, offset) < 0) {
             PyMem_Free(recs);
             PyBuffer_Release(&payload);
             return NULL;
@@ -414,6 +435,7 @@ static PyObject *OffsetMap_filter_batch(OffsetMapObject *self, PyObject *args) {
     uint8_t *m = (uint8_t *)PyBytes_AS_STRING(mask);
     Py_ssize_t kept = 0, keyless = 0, tombstones_dropped = 0, tombstones_kept = 0;
     int rejected = 0;
+    prepare_keys(self, d, recs, count);
     for (Py_ssize_t r = 0; r < count; r++) {
         rec_t *rec = &recs[r];
         int64_t offset;
@@ -427,9 +449,8 @@ static PyObject *OffsetMap_filter_batch(OffsetMapObject *self, PyObject *args) {
                 keyless++;
                 continue;
             }
-            uint8_t key[16];
-            map_key(d + rec->key_pos, rec->key_len, key);
-            if (offset < map_get(self, key)) continue;
+            if (self->size && offset < find_slot_hashed(self->table, self->size, rec->mkey, rec->hash)->offset_plus_one - 1)
+                continue;
             if (rec->tombstone && drop_tombstones) {
                 tombstones_dropped++;
                 continue;
