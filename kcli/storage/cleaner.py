@@ -224,6 +224,8 @@ class Segment:
     size: int
     next_offset: int  # base offset when empty
     max_timestamp: int
+    batches: int = -1  # -1: not counted
+    transactional: bool = True  # holds a transactional or control batch (True: not known)
 
 
 @dataclass
@@ -335,15 +337,18 @@ def list_segments(directory: Path, state: ProducerStateManager | None = None) ->
         base = offset_from_filename(path.name)
         reader = FileBatchReader(path)
         next_offset, max_ts = base, -1
+        batches, transactional = 0, False
         for batch in reader:
             if state is not None and isinstance(batch, RecordBatch):  # magic 0/1 messages have no producer
                 state.update(batch)
             next_offset = batch.last_offset + 1
             max_ts = max(max_ts, batch.max_timestamp)
+            batches += 1
+            transactional = transactional or batch.is_transactional or batch.is_control
         if reader.valid_bytes != path.stat().st_size:
             raise KcliError(f"invalid bytes after byte {reader.valid_bytes}: run `kctl recover` first",
                             path=str(path), position=reader.valid_bytes)
-        segments.append(Segment(base, path.stat().st_size, next_offset, max_ts))
+        segments.append(Segment(base, path.stat().st_size, next_offset, max_ts, batches, transactional))
     return segments
 
 
@@ -814,6 +819,12 @@ def _txn_metadata(plan: CompactionPlan, group: list[Segment], *, replay: int = 0
     start, end = group[0].base_offset, group[-1].next_offset
     txns = _TxnMetadata([t for t in plan.aborted if t.last_offset >= start and t.first_offset < end])
     for segment in group[:replay]:
+        if not segment.transactional and segment.batches >= 0:
+            # Only plain batches: replaying them only consumes the aborted transactions that start up to
+            # the segment's last offset (the last batch's).
+            if segment.batches > 0:
+                txns._consume_up_to(segment.next_offset - 1)
+            continue
         for batch in _batches(plan.partition_dir, segment):
             if batch.is_control:
                 txns.on_control(batch)

@@ -321,3 +321,17 @@ def test_kcli_runs_the_pure_cleaner_without_the_extension(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, str(partition)], capture_output=True, text=True, env=env,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_jobs_2_writes_what_jobs_1_writes(use, bench_partition, tmp_path):
+    """Workers filtering the segments of one group each replay the transaction state before their segment (plain
+    segments only advance it); the joined result is jobs=1's, byte for byte."""
+    use(True)
+    outputs = []
+    for jobs in (1, 2):
+        directory = tmp_path / f"jobs{jobs}" / bench_partition.name
+        shutil.copytree(bench_partition, directory)
+        result = apply_compaction(plan_compaction(directory, now_ms=NOW, count=False, jobs=jobs), jobs=jobs)
+        assert len(result.passes[0].groups) < 2  # one group: its segments are filtered in parallel
+        outputs.append(([_json(p) for p in result.passes], _files(directory)))
+    assert outputs[0] == outputs[1]
