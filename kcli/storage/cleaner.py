@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -789,6 +790,20 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
         stats.changed = True
 
 
+_zstd = threading.local()
+
+
+def _zstd_compressor() -> Any:
+    """A compressor reused per thread (compression.compress's settings, so the same bytes): creating one per
+    batch cost ~10 us, 5 % of cleaning a zstd batch."""
+    compressor = getattr(_zstd, "compressor", None)
+    if compressor is None:
+        import zstandard
+
+        compressor = _zstd.compressor = zstandard.ZstdCompressor(write_content_size=False)
+    return compressor
+
+
 def _retain_native(batch: RecordBatch, payload: bytes, mask: bytes, kept: int, delete_horizon_ms: int | None) -> bytes:
     """``retain_records`` of the records ``mask`` keeps, the records area built in C: the same bytes."""
     append_time = batch.max_timestamp if batch.attributes & ATTR_TIMESTAMP_TYPE else None
@@ -800,7 +815,9 @@ def _retain_native(batch: RecordBatch, payload: bytes, mask: bytes, kept: int, d
                               delete_horizon_ms=delete_horizon_ms)
     records, new_base = built
     codec = batch.attributes & ATTR_CODEC_MASK
-    if codec:
+    if codec == Codec.ZSTD:
+        records = _zstd_compressor().compress(records)
+    elif codec:
         records = compress(Codec(codec), records, magic=MAGIC_V2)
     attributes = batch.attributes & ~ATTR_DELETE_HORIZON
     if delete_horizon_ms is not None:
