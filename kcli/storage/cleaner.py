@@ -164,8 +164,32 @@ class OffsetMap:
         self.capacity = int(slots * OFFSET_MAP_LOAD_FACTOR)
         self.entries: dict[bytes, int] = {}
         self.latest_offset = -1
+        self.max_memory = max_memory
         module = native_cleaner()
         self.native: Any = module.OffsetMap(max_memory) if module is not None else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (a plan shipped to Spark executors): the compiled map travels as its ``dump``."""
+        state = self.__dict__.copy()
+        native = state.pop("native")
+        state["native_dump"] = None if native is None else native.dump()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        dump = state.pop("native_dump", None)
+        self.__dict__.update(state)
+        module = native_cleaner()
+        self.native = module.OffsetMap(self.max_memory) if module is not None and dump is not None else None
+        if dump is None:
+            return
+        if self.native is not None:
+            self.native.merge(dump)
+            return
+        for i in range(0, len(dump), OFFSET_MAP_ENTRY_BYTES):  # unpickled where the extension is missing
+            slot = dump[i:i + 16]
+            short = slot[15] < _EXACT_KEY_BYTES and not slot[slot[15]:15].strip(b"\0")
+            self.entries[slot[:slot[15]] if short else slot] = int.from_bytes(dump[i + 16:i + 24], sys.byteorder,
+                                                                              signed=True)
 
     @classmethod
     def unbounded(cls) -> OffsetMap:

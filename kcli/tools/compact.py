@@ -66,7 +66,8 @@ class PartitionCompaction:
 
     @property
     def offset_map_bytes(self) -> int:
-        """The largest offset map of its passes (compiled: 24-byte slots; pure: a dict and its objects)."""
+        """The largest offset map of its passes (compiled: 24-byte slots; pure: a dict and its objects; 0 for
+        verdicts computed elsewhere, e.g. by Spark). Not in ``to_json``: the engines' reports stay equal."""
         return max((p.offset_map_bytes for p in self.passes), default=0)
 
     def to_json(self) -> dict[str, Any]:
@@ -76,8 +77,6 @@ class PartitionCompaction:
             "complete": self.complete,
             "groups_changed": self.groups_changed,
             "checkpoint": self.checkpoint,
-            "keys_mapped": self.keys_mapped,
-            "offset_map_bytes": self.offset_map_bytes,
             **{name: self.total(name) for name in _TOTALS},
             "passes": [p.to_json() for p in self.passes],
             "mismatches": self.mismatches,

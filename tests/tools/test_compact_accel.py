@@ -335,3 +335,22 @@ def test_jobs_2_writes_what_jobs_1_writes(use, bench_partition, tmp_path):
         assert len(result.passes[0].groups) < 2  # one group: its segments are filtered in parallel
         outputs.append(([_json(p) for p in result.passes], _files(directory)))
     assert outputs[0] == outputs[1]
+
+
+def test_offset_maps_pickle_compiled_and_pure(use, native):
+    """A plan travels to Spark executors pickled; a compiled map unpickled without the extension turns pure."""
+    import pickle
+
+    use(True)
+    compiled = OffsetMap(24 * 1000)
+    for i, key in enumerate([b"a", b"key-1", b"x" * 15, b"y" * 16, b"z" * 100]):
+        compiled.put(key, 10 + i)
+    compiled.latest_offset = 14
+    copy = pickle.loads(pickle.dumps(compiled))
+    assert copy.native is not None and len(copy) == 5 and copy.latest_offset == 14
+    use(False)
+    pure = pickle.loads(pickle.dumps(compiled))
+    assert pure.native is None and pure.capacity == compiled.capacity
+    for i, key in enumerate([b"a", b"key-1", b"x" * 15, b"y" * 16, b"z" * 100]):
+        assert copy.get(key) == pure.get(key) == 10 + i
+    assert pickle.loads(pickle.dumps(OffsetMap(0))).get(b"a") == -1
