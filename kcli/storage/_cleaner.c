@@ -501,6 +501,15 @@ static PyObject *OffsetMap_merge(OffsetMapObject *self, PyObject *arg) {
         return NULL;
     }
     const uint8_t *p = view.buf;
+    /* Grown first to hold them all: a dump comes in slot order, i.e. sorted by hash, and sorted keys poured
+     * into a smaller table pile up in one probe run (quadratic). */
+    Py_ssize_t needed = self->count + view.len / SLOT_BYTES, target = self->size;
+    while (target < self->max_slots && target * 3 < needed * 4)
+        target = target > self->max_slots / 2 ? self->max_slots : (target ? target * 2 : INITIAL_SLOTS);
+    if (target != self->size && map_resize(self, target) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < view.len; i += SLOT_BYTES) {
         int64_t offset;
         memcpy(&offset, p + i + 16, 8);
