@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from kcli.errors import CorruptRecordError
 from kcli.records import accel
-from kcli.records.compression import Codec, compress, decompress
+from kcli.records.compression import KAFKA_GZIP_LEVEL, Codec, compress, decompress
 from kcli.records.control import ControlRecordType, parse_control_type
 from kcli.records.crc import crc32c
 from kcli.records.layout import (  # CRC_FIELD, CRC_OFFSET: re-exported for callers that know them from here
@@ -400,8 +400,8 @@ def retain_records(batch: RecordBatch, keep: Sequence[int], *, payload: bytes | 
                                  base_offset=batch.base_offset) from None
     records = b"".join(parts)
     codec = batch.attributes & ATTR_CODEC_MASK
-    if codec:
-        records = compress(Codec(codec), records, magic=MAGIC_V2)
+    if codec:  # at Kafka's default gzip level, as its cleaner writes
+        records = compress(Codec(codec), records, magic=MAGIC_V2, gzip_level=KAFKA_GZIP_LEVEL)
     attributes = batch.attributes & ~ATTR_DELETE_HORIZON
     if delete_horizon_ms is not None:
         attributes |= ATTR_DELETE_HORIZON

@@ -205,12 +205,18 @@ def decompress(codec: Codec | int, data: bytes, *, magic: int = 2) -> bytes:
     raise UnsupportedCodecError(f"Unknown compression type id: {int(codec)}")
 
 
-def compress(codec: Codec | int, data: bytes, *, magic: int = 2, snappy_xerial: bool = True) -> bytes:
+# java.util.zip.Deflater.DEFAULT_COMPRESSION, what Kafka's GZIPOutputStream writes with (compression.gzip.level
+# -1, KIP-390); the log cleaner recompresses at it. Python's gzip default is 9: slower, for a few bytes.
+KAFKA_GZIP_LEVEL = 6
+
+
+def compress(codec: Codec | int, data: bytes, *, magic: int = 2, snappy_xerial: bool = True,
+             gzip_level: int = 9) -> bytes:
     """Compress a payload the way Kafka's Java producer does (xerial snappy, 64 KiB lz4 blocks, streamed zstd)."""
     if codec == Codec.NONE:
         return bytes(data)
     if codec == Codec.GZIP:
-        return gzip.compress(data, mtime=0)
+        return gzip.compress(data, compresslevel=gzip_level, mtime=0)
     if codec == Codec.SNAPPY:
         return _snappy_compress(data, xerial=snappy_xerial)
     if codec == Codec.LZ4:

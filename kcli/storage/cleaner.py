@@ -42,7 +42,7 @@ from kcli.records.batch import (
     build_record_batch,
     retain_records,
 )
-from kcli.records.compression import Codec, compress
+from kcli.records.compression import KAFKA_GZIP_LEVEL, Codec, compress
 from kcli.records.crc import crc32c
 from kcli.records.layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, stamp_crc
 from kcli.records.legacy import build_legacy_messages
@@ -127,6 +127,7 @@ class CleanerConfig:
 
 
 _EXACT_KEY_BYTES = 16  # keys shorter than an MD5 digest are their own map key: exact, and no hashing cost
+_SLOT_KEY_BYTES = 16  # a compiled map slot's key part: an MD5 digest, or a shorter key with its length in byte 15
 
 
 def map_key(key: bytes, _md5: Any = hashlib.md5) -> bytes:
@@ -186,10 +187,10 @@ class OffsetMap:
             self.native.merge(dump)
             return
         for i in range(0, len(dump), OFFSET_MAP_ENTRY_BYTES):  # unpickled where the extension is missing
-            slot = dump[i:i + 16]
-            short = slot[15] < _EXACT_KEY_BYTES and not slot[slot[15]:15].strip(b"\0")
-            self.entries[slot[:slot[15]] if short else slot] = int.from_bytes(dump[i + 16:i + 24], sys.byteorder,
-                                                                              signed=True)
+            slot, length = dump[i:i + _SLOT_KEY_BYTES], dump[i + _SLOT_KEY_BYTES - 1]
+            short = length < _EXACT_KEY_BYTES and not slot[length:_SLOT_KEY_BYTES - 1].strip(b"\0")
+            self.entries[slot[:length] if short else slot] = int.from_bytes(
+                dump[i + _SLOT_KEY_BYTES:i + OFFSET_MAP_ENTRY_BYTES], sys.byteorder, signed=True)
 
     @classmethod
     def unbounded(cls) -> OffsetMap:
@@ -842,7 +843,7 @@ def _retain_native(batch: RecordBatch, payload: bytes, mask: bytes, kept: int, d
     if codec == Codec.ZSTD:
         records = _zstd_compressor().compress(records)
     elif codec:
-        records = compress(Codec(codec), records, magic=MAGIC_V2)
+        records = compress(Codec(codec), records, magic=MAGIC_V2, gzip_level=KAFKA_GZIP_LEVEL)
     attributes = batch.attributes & ~ATTR_DELETE_HORIZON
     if delete_horizon_ms is not None:
         attributes |= ATTR_DELETE_HORIZON
