@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 
+from kcli.records.accel import BatchRecords
 from kcli.tools.dump import DumpRecords, Encodings
 from kcli.tools.render import BytesEncoding, encode_bytes
 
@@ -67,6 +68,13 @@ def _records_lines(item: DumpRecords, enc: Encodings) -> list[str]:
     ts_type = ',"timestamp_type":"' + batch.timestamp_type.label + '"'
     suffix = ',"is_control":false,"batch_base_offset":' + str(batch.base_offset)
     legacy = batch.magic < 2
+    if auto_key and auto_value and type(item.records) is BatchRecords:  # the whole batch in C
+        try:
+            text = item.records.format_json(prefix.encode("utf-8"), ts_type.encode("utf-8"), suffix.encode("utf-8"))
+        except UnicodeEncodeError:  # a file name with undecodable bytes: as the Python path has it
+            text = None
+        if text is not None:
+            return [text]
     dumps = _str_dumps
     lines = []
     append = lines.append

@@ -7,6 +7,7 @@ closing sections that kafka-dump-log writes to stderr.
 from __future__ import annotations
 
 from kcli.records import LegacyMessage
+from kcli.records.accel import BatchRecords
 from kcli.storage.files import FileKind
 from kcli.tools.dump import (
     DumpBatch,
@@ -110,6 +111,10 @@ def records_lines(item: DumpRecords, options: DumpOptions, enc: Encodings | None
     b = item.batch
     ts_label = b.timestamp_type.label
     print_data = options.print_data
+    if type(item.records) is BatchRecords:  # the whole batch in C
+        text = item.records.format_text(ts_label.encode("ascii"), print_data, options.skip_record_metadata)
+        if text is not None:
+            return [text]
     lines = []
     for r in item.records:
         key, value = r.key, r.value
