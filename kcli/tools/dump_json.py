@@ -56,25 +56,37 @@ def _headers_json(headers, value_mode: BytesEncoding) -> str:
     return "[" + ",".join(parts) + "]"
 
 
-def _records_lines(item: DumpRecords, enc: Encodings) -> list[str]:
-    # The hot loop of `dump-log --deep-iteration --json`: one f-string per record, values escaped by
-    # orjson, no per-record function calls for the common AUTO encoding of valid UTF-8.
+def _record_affixes(item: DumpRecords) -> tuple[str, str, str]:
+    """What every record line of a batch shares: up to ``"offset":``, the timestamp type, and the batch's tail."""
     batch = item.batch
-    key_mode, value_mode = enc.key, enc.value
-    auto_key, auto_value = key_mode is BytesEncoding.AUTO, value_mode is BytesEncoding.AUTO
     prefix = ('{"type":"record","file":' + encode_basestring(item.file)
               + ',"topic":' + ("null" if item.topic is None else encode_basestring(item.topic))
               + ',"partition":' + ("null" if item.partition is None else str(item.partition)) + ',"offset":')
     ts_type = ',"timestamp_type":"' + batch.timestamp_type.label + '"'
     suffix = ',"is_control":false,"batch_base_offset":' + str(batch.base_offset)
+    return prefix, ts_type, suffix
+
+
+def _bulk_json(item: DumpRecords, enc: Encodings) -> str | None:
+    """The record lines of a whole batch from the compiled formatter, joined by newlines; None when it
+    does not apply (not built, forced encodings, records already decoded) or hands the batch back."""
+    if type(item.records) is not BatchRecords or enc.key is not BytesEncoding.AUTO or enc.value is not BytesEncoding.AUTO:
+        return None
+    prefix, ts_type, suffix = _record_affixes(item)
+    try:
+        return item.records.format_json(prefix.encode("utf-8"), ts_type.encode("utf-8"), suffix.encode("utf-8"))
+    except UnicodeEncodeError:  # a file name with undecodable bytes: as the Python path has it
+        return None
+
+
+def _records_lines(item: DumpRecords, enc: Encodings) -> list[str]:
+    # The hot loop of `dump-log --deep-iteration --json` without the compiled formatter: one f-string per
+    # record, values escaped by orjson, no per-record function calls for the common AUTO encoding of valid UTF-8.
+    batch = item.batch
+    key_mode, value_mode = enc.key, enc.value
+    auto_key, auto_value = key_mode is BytesEncoding.AUTO, value_mode is BytesEncoding.AUTO
+    prefix, ts_type, suffix = _record_affixes(item)
     legacy = batch.magic < 2
-    if auto_key and auto_value and type(item.records) is BatchRecords:  # the whole batch in C
-        try:
-            text = item.records.format_json(prefix.encode("utf-8"), ts_type.encode("utf-8"), suffix.encode("utf-8"))
-        except UnicodeEncodeError:  # a file name with undecodable bytes: as the Python path has it
-            text = None
-        if text is not None:
-            return [text]
     dumps = _str_dumps
     lines = []
     append = lines.append
@@ -112,9 +124,23 @@ def _records_lines(item: DumpRecords, enc: Encodings) -> list[str]:
     return lines
 
 
+def json_text(item, enc: Encodings) -> str:
+    """The NDJSON for one dump item, every line newline-terminated ("" for none): what `dump-log --json`
+    writes. A batch of plain records comes from the compiled formatter in one piece when it is built."""
+    if isinstance(item, DumpRecords):
+        text = _bulk_json(item, enc)
+        if text is not None:
+            return text + "\n"
+    lines = json_lines(item, enc)
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def json_lines(item, enc: Encodings) -> list[str]:
     """The NDJSON lines for one dump item (or the summary)."""
     if isinstance(item, DumpRecords):
+        text = _bulk_json(item, enc)
+        if text is not None:
+            return text.split("\n")  # JSON strings escape newlines: one line per record
         return _records_lines(item, enc)
     obj = item.to_json(enc)
     if isinstance(obj, list):

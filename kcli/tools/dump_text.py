@@ -105,7 +105,8 @@ def _text_of(mode: BytesEncoding):
 
 def records_lines(item: DumpRecords, options: DumpOptions, enc: Encodings | None = None) -> list[str]:
     """Plain records of one batch; key and payload through kafka-dump-log's default StringDecoder
-    (UTF-8, malformed bytes replaced), or as ``enc`` forces them (hex, base64)."""
+    (UTF-8, malformed bytes replaced), or as ``enc`` forces them (hex, base64). With the compiled formatter
+    built, the whole batch comes as one string of newline-separated lines."""
     if enc is not None and options.print_data and (enc.key is not BytesEncoding.AUTO or enc.value is not BytesEncoding.AUTO):
         return _forced_records_lines(item, options, enc)
     b = item.batch
