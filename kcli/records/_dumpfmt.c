@@ -337,8 +337,11 @@ static PyObject *format_json(PyObject *self, PyObject *args) {
     const uchar *p = view.buf, *end = p + view.len;
     Out o = {NULL, 0, 0};
     Rec r;
+    if (count <= 0) goto none;
     size_t fixed = (size_t)(prefix_len + tstype_len + suffix_len) + 200;
-    if (out_grow(&o, (size_t)view.len * 2 + (size_t)count * fixed) < 0) goto fail;
+    /* a record takes at least 7 bytes of payload: the count cannot inflate the first reservation */
+    size_t guess = (size_t)(count < view.len / 7 ? count : view.len / 7 + 1);
+    if (out_grow(&o, (size_t)view.len * 2 + guess * fixed) < 0) goto fail;
     for (Py_ssize_t i = 0; i < count; i++) {
         if (parse_record(&p, end, &bi, &r) < 0) goto none;
         RESERVE(&o, fixed);
@@ -415,8 +418,10 @@ static PyObject *format_text(PyObject *self, PyObject *args) {
     const uchar *p = view.buf, *end = p + view.len;
     Out o = {NULL, 0, 0};
     Rec r;
+    if (count <= 0) goto none;
     size_t fixed = (size_t)label_len + 200;
-    if (out_grow(&o, (size_t)view.len + (size_t)count * fixed) < 0) goto fail;
+    size_t guess = (size_t)(count < view.len / 7 ? count : view.len / 7 + 1);
+    if (out_grow(&o, (size_t)view.len + guess * fixed) < 0) goto fail;
     for (Py_ssize_t i = 0; i < count; i++) {
         if (parse_record(&p, end, &bi, &r) < 0) goto none;
         RESERVE(&o, fixed);

@@ -194,3 +194,10 @@ def test_malformed_payload_falls_back(python_path):
     assert fmt.scan(payload[:-1], 2) is None
     for cut in range(len(payload)):
         assert fmt.format_json(payload[:cut], 2, 0, 0, 0, False, -1, b"", b"", b"") is None
+        assert fmt.format_text(payload[:cut], 2, 0, 0, 0, False, -1, b"CreateTime", True, False) is None
+    for count in (0, -1, 2**31 - 1):  # a header's count never sizes a buffer
+        assert fmt.format_json(payload, count, 0, 0, 0, False, -1, b"", b"", b"") is None
+        assert fmt.format_text(payload, count, 0, 0, 0, False, -1, b"CreateTime", True, False) is None
+    # offsets and timestamps beyond int64: the Python path
+    assert fmt.format_json(payload, 2, 2**63 - 1, 0, 0, False, -1, b"", b"", b"") is None
+    assert fmt.format_text(payload, 2, 0, 2**63 - 1, 0, False, -1, b"CreateTime", True, False) is None
