@@ -58,14 +58,20 @@ def batch_line(item: DumpBatch) -> str:
             f"offset: {b.offset} position: {b.position} {b.timestamp_type.label}: {b.timestamp} size: {b.size} "
             f"magic: {b.magic} compresscodec: {codec} crc: {b.crc} isvalid: {_bool(b.is_valid)}"
         )
+    a = b.attributes  # the flags read straight from the attributes: this runs once per batch of a dump
+    base = b.base_offset
     return (
-        f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.count} baseSequence: {b.base_sequence} "
-        f"lastSequence: {b.last_sequence} producerId: {b.producer_id} producerEpoch: {b.producer_epoch} "
-        f"partitionLeaderEpoch: {b.partition_leader_epoch} isTransactional: {_bool(b.is_transactional)} "
-        f"isControl: {_bool(b.is_control)} deleteHorizonMs: {_optional_long(b.delete_horizon_ms)} "
-        f"position: {b.position} {b.timestamp_type.label}: {b.max_timestamp} size: {b.size} magic: {b.magic} "
-        f"compresscodec: {codec} crc: {b.crc} isvalid: {_bool(b.is_valid)}"
+        f"baseOffset: {base} lastOffset: {base + b.last_offset_delta} count: {b.records_count} "
+        f"baseSequence: {b.base_sequence} lastSequence: {b.last_sequence} producerId: {b.producer_id} "
+        f"producerEpoch: {b.producer_epoch} partitionLeaderEpoch: {b.partition_leader_epoch} "
+        f"isTransactional: {_BOOL[(a >> 4) & 1]} isControl: {_BOOL[(a >> 5) & 1]} "
+        f"deleteHorizonMs: {f'OptionalLong[{b.base_timestamp}]' if a & 0x40 else 'OptionalLong.empty'} "
+        f"position: {b.position} {'LogAppendTime' if a & 0x08 else 'CreateTime'}: {b.max_timestamp} size: {len(b.raw)} "
+        f"magic: {b.magic} compresscodec: {codec} crc: {b.crc} isvalid: {_BOOL[b.is_valid]}"
     )
+
+
+_BOOL = ("false", "true")
 
 
 def record_line(item: DumpRecord, options: DumpOptions) -> str:

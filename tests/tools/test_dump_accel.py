@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from kcli.records import Codec, Header, Record, TimestampType, accel, build_record_batch, make_batch
 from kcli.records.accel import BatchRecords
-from kcli.tools.dump import DumpOptions, DumpRecords, DumpRun, Encodings
+from kcli.tools.dump import DumpBatch, DumpOptions, DumpRecords, DumpRun, Encodings
 from kcli.tools.dump_json import _bulk_json, json_lines, json_text
 from kcli.tools.dump_text import stdout_lines
 from kcli.tools.render import BytesEncoding
@@ -91,6 +91,18 @@ def test_fixtures_byte_identical(tmp_path, python_path):
         assert none == 0
         assert bulk > 50, "the compiled formatter should take the fixtures' v2 batches"
         assert fast == slow, (options, json_out)
+
+
+def test_templated_lines_match_reference(tmp_path, python_path):
+    """json_text (templated batch lines, one string per batch) against json_lines (batch_json through orjson)."""
+    paths = _fixture_inputs(tmp_path)
+    batches = 0
+    with python_path:
+        for item in DumpRun(paths, DumpOptions(deep_iteration=True)):
+            lines = json_lines(item, Encodings())
+            assert json_text(item, Encodings()) == ("\n".join(lines) + "\n" if lines else "")
+            batches += isinstance(item, DumpBatch)
+    assert batches > 100
 
 
 def test_python_path_when_not_built(tmp_path):
@@ -201,3 +213,37 @@ def test_malformed_payload_falls_back(python_path):
     # offsets and timestamps beyond int64: the Python path
     assert fmt.format_json(payload, 2, 2**63 - 1, 0, 0, False, -1, b"", b"", b"") is None
     assert fmt.format_text(payload, 2, 0, 2**63 - 1, 0, False, -1, b"CreateTime", True, False) is None
+
+
+def _reference_batch_line(b) -> str:
+    """kafka-dump-log's batch line through RecordBatch's properties (what dump_text.batch_line templates)."""
+    def flag(v):
+        return "true" if v else "false"
+
+    horizon = "OptionalLong.empty" if b.delete_horizon_ms is None else f"OptionalLong[{b.delete_horizon_ms}]"
+    return (
+        f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.count} baseSequence: {b.base_sequence} "
+        f"lastSequence: {b.last_sequence} producerId: {b.producer_id} producerEpoch: {b.producer_epoch} "
+        f"partitionLeaderEpoch: {b.partition_leader_epoch} isTransactional: {flag(b.is_transactional)} "
+        f"isControl: {flag(b.is_control)} deleteHorizonMs: {horizon} "
+        f"position: {b.position} {b.timestamp_type.label}: {b.max_timestamp} size: {b.size} magic: {b.magic} "
+        f"compresscodec: {b.codec.label} crc: {b.crc} isvalid: {flag(b.is_valid)}"
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(codec=st.sampled_from(list(Codec)), transactional=st.booleans(), control=st.booleans(),
+       horizon=st.one_of(st.none(), st.integers(0, 2**42)), log_append=st.booleans(),
+       sequence=st.sampled_from([-1, 0, 2**31 - 1]), epoch=st.sampled_from([-1, 0, 7]), corrupt=st.booleans())
+def test_batch_lines_match_reference(codec, transactional, control, horizon, log_append, sequence, epoch, corrupt):
+    recs = [Record(10, 1_700_000_000_000, b"k", b"v"), Record(11, 1_700_000_000_001, None, None)]
+    kwargs = {"producer_id": 9, "producer_epoch": 1, "base_sequence": sequence} if sequence >= 0 else {}
+    if log_append:
+        kwargs.update(timestamp_type=TimestampType.LOG_APPEND_TIME, max_timestamp=1_800_000_000_000)
+    raw = bytearray(build_record_batch(recs, codec=codec, is_transactional=transactional, is_control=control,
+                                       delete_horizon_ms=horizon, partition_leader_epoch=epoch, **kwargs))
+    if corrupt:
+        raw[-1] ^= 0xFF
+    item = DumpBatch("/x/t-0/00000000000000000000.log", make_batch(bytes(raw), 4096))
+    assert stdout_lines(item, DumpOptions()) == [_reference_batch_line(item.batch)]
+    assert json_text(item, Encodings()) == orjson.dumps(item.to_json(Encodings())).decode("utf-8") + "\n"
