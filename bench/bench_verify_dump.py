@@ -13,7 +13,9 @@ every tenth record). For each it reports:
   figure), compiled (kcli.records._dumpfmt and aiokafka's reader) and pure (KCLI_NO_EXTENSIONS=1), each as a
   ratio to kafka-python's record reader over the same file (every record's offset, timestamp, key, value and
   headers touched), wall to wall and CPU to CPU;
-* peak RSS of verify and of each dump, each in its own process (flat in file size: compare the files).
+* peak RSS of verify and of each dump, each in its own process (flat in file size: compare the files);
+* kctl's start-up (the same dump of an empty segment), included in every dump figure; the CPU-startup ratio
+  leaves it out (it weighs on the 100 MiB file).
 
 Usage: bench/bench_verify_dump.py [--size-mib 1024] [--small-mib 100] [--lz4-mib 128] [--skip-kafka-python]
                                   [--skip-pure] [--only small,large,lz4]
@@ -231,13 +233,21 @@ def _child(kind: str, path: str) -> dict:
 # (label, kind, dump-log flags) of the deep dumps measured
 DUMPS = (("--json", "dump-json", ("--json",)), ("text", "dump-text", ()), ("--print-data-log", "dump-print", ("--print-data-log",)))
 MEASURES = {"ceiling": measure_ceiling, "verify": measure_verify, "decode": measure_decode,
-            "kafka-python": measure_kafka_python}
+            "kafka-python": measure_kafka_python, "startup": lambda _path: measure_startup()}
 for _label, _kind, _flags in DUMPS:
     MEASURES[_kind] = lambda p, f=_flags: measure_dump(p, *f)
     MEASURES[_kind + "-pure"] = lambda p, f=_flags: measure_dump(p, *f, pure=True)
 
 
-def run_one(label: str, log_file: Path, kafka_python: bool, pure: bool) -> dict:
+def measure_startup() -> dict:
+    """kctl's start-up and exit, which every dump above includes: the same command over an empty segment."""
+    empty = DATA / "empty-0" / "00000000000000000000.log"
+    empty.parent.mkdir(parents=True, exist_ok=True)
+    empty.write_bytes(b"")
+    return measure_dump(str(empty), "--json")
+
+
+def run_one(label: str, log_file: Path, kafka_python: bool, pure: bool, startup: dict) -> dict:
     meta = json.loads((log_file.parent / ".complete").read_text())
     mib = meta["bytes"] / 2**20
     n = meta["records"]
@@ -268,10 +278,13 @@ def run_one(label: str, log_file: Path, kafka_python: bool, pure: bool) -> dict:
         for variant in ("compiled", "pure") if pure else ("compiled",):
             m = _child(kind if variant == "compiled" else kind + "-pure", str(log_file))
             row = {"records_s": n / m["seconds"], "cpu_records_s": n / m["cpu_seconds"],
-                   "peak_rss_mib": m["child_maxrss_kib"] / 1024}
+                   "peak_rss_mib": m["child_maxrss_kib"] / 1024,
+                   "cpu_records_s_after_startup": n / max(m["cpu_seconds"] - startup["cpu_seconds"], 1e-9)}
             if kp is not None:
                 row["vs_kafka_python"] = row["records_s"] / result["kafka_python_records_s"]
                 row["cpu_vs_kafka_python"] = row["cpu_records_s"] / result["kafka_python_cpu_records_s"]
+                row["cpu_after_startup_vs_kafka_python"] = (row["cpu_records_s_after_startup"]
+                                                            / result["kafka_python_cpu_records_s"])
             result["dumps"][f"{dump_label} {variant}"] = row
     return result
 
@@ -285,11 +298,12 @@ def report(r: dict) -> None:
     if "kafka_python_records_s" in r:
         print(f"kafka-python record reader           {r['kafka_python_records_s']:10.0f} records/s wall, "
               f"{r['kafka_python_cpu_records_s']:.0f} records/s CPU   (kcli reader {r['decode_vs_kafka_python']:.2f}x)")
-    print("kctl dump-log --deep-iteration ...        records/s wall    CPU   x kafka-python wall  CPU   peak RSS")
+    print("kctl dump-log --deep-iteration ...  records/s: wall      CPU   x kafka-python: wall   CPU  CPU-startup"
+          "  peak RSS")
     for name, row in r["dumps"].items():
-        ratios = (f"{row['vs_kafka_python']:8.2f}x {row['cpu_vs_kafka_python']:6.2f}x" if "vs_kafka_python" in row
-                  else " " * 17)
-        print(f"  {name:<34} {row['records_s']:10.0f} {row['cpu_records_s']:10.0f}   {ratios}   "
+        ratios = (f"{row['vs_kafka_python']:8.2f}x {row['cpu_vs_kafka_python']:6.2f}x "
+                  f"{row['cpu_after_startup_vs_kafka_python']:8.2f}x" if "vs_kafka_python" in row else " " * 27)
+        print(f"  {name:<30} {row['records_s']:10.0f} {row['cpu_records_s']:10.0f}        {ratios}   "
               f"{row['peak_rss_mib']:5.0f} MiB")
 
 
@@ -311,6 +325,9 @@ def main() -> None:
         return
     wanted = set(args.only.split(","))
     results = []
+    startup = _child("startup", "-")
+    print(f"# kctl start-up (dump-log --json of an empty segment): {startup['seconds']:.2f}s wall, "
+          f"{startup['cpu_seconds']:.2f}s CPU; the CPU-startup ratios leave it out", file=sys.stderr)
     for label, size in (("small", args.small_mib), ("large", args.size_mib), ("lz4", args.lz4_mib)):
         if label not in wanted:
             continue
@@ -320,7 +337,7 @@ def main() -> None:
         else:
             log_file = build_partition(DATA / f"bench-{size}mib-0", size)
         print(f"# {label}: {log_file} ready in {time.perf_counter() - started:.1f}s", file=sys.stderr)
-        results.append(run_one(label, log_file, not args.skip_kafka_python, not args.skip_pure))
+        results.append(run_one(label, log_file, not args.skip_kafka_python, not args.skip_pure, startup))
         report(results[-1])
     print("\n" + json.dumps(results, indent=1))
 
