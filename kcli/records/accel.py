@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from kcli.records.layout import ATTRIBUTES_LOW_BYTE
+from kcli.records.layout import ATTRIBUTES_LOW_BYTE, RECORD_BATCH_OVERHEAD
 from kcli.records.types import NO_SEQUENCE, Header, Record, increment_sequence
 
 _CODEC_BYTE = ATTRIBUTES_LOW_BYTE  # the codec bits are in the attributes field's low byte
@@ -132,8 +132,11 @@ class BatchRecords(Sequence):
         return cls(batch, payload, count, *found)
 
     def records(self) -> list[Record]:
+        """The Records, decoded from the payload already decompressed (as ``batch.records()`` decodes them)."""
         if self._records is None:
-            self._records = self.batch.records()
+            b = self.batch
+            fast = decode_records(b.raw[:RECORD_BATCH_OVERHEAD], self.payload, b.base_offset, b.base_sequence)
+            self._records = fast if fast is not None and len(fast) == self._count else b.records()
         return self._records
 
     def __len__(self) -> int:

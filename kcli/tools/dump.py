@@ -593,6 +593,7 @@ class DumpRun:
         selecting = opts.selecting
         summary = self.summary
         bulk = not opts.filtered and decode is None
+        whole = bulk and not opts.matching and opts.count is None  # selecting keeps every plain record
         for batch in batches:
             if opts.filtered and not self._batch_in_range(batch):
                 if opts.end_offset is not None and batch.base_offset > opts.end_offset:
@@ -600,9 +601,13 @@ class DumpRun:
                     break
                 continue
             if selecting:  # the batch is printed only when a record in it is selected
-                records = batch.records()
-                if opts.filtered:
-                    records = [r for r in records if self._record_in_range(r)]
+                # no content filter or --count (kctl cat): as below, the payload for the compiled formatter
+                records = (BatchRecords.of(batch) if whole and not batch.is_control and batch.magic >= 2
+                           else None)
+                if records is None:
+                    records = batch.records()
+                    if opts.filtered:
+                        records = [r for r in records if self._record_in_range(r)]
                 if records and cursor.track:
                     self._track_offsets(cursor, records)
                 summary.records_scanned += len(records)

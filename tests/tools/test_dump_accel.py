@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from kcli.records import Codec, Header, Record, TimestampType, accel, build_record_batch, make_batch
 from kcli.records.accel import BatchRecords
 from kcli.tools.dump import DumpBatch, DumpOptions, DumpRecords, DumpRun, Encodings
+from kcli.tools.dump_format import RecordFormat
 from kcli.tools.dump_json import _bulk_json, json_lines, json_text
 from kcli.tools.dump_text import stdout_lines
 from kcli.tools.render import BytesEncoding
@@ -49,14 +50,19 @@ def python_path(monkeypatch):
     return Switch()
 
 
-def _dump(paths: list[str], options: DumpOptions, json_out: bool, enc: Encodings = Encodings()) -> tuple[str, int]:
-    """What `kctl dump-log` writes on stdout, and how many items went through the compiled formatter."""
+def _dump(paths: list[str], options: DumpOptions, json_out: bool | str, enc: Encodings = Encodings()) -> tuple[str, int]:
+    """What `kctl dump-log` writes on stdout (``json_out``: True for --json, a kcat format string for --format),
+    and how many items went through the compiled formatter."""
     run = DumpRun(paths, options)
     out = []
     bulk = 0
+    record_format = RecordFormat(json_out, enc) if isinstance(json_out, str) else None
     for item in run:
         if isinstance(item, DumpRecords) and type(item.records) is BatchRecords:
             bulk += 1
+        if record_format is not None:
+            out.append(repr(record_format.lines(item)))
+            continue
         if json_out:
             out.append(json_text(item, enc))
             continue
@@ -84,6 +90,9 @@ def test_fixtures_byte_identical(tmp_path, python_path):
     """All codecs, magic 0/1/2, control batches, headers, null keys and values, truncated tails."""
     paths = _fixture_inputs(tmp_path)
     checks = [(DumpOptions(deep_iteration=True), True)] + [(o, False) for o in TEXT_OPTIONS]
+    # selecting without content filters (kctl cat): the payload path too; --format decodes it on demand
+    checks += [(DumpOptions(skip_control=True), True), (DumpOptions(skip_control=True, print_data=True), False),
+               (DumpOptions(skip_control=True), "%t %p %o %T %k %S %s %h\\n")]
     for options, json_out in checks:
         fast, bulk = _dump(paths, options, json_out)
         with python_path:
@@ -110,13 +119,15 @@ def test_python_path_when_not_built(tmp_path):
     if not FIXTURES.is_dir():
         pytest.skip(f"real Kafka fixtures not found at {FIXTURES}")
     segment = FIXTURES / "rjmfernandes__flink-on-prem" / "data" / "_schemas-0"
-    outputs = []
-    for env_value in ("", "1"):
-        env = {**os.environ, "KCLI_NO_EXTENSIONS": env_value, "PYTHONPATH": str(REPO)}
-        proc = subprocess.run([sys.executable, "-m", "kcli", "dump-log", "--print-data-log", str(segment)],
-                              capture_output=True, env=env, check=True)
-        outputs.append(proc.stdout)
-    assert outputs[0] == outputs[1] and b"payload:" in outputs[0]
+    for command in (["dump-log", "--print-data-log"], ["dump-log", "--json", "--deep-iteration"], ["cat", "--json"],
+                    ["cat"]):
+        outputs = []
+        for env_value in ("", "1"):
+            env = {**os.environ, "KCLI_NO_EXTENSIONS": env_value, "PYTHONPATH": str(REPO)}
+            proc = subprocess.run([sys.executable, "-m", "kcli", *command, str(segment)],
+                                  capture_output=True, env=env, check=True)
+            outputs.append(proc.stdout)
+        assert outputs[0] == outputs[1] and outputs[0].count(b"\n") > 5, command
 
 
 # -- generated records -----------------------------------------------------------------------------
