@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
 """Benchmark kctl verify and kctl dump-log against baselines measured in the same run.
 
-Builds partitions of 100 MiB and >= 1 GiB under bench/data/ (mixed codecs, ~100-byte and ~1 KiB records;
-kept between runs), then reports for each:
+Builds, under bench/data/ (kept between runs): partitions of 100 MiB and >= 1 GiB (mixed codecs, ~100-byte and
+~1 KiB records), and a ~128 MiB lz4 segment written by Kafka's own client code (kafka-python's
+DefaultRecordBatchBuilder: batches of 100 records, keys like b"customer-N", 200-byte ASCII values, a header on
+every tenth record). For each it reports:
 
 * ceiling: the same bytes read in 8 MiB windows and CRC-32C'd batch by batch, with no other parsing;
 * `kctl verify`: MiB/s and its ratio to the ceiling;
-* `kctl dump-log --deep-iteration --json`: records/s, against kafka-python's record reader (the same file,
-  every record's offset, timestamp, key, value and headers touched);
-* peak RSS of verify and of the dump, each in its own process.
+* deep dumps, `kctl dump-log --deep-iteration --json`, `--deep-iteration` (kafka-dump-log text) and
+  `--print-data-log`: records/s in wall and in CPU time (the machine may be shared: CPU time is the steadier
+  figure), compiled (kcli.records._dumpfmt and aiokafka's reader) and pure (KCLI_NO_EXTENSIONS=1), each as a
+  ratio to kafka-python's record reader over the same file (every record's offset, timestamp, key, value and
+  headers touched), wall to wall and CPU to CPU;
+* peak RSS of verify and of each dump, each in its own process (flat in file size: compare the files);
+* kctl's start-up (the same dump of an empty segment), included in every dump figure; the CPU-startup ratio
+  leaves it out (it weighs on the 100 MiB file).
 
-Usage: bench/bench_verify_dump.py [--size-mib 1024] [--small-mib 100] [--skip-kafka-python]
+Usage: bench/bench_verify_dump.py [--size-mib 1024] [--small-mib 100] [--lz4-mib 128] [--skip-kafka-python]
+                                  [--skip-pure] [--only small,large,lz4]
 """
 
 from __future__ import annotations
@@ -74,6 +82,44 @@ def build_partition(directory: Path, size_mib: int) -> Path:
     return log_file
 
 
+def build_lz4_segment(directory: Path, size_mib: int) -> Path:
+    """A segment as Kafka's Java client writes it, built with kafka-python's DefaultRecordBatchBuilder
+    (the same record layout and lz4 framing): batches of 100 records of ~200 bytes."""
+    import struct
+
+    from crc32c import crc32c
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    log_file = directory / "00000000000000000000.log"
+    marker = directory / ".complete"
+    if marker.exists():
+        return log_file
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(7)
+    words = [b"alpha", b"beta", b"gamma", b"delta", b"orders", b"customer", b"payment", b"status", b"shipped"]
+    target = size_mib * 1024 * 1024
+    offset = written = batches = 0
+    with open(log_file, "wb") as out:
+        while written < target:
+            builder = DefaultRecordBatchBuilder(magic=2, compression_type=3, is_transactional=False, producer_id=-1,
+                                                producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+            ts = 1_700_000_000_000 + offset
+            for i in range(100):
+                key = b"customer-%d" % rng.randrange(100000)
+                value = b" ".join(rng.choice(words) for _ in range(30))[:200].ljust(200, b".")
+                builder.append(i, timestamp=ts + i, key=key, value=value, headers=[("h", b"v")] if i % 10 == 0 else [])
+            raw = bytearray(builder.build())
+            struct.pack_into(">q", raw, 0, offset)  # the base offset lies outside the CRC; the leader epoch
+            struct.pack_into(">i", raw, 12, 0)  # inside it: set both as a broker would, then re-stamp the CRC
+            struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
+            out.write(raw)
+            written += len(raw)
+            offset += 100
+            batches += 1
+    marker.write_text(json.dumps({"bytes": written, "records": offset, "batches": batches}))
+    return log_file
+
+
 # -- measurements (each in its own process, so peak RSS is that measurement's) ------------------------
 def measure_ceiling(path: str) -> dict:
     from crc32c import crc32c
@@ -131,16 +177,18 @@ def measure_decode(path: str) -> dict:
     return {"seconds": time.perf_counter() - started, "records": records}
 
 
-def measure_dump(path: str, *extra: str) -> dict:
-    """`kctl dump-log --deep-iteration [--json] FILE > /dev/null` as a user runs it (start-up included)."""
+def measure_dump(path: str, *extra: str, pure: bool = False) -> dict:
+    """`kctl dump-log --deep-iteration [...] FILE > /dev/null` as a user runs it (start-up included);
+    ``pure``: with KCLI_NO_EXTENSIONS=1 (no compiled formatter, no aiokafka reader)."""
+    env = {**os.environ, "KCLI_NO_EXTENSIONS": "1" if pure else ""}
     started = time.perf_counter()
     with open(os.devnull, "w") as sink:
         proc = subprocess.run([sys.executable, "-m", "kcli", "dump-log", "--deep-iteration", *extra, path],
-                              stdout=sink, stderr=subprocess.PIPE, text=True)
+                              stdout=sink, stderr=subprocess.PIPE, text=True, env=env)
     seconds = time.perf_counter() - started
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"seconds": seconds, "child_maxrss_kib": rss_kib}
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_stime, "child_maxrss_kib": usage.ru_maxrss}
 
 
 def measure_kafka_python(path: str) -> dict:
@@ -149,6 +197,7 @@ def measure_kafka_python(path: str) -> dict:
     from kcli.records.layout import entry_size
 
     started = time.perf_counter()
+    cpu_started = time.process_time()
     records = 0
     checksum = 0
     fd = os.open(path, os.O_RDONLY)
@@ -170,7 +219,8 @@ def measure_kafka_python(path: str) -> dict:
             break
         pos += consumed
     os.close(fd)
-    return {"seconds": time.perf_counter() - started, "records": records, "checksum": checksum}
+    return {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started,
+            "records": records, "checksum": checksum}
 
 
 def _child(kind: str, path: str) -> dict:
@@ -180,73 +230,115 @@ def _child(kind: str, path: str) -> dict:
     return json.loads(out.stdout)
 
 
-def run_one(label: str, log_file: Path, kafka_python: bool) -> dict:
+# (label, kind, dump-log flags) of the deep dumps measured
+DUMPS = (("--json", "dump-json", ("--json",)), ("text", "dump-text", ()), ("--print-data-log", "dump-print", ("--print-data-log",)))
+MEASURES = {"ceiling": measure_ceiling, "verify": measure_verify, "decode": measure_decode,
+            "kafka-python": measure_kafka_python, "startup": lambda _path: measure_startup()}
+for _label, _kind, _flags in DUMPS:
+    MEASURES[_kind] = lambda p, f=_flags: measure_dump(p, *f)
+    MEASURES[_kind + "-pure"] = lambda p, f=_flags: measure_dump(p, *f, pure=True)
+
+
+def measure_startup() -> dict:
+    """kctl's start-up and exit, which every dump above includes: the same command over an empty segment."""
+    empty = DATA / "empty-0" / "00000000000000000000.log"
+    empty.parent.mkdir(parents=True, exist_ok=True)
+    empty.write_bytes(b"")
+    return measure_dump(str(empty), "--json")
+
+
+def run_one(label: str, log_file: Path, kafka_python: bool, pure: bool, startup: dict) -> dict:
     meta = json.loads((log_file.parent / ".complete").read_text())
     mib = meta["bytes"] / 2**20
+    n = meta["records"]
     ceiling = _child("ceiling", str(log_file))
     verify = _child("verify", str(log_file))
     decode = _child("decode", str(log_file))
-    dump = _child("dump-json", str(log_file))
-    text = _child("dump-text", str(log_file))
     result = {
         "label": label,
+        "file": str(log_file),
         "mib": round(mib, 1),
-        "records": meta["records"],
+        "records": n,
         "batches": meta["batches"],
         "ceiling_mib_s": mib / ceiling["seconds"],
         "verify_mib_s": mib / verify["seconds"],
         "verify_peak_rss_mib": verify["maxrss_kib"] / 1024,
-        "decode_records_s": meta["records"] / decode["seconds"],
-        "dump_records_s": meta["records"] / dump["seconds"],
-        "dump_text_records_s": meta["records"] / text["seconds"],
-        "dump_peak_rss_mib": dump["child_maxrss_kib"] / 1024,
+        "decode_records_s": n / decode["seconds"],
+        "dumps": {},
     }
     result["verify_ratio"] = result["verify_mib_s"] / result["ceiling_mib_s"]
+    kp = None
     if kafka_python:
         kp = _child("kafka-python", str(log_file))
-        assert kp["records"] == meta["records"], (kp["records"], meta["records"])
-        result["kafka_python_records_s"] = meta["records"] / kp["seconds"]
-        result["dump_vs_kafka_python"] = result["dump_records_s"] / result["kafka_python_records_s"]
+        assert kp["records"] == n, (kp["records"], n)
+        result["kafka_python_records_s"] = n / kp["seconds"]
+        result["kafka_python_cpu_records_s"] = n / kp["cpu_seconds"]
         result["decode_vs_kafka_python"] = result["decode_records_s"] / result["kafka_python_records_s"]
-        result["dump_text_vs_kafka_python"] = result["dump_text_records_s"] / result["kafka_python_records_s"]
+    for dump_label, kind, _flags in DUMPS:
+        for variant in ("compiled", "pure") if pure else ("compiled",):
+            m = _child(kind if variant == "compiled" else kind + "-pure", str(log_file))
+            row = {"records_s": n / m["seconds"], "cpu_records_s": n / m["cpu_seconds"],
+                   "peak_rss_mib": m["child_maxrss_kib"] / 1024,
+                   "cpu_records_s_after_startup": n / max(m["cpu_seconds"] - startup["cpu_seconds"], 1e-9)}
+            if kp is not None:
+                row["vs_kafka_python"] = row["records_s"] / result["kafka_python_records_s"]
+                row["cpu_vs_kafka_python"] = row["cpu_records_s"] / result["kafka_python_cpu_records_s"]
+                row["cpu_after_startup_vs_kafka_python"] = (row["cpu_records_s_after_startup"]
+                                                            / result["kafka_python_cpu_records_s"])
+            result["dumps"][f"{dump_label} {variant}"] = row
     return result
+
+
+def report(r: dict) -> None:
+    print(f"\n== {r['label']}: {r['mib']} MiB, {r['batches']} batches, {r['records']} records  ({r['file']})")
+    print(f"ceiling (read + CRC-32C per batch)   {r['ceiling_mib_s']:10.0f} MiB/s")
+    print(f"kctl verify                          {r['verify_mib_s']:10.0f} MiB/s   ratio {r['verify_ratio']:.2f}"
+          f"   peak RSS {r['verify_peak_rss_mib']:.0f} MiB")
+    print(f"kcli record reader (library)         {r['decode_records_s']:10.0f} records/s")
+    if "kafka_python_records_s" in r:
+        print(f"kafka-python record reader           {r['kafka_python_records_s']:10.0f} records/s wall, "
+              f"{r['kafka_python_cpu_records_s']:.0f} records/s CPU   (kcli reader {r['decode_vs_kafka_python']:.2f}x)")
+    print("kctl dump-log --deep-iteration ...  records/s: wall      CPU   x kafka-python: wall   CPU  CPU-startup"
+          "  peak RSS")
+    for name, row in r["dumps"].items():
+        ratios = (f"{row['vs_kafka_python']:8.2f}x {row['cpu_vs_kafka_python']:6.2f}x "
+                  f"{row['cpu_after_startup_vs_kafka_python']:8.2f}x" if "vs_kafka_python" in row else " " * 27)
+        print(f"  {name:<30} {row['records_s']:10.0f} {row['cpu_records_s']:10.0f}        {ratios}   "
+              f"{row['peak_rss_mib']:5.0f} MiB")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--small-mib", type=int, default=100)
+    parser.add_argument("--lz4-mib", type=int, default=128)
     parser.add_argument("--skip-kafka-python", action="store_true")
+    parser.add_argument("--skip-pure", action="store_true", help="do not measure the pure-Python dump path")
+    parser.add_argument("--only", default="small,large,lz4", help="which files: small, large, lz4 (comma-separated)")
     parser.add_argument("--measure", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
         kind, path = args.measure
-        fn = {"ceiling": measure_ceiling, "verify": measure_verify, "decode": measure_decode,
-              "dump-json": lambda p: measure_dump(p, "--json"), "dump-text": measure_dump,
-              "kafka-python": measure_kafka_python}[kind]
-        result = fn(path)
+        result = MEASURES[kind](path)
         result["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         print(json.dumps(result))
         return
+    wanted = set(args.only.split(","))
     results = []
-    for label, size in (("small", args.small_mib), ("large", args.size_mib)):
+    startup = _child("startup", "-")
+    print(f"# kctl start-up (dump-log --json of an empty segment): {startup['seconds']:.2f}s wall, "
+          f"{startup['cpu_seconds']:.2f}s CPU; the CPU-startup ratios leave it out", file=sys.stderr)
+    for label, size in (("small", args.small_mib), ("large", args.size_mib), ("lz4", args.lz4_mib)):
+        if label not in wanted:
+            continue
         started = time.perf_counter()
-        log_file = build_partition(DATA / f"bench-{size}mib-0", size)
+        if label == "lz4":
+            log_file = build_lz4_segment(DATA / f"lz4-{size}mib-0", size)
+        else:
+            log_file = build_partition(DATA / f"bench-{size}mib-0", size)
         print(f"# {label}: {log_file} ready in {time.perf_counter() - started:.1f}s", file=sys.stderr)
-        results.append(run_one(label, log_file, not args.skip_kafka_python))
-    for r in results:
-        print(f"\n== {r['label']}: {r['mib']} MiB, {r['batches']} batches, {r['records']} records")
-        print(f"ceiling (read + CRC-32C per batch)   {r['ceiling_mib_s']:8.0f} MiB/s")
-        print(f"kctl verify                          {r['verify_mib_s']:8.0f} MiB/s   ratio {r['verify_ratio']:.2f}"
-              f"   peak RSS {r['verify_peak_rss_mib']:.0f} MiB")
-        print(f"kctl dump-log --deep-iteration --json {r['dump_records_s']:8.0f} records/s"
-              f"   peak RSS {r['dump_peak_rss_mib']:.0f} MiB")
-        print(f"kctl dump-log --deep-iteration (text) {r['dump_text_records_s']:8.0f} records/s")
-        print(f"kcli record reader (library)          {r['decode_records_s']:8.0f} records/s")
-        if "kafka_python_records_s" in r:
-            print(f"kafka-python record reader            {r['kafka_python_records_s']:8.0f} records/s   ratios: "
-                  f"json dump {r['dump_vs_kafka_python']:.2f}x, text dump {r['dump_text_vs_kafka_python']:.2f}x, "
-                  f"reader {r['decode_vs_kafka_python']:.2f}x")
+        results.append(run_one(label, log_file, not args.skip_kafka_python, not args.skip_pure, startup))
+        report(results[-1])
     print("\n" + json.dumps(results, indent=1))
 
 

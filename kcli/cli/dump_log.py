@@ -11,7 +11,7 @@ import typer
 
 from kcli.cli.common import ExitCode, byte_progress, fail, parse_timestamp, progress_wanted, stdout_pipe_guard
 from kcli.tools.dump import Decoder, DumpNotice, DumpOptions, DumpRecord, DumpRecords, DumpRun, Encodings
-from kcli.tools.dump_json import json_lines
+from kcli.tools.dump_json import json_lines, json_text
 from kcli.tools.dump_text import selection_line, stderr_lines, stdout_lines, summary_lines
 from kcli.tools.render import BytesEncoding
 
@@ -186,17 +186,18 @@ class _Printer:
         if self.records_only:  # JSON record objects alone
             for item in run:
                 if isinstance(item, (DumpRecords, DumpRecord)):
-                    out.write("\n".join(json_lines(item, encodings)) + "\n")
+                    out.write(json_text(item, encodings))
                 elif isinstance(item, DumpNotice):
                     sys.stderr.write(item.text + "\n")
             return
         json_out = self.json_out
         for item in run:
-            lines = json_lines(item, encodings) if json_out else stdout_lines(item, options, encodings)
+            if json_out:
+                out.write(json_text(item, encodings))  # a batch of records in one piece (compiled formatter)
+                continue
+            lines = stdout_lines(item, options, encodings)
             if lines:
                 out.write("\n".join(lines) + "\n")
-            if json_out:
-                continue
             for line in stderr_lines(item):
                 sys.stderr.write(line + "\n")
 

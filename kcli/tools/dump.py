@@ -17,6 +17,7 @@ from typing import Any
 
 from kcli.errors import InputError, KcliError, UsageError
 from kcli.records import Batch, Record, StopReason, make_batch
+from kcli.records.accel import BatchRecords
 from kcli.records.control import ControlRecordType, control_type_id, parse_control_type
 from kcli.records.record_set import BatchReader
 from kcli.storage.files import (
@@ -591,6 +592,8 @@ class DumpRun:
         decode = self._decode
         selecting = opts.selecting
         summary = self.summary
+        bulk = not opts.filtered and decode is None
+        whole = bulk and not opts.matching and opts.count is None  # selecting keeps every plain record
         for batch in batches:
             if opts.filtered and not self._batch_in_range(batch):
                 if opts.end_offset is not None and batch.base_offset > opts.end_offset:
@@ -598,9 +601,13 @@ class DumpRun:
                     break
                 continue
             if selecting:  # the batch is printed only when a record in it is selected
-                records = batch.records()
-                if opts.filtered:
-                    records = [r for r in records if self._record_in_range(r)]
+                # no content filter or --count (kctl cat): as below, the payload for the compiled formatter
+                records = (BatchRecords.of(batch) if whole and not batch.is_control and batch.magic >= 2
+                           else None)
+                if records is None:
+                    records = batch.records()
+                    if opts.filtered:
+                        records = [r for r in records if self._record_in_range(r)]
                 if records and cursor.track:
                     self._track_offsets(cursor, records)
                 summary.records_scanned += len(records)
@@ -618,9 +625,12 @@ class DumpRun:
                     yield self._invalid_batch(given, batch)
                 if not opts.deep_iteration:
                     continue
-                records = batch.records()
-                if opts.filtered:
-                    records = [r for r in records if self._record_in_range(r)]
+                # plain records of a whole batch: kept as the payload when the compiled formatter can render it
+                records = BatchRecords.of(batch) if bulk and not batch.is_control and batch.magic >= 2 else None
+                if records is None:
+                    records = batch.records()
+                    if opts.filtered:
+                        records = [r for r in records if self._record_in_range(r)]
                 summary.records_scanned += len(records)
                 if records and cursor.track:
                     self._track_offsets(cursor, records)
@@ -644,15 +654,19 @@ class DumpRun:
     def _track_offsets(self, cursor: _Cursor, records: list[Record]) -> None:
         """Non-consecutive offsets, over the records read (before the record filters)."""
         last_offset = cursor.last_offset
-        if last_offset is not None and records[0].offset != last_offset + 1:
-            self.summary.add(self.summary.non_consecutive, cursor.path, (last_offset, records[0].offset))
-        if records[-1].offset - records[0].offset != len(records) - 1:  # else consecutive: offsets increase
+        if isinstance(records, BatchRecords):  # no Records built
+            first, last = records.first_offset, records.last_offset
+        else:
+            first, last = records[0].offset, records[-1].offset
+        if last_offset is not None and first != last_offset + 1:
+            self.summary.add(self.summary.non_consecutive, cursor.path, (last_offset, first))
+        if last - first != len(records) - 1:  # else consecutive: offsets increase
             prev = records[0].offset
             for record in records[1:]:
                 if record.offset != prev + 1:
                     self.summary.add(self.summary.non_consecutive, cursor.path, (prev, record.offset))
                 prev = record.offset
-        cursor.last_offset = records[-1].offset
+        cursor.last_offset = last
 
     def _select(self, batch: Batch, records: list[Record]) -> list[Record]:
         """The records the filters keep (control records never match a content filter), up to --count."""

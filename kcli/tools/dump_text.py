@@ -7,6 +7,7 @@ closing sections that kafka-dump-log writes to stderr.
 from __future__ import annotations
 
 from kcli.records import LegacyMessage
+from kcli.records.accel import BatchRecords
 from kcli.storage.files import FileKind
 from kcli.tools.dump import (
     DumpBatch,
@@ -57,14 +58,20 @@ def batch_line(item: DumpBatch) -> str:
             f"offset: {b.offset} position: {b.position} {b.timestamp_type.label}: {b.timestamp} size: {b.size} "
             f"magic: {b.magic} compresscodec: {codec} crc: {b.crc} isvalid: {_bool(b.is_valid)}"
         )
+    a = b.attributes  # the flags read straight from the attributes: this runs once per batch of a dump
+    base = b.base_offset
     return (
-        f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.count} baseSequence: {b.base_sequence} "
-        f"lastSequence: {b.last_sequence} producerId: {b.producer_id} producerEpoch: {b.producer_epoch} "
-        f"partitionLeaderEpoch: {b.partition_leader_epoch} isTransactional: {_bool(b.is_transactional)} "
-        f"isControl: {_bool(b.is_control)} deleteHorizonMs: {_optional_long(b.delete_horizon_ms)} "
-        f"position: {b.position} {b.timestamp_type.label}: {b.max_timestamp} size: {b.size} magic: {b.magic} "
-        f"compresscodec: {codec} crc: {b.crc} isvalid: {_bool(b.is_valid)}"
+        f"baseOffset: {base} lastOffset: {base + b.last_offset_delta} count: {b.records_count} "
+        f"baseSequence: {b.base_sequence} lastSequence: {b.last_sequence} producerId: {b.producer_id} "
+        f"producerEpoch: {b.producer_epoch} partitionLeaderEpoch: {b.partition_leader_epoch} "
+        f"isTransactional: {_BOOL[(a >> 4) & 1]} isControl: {_BOOL[(a >> 5) & 1]} "
+        f"deleteHorizonMs: {f'OptionalLong[{b.base_timestamp}]' if a & 0x40 else 'OptionalLong.empty'} "
+        f"position: {b.position} {'LogAppendTime' if a & 0x08 else 'CreateTime'}: {b.max_timestamp} size: {len(b.raw)} "
+        f"magic: {b.magic} compresscodec: {codec} crc: {b.crc} isvalid: {_BOOL[b.is_valid]}"
     )
+
+
+_BOOL = ("false", "true")
 
 
 def record_line(item: DumpRecord, options: DumpOptions) -> str:
@@ -104,12 +111,17 @@ def _text_of(mode: BytesEncoding):
 
 def records_lines(item: DumpRecords, options: DumpOptions, enc: Encodings | None = None) -> list[str]:
     """Plain records of one batch; key and payload through kafka-dump-log's default StringDecoder
-    (UTF-8, malformed bytes replaced), or as ``enc`` forces them (hex, base64)."""
+    (UTF-8, malformed bytes replaced), or as ``enc`` forces them (hex, base64). With the compiled formatter
+    built, the whole batch comes as one string of newline-separated lines."""
     if enc is not None and options.print_data and (enc.key is not BytesEncoding.AUTO or enc.value is not BytesEncoding.AUTO):
         return _forced_records_lines(item, options, enc)
     b = item.batch
     ts_label = b.timestamp_type.label
     print_data = options.print_data
+    if type(item.records) is BatchRecords:  # the whole batch in C
+        text = item.records.format_text(ts_label.encode("ascii"), print_data, options.skip_record_metadata)
+        if text is not None:
+            return [text]
     lines = []
     for r in item.records:
         key, value = r.key, r.value
