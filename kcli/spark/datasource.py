@@ -46,8 +46,23 @@ class KafkaLogDataSource(DataSource):
     def schema(self) -> str:
         return PERMISSIVE_SCHEMA if ReadOptions.parse(self.options).permissive else SCHEMA
 
+    default_min_partitions: int | None = None
+
     def reader(self, schema: StructType) -> KafkaLogReader:
-        return KafkaLogReader(ReadOptions.parse(self.options), schema)
+        reader = KafkaLogReader(ReadOptions.parse(self.options), schema)
+        reader.default_min_partitions = self.default_min_partitions
+        return reader
+
+
+def with_parallelism(parallelism: int | None) -> type[KafkaLogDataSource]:
+    """The data source class to register on a session whose parallelism is ``parallelism``: planning runs in a
+    Python worker with no SparkContext to ask, so the value travels in the class (a class made here is pickled
+    by value). Reads without ``minPartitions`` then get at least that many splits, where the bytes allow."""
+    if not parallelism or parallelism < 2:
+        return KafkaLogDataSource
+    return type("KafkaLogDataSource", (KafkaLogDataSource,), {
+        "default_min_partitions": parallelism, "__module__": __name__,
+        "__doc__": KafkaLogDataSource.__doc__})
 
 
 class SplitPartition(InputPartition):
@@ -59,6 +74,8 @@ class SplitPartition(InputPartition):
 
 
 class KafkaLogReader(DataSourceReader):
+    default_min_partitions: int | None = None  # the session's parallelism (see with_parallelism)
+
     def __init__(self, opts: ReadOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
@@ -76,7 +93,8 @@ class KafkaLogReader(DataSourceReader):
                 self.bounds = narrowed
 
     def partitions(self) -> list[InputPartition]:
-        splits = plan(expand_paths(self.opts.paths), self.bounds, self.opts.max_bytes_per_partition)
+        min_partitions = self.opts.min_partitions or self.default_min_partitions
+        splits = plan(expand_paths(self.opts.paths), self.bounds, self.opts.max_bytes_per_partition, min_partitions)
         return [SplitPartition(s) for s in splits]
 
     # -- reading (executor) ---------------------------------------------------------------------------
