@@ -237,7 +237,9 @@ def test_min_partitions_cuts_splits_for_the_cluster(big_partition, monkeypatch):
             got["headers"] = [[(h["key"], h["value"]) for h in hs] for hs in got["headers"]]
             assert got == {name: chunk[name] for name in schema.names}
             offsets.extend(chunk["offset"])
-    assert offsets == sorted(set(offsets)) and len(offsets) == 800
+    whole = [o for split in plan(expand_paths(opts.paths), bounds, 1 << 30)
+             for chunk in SplitReader(split, opts, bounds).chunks() for o in chunk["offset"]]
+    assert offsets == whole and len(whole) > 500
     # the registered class carries the session's parallelism to the planner (pickled by value)
     assert with_parallelism(1).default_min_partitions is None
     assert with_parallelism(8).default_min_partitions == 8
