@@ -11,12 +11,16 @@ measurement in its own process on a fresh copy of the partition where it changes
 * recovery: planning over every segment (what `kctl recover --dry-run` does with no recovery point), and
   recovery of a copy whose last segment has garbage appended (plan + quarantine + truncate + index rebuild);
 * compaction: `kctl compact --dry-run` (plan: offset map + decisions) and `kctl compact` (plan, rewrite, swap)
-  with one process and with `--jobs 2`, MiB/s of the partition's size before cleaning, plus records kept.
+  with one process and with `--jobs 2`, MiB/s of the partition's size before cleaning, plus records kept;
+  `compact-pure` is `kctl compact` on the pure-Python path (KCLI_NO_EXTENSIONS=1), the others use the
+  compiled cleaner (kcli/storage/_cleaner.c) when it is built. The offset map's memory is printed per key.
 
 Kafka's cleaner reports its own rate in log-cleaner.log ("Processed X MB ... Y MB/sec"): on one core it
-typically cleans 100 MB/s or more; compare `compact` MiB/s against that anchor.
+typically cleans 100 MB/s or more; compare `compact` MiB per CPU-second against that anchor. MiB/CPU-s
+counts this process and its worker processes, steadier than wall time on a shared machine; `--repeat N`
+runs every measurement N times, interleaved, and prints medians.
 
-Usage: bench/bench_recover_compact.py [--size-mib 1024] [--json FILE] [--profile compact]
+Usage: bench/bench_recover_compact.py [--size-mib 1024] [--repeat 3] [--json FILE] [--profile compact]
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import os
 import random
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -144,8 +149,13 @@ def measure_compact(log_dir: str, dry_run: bool, jobs: int) -> dict:
     report = compact([log_dir], dry_run=dry_run, jobs=jobs)
     seconds = time.perf_counter() - started
     assert report.is_ok(), report.problems[:3]
+    from kcli.storage.cleaner import native_cleaner
+
     return {"seconds": seconds, "records_before": report.total("records_before"),
-            "records_kept": report.total("records_kept"), "bytes_after": report.total("bytes_after")}
+            "records_kept": report.total("records_kept"), "bytes_after": report.total("bytes_after"),
+            "keys_mapped": sum(p.keys_mapped for p in report.partitions),
+            "offset_map_bytes": sum(p.offset_map_bytes for p in report.partitions),
+            "compiled": native_cleaner() is not None}
 
 
 MEASURES = {
@@ -154,9 +164,12 @@ MEASURES = {
     "recover-plan": measure_recover_plan,
     "recover-apply": measure_recover_apply,
     "compact-plan": lambda d: measure_compact(d, True, 1),
+    "compact-pure": lambda d: measure_compact(d, False, 1),
     "compact": lambda d: measure_compact(d, False, 1),
     "compact-2-jobs": lambda d: measure_compact(d, False, 2),
 }
+PURE = {"compact-pure"}  # run with KCLI_NO_EXTENSIONS=1
+CHANGES_FILES = {"recover-apply", "compact-pure", "compact", "compact-2-jobs"}
 
 
 def _child(kind: str, log_dir: Path, profile: str | None) -> dict:
@@ -165,7 +178,8 @@ def _child(kind: str, log_dir: Path, profile: str | None) -> dict:
         out = DATA / f"profile-{kind}.txt"
         command = [str(Path(sys.executable).with_name("py-spy")), "record", "-f", "raw", "-o", str(out), "--", *command]
         print(f"# profiling {kind} into {out}", file=sys.stderr)
-    proc = subprocess.run(command, capture_output=True, text=True)
+    env = {**os.environ, "KCLI_NO_EXTENSIONS": "1"} if kind in PURE else None
+    proc = subprocess.run(command, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{proc.stderr[-4000:]}")
     return json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
@@ -175,6 +189,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--json", help="Also write the results as JSON to this file.")
+    parser.add_argument("--repeat", type=int, default=1, help="Runs of each measurement (medians are printed).")
     parser.add_argument("--only", action="append", choices=sorted(MEASURES), help="Run only these (repeatable).")
     parser.add_argument("--profile", choices=sorted(MEASURES), help="Run this measurement under py-spy.")
     parser.add_argument("--measure", nargs=2, metavar=("KIND", "LOG_DIR"), help=argparse.SUPPRESS)
@@ -197,32 +212,49 @@ def main() -> None:
     wanted = args.only or list(MEASURES)
     if "verify" not in wanted:
         wanted.insert(0, "verify")
-    results: dict[str, dict] = {}
-    for kind in MEASURES:
-        if kind not in wanted:
-            continue
-        target = fresh_copy(log_dir, kind) if kind in ("recover-apply", "compact", "compact-2-jobs") else log_dir
-        results[kind] = _child(kind, target, args.profile)
-        results[kind]["mib_s"] = mib / results[kind]["seconds"]
-        results[kind]["mib_per_cpu_s"] = mib / results[kind]["cpu_seconds"]
-        print(f"# {kind}: {results[kind]['seconds']:.1f}s", file=sys.stderr)
-        if target != log_dir:
-            shutil.rmtree(target.parent, ignore_errors=True)
+    runs: dict[str, list[dict]] = {kind: [] for kind in MEASURES if kind in wanted}
+    for round_ in range(args.repeat):  # interleaved: background load hits every measurement alike
+        for kind in runs:
+            target = fresh_copy(log_dir, kind) if kind in CHANGES_FILES else log_dir
+            r = _child(kind, target, args.profile if round_ == 0 else None)
+            r["mib_s"] = mib / r["seconds"]
+            r["mib_per_cpu_s"] = mib / r["cpu_seconds"]
+            runs[kind].append(r)
+            print(f"# {kind}: {r['seconds']:.1f}s, {r['cpu_seconds']:.1f} CPU s", file=sys.stderr)
+            if target != log_dir:
+                shutil.rmtree(target.parent, ignore_errors=True)
+    results = {kind: {name: statistics.median(r[name] for r in rs) if isinstance(rs[0][name], (int, float))
+                      and not isinstance(rs[0][name], bool) else rs[0][name] for name in rs[0]}
+               for kind, rs in runs.items()}
     base = results["verify"]["mib_s"]
     base_cpu = results["verify"]["mib_per_cpu_s"]
     print(f"\n== {mib:.0f} MiB partition, {meta['records']} records, {meta['keys']} distinct keys at most, "
-          f"segments of {SEGMENT_BYTES >> 20} MiB")
+          f"segments of {SEGMENT_BYTES >> 20} MiB; medians of {args.repeat} run(s)")
     print(f"{'measurement':<16}{'seconds':>9}{'MiB/s':>8}{'x verify':>10}{'CPU s':>8}{'MiB/CPU-s':>11}"
           f"{'x verify':>10}{'peak RSS':>10}")
     for kind, r in results.items():
         print(f"{kind:<16}{r['seconds']:9.1f}{r['mib_s']:8.0f}{r['mib_s'] / base:10.2f}{r['cpu_seconds']:8.1f}"
               f"{r['mib_per_cpu_s']:11.0f}{r['mib_per_cpu_s'] / base_cpu:10.2f}{r['maxrss_mib']:6.0f} MiB")
+    for kind in ("compact-pure", "compact", "compact-2-jobs"):
+        r = results.get(kind)
+        if r and r["keys_mapped"]:
+            print(f"{kind}: {'compiled' if r['compiled'] else 'pure'} cleaner, offset map "
+                  f"{r['offset_map_bytes'] / 2**20:.1f} MiB for {r['keys_mapped']} keys = "
+                  f"{r['offset_map_bytes'] / r['keys_mapped']:.0f} bytes a key")
     if "compact" in results:
         r = results["compact"]
         print(f"compaction kept {r['records_kept']} of {r['records_before']} records; "
-              f"{r['bytes_after'] / 2**20:.0f} MiB after")
+              f"{r['bytes_after'] / 2**20:.0f} MiB after; Kafka's cleaner: about 100 MB/s per core")
+        if "compact-pure" in results:
+            pure = results["compact-pure"]
+            print(f"compiled / pure: {r['mib_s'] / pure['mib_s']:.2f}x wall, "
+                  f"{r['mib_per_cpu_s'] / pure['mib_per_cpu_s']:.2f}x per CPU-second")
+        if "compact-2-jobs" in results:
+            two = results["compact-2-jobs"]
+            print(f"--jobs 2 / --jobs 1: {two['mib_s'] / r['mib_s']:.2f}x wall (2.00x is linear), "
+                  f"{two['mib_per_cpu_s'] / r['mib_per_cpu_s']:.2f}x per CPU-second (1.00x: no parallel overhead)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"mib": mib, **meta, "results": results}, indent=1))
+        Path(args.json).write_text(json.dumps({"mib": mib, **meta, "results": results, "runs": runs}, indent=1))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,11 @@ missing=()
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+# A C compiler and Python's headers build kcli's optional C extension (the log cleaner's per-record work); the
+# install still succeeds without them, with the pure-Python cleaner.
+command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  >/dev/null 2>&1 || missing+=(python3-dev)
 if [ "$mode" = test ]; then
   command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
   [ -d /usr/share/zookeeper ] || missing+=(zookeeper)

@@ -59,6 +59,7 @@ class KafkaServer:
         self.zk: Any = None  # kcli.zk.registration.BrokerRegistration in ZooKeeper mode
         self.controller: Any = None  # kcli.broker.controller.ControllerRunner in ZooKeeper mode
         self.isr_manager: Any = None
+        self.config_changes: Any = None  # kcli.broker.config_change.ConfigChangeListener in ZooKeeper mode
         self.admin = TopicAdmin(config, self.log_manager, self.replica_manager, self.metadata)
         self.groups = GroupCoordinator(config, self.log_manager, self.replica_manager, self.admin)
         self.producer_ids = ProducerIdManager()
@@ -124,6 +125,11 @@ class KafkaServer:
             await asyncio.to_thread(self.zk.register)
             self._registered()
             self._start_controller()
+            # topic configs other brokers change (Kafka starts its dynamic config manager after the controller)
+            from kcli.broker.config_change import ConfigChangeListener
+
+            self.config_changes = ConfigChangeListener(self.admin.zk, self.admin, loop)
+            self.config_changes.start()
         self._background.append(loop.create_task(self._load_groups()))
         self._background.append(loop.create_task(self._load_transactions()))
         self._background.append(loop.create_task(self._housekeep()))
@@ -342,6 +348,8 @@ class KafkaServer:
         return False
 
     async def stop(self) -> None:
+        if self.config_changes is not None:
+            self.config_changes.stop()
         if self.controller is not None:
             await asyncio.to_thread(self.controller.shutdown)
         if self.replica_manager.fetchers is not None:

@@ -123,13 +123,29 @@ class TopicAdmin:
         config = self._log_config(name, overrides)
         if validate_only:
             return
+        self._apply(name, config)
+        self._write_overrides(name)
+
+    def _apply(self, name: str, config: LogConfig) -> None:
         self.overrides[name] = config.overrides()
         self._effective[name] = config
-        self._write_overrides(name)
         topic = self.logs.topics.get(name)
         for managed in topic.partitions if topic is not None else ():
             with managed.lock:
                 managed.log.replace_config(config)
+
+    def config_changed(self, name: str, overrides: Mapping[str, str]) -> bool:
+        """Another broker changed a topic's overrides (a /config/changes notification; Kafka's
+        TopicConfigHandler.processConfigChanges): use them here, nothing written. False if they do not parse."""
+        try:
+            config = self._log_config(name, overrides)
+        except InvalidConfigError as exc:
+            log.error("ignoring the new configs of topic %s: %s", name, exc)
+            return False
+        if self.overrides.get(name, {}) != config.overrides():
+            log.info("topic %s configs now %s", name, config.overrides() or "the broker defaults")
+        self._apply(name, config)
+        return True
 
     def incremental_config(self, name: str, ops: list[tuple[str, int, str | None]], *,
                            validate_only: bool = False) -> None:

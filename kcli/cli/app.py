@@ -13,11 +13,15 @@ from kcli.cli import cluster as cluster_cli
 from kcli.cli import zk as zk_cli
 from kcli.cli import offsets as offsets_cli
 from kcli.cli import transactions as transactions_cli
+from kcli.cli import groups as groups_cli
+from kcli.cli import topics as topics_cli
 from kcli.cli.dump_log import dump_log
+from kcli.cli.cat import cat_cmd
 from kcli.cli.verify import verify_cmd
 from kcli.cli.recover import recover_cmd
 from kcli.cli.compact import compact_cmd
 from kcli.cli.scan import scan_cmd
+from kcli.cli.completion import completion_cmd
 
 app = typer.Typer(
     name="kctl",
@@ -44,6 +48,7 @@ def root(
 
 # Every command runs under cli/errors.py's exit-status table (guarded): one line and a status, never a traceback.
 app.command("dump-log", rich_help_panel="Offline tools")(guarded(dump_log))
+app.command("cat", rich_help_panel="Offline tools")(guarded(cat_cmd))
 app.command("verify", rich_help_panel="Offline tools")(guarded(verify_cmd))
 app.add_typer(guard_group(broker_cli.app), name="broker", rich_help_panel="Broker")
 app.add_typer(guard_group(cluster_cli.app), name="cluster", rich_help_panel="Broker")
@@ -53,7 +58,13 @@ app.command("compact", rich_help_panel="Offline tools")(guarded(compact_cmd))
 app.command("scan", rich_help_panel="Offline tools")(guarded(scan_cmd))
 app.add_typer(guard_group(offsets_cli.app), name="offsets", rich_help_panel="ZooKeeper")
 app.add_typer(guard_group(transactions_cli.app), name="transactions", rich_help_panel="Broker")
+app.add_typer(guard_group(groups_cli.app), name="groups", rich_help_panel="Broker")
+app.add_typer(guard_group(topics_cli.app), name="topics", rich_help_panel="Broker")
+
+app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
 
 
 def main() -> None:
-    app()
+    # One program name however it is started (`kctl`, `python -m kcli`): usage lines, and the completion
+    # variable _KCTL_COMPLETE that `kctl completion` scripts set.
+    app(prog_name="kctl")

@@ -6,7 +6,9 @@ kcli.tools.offsets' plan/apply/verify and renders the reports.
 
 from __future__ import annotations
 
+import re
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
@@ -17,14 +19,14 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kcli.cli.common import ExitCode, err_console, fail, progress_wanted, write_json_line
+from kcli.cli.common import ExitCode, err_console, fail, parse_timestamp, progress_wanted, write_json_line
 from kcli.cli.errors import exit_code_for
 from kcli.cli.zk import _cell, _console, _table
 from kcli.errors import KcliError
 
 app = typer.Typer(no_args_is_help=True, help="Move consumer offsets between ZooKeeper, Kafka and files: migrate "
                   "ZooKeeper-stored offsets into __consumer_offsets (plan, backup, commit, verify), roll back, "
-                  "export and import.")
+                  "export and import; find the offsets for a time (for-time).")
 
 ZookeeperOpt = Annotated[Optional[str], typer.Option(
     "--zookeeper", "-z", envvar="KCTL_ZOOKEEPER", show_default=False,
@@ -354,3 +356,120 @@ def import_cmd(
         _transfer(source, target, kafka, [s for s in (zk, kafka) if s is not None],
                   groups=group or None, topics=topic,
                   execute=execute, clamp=clamp, force=force, backup=backup, as_json=as_json)
+
+
+# -- offsets for a time ----------------------------------------------------------------------------------------
+_DURATION = re.compile(r"(\d+)([smhdw])")
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+EARLIEST_TIME, LATEST_TIME = -2, -1
+
+
+def parse_time_spec(text: str, now_ms: int | None = None) -> int:
+    """TIME of `for-time`: epoch ms; an ISO-8601 date-time (UTC unless it names a zone); earliest (-2) or
+    latest (-1), ListOffsets' special values; now; or a duration before now, -1h / now-90m / -1d12h
+    (units s, m, h, d, w)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    word = text.strip().lower()
+    if word in ("earliest", "-2", "beginning"):
+        return EARLIEST_TIME
+    if word in ("latest", "-1", "end"):
+        return LATEST_TIME
+    if word == "now":
+        return now_ms
+    relative = word[4:] if word.startswith("now-") else word[1:] if word.startswith("-") else None
+    if relative is not None and relative and _DURATION.sub("", relative) == "":
+        return now_ms - sum(int(n) * _UNIT_MS[u] for n, u in _DURATION.findall(relative))
+    if word.isdigit():
+        return int(word)
+    if word.startswith("-"):
+        raise typer.BadParameter(f"{text!r}: a negative TIME is -1 (latest), -2 (earliest) or a duration like -1h")
+    try:
+        stamp = parse_timestamp(text)
+    except typer.BadParameter:
+        raise typer.BadParameter(f"{text!r} is none of epoch milliseconds, ISO-8601, earliest, latest, now or a "
+                                 "duration before now (-1h, now-30m, -2d)") from None
+    assert stamp is not None
+    return stamp
+
+
+def _split_target(text: str) -> tuple[str, int | None]:
+    topic, colon, partition = text.rpartition(":")
+    if colon and partition.isdigit() and topic:
+        return topic, int(partition)
+    return text, None
+
+
+@app.command("for-time", context_settings={"ignore_unknown_options": True, "help_option_names": ["--help"]})
+def for_time_cmd(
+    when: Annotated[str, typer.Argument(metavar="TIME", show_default=False, help=(
+        "Epoch ms, ISO-8601 (UTC unless it names a zone), earliest (-2), latest (-1), now, or a duration before "
+        "now: -1h, now-30m, -2d12h (units s m h d w)."))],
+    targets: Annotated[Optional[list[str]], typer.Argument(metavar="TARGET", show_default=False,
+                                                           help="Log dirs or partition dirs; with --bootstrap-server "
+                                                           "topics, or topic:partition (default: every topic).")] = None,
+    bootstrap: BootstrapOpt = None,
+    topic: Annotated[Optional[list[str]], typer.Option(
+        "--topic", show_default=False, help="Offline: only this topic (repeat for several).")] = None,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
+    """The earliest offset whose timestamp is >= TIME, per partition: offline from a log dir through the time
+    indexes (as Kafka's fetchOffsetByTimestamp), online with ListOffsets (kcat -Q, kafka-get-offsets --time).
+    A partition without such a record answers offset -1 (ListOffsets' answer); a consumer reset to TIME starts
+    at its log end offset (SEEK). Exit 1 when a partition or topic could not be answered."""
+    try:
+        stamp = parse_time_spec(when)
+    except typer.BadParameter as exc:
+        raise fail(f"TIME: {exc}", ExitCode.USAGE) from None
+    if bootstrap:
+        if topic:
+            raise fail("--topic is for a log dir; online, name topics as arguments (TOPIC or TOPIC:PARTITION)",
+                       ExitCode.USAGE)
+        from kcli.client import KafkaClient
+        from kcli.client.client import parse_bootstrap
+        from kcli.client.offsets_time import offsets_for_time as online
+
+        with _errors(committed_note=False):
+            parse_bootstrap(bootstrap)
+            with KafkaClient(bootstrap, timeout=timeout, client_id="kctl-offsets") as client:
+                rows = online(client, [_split_target(t) for t in targets] if targets else None, stamp)
+        document = {"ok": all(r.error is None for r in rows), "timestamp": stamp, "source": bootstrap,
+                    "offsets": [r.to_json() for r in rows if r.error is None],
+                    "problems": [{"topic": r.topic, "partition": r.partition, "reason": r.error}
+                                 for r in rows if r.error is not None]}
+        errors = [f"{r.topic}" + (f"-{r.partition}" if r.partition >= 0 else "") + f": {r.error}"
+                  for r in rows if r.error is not None]
+        rows = [r for r in rows if r.error is None]
+    else:
+        if not targets:
+            raise fail("give a log dir (or partition dirs), or --bootstrap-server host:port and topics",
+                       ExitCode.USAGE)
+        from kcli.tools.offsets_time import offsets_for_time as offline
+
+        report = offline(targets, stamp, topics=topic)
+        document = report.to_json()
+        errors = [p.describe() for p in report.problems]
+        rows = report.offsets
+    if as_json:
+        write_json_line(document)
+    else:
+        _render_for_time(rows, stamp)
+    for line in errors:
+        err_console.print(f"kctl: {line}", markup=False)
+    if errors and not document["ok"]:
+        raise typer.Exit(int(ExitCode.PROBLEMS))
+
+
+def _render_for_time(rows: list[Any], stamp: int) -> None:
+    from kcli.cli.zk import _time
+
+    console = _console()
+    label = {EARLIEST_TIME: "earliest (-2)", LATEST_TIME: "latest (-1)"}.get(stamp) or f"{stamp} ({_time(stamp)})"
+    table = _table("TOPIC", "PARTITION", "OFFSET", "TIMESTAMP", "LOG END", "SEEK", title=f"offsets for {label}")
+    for r in rows:
+        table.add_row(escape(r.topic), str(r.partition), str(r.offset), _time(r.timestamp) if r.timestamp >= 0 else "-",
+                      _cell(r.log_end_offset), _cell(r.seek_offset))
+    console.print(table)
+    if any(r.offset < 0 for r in rows) and stamp >= 0:
+        console.print("offset -1: no record with a timestamp >= TIME (ListOffsets' answer); a consumer reset to "
+                      "TIME starts at the log end (SEEK)")

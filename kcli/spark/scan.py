@@ -30,6 +30,7 @@ from kcli.tools.scan import (
     YEAR_2000_MS,
     CodecStats,
     LargestRecord,
+    SQL_COLUMN_NAMES,
     PartitionStats,
     QueryResult,
     ScanReport,
@@ -203,17 +204,66 @@ def _fill(report: ScanReport, by_dir: dict[str, PartitionStats], rows, top: int,
     report.problems = sorted(problems, key=lambda p: (order.get(p.file, len(order)), p.file, p.position))
 
 
+def _utf8_text(F, column):
+    """Binary as a string when valid UTF-8, else null: ``kcli.tools.scan.utf8_text`` (the same strict rules)."""
+    return F.try_validate_utf8(column.cast("string"))
+
+
+def _headers_json(F, headers):
+    """``kcli.tools.scan.headers_json`` in Spark SQL expressions (no Python UDF): to_json escapes each string,
+    base64 without the line breaks Spark may insert every 76 characters."""
+
+    def json_string(text):
+        wrapped = F.to_json(F.struct(text.alias("s")))  # {"s":"..."}
+        return wrapped.substr(F.lit(6), F.length(wrapped) - 6)
+
+    def one(h):
+        value = h["value"]
+        valid = F.try_validate_utf8(value.cast("string"))
+        rendered = (F.when(value.isNull(), F.lit("null"))
+                    .when(valid.isNotNull(), json_string(valid))
+                    .otherwise(F.concat(F.lit('{"base64":"'), F.regexp_replace(F.base64(value), "[\\r\\n]", ""),
+                                        F.lit('"}'))))
+        return F.concat(F.lit('{"key":'), json_string(h["key"]), F.lit(',"value":'), rendered, F.lit("}"))
+
+    return F.concat(F.lit("["), F.array_join(F.transform(headers, one), ","), F.lit("]"))
+
+
+def records_view(raw):
+    """The ``records`` view of ``--sql`` from the data source's rows: ``kcli.tools.scan.SQL_COLUMNS``, in order."""
+    from pyspark.sql import functions as F
+
+    derived = {
+        "key": _utf8_text(F, F.col("key")), "value": _utf8_text(F, F.col("value")),
+        "headers": _headers_json(F, F.col("headers")),
+        "key_bytes": F.col("key"), "value_bytes": F.col("value"), "timestamp_ms": F.unix_millis("timestamp"),
+    }
+    return raw.select(*(derived[name].alias(name) if name in derived else F.col(name) for name in SQL_COLUMN_NAMES))
+
+
+def register_records(spark, paths: list[str]):
+    """Register the temporary view ``records`` (the data records of ``paths``, control records excluded, in
+    ``records_view``'s columns) on ``spark``. Returns the view's DataFrame and the data source's rows (damaged
+    ones included)."""
+    from pyspark.sql import functions as F
+
+    files = [s.path for s in list_segments(paths) if s.size > 0]
+    raw = _read(spark, files, include_control=False)
+    view = records_view(raw.filter(F.col("_corrupt").isNull()))
+    view.createOrReplaceTempView("records")
+    return view, raw
+
+
 def query_spark(spark, paths: list[str], sql: str) -> QueryResult:
-    """Spark SQL over a temporary view ``records`` (the data records; control records excluded)."""
+    """Spark SQL over a temporary view ``records`` (the data records; control records excluded), with the
+    local engine's columns (``kcli.tools.scan.SQL_COLUMNS``)."""
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
     started = time.perf_counter()
     listing = [s.path for s in list_segments(paths)]
-    files = [s.path for s in list_segments(paths) if s.size > 0]
     with local_python(spark):
-        raw = _read(spark, files, include_control=False)
-        raw.filter(F.col("_corrupt").isNull()).drop("_corrupt").createOrReplaceTempView("records")
+        _view, raw = register_records(spark, paths)
         try:
             result = spark.sql(sql)  # analysed here: a bad query fails before any data is read
             columns = list(result.columns)
@@ -227,4 +277,4 @@ def query_spark(spark, paths: list[str], sql: str) -> QueryResult:
     return QueryResult("spark", sql, columns, rows, problems, time.perf_counter() - started)
 
 
-__all__ = ["query_spark", "scan_spark"]
+__all__ = ["query_spark", "records_view", "register_records", "scan_spark"]

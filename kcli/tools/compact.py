@@ -60,6 +60,16 @@ class PartitionCompaction:
     def complete(self) -> bool:
         return bool(self.passes) and self.passes[-1].complete
 
+    @property
+    def keys_mapped(self) -> int:
+        return max((p.keys_mapped for p in self.passes), default=0)
+
+    @property
+    def offset_map_bytes(self) -> int:
+        """The largest offset map of its passes (compiled: 24-byte slots; pure: a dict and its objects; 0 for
+        verdicts computed elsewhere, e.g. by Spark). Not in ``to_json``: the engines' reports stay equal."""
+        return max((p.offset_map_bytes for p in self.passes), default=0)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "partition": self.directory,

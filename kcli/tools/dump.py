@@ -7,6 +7,8 @@ kafka-dump-log text lives in ``dump_text``; to NDJSON in each item's ``to_json``
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
@@ -24,6 +26,7 @@ from kcli.storage.files import (
     FileKind,
     kraft_snapshot_offset_epoch,
     offset_from_filename,
+    parse_partition_dir_name,
 )
 from kcli.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from kcli.storage.segment import FileBatchReader
@@ -32,6 +35,8 @@ from kcli.tools.report import os_problem
 from kcli.tools.render import BytesEncoding, encode_bytes
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+# The files of one segment: an offset range skips them together.
+_SEGMENT_KINDS = frozenset({FileKind.LOG, FileKind.INDEX, FileKind.TIME_INDEX, FileKind.TXN_INDEX})
 
 
 class Decoder(Enum):
@@ -57,12 +62,26 @@ class DumpOptions:
     end_offset: int | None = None  # inclusive
     start_timestamp: int | None = None
     end_timestamp: int | None = None  # inclusive
+    # record filters (all must match; control records never match a key, header or value filter)
+    key: bytes | None = None  # exact key bytes
+    key_regex: str | None = None  # Python bytes regex, searched in the key
+    headers: tuple[tuple[str, bytes | None], ...] = ()  # (name, exact value or None: the header is present)
+    grep: str | None = None  # Python bytes regex, searched in the value
+    count: int | None = None  # stop after this many records are selected
+    skip_control: bool = False  # leave control records out (kcat's view: --format)
 
     def __post_init__(self) -> None:
         # As kafka-dump-log: any decoder implies printing data, printing implies deep iteration.
         if self.decoder is not Decoder.NONE:
             self.print_data = True
-        if self.print_data:
+        self.key_pattern = _compile("--key-regex", self.key_regex)
+        self.value_pattern = _compile("--grep", self.grep)
+        if self.count is not None and self.count < 1:
+            raise UsageError(f"--count {self.count}: give a number of records of at least 1")
+        # content filters look inside records; selecting (with --count or skipping control records) too
+        self.matching = bool(self.key is not None or self.key_pattern or self.value_pattern or self.headers)
+        self.selecting = self.matching or self.count is not None or self.skip_control
+        if self.print_data or self.selecting:
             self.deep_iteration = True
 
         self.filtered = any(
@@ -73,6 +92,45 @@ class DumpOptions:
         if self.start_timestamp is not None and self.end_timestamp is not None and \
                 self.start_timestamp > self.end_timestamp:
             raise UsageError(f"--start-time {self.start_timestamp} is after --end-time {self.end_timestamp}")
+
+
+def _compile(option: str, pattern: str | None) -> re.Pattern[bytes] | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern.encode("utf-8", "surrogateescape"))
+    except re.error as exc:
+        raise UsageError(f"{option} {pattern!r} is not a valid regular expression: {exc}") from None
+
+
+def record_matcher(options: DumpOptions) -> Callable[[Record], bool] | None:
+    """A predicate for --key, --key-regex, --header and --grep (all must hold), or None without them."""
+    tests: list[Callable[[Record], bool]] = []
+    if options.key is not None:
+        key = options.key
+        tests.append(lambda r: r.key == key)
+    if options.key_pattern is not None:
+        search_key = options.key_pattern.search
+        tests.append(lambda r: r.key is not None and search_key(r.key) is not None)
+    for name, value in options.headers:
+        if value is None:
+            tests.append(lambda r, n=name: any(h.key == n for h in r.headers))
+        else:
+            tests.append(lambda r, n=name, v=value: any(h.key == n and h.value == v for h in r.headers))
+    if options.value_pattern is not None:
+        search_value = options.value_pattern.search
+        tests.append(lambda r: r.value is not None and search_value(r.value) is not None)
+    if not tests:
+        return None
+    if len(tests) == 1:
+        return tests[0]
+    return lambda r: all(t(r) for t in tests)
+
+
+def topic_partition_of(path: Path) -> tuple[str | None, int | None]:
+    """(topic, partition) from a segment's directory name (``orders-3``), else (None, None)."""
+    parsed = parse_partition_dir_name(path.parent.name)
+    return parsed if parsed is not None else (None, None)
 
 
 # -- dump items ----------------------------------------------------------------------------------
@@ -118,12 +176,16 @@ class DumpRecord:
     key_text: str | None = None  # decoder output (kafka-dump-log's key/payload text)
     payload_text: str | None = None
     decoded: dict[str, Any] | None = None  # decoder output for --json
+    topic: str | None = None  # from the partition directory's name
+    partition: int | None = None
 
     def to_json(self, enc: Encodings) -> dict[str, Any]:
         r = self.record
         out: dict[str, Any] = {
             "type": "record",
             "file": self.file,
+            "topic": self.topic,
+            "partition": self.partition,
             "offset": r.offset,
             "timestamp": r.timestamp,
             "timestamp_type": self.batch.timestamp_type.label,
@@ -158,9 +220,12 @@ class DumpRecords:
     file: str
     batch: Batch
     records: list[Record]
+    topic: str | None = None
+    partition: int | None = None
 
     def to_json(self, enc: Encodings) -> list[dict[str, Any]]:
-        return [DumpRecord(self.file, self.batch, r).to_json(enc) for r in self.records]
+        return [DumpRecord(self.file, self.batch, r, topic=self.topic, partition=self.partition).to_json(enc)
+                for r in self.records]
 
 
 @dataclass(slots=True)
@@ -274,7 +339,8 @@ class DumpSummary:
     non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     files: int = 0
     batches: int = 0
-    records: int = 0
+    records: int = 0  # records output (selected by the filters)
+    records_scanned: int = 0  # records read within the offset and time ranges (the filters' input)
     errors: int = 0
     unreadable: int = 0  # of the errors: inputs that could not be read at all (exit status 3)
 
@@ -290,6 +356,7 @@ class DumpSummary:
             "files": self.files,
             "batches": self.batches,
             "records": self.records,
+            "records_scanned": self.records_scanned,
             "errors": self.errors,
             "unreadable": self.unreadable,
             "index_mismatches": pairs(self.index_mismatches, "index_offset", "log_offset"),
@@ -349,6 +416,21 @@ def _codec_label(batch: Batch) -> str:
 # -- the walk ------------------------------------------------------------------------------------
 
 
+class _Cursor:
+    """Per-file reading state: the last offset seen (non-consecutive offsets) and where the file is."""
+
+    __slots__ = ("given", "path", "last_offset", "topic", "partition", "track")
+
+    def __init__(self, given: str, path: Path, topic: str | None = None, partition: int | None = None,
+                 track: bool = True):
+        self.track = track  # look for non-consecutive offsets (not in quarantined fragments: gaps are expected)
+        self.given = given
+        self.path = path
+        self.last_offset: int | None = None
+        self.topic = topic
+        self.partition = partition
+
+
 class DumpRun:
     """One dump over many inputs. Iterate it for items; ``summary`` is complete afterwards."""
 
@@ -356,10 +438,26 @@ class DumpRun:
         collected = collect_inputs(paths)
         self.inputs = collected.files
         self.skipped = collected.unreadable
+        self._setup(options, progress)
+        # Base offsets of the segments of each walked partition dir: an offset range skips the segments
+        # (and their indexes) that cannot hold it.
+        self._segment_bases: dict[Path, list[int]] = {}
+        if options.start_offset is not None or options.end_offset is not None:
+            for f in self.inputs:
+                if f.from_dir and f.kind is FileKind.LOG:
+                    self._segment_bases.setdefault(f.path.parent, []).append(offset_from_filename(f.path.name))
+            for bases in self._segment_bases.values():
+                bases.sort()
+
+    def _setup(self, options: DumpOptions, progress: Callable[[int], None] | None) -> None:
         self.options = options
         self.summary = DumpSummary()
         self.progress = progress
         self._decode = None if options.decoder is Decoder.NONE else _decoder_for(options.decoder)
+        self._match = record_matcher(options)
+        self._remaining = options.count  # records still to select with --count
+        self.done = False  # --count reached: nothing more is read
+        self.past_end = False  # a batch past --end-offset was met (in the file last read)
 
     @property
     def total_bytes(self) -> int:
@@ -371,10 +469,31 @@ class DumpRun:
             self.summary.unreadable += 1
             yield DumpNotice(skipped.path, NoticeLevel.ERROR, f"{skipped.path}: {skipped.reason}", code="unreadable")
         for item in self.inputs:
+            if self.done:
+                break
+            if self._segment_bases and self._outside_offset_range(item):
+                continue
             self.summary.files += 1
             yield from self._dump_file(item)
             if self.progress:
                 self.progress(file_size(item.path))
+
+    def _outside_offset_range(self, item: InputFile) -> bool:
+        """A segment file of a walked partition dir whose offsets [base, next base) miss the offset range."""
+        if not item.from_dir or item.kind not in _SEGMENT_KINDS:
+            return False
+        bases = self._segment_bases.get(item.path.parent)
+        if not bases:
+            return False
+        try:
+            base = offset_from_filename(item.path.name)
+        except (ValueError, KcliError):
+            return False
+        opts = self.options
+        if opts.end_offset is not None and base > opts.end_offset:
+            return True
+        following = bisect_right(bases, base)
+        return opts.start_offset is not None and following < len(bases) and bases[following] <= opts.start_offset
 
     def _dump_file(self, item: InputFile) -> Iterator[DumpItem]:
         kind = item.kind
@@ -413,8 +532,7 @@ class DumpRun:
             yield DumpNotice(item.given, NoticeLevel.ERROR, f"{item.given}: {problem.reason}", code=problem.code)
 
     # .log and KRaft .checkpoint --------------------------------------------------------------
-    def _dump_log(self, item: InputFile) -> Iterator[DumpItem]:
-        opts = self.options
+    def _log_header(self, item: InputFile) -> DumpFile:
         path = item.path
         header = DumpFile(item.given, item.kind)
         if item.kind is FileKind.KRAFT_CHECKPOINT:
@@ -424,49 +542,20 @@ class DumpRun:
                 header.snapshot_offset, header.snapshot_epoch = kraft_snapshot_offset_epoch(path.name) or (None, None)
         else:
             header.base_offset = offset_from_filename(path.name)
-        yield header
+        return header
+
+    def _dump_log(self, item: InputFile) -> Iterator[DumpItem]:
+        opts = self.options
+        path = item.path
+        yield self._log_header(item)
         size = path.stat().st_size
         end = size if opts.max_bytes is None else min(size, opts.max_bytes)
         start = self._seek_position(path) if opts.filtered and item.kind is FileKind.LOG else 0
         reader = FileBatchReader(path, start, end)
-        last_offset: int | None = None
-        decode = self._decode
+        cursor = _Cursor(item.given, path, *topic_partition_of(path))
+        self.past_end = False
         try:
-            for batch in reader:
-                if opts.filtered and not self._batch_in_range(batch):
-                    if opts.end_offset is not None and batch.base_offset > opts.end_offset:
-                        break
-                    continue
-                self.summary.batches += 1
-                yield DumpBatch(item.given, batch)
-                if not batch.is_valid:
-                    self.summary.errors += 1
-                    yield DumpNotice(
-                        item.given, NoticeLevel.ERROR, batch.invalid_reason() or "invalid batch", batch.position,
-                        batch.base_offset, code="invalid_batch",
-                    )
-                if not opts.deep_iteration:
-                    continue
-                records = batch.records()
-                if opts.filtered:
-                    records = [r for r in records if self._record_in_range(r)]
-                if not records:
-                    continue
-                self.summary.records += len(records)
-                if last_offset is not None and records[0].offset != last_offset + 1:
-                    self.summary.add(self.summary.non_consecutive, path, (last_offset, records[0].offset))
-                if records[-1].offset - records[0].offset != len(records) - 1:  # else consecutive: offsets increase
-                    prev = records[0].offset
-                    for record in records[1:]:
-                        if record.offset != prev + 1:
-                            self.summary.add(self.summary.non_consecutive, path, (prev, record.offset))
-                        prev = record.offset
-                last_offset = records[-1].offset
-                if batch.is_control or decode is not None:
-                    for record in records:
-                        yield self._record_item(item.given, batch, record, decode)
-                else:
-                    yield DumpRecords(item.given, batch, records)
+            yield from self._batches(reader, cursor)
         except InputError:
             raise  # cannot be read at all: _dump_file says so (code unreadable)
         except KcliError as exc:
@@ -475,19 +564,107 @@ class DumpRun:
             exc.at(path=item.given)
             yield DumpNotice(item.given, NoticeLevel.ERROR, exc.describe(), exc.position, exc.base_offset, code="corrupt")
             return
+        if self.done:
+            return  # stopped early (--count): the rest of the file was not read
         trailing = end - reader.valid_bytes
         if trailing > 0 and opts.max_bytes is None and not opts.filtered:
-            self.summary.errors += 1
-            reason = (
-                f"batch at byte {reader.valid_bytes} declares {reader.declared_size} bytes, only {trailing} remain"
-                if reader.stop is StopReason.PARTIAL_BATCH
-                else f"{trailing} bytes are too short for a batch header"
-            )
-            yield DumpNotice(
-                item.given, NoticeLevel.INFO, f"Found {trailing} invalid bytes at the end of {path.name}",
-                reader.valid_bytes, code="invalid_bytes_at_end",
-            )
-            yield DumpNotice(item.given, NoticeLevel.ERROR, reason, reader.valid_bytes, code="truncated_tail")
+            yield from self._trailing_notices(item.given, path, reader, trailing)
+
+    def _trailing_notices(self, given: str, path: Path, reader: FileBatchReader, trailing: int) -> Iterator[DumpItem]:
+        self.summary.errors += 1
+        reason = (
+            f"batch at byte {reader.valid_bytes} declares {reader.declared_size} bytes, only {trailing} remain"
+            if reader.stop is StopReason.PARTIAL_BATCH
+            else f"{trailing} bytes are too short for a batch header"
+        )
+        yield DumpNotice(
+            given, NoticeLevel.INFO, f"Found {trailing} invalid bytes at the end of {path.name}",
+            reader.valid_bytes, code="invalid_bytes_at_end",
+        )
+        yield DumpNotice(given, NoticeLevel.ERROR, reason, reader.valid_bytes, code="truncated_tail")
+
+    def _batches(self, batches, cursor: _Cursor) -> Iterator[DumpItem]:
+        """Items for the batches of one file (a reader, or a list): range filters, record filters,
+        summaries. Sets ``done`` when --count is reached, ``past_end`` when a batch lies past --end-offset."""
+        opts = self.options
+        given = cursor.given
+        decode = self._decode
+        selecting = opts.selecting
+        summary = self.summary
+        for batch in batches:
+            if opts.filtered and not self._batch_in_range(batch):
+                if opts.end_offset is not None and batch.base_offset > opts.end_offset:
+                    self.past_end = True
+                    break
+                continue
+            if selecting:  # the batch is printed only when a record in it is selected
+                records = batch.records()
+                if opts.filtered:
+                    records = [r for r in records if self._record_in_range(r)]
+                if records and cursor.track:
+                    self._track_offsets(cursor, records)
+                summary.records_scanned += len(records)
+                records = self._select(batch, records)
+                if not records and batch.is_valid:
+                    continue
+                summary.batches += 1
+                yield DumpBatch(given, batch)
+                if not batch.is_valid:
+                    yield self._invalid_batch(given, batch)
+            else:
+                summary.batches += 1
+                yield DumpBatch(given, batch)
+                if not batch.is_valid:
+                    yield self._invalid_batch(given, batch)
+                if not opts.deep_iteration:
+                    continue
+                records = batch.records()
+                if opts.filtered:
+                    records = [r for r in records if self._record_in_range(r)]
+                summary.records_scanned += len(records)
+                if records and cursor.track:
+                    self._track_offsets(cursor, records)
+            if not records:
+                continue
+            summary.records += len(records)
+            if batch.is_control or decode is not None:
+                for record in records:
+                    yield self._record_item(cursor, batch, record, decode)
+            else:
+                yield DumpRecords(given, batch, records, cursor.topic, cursor.partition)
+            if self._remaining == 0:
+                self.done = True
+                break
+
+    def _invalid_batch(self, given: str, batch: Batch) -> DumpNotice:
+        self.summary.errors += 1
+        return DumpNotice(given, NoticeLevel.ERROR, batch.invalid_reason() or "invalid batch", batch.position,
+                          batch.base_offset, code="invalid_batch")
+
+    def _track_offsets(self, cursor: _Cursor, records: list[Record]) -> None:
+        """Non-consecutive offsets, over the records read (before the record filters)."""
+        last_offset = cursor.last_offset
+        if last_offset is not None and records[0].offset != last_offset + 1:
+            self.summary.add(self.summary.non_consecutive, cursor.path, (last_offset, records[0].offset))
+        if records[-1].offset - records[0].offset != len(records) - 1:  # else consecutive: offsets increase
+            prev = records[0].offset
+            for record in records[1:]:
+                if record.offset != prev + 1:
+                    self.summary.add(self.summary.non_consecutive, cursor.path, (prev, record.offset))
+                prev = record.offset
+        cursor.last_offset = records[-1].offset
+
+    def _select(self, batch: Batch, records: list[Record]) -> list[Record]:
+        """The records the filters keep (control records never match a content filter), up to --count."""
+        if batch.is_control and (self.options.matching or self.options.skip_control):
+            return []
+        if self._match is not None:
+            records = [r for r in records if self._match(r)]
+        if self._remaining is not None:
+            if len(records) > self._remaining:
+                records = records[: self._remaining]
+            self._remaining -= len(records)
+        return records
 
     def _dump_quarantined(self, item: InputFile) -> Iterator[DumpItem]:
         """Salvage from bytes kctl recover cut: the batches in the fragment whose CRC still holds, at their
@@ -506,32 +683,19 @@ class DumpRun:
                          f"{original}", position, first, code="quarantined")
         size = item.path.stat().st_size
         found = find_intact_batches(item.path, 0, size, base if first is None else min(first, base))
-        opts = self.options
+        batches = []
         with open(item.path, "rb") as fragment:
             for local, _base, _last, total in found:
                 fragment.seek(local)
-                batch = make_batch(fragment.read(total), position + local)
-                if opts.filtered and not self._batch_in_range(batch):
-                    continue
-                self.summary.batches += 1
-                yield DumpBatch(item.given, batch)
-                if not opts.deep_iteration:
-                    continue
-                records = batch.records()
-                if opts.filtered:
-                    records = [r for r in records if self._record_in_range(r)]
-                self.summary.records += len(records)
-                if batch.is_control or self._decode is not None:
-                    for record in records:
-                        yield self._record_item(item.given, batch, record, self._decode)
-                elif records:
-                    yield DumpRecords(item.given, batch, records)
+                batches.append(make_batch(fragment.read(total), position + local))
+        cursor = _Cursor(item.given, item.path, *topic_partition_of(Path(original)), track=False)
+        yield from self._batches(batches, cursor)
         if not found:
             yield DumpNotice(item.given, NoticeLevel.INFO, "no intact batch in these bytes", position, first,
                              code="quarantined")
 
-    def _record_item(self, file: str, batch: Batch, record: Record, decode) -> DumpRecord:
-        item = DumpRecord(file, batch, record)
+    def _record_item(self, cursor: _Cursor, batch: Batch, record: Record, decode) -> DumpRecord:
+        item = DumpRecord(cursor.given, batch, record, topic=cursor.topic, partition=cursor.partition)
         if batch.is_control:
             item.control_type = parse_control_type(record.key)
             item.control_type_id = control_type_id(record.key)
@@ -591,6 +755,18 @@ class DumpRun:
         return True
 
     # indexes ---------------------------------------------------------------------------------
+    def _index_entries_in_range(self, entries: list) -> list:
+        """With an offset range: the entries from the one a lookup of --start-offset returns (the last at or
+        below it) to the first at or after --end-offset, i.e. those that locate the range's batches."""
+        opts = self.options
+        return _bracket(entries, [e.offset for e in entries], opts.start_offset, opts.end_offset)
+
+    def _time_index_entries_in_range(self, entries: list) -> list:
+        """The offset range as for the offset index, and the time range the same way on the timestamps."""
+        opts = self.options
+        entries = _bracket(entries, [e.offset for e in entries], opts.start_offset, opts.end_offset)
+        return _bracket(entries, [e.timestamp for e in entries], opts.start_timestamp, opts.end_timestamp)
+
     def _dump_offset_index(self, item: InputFile) -> Iterator[DumpItem]:
         opts = self.options
         yield DumpFile(item.given, item.kind, base_offset=offset_from_filename(item.path.name))
@@ -604,7 +780,7 @@ class DumpRun:
                 yield DumpNotice(item.given, NoticeLevel.INFO, f"{item.given} passed sanity check.", code="sanity_ok")
                 return
             with open(log_path, "rb") as log:
-                for entry in index.entries():
+                for entry in self._index_entries_in_range(list(index.entries())):
                     log.seek(entry.position)
                     chunk = log.read(opts.max_message_size)
                     first = next(iter(BatchReader(chunk, base_position=entry.position)), None)
@@ -633,7 +809,7 @@ class DumpRun:
             try:
                 log_size = log_path.stat().st_size
                 prev_ts = -1
-                for entry in tindex.entries():
+                for entry in self._time_index_entries_in_range(list(tindex.entries())):
                     start = index.lookup(entry.offset).position if index is not None else 0
                     found = None
                     for batch in FileBatchReader(log_path, start, log_size):
@@ -659,8 +835,13 @@ class DumpRun:
 
     def _dump_txn_index(self, item: InputFile) -> Iterator[DumpItem]:
         yield DumpFile(item.given, item.kind, base_offset=offset_from_filename(item.path.name))
+        opts = self.options
         with TransactionIndex(item.path) as tindex:
             for entry in tindex.entries():
+                if opts.end_offset is not None and entry.first_offset > opts.end_offset:
+                    continue
+                if opts.start_offset is not None and entry.last_offset < opts.start_offset:
+                    continue
                 yield DumpTxnIndexEntry(item.given, entry)
 
     def _dump_snapshot(self, item: InputFile) -> Iterator[DumpItem]:
@@ -677,6 +858,16 @@ class DumpRun:
         yield DumpFile(item.given, item.kind)
         for fields, text in read_metadata_file(item.path, item.kind):
             yield DumpTextEntry(item.given, item.kind, fields, text)
+
+
+def _bracket(entries: list, keys: list[int], low: int | None, high: int | None) -> list:
+    """The entries from the last whose key is at or below ``low`` to the first at or above ``high``
+    (keys ascending); all of them without bounds."""
+    if low is None and high is None:
+        return entries
+    first = 0 if low is None else max(bisect_right(keys, low) - 1, 0)
+    last = len(entries) if high is None else bisect_left(keys, high) + 1
+    return entries[first:last]
 
 
 def _sibling_log(path: Path) -> Path:

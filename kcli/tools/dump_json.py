@@ -61,7 +61,9 @@ def _records_lines(item: DumpRecords, enc: Encodings) -> list[str]:
     batch = item.batch
     key_mode, value_mode = enc.key, enc.value
     auto_key, auto_value = key_mode is BytesEncoding.AUTO, value_mode is BytesEncoding.AUTO
-    prefix = '{"type":"record","file":' + encode_basestring(item.file) + ',"offset":'
+    prefix = ('{"type":"record","file":' + encode_basestring(item.file)
+              + ',"topic":' + ("null" if item.topic is None else encode_basestring(item.topic))
+              + ',"partition":' + ("null" if item.partition is None else str(item.partition)) + ',"offset":')
     ts_type = ',"timestamp_type":"' + batch.timestamp_type.label + '"'
     suffix = ',"is_control":false,"batch_base_offset":' + str(batch.base_offset)
     legacy = batch.magic < 2

@@ -21,9 +21,11 @@ from kcli.tools.dump import (
     DumpTextEntry,
     DumpTimeIndexEntry,
     DumpTxnIndexEntry,
+    Encodings,
     NoticeLevel,
     _codec_label,
 )
+from kcli.tools.render import BytesEncoding, encode_bytes
 
 
 def _bool(value: bool) -> str:
@@ -94,9 +96,17 @@ def record_line(item: DumpRecord, options: DumpOptions) -> str:
     return "".join(parts)
 
 
-def records_lines(item: DumpRecords, options: DumpOptions) -> list[str]:
+def _text_of(mode: BytesEncoding):
+    if mode is BytesEncoding.AUTO:
+        return lambda data: data.decode("utf-8", "replace")
+    return lambda data: encode_bytes(data, mode)
+
+
+def records_lines(item: DumpRecords, options: DumpOptions, enc: Encodings | None = None) -> list[str]:
     """Plain records of one batch; key and payload through kafka-dump-log's default StringDecoder
-    (UTF-8, malformed bytes replaced)."""
+    (UTF-8, malformed bytes replaced), or as ``enc`` forces them (hex, base64)."""
+    if enc is not None and options.print_data and (enc.key is not BytesEncoding.AUTO or enc.value is not BytesEncoding.AUTO):
+        return _forced_records_lines(item, options, enc)
     b = item.batch
     ts_label = b.timestamp_type.label
     print_data = options.print_data
@@ -124,10 +134,37 @@ def records_lines(item: DumpRecords, options: DumpOptions) -> list[str]:
     return lines
 
 
-def stdout_lines(item, options: DumpOptions) -> list[str]:
-    """Lines kafka-dump-log prints on stdout for one item (empty for stderr-only notices)."""
+def _forced_records_lines(item: DumpRecords, options: DumpOptions, enc: Encodings) -> list[str]:
+    """``records_lines`` with keys and payloads in the encodings asked for (kept apart from the hot loop)."""
+    key_text, value_text = _text_of(enc.key), _text_of(enc.value)
+    b = item.batch
+    lines = []
+    for r in item.records:
+        key, value = r.key, r.value
+        parts = []
+        if key is not None:
+            parts.append("key: " + key_text(key))
+        if value is not None:
+            parts.append("payload: " + value_text(value))
+        data = " ".join(parts)
+        if options.skip_record_metadata:
+            lines.append("| " + data if data else "")
+            continue
+        meta = (f"| offset: {r.offset} {b.timestamp_type.label}: {r.timestamp} keySize: {-1 if key is None else len(key)} "
+                f"valueSize: {-1 if value is None else len(value)}")
+        if b.magic >= 2:
+            meta += f" sequence: {r.sequence} headerKeys: [{','.join(h.key for h in r.headers)}]"
+        else:
+            meta += f" isValid: {_bool(r.valid)} crc: {r.crc}"
+        lines.append(meta + " " + data if data else meta)
+    return lines
+
+
+def stdout_lines(item, options: DumpOptions, enc: Encodings | None = None) -> list[str]:
+    """Lines kafka-dump-log prints on stdout for one item (empty for stderr-only notices); ``enc`` forces
+    how printed keys and payloads of plain records appear."""
     if isinstance(item, DumpRecords):
-        return records_lines(item, options)
+        return records_lines(item, options, enc)
     if isinstance(item, DumpFile):
         return file_lines(item)
     if isinstance(item, DumpBatch):
@@ -168,6 +205,12 @@ def stderr_lines(item) -> list[str]:
     if isinstance(item, DumpNotice) and item.level is not NoticeLevel.INFO:
         return [item.text]
     return []
+
+
+def selection_line(summary: DumpSummary) -> str:
+    """The closing line of a filtered dump (stderr): how many records the filters kept of those read."""
+    return (f"Selected {summary.records} of {summary.records_scanned} records read "
+            f"({summary.batches} batches printed)")
 
 
 def summary_lines(summary: DumpSummary) -> list[str]:

@@ -42,6 +42,7 @@ class InputFile:
     kind: FileKind
     given: str  # the path as the user wrote it (kafka-dump-log echoes it back)
     quarantined: dict | None = None  # QUARANTINED_LOG: its kctl recover manifest entry
+    from_dir: bool = False  # found by walking a directory (not named by the user)
 
 
 def quarantine_entries(directory: Path) -> dict[str, dict]:
@@ -61,13 +62,13 @@ def quarantine_entries(directory: Path) -> dict[str, dict]:
             if isinstance(r, dict) and r.get("quarantine_file") and str(r.get("file", "")).endswith(LOG_SUFFIX)}
 
 
-def _input(path: Path, given: str, fragments: dict[str, dict] | None = None) -> InputFile:
+def _input(path: Path, given: str, fragments: dict[str, dict] | None = None, from_dir: bool = False) -> InputFile:
     kind = classify(path)
     if kind is FileKind.UNKNOWN:
         entry = (quarantine_entries(path.parent) if fragments is None else fragments).get(path.name)
         if entry is not None:
-            return InputFile(path, FileKind.QUARANTINED_LOG, given, entry)
-    return InputFile(path, kind, given)
+            return InputFile(path, FileKind.QUARANTINED_LOG, given, entry, from_dir)
+    return InputFile(path, kind, given, None, from_dir)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,9 +164,9 @@ def _walk_dir(path: Path, out: Inputs) -> None:
     files, subdirs = listed
     fragments = quarantine_entries(path)
     if not subdirs:
-        out.files.extend(_input(p, str(p), fragments) for p in sorted(files, key=_sort_key))
+        out.files.extend(_input(p, str(p), fragments, True) for p in sorted(files, key=_sort_key))
         return
-    out.files.extend(_input(p, str(p), fragments) for p in files)
+    out.files.extend(_input(p, str(p), fragments, True) for p in files)
     for sub in subdirs:
         _walk_dir(sub, out)
 

@@ -568,7 +568,7 @@ class LogDirOffsetStore:
         for tp in partitions:
             directory = self._dirs.get(tp)
             if directory is not None:
-                out[tp] = _log_range(directory)
+                out[tp] = log_range(directory)
         return out
 
     # -- offsets ---------------------------------------------------------------------------------------
@@ -629,7 +629,7 @@ def _segment_bases(directory: Path) -> list[int]:
     return sorted(offset_from_filename(p.name) for p in directory.iterdir() if classify(p) is FileKind.LOG)
 
 
-def _log_range(directory: Path) -> tuple[int, int]:
+def log_range(directory: Path) -> tuple[int, int]:
     """(log start, log end) of a partition directory without opening it for appends."""
     bases = _segment_bases(directory)
     if not bases:

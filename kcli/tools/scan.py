@@ -35,9 +35,9 @@ Never prints; the CLI renders ``ScanReport``.
 
 from __future__ import annotations
 
+import base64
 import bisect
 import heapq
-import json
 import os
 import shutil
 import tempfile
@@ -735,53 +735,111 @@ def fill_report(report: ScanReport, segments: list[SegmentFile], partials: list[
     report.partitions.sort(key=lambda p: (p.topic, p.partition, p.directory))
 
 
-# -- --sql with the local engine: stdlib sqlite3 over the records ------------------------------------
-SQLITE_COLUMNS = (
+# -- --sql: the `records` view, the same in both engines -----------------------------------------------
+# The data source's columns in its order, then three more. Where a column's type differs from the data source:
+# key, value: the bytes as text when they are valid UTF-8 (NULL for a null key/value and for bytes that are not
+#   valid UTF-8), so `WHERE key = 'customer-4'` compares text with text in SQLite and in Spark alike;
+# headers: JSON text (``headers_json``), byte for byte what Spark's to_json writes;
+# key_bytes, value_bytes: the raw bytes (BLOB / BINARY; NULL only for a null key/value): Spark's Kafka source
+#   calls these `key`/`value`, the data source too;
+# timestamp_ms: epoch milliseconds (NULL without a timestamp) in both engines. `timestamp` itself is epoch
+#   milliseconds in SQLite and a TIMESTAMP in Spark.
+SQL_COLUMNS = (
     ("topic", "TEXT"), ("partition", "INTEGER"), ("offset", "INTEGER"), ("timestamp", "INTEGER"),
-    ("timestampType", "INTEGER"), ("key", "BLOB"), ("value", "BLOB"), ("headers", "TEXT"), ("magic", "INTEGER"),
+    ("timestampType", "INTEGER"), ("key", "TEXT"), ("value", "TEXT"), ("headers", "TEXT"), ("magic", "INTEGER"),
     ("codec", "TEXT"), ("producer_id", "INTEGER"), ("producer_epoch", "INTEGER"), ("sequence", "INTEGER"),
     ("is_transactional", "INTEGER"), ("is_control", "INTEGER"), ("segment", "TEXT"), ("position", "INTEGER"),
+    ("key_bytes", "BLOB"), ("value_bytes", "BLOB"), ("timestamp_ms", "INTEGER"),
 )
+SQL_COLUMN_NAMES = tuple(name for name, _kind in SQL_COLUMNS)
 
 
-def query(paths: list[str], sql: str, *, workers: int | None = None,
-          progress: Callable[[int], None] | None = None) -> QueryResult:
-    """Run ``sql`` (SQLite's dialect) over a ``records`` table of the data records under ``paths``.
+def utf8_text(data: bytes | None) -> str | None:
+    """``data`` as text when it is valid UTF-8 (strict: no overlong forms, surrogates or code points above
+    U+10FFFF, as Spark's ``try_validate_utf8``), else None."""
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
-    Columns as the kafka-log data source, except ``timestamp`` (epoch milliseconds, NULL without one),
-    ``headers`` (JSON text: [{"key": ..., "value": ...}], values rendered as in --json) and booleans (0/1).
-    The records are decoded in parallel into temporary Parquet files, then loaded into an in-memory database.
-    Raises ``ValueError`` for SQL errors.
-    """
+
+# JSON string escapes as Jackson (Spark's to_json) writes them: the short forms, other control characters as
+# \u00XX with upper-case hex, nothing else (not DEL, not U+2028, not "/").
+_JSON_ESCAPES = {i: f"\\u{i:04X}" for i in range(0x20)}
+_JSON_ESCAPES.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r", 0x22: '\\"', 0x5C: "\\\\"})
+
+
+def _json_string(text: str) -> str:
+    return '"' + text.translate(_JSON_ESCAPES) + '"'
+
+
+def headers_json(headers: list[tuple[str, bytes | None]]) -> str:
+    """The ``headers`` column of ``--sql``: ``[{"key":"k","value":"v"},...]`` without spaces; a value is its
+    text when valid UTF-8, ``{"base64":"..."}`` otherwise (the --json convention), ``null`` when null."""
+    parts = []
+    for key, value in headers:
+        if value is None:
+            rendered = "null"
+        else:
+            text = utf8_text(value)
+            rendered = (_json_string(text) if text is not None
+                        else '{"base64":"' + base64.b64encode(value).decode("ascii") + '"}')
+        parts.append('{"key":' + _json_string(key) + ',"value":' + rendered + "}")
+    return "[" + ",".join(parts) + "]"
+
+
+def records_database(paths: list[str], *, workers: int | None = None,
+                     progress: Callable[[int], None] | None = None):
+    """An in-memory SQLite database with the ``records`` table (``SQL_COLUMNS``; booleans 0/1) of the data
+    records under ``paths``, and the problems met reading them. LIKE is case-sensitive there, as in Spark.
+    The records are decoded in parallel into temporary Parquet files, then loaded."""
     import sqlite3
 
     import pyarrow.parquet as pq
 
-    started = time.perf_counter()
     unreadable: list[Problem] = []
     segments = list_segments(paths, unreadable)
     tmp = Path(tempfile.mkdtemp(prefix="kctl-scan-sql-"))
     try:
         tasks = [_SegmentTask(seg, 0, 0, str(tmp / _part_name(i, seg))) for i, seg in enumerate(segments)]
         problems = unreadable + [p for part in _run_tasks(tasks, workers or default_workers(), progress or (lambda _n: None))
-                    for p in part.problems]
+                                 for p in part.problems]
         db = sqlite3.connect(":memory:")
-        db.execute(f"CREATE TABLE records ({', '.join(f'{name!r} {kind}' for name, kind in SQLITE_COLUMNS)})")
-        insert = f"INSERT INTO records VALUES ({', '.join('?' * len(SQLITE_COLUMNS))})"
+        db.execute("PRAGMA case_sensitive_like = ON")  # Spark's LIKE is case-sensitive; SQLite's is not by default
+        db.execute(f"CREATE TABLE records ({', '.join(f'{name!r} {kind}' for name, kind in SQL_COLUMNS)})")
+        insert = f"INSERT INTO records VALUES ({', '.join('?' * len(SQL_COLUMNS))})"
         for task in tasks:
-            if not Path(task.parquet_path).exists():
-                continue
-            table = pq.read_table(task.parquet_path)
-            db.executemany(insert, _sqlite_rows(table))
+            if Path(task.parquet_path).exists():
+                db.executemany(insert, _sqlite_rows(pq.read_table(task.parquet_path)))
         db.commit()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return db, problems
+
+
+def run_sql(db, sql: str) -> tuple[list[str], list[tuple]]:
+    """The column names and rows of ``sql`` on ``db``; ``ValueError`` for SQL errors."""
+    import sqlite3
+
     try:
         cursor = db.execute(sql)
-        columns = [d[0] for d in cursor.description or ()]
-        rows = [tuple(r) for r in cursor.fetchall()]
+        return [d[0] for d in cursor.description or ()], [tuple(r) for r in cursor.fetchall()]
     except sqlite3.Error as exc:
         raise ValueError(f"--sql: {exc}") from None
+
+
+def query(paths: list[str], sql: str, *, workers: int | None = None,
+          progress: Callable[[int], None] | None = None) -> QueryResult:
+    """Run ``sql`` (SQLite's dialect) over the ``records`` table of the data records under ``paths``
+    (``records_database``). Raises ``ValueError`` for SQL errors."""
+    started = time.perf_counter()
+    db, problems = records_database(paths, workers=workers, progress=progress)
+    try:
+        columns, rows = run_sql(db, sql)
+    finally:
+        db.close()
     return QueryResult("local", sql, columns, rows, problems, time.perf_counter() - started)
 
 
@@ -789,10 +847,10 @@ def _sqlite_rows(table) -> Iterator[tuple]:
     cols = {name: table.column(name).to_pylist() for name in RECORD_COLUMNS}
     for i in range(table.num_rows):
         ts = cols["timestamp"][i]
-        yield (cols["topic"][i], cols["partition"][i], cols["offset"][i],
-               None if ts is None else (ts - EPOCH) // timedelta(milliseconds=1),
-               cols["timestampType"][i], cols["key"][i], cols["value"][i],
-               json.dumps([{"key": h["key"], "value": encode_bytes(h["value"])} for h in cols["headers"][i]]),
+        ms = None if ts is None else (ts - EPOCH) // timedelta(milliseconds=1)
+        key, value = cols["key"][i], cols["value"][i]
+        yield (cols["topic"][i], cols["partition"][i], cols["offset"][i], ms, cols["timestampType"][i],
+               utf8_text(key), utf8_text(value), headers_json([(h["key"], h["value"]) for h in cols["headers"][i]]),
                cols["magic"][i], cols["codec"][i], cols["producer_id"][i], cols["producer_epoch"][i],
                cols["sequence"][i], int(cols["is_transactional"][i]), int(cols["is_control"][i]),
-               cols["segment"][i], cols["position"][i])
+               cols["segment"][i], cols["position"][i], key, value, ms)

@@ -238,6 +238,18 @@ class KafkaZkClient:
         with self._lock:
             self._change_handlers.pop(path, None)
 
+    def on_reconnect(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """``callback()`` (on kazoo's thread: enqueue only) each time the connection is back, in the same session or
+        a new one, whose watches are gone (Kafka's StateChangeHandler.afterInitializingSession); returns the undo."""
+        from kazoo.protocol.states import KazooState
+
+        def listener(state: Any) -> None:
+            if state == KazooState.CONNECTED:
+                callback()
+
+        self._zk.add_listener(listener)
+        return lambda: self._zk.remove_listener(listener)
+
     def unregister_all_handlers(self) -> None:
         """Mute every watch (controller resignation); those still set in ZooKeeper fire into nothing."""
         with self._lock:
@@ -381,6 +393,34 @@ class KafkaZkClient:
         prefix = paths.child(paths.CONFIG_CHANGES, paths.CONFIG_CHANGE_PREFIX)
         self._one(self._zk.create_async(prefix, models.encode_config_change("topics", topic), sequence=True,
                                         makepath=True), "writing a config change notification")
+
+    def get_config_change_notifications(self, *, watch: bool = False) -> list[str]:
+        """The config_change_<seq> nodes under /config/changes, oldest first (``watch`` arms a registered child
+        handler: ZkNodeChangeNotificationListener)."""
+        return [c for c in self.get_children(paths.CONFIG_CHANGES, watch=watch) if c.startswith(paths.CONFIG_CHANGE_PREFIX)]
+
+    def read_config_changes(self, nodes: Sequence[str]) -> list[tuple[str, tuple[str, str] | None, int]]:
+        """Per notification node: (node, (entity type, name) or None if gone or malformed, ctime in ms)."""
+        found = self._get_many([paths.child(paths.CONFIG_CHANGES, n) for n in nodes], "reading config changes")
+        out: list[tuple[str, tuple[str, str] | None, int]] = []
+        for node, item in zip(nodes, found):
+            if item is None:
+                out.append((node, None, 0))
+                continue
+            try:
+                entity = models.parse_config_change(paths.child(paths.CONFIG_CHANGES, node), item[0])
+            except KcliError:
+                entity = None
+            out.append((node, entity, int(item[1].ctime)))
+        return out
+
+    def delete_config_changes(self, nodes: Sequence[str]) -> None:
+        """Purge processed notifications (unfenced, as ZkNodeChangeNotificationListener.purgeObsoleteNotifications;
+        another broker deleting the same node first is fine)."""
+        pending = [self._zk.delete_async(paths.child(paths.CONFIG_CHANGES, n)) for n in nodes]
+        for node, result in zip(nodes, self._gather(pending, "purging config change notifications")):
+            if isinstance(result, Exception) and not isinstance(result, NoNodeError):
+                raise KcliError(f"{self._where} refused deleting {paths.CONFIG_CHANGES}/{node}: {_describe(result)}")
 
     def set_topic_assignment(self, topic: str, assignment: models.TopicAssignment,
                              expected_controller_epoch_zk_version: int, *, expected_version: int = -1) -> int:

@@ -298,6 +298,21 @@ def encode_config_change(entity_type: str, name: str) -> bytes:
     return _compact({"version": 2, "entity_path": f"{entity_type}/{name}"})
 
 
+def parse_config_change(path: str, data: bytes | None) -> tuple[str, str]:
+    """(entity type, entity name) of a /config/changes notification: version 2 ``entity_path`` "topics/T"
+    (or "users/U/clients/C", kept whole as the name), version 1 ``entity_type``/``entity_name``."""
+    document = load_json(path, data)
+    version = _version(path, document, range(1, 3))
+    if version == 1:
+        kind, name = document.get("entity_type"), document.get("entity_name")
+    else:
+        entity = document.get("entity_path")
+        kind, _, name = entity.partition("/") if isinstance(entity, str) else (None, "", None)
+    if not isinstance(kind, str) or not isinstance(name, str) or not kind or not name:
+        raise ZnodeFormatError(f"no entity in the config change notification: {document!r}", path=path)
+    return kind, name
+
+
 def encode_isr_change_notification(partitions: Iterable[tuple[str, int]]) -> bytes:
     """IsrChangeNotificationSequenceZNode.encode."""
     return _compact({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})

@@ -322,3 +322,29 @@ def test_confluent_kafka_consumer_fetches_from_the_follower_in_its_rack(cluster)
             enqueued[key] = enqueued.get(key, 0) + int(match.group(2))
     assert enqueued == {(0, 1): counts[0], (1, 1): counts[1], (2, 2): counts[2]}, enqueued
     assert any("preferred replica" in line and "ffr-client [0]" in line for line in lines)
+
+
+def test_topic_config_changes_reach_every_broker(cluster):
+    """`kctl topics alter-config` through broker 0 of a topic led by broker 1: broker 1 learns it from the
+    /config/changes notification (DescribeConfigs there shows it) and its log rolls at the new segment.bytes."""
+    _create(cluster, "dyncfg", assignment=[[1]])
+    b0, b1 = cluster.brokers[0].bootstrap, cluster.brokers[1].bootstrap
+
+    def kctl_topics(*args):
+        proc = subprocess.run([sys.executable, "-m", "kcli", "topics", *args], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    def segment_bytes_on(bootstrap):
+        doc = json.loads(kctl_topics("-b", bootstrap, "describe", "dyncfg", "--json"))
+        entries = doc["topics"][0]["configs"]
+        return next(e["value"] for e in entries if e["name"] == "segment.bytes")
+
+    assert segment_bytes_on(b1) != "2048"
+    kctl_topics("-b", b0, "alter-config", "dyncfg", "--add-config", "segment.bytes=2048")
+    wait_for(lambda: segment_bytes_on(b1) == "2048", 30, "broker 1 to apply the new segment.bytes")
+    for _ in range(6):  # six produce rounds: batches of ~2 KiB, each one past the new segment size
+        _produce(cluster, "dyncfg", 10, value=b"x" * 200)
+    segments = list((cluster.brokers[1].log_dir / "dyncfg-0").glob("*.log"))
+    assert len(segments) > 3, f"the leader did not roll at segment.bytes=2048: {segments}"

@@ -242,9 +242,10 @@ def test_end_time_stops_the_output(tmp_path):
 
 @pytest.mark.parametrize("args", [["--start-offset", "9", "--end-offset", "3"],
                                   ["--start-time", "2024-01-02T00:00:00Z", "--end-time", "2024-01-01T00:00:00Z"],
-                                  ["--value-encoding", "hex"], ["--key-encoding", "base64", "--print-data-log"]],
+                                  ["--value-encoding", "hex"], ["--key-encoding", "base64", "--deep-iteration"]],
                          ids=["offsets", "times", "value-encoding-text", "key-encoding-text"])
 def test_inverted_ranges_and_text_encodings_are_usage_errors(tmp_path, args):
+    """Encodings apply to printed keys and values (--print-data-log, --format, --json): without them, refused."""
     partition = build_partition(tmp_path / "t-0", batches=5, transactions=False)
     proc = _kctl("dump-log", *args, str(partition))
     assert proc.returncode == 2, proc.stdout + proc.stderr

@@ -217,7 +217,7 @@ def test_parquet_output_is_readable(tmp_path):
 
 def test_sql_with_the_local_engine():
     result = query([str(SAMPLES / "kafka-logs")],
-                   "SELECT topic, partition, count(*), sum(value IS NULL), count(DISTINCT key) FROM records "
+                   "SELECT topic, partition, count(*), sum(value_bytes IS NULL), count(DISTINCT key_bytes) FROM records "
                    "GROUP BY topic, partition ORDER BY topic, partition", workers=2)
     report = scan([str(SAMPLES / "kafka-logs")], workers=2, now_ms=NOW)
     assert result.columns[:2] == ["topic", "partition"]
@@ -295,3 +295,99 @@ def test_engine_spark_without_pyspark_is_a_usage_error(command):
         "main()\n")
     assert proc.returncode == 2, proc.stderr
     assert "--engine spark needs pyspark" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- text output at 80 and 100 columns ------------------------------------------------------------------------
+def _render(paths: list[str], columns: int | None) -> str:
+    proc = CliRunner().invoke(app, ["scan", "--workers", "1", "--now", str(NOW), *paths],
+                              env={"COLUMNS": None if columns is None else str(columns)})
+    assert proc.exit_code == 0, proc.output
+    return proc.stdout
+
+
+def _names(paths: list[str]) -> list[str]:
+    """What names the partitions: topic-partition, or the directory when two log dirs hold the same one."""
+    partitions = scan(paths, workers=1, now_ms=NOW).partitions
+    names = [f"{p.topic}-{p.partition}" for p in partitions]
+    return [p.directory if names.count(n) > 1 or p.partition < 0 else n for n, p in zip(names, partitions)]
+
+
+@pytest.fixture(scope="module")
+def long_names(tmp_path_factory) -> Path:
+    """A log dir whose topic names are longer than a terminal is wide (Kafka allows 249 characters)."""
+    root = tmp_path_factory.mktemp("long-names")
+    for name in ("orders-12", "a-topic-with-a-name-longer-than-the-terminal-" + "x" * 60 + "-7", "b" * 120 + "-0"):
+        _write(root / name, [[T0, T0 + 1]], keys=lambda i: b"k%d" % i)
+    return root
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_text_output_fits_the_width_and_never_shortens_a_partition(columns, long_names):
+    sources = [[str(SAMPLES / "kafka-logs")], [str(long_names)]]
+    if FIXTURES.is_dir():
+        # two real brokers' log dirs: both hold __consumer_offsets-0, named by their directories then
+        sources.append([str(FIXTURES / "VolodymyrZee__kafka"), str(FIXTURES / "rjmfernandes__flink-on-prem")])
+    for paths in sources:
+        out = _render(paths, columns)
+        lines = out.splitlines()
+        names = _names(paths)
+        assert "…" not in out and "..." not in out
+        for name in names:
+            assert name in lines, (name, out)  # whole, on a line of its own
+        for line in lines:  # only a name longer than the terminal may be wider than it
+            assert len(line) <= columns or line in names, line
+        assert lines[-1].startswith("ok: ") or lines[-2].startswith("ok: ")
+    out = _render([str(SAMPLES / "kafka-logs/orders-0")], columns)
+    assert out.splitlines()[:5] == [
+        "orders-0",
+        "  records 373  batches 150  MiB 0.0  offsets 0..372  control 0",
+        "  keys 23  tombstones 0.0%  late/future/<2000 0/0/0  largest 107",
+        "  codecs gzip 18%, lz4 20%, none 23%, snappy 22%, zstd 17%",
+        "  timestamps 2023-11-14T22:13:20Z..2023-11-14T22:23:17Z",
+    ]
+
+
+def test_text_output_is_one_row_per_partition_when_it_fits(long_names):
+    """Into a pipe (no $COLUMNS) or on a wide terminal: the table, names whole however long."""
+    for columns in (None, 400):
+        out = _render([str(SAMPLES / "kafka-logs"), str(long_names)], columns)
+        rows = [line for line in out.splitlines() if "│" in line]
+        names = _names([str(SAMPLES / "kafka-logs"), str(long_names)])
+        assert len(rows) == len(names) and "…" not in out
+        for name, row in zip(names, rows):
+            assert row.split("│")[0].strip() == name
+
+
+# -- --sql: key and value as text, the bytes beside them --------------------------------------------------------
+def test_sql_keys_and_values_are_text_with_the_bytes_beside_them(tmp_path):
+    from kcli.records import Header
+    from kcli.tools.scan import SQL_COLUMN_NAMES, headers_json
+
+    proc = kctl("scan", "--json", "--sql", "SELECT partition, count(*) FROM records WHERE key = 'customer-4' "
+                "GROUP BY partition ORDER BY partition", str(SAMPLES / "kafka-logs"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["rows"] == [[0, 16], [1, 16]]
+
+    with PartitionLog(tmp_path / "mixed-0", config=LogConfig(segment_bytes=2**30)) as log:
+        log.append([Record(0, T0, b"customer-4", b"Customer", (Header("trace", b"t\n1"), Header("bin", b"\xff"))),
+                    Record(0, T0 + 1, b"\xff\xfe", b"\x00\xff", (Header("null", None),)),
+                    Record(0, -1, None, None)], codec=Codec.NONE)
+    result = query([str(tmp_path)], "SELECT * FROM records ORDER BY offset", workers=1)
+    assert result.columns == list(SQL_COLUMN_NAMES)
+    rows = [dict(zip(result.columns, row)) for row in result.rows]
+    assert [(r["key"], r["key_bytes"], r["value"], r["value_bytes"]) for r in rows] == [
+        ("customer-4", b"customer-4", "Customer", b"Customer"), (None, b"\xff\xfe", None, b"\x00\xff"),
+        (None, None, None, None)]
+    assert [r["headers"] for r in rows] == ['[{"key":"trace","value":"t\\n1"},{"key":"bin","value":{"base64":"/w=="}}]',
+                                            '[{"key":"null","value":null}]', "[]"]
+    assert json.loads(rows[0]["headers"]) == [{"key": "trace", "value": "t\n1"}, {"key": "bin", "value": {"base64": "/w=="}}]
+    assert [(r["timestamp"], r["timestamp_ms"]) for r in rows] == [(T0, T0), (T0 + 1, T0 + 1), (None, None)]
+
+    def count(where: str) -> int:
+        return query([str(tmp_path)], f"SELECT count(*) FROM records WHERE {where}", workers=1).rows[0][0]
+
+    assert count("key = 'customer-4'") == count("key_bytes = X'FFFE'") == count("key_bytes IS NULL") == 1
+    assert count("key IS NULL") == 2 and count("value LIKE 'cust%'") == 0 and count("value LIKE 'Cust%'") == 1
+    assert count("json_extract(headers, '$[0].value') = 't\n1'") == 1
+    text = "".join(map(chr, range(0x80))) + "\u2028é😀"
+    assert json.loads(headers_json([("k\"\\", text.encode())])) == [{"key": "k\"\\", "value": text}]

@@ -1,0 +1,105 @@
+"""Dynamic topic configs in a cluster: every broker applies what any broker wrote (Kafka's ZkConfigManager over a
+ZkNodeChangeNotificationListener on /config/changes).
+
+A broker that changes a topic's overrides (AlterConfigs, IncrementalAlterConfigs, CreateTopics) writes
+/config/topics/<topic>, then a sequential /config/changes/config_change_<seq> node. Every broker watches the
+children of /config/changes, re-reads the configs of the topics named by notifications newer than the last it
+processed, and hands them to TopicAdmin: its logs use them from their next append, retention pass or cleaning,
+and DescribeConfigs answers them. Notifications older than 15 minutes are purged (changeExpirationMs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+log = logging.getLogger("kcli.broker")
+
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # ZkNodeChangeNotificationListener's default
+_PREFIX_LEN = len("config_change_")
+
+
+class ConfigChangeListener:
+    """Processes /config/changes on the event loop; ZooKeeper reads run in a worker thread."""
+
+    def __init__(self, zk: Any, admin: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.zk = zk  # kcli.zk.kafka_zk_client.KafkaZkClient
+        self.admin = admin  # kcli.broker.topic_admin.TopicAdmin
+        self.loop = loop
+        self.last_executed = -1  # the sequence number of the last notification processed
+        self._pending = False
+        self._running: asyncio.Task | None = None
+        self._undo_reconnect: Any = None
+        self.processed = 0
+
+    def start(self) -> None:
+        from kcli.zk import paths
+
+        self.zk.register_child_change_handler(paths.CONFIG_CHANGES, self._on_children_changed)
+        # a new session has no watches: read again (and re-arm) whenever the connection comes back
+        self._undo_reconnect = self.zk.on_reconnect(self._on_children_changed)
+        self._on_children_changed()  # the notifications already there, and arm the watch
+
+    def stop(self) -> None:
+        from kcli.zk import paths
+
+        self.zk.unregister_child_change_handler(paths.CONFIG_CHANGES)
+        if self._undo_reconnect is not None:
+            self._undo_reconnect()
+        if self._running is not None:
+            self._running.cancel()
+
+    def _on_children_changed(self) -> None:
+        """kazoo's event thread (or start()): enqueue only."""
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._schedule)
+
+    def _schedule(self) -> None:
+        self._pending = True
+        if self._running is None or self._running.done():
+            self._running = self.loop.create_task(self._process())
+
+    async def _process(self) -> None:
+        while self._pending:
+            self._pending = False
+            try:
+                changes = await asyncio.to_thread(self._read)
+            except Exception as exc:  # noqa: BLE001 - a lost session re-arms on the next event; keep serving
+                log.warning("reading /config/changes failed: %s", exc)
+                return
+            for topic, overrides in changes:
+                self.admin.config_changed(topic, overrides)
+                self.processed += 1
+
+    def _read(self) -> list[tuple[str, dict[str, str]]]:
+        """The topics named by new notifications with their current overrides; purges expired notifications."""
+        nodes = self.zk.get_config_change_notifications(watch=True)
+        fresh = [n for n in nodes if _sequence(n) > self.last_executed]
+        topics: list[str] = []
+        now_ms = int(time.time() * 1000)
+        expired: list[str] = []
+        for node, entity, ctime in self.zk.read_config_changes(nodes):
+            if node in fresh and entity is not None:
+                kind, name = entity
+                if kind == "topics" and name not in topics:
+                    topics.append(name)
+                elif kind != "topics":
+                    log.debug("config change for %s/%s: not a topic, nothing to apply", kind, name)
+            if ctime and now_ms - ctime > CHANGE_EXPIRATION_MS and _sequence(node) <= max(
+                    self.last_executed, *(_sequence(n) for n in fresh), -1):
+                expired.append(node)
+        if fresh:
+            self.last_executed = max(_sequence(n) for n in fresh)
+        out = [(topic, self.zk.get_topic_configs(topic)) for topic in topics]
+        if expired:
+            self.zk.delete_config_changes(expired)
+        return out
+
+
+def _sequence(node: str) -> int:
+    try:
+        return int(node[_PREFIX_LEN:])
+    except ValueError:
+        return -1

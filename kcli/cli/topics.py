@@ -1,0 +1,427 @@
+"""`kctl topics`: a per-topic rollup of log dirs (``kctl topics DIR``), and kafka-topics' jobs against any broker
+(``list``, ``describe``, ``create``, ``delete``, ``alter-config``).
+
+Thin: kcli.tools.topics reads the log dirs, kcli.client.topics does the requests; this parses and renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+from typer.core import TyperGroup
+
+from kcli.cli.common import ExitCode, err_console, fail, write_json_line
+from kcli.cli.errors import exit_code_for, report_exit_code
+from kcli.cli.zk import _cell, _console
+from kcli.errors import KcliError
+
+LOGDIR_COMMAND = "logdir"
+_GROUP_OPTIONS_WITH_VALUE = ("-b", "--bootstrap-server", "--timeout")
+
+
+class _TopicsGroup(TyperGroup):
+    """`kctl topics DIR ...` is `kctl topics logdir DIR ...`: a first word that names no subcommand (after the
+    group's own options) starts the offline rollup."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        i = 0
+        while i < len(args):
+            word = args[i]
+            if word in _GROUP_OPTIONS_WITH_VALUE:
+                i += 2
+                continue
+            if word.startswith(tuple(o + "=" for o in _GROUP_OPTIONS_WITH_VALUE if o.startswith("--"))):
+                i += 1
+                continue
+            if word not in self.commands and word not in ("-h", "--help"):
+                args = [*args[:i], LOGDIR_COMMAND, *args[i:]]
+            break
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(cls=_TopicsGroup, no_args_is_help=True,
+                  help="Topics: a per-topic rollup of log dirs (kctl topics DIR), and kafka-topics' list, describe, "
+                  "create, delete and alter-config against any Kafka-protocol broker.")
+
+BootstrapOpt = Annotated[Optional[str], typer.Option(
+    "--bootstrap-server", "-b", envvar="KCTL_BOOTSTRAP_SERVER", show_default=False,
+    help="host:port[,host:port...] of any broker of the cluster (default: $KCTL_BOOTSTRAP_SERVER).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Write one JSON object to standard output.")]
+TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", min=0.1, show_default=False,
+                                                     help="Seconds to wait for each broker request (default 10).")]
+TopicsArg = Annotated[list[str], typer.Argument(help="Topic names.", show_default=False)]
+ValidateOnlyOpt = Annotated[bool, typer.Option("--validate-only", help="Ask the broker to check the request "
+                                               "without applying it.")]
+
+
+@app.callback()
+def topics_group(
+    ctx: typer.Context,
+    bootstrap: BootstrapOpt = None,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Topics: a per-topic rollup of log dirs (kctl topics DIR), and kafka-topics' jobs against any broker.
+    Exit status: 0 ok, 1 a topic failed or was not found, 2 usage error, 3 unreadable input or no broker."""
+    ctx.obj = {"bootstrap": bootstrap, "timeout": timeout}
+
+
+def _settings(ctx: typer.Context, bootstrap: str | None, timeout: float | None) -> tuple[str | None, float]:
+    parent = (ctx.parent.obj if ctx.parent is not None else None) or {}
+    return bootstrap or parent.get("bootstrap"), timeout or parent.get("timeout") or 10.0
+
+
+@contextmanager
+def _client(ctx: typer.Context, bootstrap: str | None, timeout: float | None) -> Iterator[Any]:
+    from kcli.client import KafkaClient
+    from kcli.client.client import parse_bootstrap
+
+    bootstrap, seconds = _settings(ctx, bootstrap, timeout)
+    if not bootstrap:
+        raise fail("no Kafka given: use --bootstrap-server host:port or set KCTL_BOOTSTRAP_SERVER", ExitCode.USAGE)
+    try:
+        parse_bootstrap(bootstrap)
+    except KcliError as exc:
+        raise fail(exc.describe(), ExitCode.USAGE) from None
+    client = KafkaClient(bootstrap, timeout=seconds, client_id="kctl-topics")
+    try:
+        yield client
+    except KcliError as exc:
+        raise fail(exc.describe(), exit_code_for(exc) or ExitCode.PROBLEMS) from None
+    finally:
+        client.close()
+
+
+def _size(n: int) -> str:
+    """du -h's style: 304B, 4.9K, 341K, 1.2M (powers of 1024)."""
+    value = float(n)
+    for unit in ("B", "K", "M", "G", "T"):
+        if value < 1024 or unit == "T":
+            if unit == "B":
+                return f"{int(value)}B"
+            return f"{value:.1f}{unit}" if value < 10 else f"{value:.0f}{unit}"
+        value /= 1024
+    return str(n)
+
+
+def _minute(ms: int | None) -> str:
+    if ms is None or ms < 0:
+        return "-"
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
+def _time_range(first: int | None, last: int | None) -> str:
+    a, b = _minute(first), _minute(last)
+    if a == "-" and b == "-":
+        return "-"
+    if a != "-" and b != "-" and a[:10] == b[:10]:
+        return f"{a}..{b[11:]}"  # 2024-04-19 13:20..15:49
+    if a != "-" and b != "-" and a[:4] == b[:4]:
+        return f"{a}..{b[5:]}"  # 2024-04-19 13:20..04-20 09:00
+    return f"{a}..{b}"
+
+
+# -- offline: the rollup of log dirs ---------------------------------------------------------------------
+@app.command(LOGDIR_COMMAND)
+def logdir_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Log dirs (or partition dirs) of a stopped or running broker.",
+                                               show_default=False)],
+    records: Annotated[bool, typer.Option("--records", help="Count records exactly (reads every batch header) "
+                                          "instead of the offset span.")] = False,
+    topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", show_default=False,
+                                                       help="Only this topic (repeat for several).")] = None,
+    partitions: Annotated[bool, typer.Option("--partitions", "-p", help="One row per partition, with its log "
+                                             "start and end offsets.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per topic of a log dir: partitions, segments, bytes, records, offset and time ranges, codecs and the topic
+    config where the log dir holds it (`kctl topics DIR` is short for `kctl topics logdir DIR`). Reads sizes,
+    indexes and each segment's first and last batches; --records reads every batch header."""
+    from kcli.tools.topics import summarize_topics
+
+    report = summarize_topics(paths, exact=records, topics=topic)
+    if as_json:
+        write_json_line(report.to_json())
+    else:
+        _render_rollup(report, partitions)
+    raise typer.Exit(int(report_exit_code(report)))
+
+
+def _rollup_table(first: str, *middle: str) -> Any:
+    """Names and numbers stay on one line; only the codec list wraps (at its commas) on a narrow terminal."""
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", padding=(0, 2, 0, 0))
+    table.add_column(first, overflow="fold", min_width=20)
+    for column in middle:
+        table.add_column(column, no_wrap=True, justify="right" if column in ("PARTS", "SEGS", "SIZE", "RECORDS")
+                         else "left")
+    table.add_column("CODECS", overflow="fold", min_width=6)
+    return table
+
+
+def _render_rollup(report: Any, per_partition: bool) -> None:
+    console = _console()
+    if per_partition:
+        table = _rollup_table("PARTITION", "SEGS", "SIZE", "OFFSETS", "RECORDS", "TIME RANGE UTC")
+        for t in report.topics:
+            for p in t.partitions:
+                count = str(p.records) if p.records is not None else f"~{p.offsets}"
+                table.add_row(escape(f"{p.topic}-{p.partition}"), str(p.segments), _size(p.bytes),
+                              f"{_cell(p.log_start_offset)}..{_cell(p.log_end_offset)}", count,
+                              _time_range(p.first_timestamp, p.max_timestamp), ",".join(sorted(p.codecs)) or "-")
+    else:
+        table = _rollup_table("TOPIC", "PARTS", "SEGS", "SIZE", "RECORDS", "TIME RANGE UTC")
+        for t in report.topics:
+            count = str(t.records) if t.records is not None else f"~{t.offsets}"
+            table.add_row(escape(t.topic), str(len(t.partitions)), str(t.segments), _size(t.bytes), count,
+                          _time_range(t.first_timestamp, t.max_timestamp), ",".join(t.codecs) or "-")
+    console.print(table)
+    if not report.exact_records:
+        console.print("~N: log end - log start offset, an upper bound (compaction, transaction markers); "
+                      "--records counts")
+    known = [t for t in report.topics if t.config is not None]
+    for t in known:
+        overrides = ", ".join(f"{k}={v}" for k, v in sorted(t.config.items())) or "no overrides (broker defaults)"
+        console.print(f"config {escape(t.topic)}: {escape(overrides)}")
+    if len(known) < len(report.topics):
+        console.print(("other configs" if known else "config") + ": unknown here (kept in ZooKeeper or KRaft "
+                      "metadata): kctl topics -b HOST:PORT describe")
+    for problem in report.problems:
+        err_console.print(f"kctl: {problem.describe()}", markup=False)
+
+
+# -- online ------------------------------------------------------------------------------------------------
+@app.command("list")
+def list_cmd(
+    ctx: typer.Context,
+    bootstrap: BootstrapOpt = None,
+    exclude_internal: Annotated[bool, typer.Option("--exclude-internal", help="Leave out internal topics "
+                                                   "(__consumer_offsets, __transaction_state).")] = False,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Every topic of the cluster, one per line (Metadata)."""
+    from kcli.client.topics import list_topics
+
+    with _client(ctx, bootstrap, timeout) as client:
+        names = list_topics(client, exclude_internal=exclude_internal)
+    if as_json:
+        write_json_line({"topics": names})
+    else:
+        for name in names:
+            typer.echo(name)
+
+
+def _partition_line(topic: str, p: Any) -> str:
+    line = (f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {p.leader if p.leader >= 0 else 'none'}\t"
+            f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+    if p.offline_replicas:
+        line += f"\tOffline: {','.join(map(str, p.offline_replicas))}"
+    if p.error:
+        line += f"\tError: {p.error}"
+    return line
+
+
+@app.command("describe")
+def describe_cmd(
+    ctx: typer.Context,
+    topic: Annotated[Optional[list[str]], typer.Argument(help="Topic names (default: every topic).",
+                                                         show_default=False)] = None,
+    bootstrap: BootstrapOpt = None,
+    exclude_internal: Annotated[bool, typer.Option("--exclude-internal", help="Leave out internal topics.")] = False,
+    under_replicated: Annotated[bool, typer.Option("--under-replicated-partitions", help="Only partitions whose ISR "
+                                                   "is smaller than their replica set.")] = False,
+    unavailable: Annotated[bool, typer.Option("--unavailable-partitions", help="Only partitions without a leader or "
+                                              "whose leader is not a live broker.")] = False,
+    under_min_isr: Annotated[bool, typer.Option("--under-min-isr-partitions", help="Only partitions whose ISR is "
+                                                "smaller than the topic's min.insync.replicas.")] = False,
+    at_min_isr: Annotated[bool, typer.Option("--at-min-isr-partitions", help="Only partitions whose ISR equals the "
+                                             "topic's min.insync.replicas.")] = False,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Partitions (leader, replicas, ISR, offline replicas) and configs of topics, in kafka-topics --describe's
+    lines. The partition filters print only the matching partition lines. An unknown topic exits 1."""
+    from kcli.client.topics import describe_topics
+
+    filtered = under_replicated or unavailable or under_min_isr or at_min_isr
+    with _client(ctx, bootstrap, timeout) as client:
+        view = describe_topics(client, topic or None, configs=True, exclude_internal=exclude_internal)
+    live = set(view.brokers)
+
+    def min_isr(t: Any) -> int:
+        value = next((c.value for c in t.configs or () if c.name == "min.insync.replicas"), None)
+        return int(value) if value and value.isdigit() else 1
+
+    def keep(t: Any, p: Any) -> bool:
+        return ((under_replicated and p.under_replicated) or (unavailable and p.unavailable(live))
+                or (under_min_isr and len(p.isr) < min_isr(t)) or (at_min_isr and len(p.isr) == min_isr(t)))
+
+    names = list(dict.fromkeys(topic)) if topic else sorted(view.topics)
+    failed = [n for n in names if n not in view.topics or view.topics[n].error]
+    if as_json:
+        docs = []
+        for name in names:
+            t = view.topics.get(name)
+            if t is None:
+                docs.append({"topic": name, "error": "not in the MetadataResponse"})
+                continue
+            doc = t.to_json()
+            if filtered:
+                doc["partitions"] = [p.to_json() for p in t.partitions if keep(t, p)]
+            docs.append(doc)
+        write_json_line({"cluster_id": view.cluster_id, "controller_id": view.controller_id,
+                         "brokers": sorted(view.brokers), "topics": docs})
+    else:
+        for name in names:
+            t = view.topics.get(name)
+            if t is None or t.error:
+                continue
+            if not filtered:
+                configs = ",".join(f"{k}={v}" for k, v in sorted(t.overrides().items()))
+                typer.echo(f"Topic: {t.name}\tTopicId: {t.topic_id or '-'}\tPartitionCount: {len(t.partitions)}\t"
+                           f"ReplicationFactor: {t.replication_factor}\tConfigs: {configs}")
+                if t.config_error:
+                    err_console.print(f"kctl: {t.name}: configs: {t.config_error}", markup=False)
+            for p in t.partitions:
+                if not filtered or keep(t, p):
+                    typer.echo(_partition_line(t.name, p))
+    for name in failed:
+        t = view.topics.get(name)
+        err_console.print(f"kctl: {name}: {t.error if t is not None else 'not in the MetadataResponse'}", markup=False)
+    if failed:
+        raise typer.Exit(int(ExitCode.PROBLEMS))
+
+
+def _config_pairs(values: list[str] | None, option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for text in values or ():
+        key, eq, value = text.partition("=")
+        if not eq or not key.strip():
+            raise fail(f"{option} {text!r}: expected key=value", ExitCode.USAGE)
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):  # kafka-configs' list syntax: [a,b]
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
+def _finish_results(results: list[Any], verb: str, as_json: bool) -> None:
+    if as_json:
+        write_json_line({"results": [r.to_json() for r in results]})
+    else:
+        messages = {"created": "Created topic {}.", "validated": "Topic {} is valid (validate only: nothing done).",
+                    "exists": "Topic {} already exists (--if-not-exists).", "deleted": "Deleted topic {}.",
+                    "absent": "Topic {} does not exist (--if-exists).",
+                    "altered": "Updated the configs of topic {}."}
+        for r in results:
+            if r.ok:
+                typer.echo(messages.get(r.action, "{}: " + r.action).format(r.topic))
+    for r in results:
+        if not r.ok:
+            err_console.print(f"kctl: {verb} {r.topic}: {r.error}", markup=False)
+    if any(not r.ok for r in results):
+        raise typer.Exit(int(ExitCode.PROBLEMS))
+
+
+@app.command("create")
+def create_cmd(
+    ctx: typer.Context,
+    topic: TopicsArg,
+    bootstrap: BootstrapOpt = None,
+    partitions: Annotated[Optional[int], typer.Option("--partitions", min=1, show_default=False,
+                                                      help="Partitions (default: the broker's num.partitions).")] = None,
+    replication_factor: Annotated[Optional[int], typer.Option(
+        "--replication-factor", min=1, show_default=False,
+        help="Replicas per partition (default: the broker's default.replication.factor).")] = None,
+    config: Annotated[Optional[list[str]], typer.Option("--config", show_default=False,
+                                                        help="A topic config key=value (repeat for several).")] = None,
+    replica_assignment: Annotated[Optional[str], typer.Option(
+        "--replica-assignment", show_default=False, help="Replicas per partition, kafka-topics' syntax: partitions "
+        "separated by commas, broker ids by colons (1:2,2:3,3:1).")] = None,
+    if_not_exists: Annotated[bool, typer.Option("--if-not-exists", help="A topic that exists already is not an "
+                                                "error.")] = False,
+    validate_only: ValidateOnlyOpt = False,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Create topics (CreateTopics to the controller). Exit 1 when any was refused."""
+    from kcli.client.topics import NewTopic, create_topics, parse_replica_assignment
+
+    configs = _config_pairs(config, "--config")
+    assignment = None
+    if replica_assignment is not None:
+        if partitions is not None or replication_factor is not None:
+            raise fail("--replica-assignment fixes the partitions and replicas: leave out --partitions and "
+                       "--replication-factor", ExitCode.USAGE)
+        try:
+            assignment = parse_replica_assignment(replica_assignment)
+        except KcliError as exc:
+            raise fail(exc.describe(), ExitCode.USAGE) from None
+    specs = [NewTopic(t, partitions or -1, replication_factor or -1, assignment, configs) for t in topic]
+    with _client(ctx, bootstrap, timeout) as client:
+        results = create_topics(client, specs, validate_only=validate_only, if_not_exists=if_not_exists)
+    _finish_results(results, "create", as_json)
+
+
+@app.command("delete")
+def delete_cmd(
+    ctx: typer.Context,
+    topic: TopicsArg,
+    bootstrap: BootstrapOpt = None,
+    if_exists: Annotated[bool, typer.Option("--if-exists", help="A topic that does not exist is not an "
+                                            "error.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Delete internal topics too (__consumer_offsets, "
+                                        "__transaction_state): refused without it.")] = False,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Delete topics (DeleteTopics to the controller). Internal topics are refused unless --force. Exit 1 when
+    any was refused or not found."""
+    from kcli.client.topics import delete_topics
+
+    with _client(ctx, bootstrap, timeout) as client:
+        results = delete_topics(client, topic, if_exists=if_exists, force=force)
+    _finish_results(results, "delete", as_json)
+
+
+@app.command("alter-config")
+def alter_config_cmd(
+    ctx: typer.Context,
+    topic: TopicsArg,
+    bootstrap: BootstrapOpt = None,
+    add_config: Annotated[Optional[list[str]], typer.Option(
+        "--add-config", show_default=False, help="Set a topic config key=value (repeat for several; [a,b] for a "
+        "list value).")] = None,
+    delete_config: Annotated[Optional[list[str]], typer.Option(
+        "--delete-config", show_default=False, help="Remove a topic-level override, back to the broker default "
+        "(repeat for several).")] = None,
+    use_alter_configs: Annotated[bool, typer.Option(
+        "--use-alter-configs", help="Use AlterConfigs (read the overrides, write them all back) even when the "
+        "broker serves IncrementalAlterConfigs.")] = False,
+    validate_only: ValidateOnlyOpt = False,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Set and delete topic-level config overrides (IncrementalAlterConfigs; AlterConfigs with a broker before
+    Kafka 2.3). Exit 1 when any topic refused them."""
+    from kcli.client.topics import alter_topic_configs
+
+    set_configs = _config_pairs(add_config, "--add-config")
+    if not set_configs and not delete_config:
+        raise fail("nothing to change: give --add-config key=value or --delete-config key", ExitCode.USAGE)
+    both = set(set_configs) & set(delete_config or ())
+    if both:
+        raise fail(f"{', '.join(sorted(both))}: both added and deleted", ExitCode.USAGE)
+    with _client(ctx, bootstrap, timeout) as client:
+        results = alter_topic_configs(client, topic, set_configs=set_configs, delete_configs=delete_config or (),
+                                      validate_only=validate_only, incremental=False if use_alter_configs else None)
+    _finish_results(results, "alter-config", as_json)

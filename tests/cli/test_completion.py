@@ -1,0 +1,63 @@
+"""Shell completion as a shell runs it: bash sources `kctl completion bash` and asks for candidates."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from kcli.cli.app import app  # noqa: F401  (import check: the completion command is mounted)
+
+
+@pytest.fixture(scope="module")
+def kctl_bin(tmp_path_factory):
+    """A `kctl` on PATH that runs this checkout (the completion script calls the program by name)."""
+    bin_dir = tmp_path_factory.mktemp("bin")
+    shim = bin_dir / "kctl"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kcli "$@"\n')
+    shim.chmod(0o755)
+    return bin_dir
+
+
+def complete(kctl_bin, words: str) -> list[str]:
+    """COMPREPLY of bash's completion function for a command line ending in a partial word."""
+    if not shutil.which("bash"):
+        pytest.skip("bash not installed")
+    parts = words.split(" ")
+    script = (
+        'source <(kctl completion bash)\n'
+        f'COMP_WORDS=({words})\n'
+        f'COMP_CWORD={len(parts) - 1}\n'
+        '_kctl_completion kctl\n'
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    env = {**os.environ, "PATH": f"{kctl_bin}:{os.environ['PATH']}", "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [line for line in proc.stdout.splitlines() if line]
+
+
+def test_commands_complete(kctl_bin):
+    assert complete(kctl_bin, "kctl tr") == ["transactions"]
+    assert {"dump-log"} <= set(complete(kctl_bin, "kctl du"))
+
+
+def test_subcommands_and_options_complete(kctl_bin):
+    assert "describe" in complete(kctl_bin, "kctl transactions de")
+    assert "--deep-iteration" in complete(kctl_bin, "kctl dump-log --deep")
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish", "powershell"])
+def test_every_shell_gets_a_script(shell):
+    proc = subprocess.run([sys.executable, "-m", "kcli", "completion", shell], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "_KCTL_COMPLETE" in proc.stdout.replace("_kctl_complete", "_KCTL_COMPLETE")
+
+
+def test_unknown_shell_is_a_usage_error():
+    proc = subprocess.run([sys.executable, "-m", "kcli", "completion", "tcsh"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "tcsh" in proc.stderr
