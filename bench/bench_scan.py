@@ -11,12 +11,18 @@ are rewritten (as bench_verify_dump.py does). Each measurement runs in its own p
 * local engine, --workers 1 and 2 (`kcli.tools.scan.scan`);
 * Spark engine, local[1] and local[2] (`kcli.spark.scan.scan_spark`): session start-up, a first scan of the
   small sample logs (Python workers starting, the data source planning), then the big scan; the fixed cost
-  is start-up + that first small scan.
+  is start-up + that first small scan. In the same session, the ``kafka-log`` data source alone: every
+  column of every record read into Spark and reduced to a count and a sum (what the data source costs,
+  apart from the engine's aggregations);
+* the same on a standalone Spark cluster on loopback (tests/spark/standalone_support.py: a Master and one,
+  then two Workers with one core each; the driver is this machine's process, submitting to
+  spark://127.0.0.1:PORT), unless --skip-cluster.
 
 Every run must produce the same report (engine, timings aside); the figures are records/s and MiB/s of
-segment bytes, the ratio to the baseline, and the 2-vs-1 scaling of each engine.
+segment bytes, the ratio to the baseline, the 2-vs-1 scaling of each engine, and the Spark data source and
+engine per core against the local engine per core (1 worker).
 
-Usage: bench/bench_scan.py [--size-mib 1024] [--skip-spark] [--json out.json]
+Usage: bench/bench_scan.py [--size-mib 1024] [--skip-spark] [--skip-cluster] [--json out.json]
 """
 
 from __future__ import annotations
@@ -139,13 +145,31 @@ def measure_spark(root: str, master: str) -> dict:
     t = time.perf_counter()
     report = scan_spark(spark, [root], now_ms=NOW)
     seconds = time.perf_counter() - t
+    source_seconds, source_rows = measure_source(spark, root)
+    parallelism = spark.sparkContext.defaultParallelism
     spark.stop()
     return {"seconds": seconds, "session_seconds": session_seconds, "first_small_scan_seconds": first_small,
-            "small_scan_seconds": second_small, "report": _strip(report.to_json())}
+            "small_scan_seconds": second_small, "source_seconds": source_seconds, "source_rows": source_rows,
+            "parallelism": parallelism, "report": _strip(report.to_json())}
 
 
-def _child(kind: str, *args: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--measure", kind, *args], capture_output=True, text=True)
+def measure_source(spark, root: str) -> tuple[float, int]:
+    """The kafka-log data source alone: every record, every column built (Spark prunes only after the
+    source), reduced to a count and the sum of key and value lengths."""
+    from pyspark.sql import functions as F
+
+    from kcli.spark.session import local_python
+
+    with local_python(spark):
+        t = time.perf_counter()
+        row = (spark.read.format("kafka-log").option("includeControl", "true").load(root)
+               .agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("value")).alias("v")).collect()[0])
+        return time.perf_counter() - t, row["n"]
+
+
+def _child(kind: str, *args: str, env: dict | None = None) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--measure", kind, *args], capture_output=True, text=True,
+                         env=env)
     if out.returncode != 0:
         raise SystemExit(f"{kind} {args} failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -155,6 +179,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--skip-spark", action="store_true")
+    parser.add_argument("--skip-cluster", action="store_true", help="no standalone cluster runs")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--measure", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -189,8 +214,22 @@ def main() -> None:
             reports.append(r.pop("report"))
             runs.append({"name": f"spark engine, {master}", **r})
             print(f"# {runs[-1]['name']}: {r['seconds']:.1f}s", file=sys.stderr)
+        if not args.skip_cluster:
+            sys.path.insert(0, str(REPO / "tests" / "spark"))
+            import tempfile
+
+            from standalone_support import StandaloneCluster
+
+            for workers in (1, 2):
+                with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp, \
+                        StandaloneCluster(Path(tmp), workers=workers, cores=1, memory="2g") as cluster:
+                    r = _child("spark", str(root), cluster.master_url, env=cluster.env)
+                reports.append(r.pop("report"))
+                runs.append({"name": f"spark standalone, {workers} worker{'s' if workers > 1 else ''} x 1 core", **r})
+                print(f"# {runs[-1]['name']}: {r['seconds']:.1f}s", file=sys.stderr)
     same = all(rep == reports[0] for rep in reports)
     records = reports[0]["records"]
+    assert all(r.get("source_rows", records) >= records for r in runs), "the data source lost records"
     assert records == meta["records"], (records, meta["records"])
     base_rate = mib / base["seconds"]
     print(f"\n{mib:.0f} MiB, {records} records, {len(segments(root))} segments in {PARTITIONS} partitions; "
@@ -217,6 +256,23 @@ def main() -> None:
             print(f"spark {m} fixed cost: session start-up {r['session_seconds']:.1f}s + first small scan "
                   f"{r['first_small_scan_seconds']:.1f}s (a warm small scan: {r['small_scan_seconds']:.1f}s)")
         print(f"spark local[2] vs local engine 2 workers: {summary['spark_vs_local_2']:.2f}x the speed")
+        local1 = by["local engine, 1 worker"]["seconds"]
+        summary["spark_engine_per_core_vs_local"] = local1 / s1["seconds"]
+        summary["spark_source_per_core_vs_local"] = local1 / s1["source_seconds"]
+        summary["spark_source_scaling_2_vs_1"] = s1["source_seconds"] / s2["source_seconds"]
+        print(f"per core, against the local engine with 1 worker ({local1:.1f}s): spark engine local[1] "
+              f"{summary['spark_engine_per_core_vs_local']:.2f}x, the kafka-log data source alone local[1] "
+              f"{summary['spark_source_per_core_vs_local']:.2f}x ({s1['source_seconds']:.1f}s; local[2] "
+              f"{s2['source_seconds']:.1f}s, {summary['spark_source_scaling_2_vs_1']:.2f}x)")
+        one = by.get("spark standalone, 1 worker x 1 core")
+        two = by.get("spark standalone, 2 workers x 1 core")
+        if one and two:
+            summary["standalone_scaling_2_vs_1"] = one["seconds"] / two["seconds"]
+            summary["standalone_source_scaling_2_vs_1"] = one["source_seconds"] / two["source_seconds"]
+            print(f"standalone cluster, 2 workers vs 1: engine {summary['standalone_scaling_2_vs_1']:.2f}x, "
+                  f"data source {summary['standalone_source_scaling_2_vs_1']:.2f}x (fixed cost: session "
+                  f"{one['session_seconds']:.1f}s / {two['session_seconds']:.1f}s + first small scan "
+                  f"{one['first_small_scan_seconds']:.1f}s / {two['first_small_scan_seconds']:.1f}s)")
     result = {"summary": summary, "runs": runs, "load_average": os.getloadavg()}
     print("\n" + json.dumps(result, indent=1))
     if args.json:

@@ -36,7 +36,7 @@ __all__ = ["CORRUPT_COLUMN", "FORMAT", "PERMISSIVE_SCHEMA", "SCHEMA", "register"
 
 def register(spark: Any) -> None:
     """Register the ``kafka-log`` format on ``spark`` and turn on Python filter pushdown, which it uses."""
-    from kcli.spark.datasource import KafkaLogDataSource
+    from kcli.spark.datasource import with_parallelism
 
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     try:
@@ -51,7 +51,8 @@ def register(spark: Any) -> None:
             and not sc.getConf().get("spark.pyspark.python")):
         sc.pythonExec = sys.executable
     try:
-        spark.dataSource.register(KafkaLogDataSource)
+        # Splits sized for the cluster: at least defaultParallelism of them where the bytes allow.
+        spark.dataSource.register(with_parallelism(sc.defaultParallelism if sc is not None else None))
     finally:
         if sc is not None:
             sc.pythonExec = default_exec

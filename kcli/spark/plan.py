@@ -38,6 +38,7 @@ from kcli.storage.files import (
 from kcli.storage.index import OffsetIndex, TimeIndex
 
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
+MIN_SPLIT_BYTES = 4 * 1024 * 1024  # minPartitions never cuts splits smaller than this
 TRACE_ENV = "KCLI_SPARK_TRACE"  # names a file readers append "opened <segment>" lines to (tests count them)
 
 # The first 27 bytes every magic shares the offsets of: offset/base_offset, size, (v2: leader epoch), magic;
@@ -85,6 +86,7 @@ class ReadOptions:
     validate: bool = True
     permissive: bool = False
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
+    min_partitions: int | None = None  # as Spark's Kafka source: cut splits smaller until there are this many
     trace_file: str | None = None
 
     @classmethod
@@ -108,6 +110,7 @@ class ReadOptions:
             permissive=mode == "PERMISSIVE",
             max_bytes_per_partition=_int("maxBytesPerPartition",
                                          opts.get("maxbytesperpartition", str(DEFAULT_MAX_BYTES_PER_PARTITION)), 1),
+            min_partitions=_int("minPartitions", opts["minpartitions"], 1) if "minpartitions" in opts else None,
             trace_file=opts.get("tracefile") or os.environ.get(TRACE_ENV) or None,
         )
 
@@ -296,15 +299,26 @@ class SegmentSplit:
     end: int | None
 
 
-def plan(dirs: Iterable[PartitionDir], bounds: Bounds, max_bytes: int) -> list[SegmentSplit]:
+def plan(dirs: Iterable[PartitionDir], bounds: Bounds, max_bytes: int,
+         min_partitions: int | None = None) -> list[SegmentSplit]:
+    """The splits of a read. ``min_partitions`` (the cluster's parallelism) lowers ``max_bytes`` to the bytes
+    to read over that many, not below MIN_SPLIT_BYTES, so a few large segments still keep every core busy."""
     if bounds.empty:
         return []
+    chosen = [pdir for pdir in dirs
+              if (bounds.topics is None or pdir.topic in bounds.topics)
+              and (bounds.partition.unbounded or bounds.partition.contains(pdir.partition))]
+    if min_partitions and min_partitions > 1:
+        total = 0
+        for pdir in chosen:
+            for base in pdir.selected:
+                try:
+                    total += segment_path(pdir.path, base, LOG_SUFFIX).stat().st_size
+                except OSError:
+                    pass
+        max_bytes = min(max_bytes, max(MIN_SPLIT_BYTES, -(-total // min_partitions)))
     out: list[SegmentSplit] = []
-    for pdir in dirs:
-        if bounds.topics is not None and pdir.topic not in bounds.topics:
-            continue
-        if not bounds.partition.unbounded and not bounds.partition.contains(pdir.partition):
-            continue
+    for pdir in chosen:
         for base in pdir.selected:
             out.extend(_plan_segment(pdir, base, bounds, max_bytes))
     return out

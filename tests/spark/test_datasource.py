@@ -212,6 +212,39 @@ def test_planner_splits_lose_and_repeat_nothing(big_partition):
         assert rows == unsplit and n > 1
 
 
+def test_min_partitions_cuts_splits_for_the_cluster(big_partition, monkeypatch):
+    """minPartitions (default: the session's parallelism) lowers the split size to bytes / minPartitions; the
+    rows stay the same and the columnar chunks agree with their Arrow batches."""
+    import pyarrow as pa
+
+    import kcli.spark.plan as plan_module
+    from kcli.spark.datasource import to_record_batch, with_parallelism
+    from kcli.spark.plan import Bounds, ReadOptions, expand_paths, plan
+    from kcli.spark.read import SplitReader
+
+    monkeypatch.setattr(plan_module, "MIN_SPLIT_BYTES", 1)  # the segment is far below the real floor
+    opts = ReadOptions.parse({"path": str(big_partition), "minPartitions": "5"})
+    bounds = Bounds.from_options(opts)
+    assert len(plan(expand_paths(opts.paths), bounds, opts.max_bytes_per_partition)) == 1
+    splits = plan(expand_paths(opts.paths), bounds, opts.max_bytes_per_partition, opts.min_partitions)
+    assert len(splits) >= 5
+    schema = pa.schema([pa.field("offset", pa.int64()), pa.field("headers", pa.list_(pa.struct(
+        [("key", pa.string()), ("value", pa.binary())]))), pa.field("segment", pa.string())])
+    offsets = []
+    for split in splits:
+        for chunk in SplitReader(split, opts, bounds).chunks():
+            got = to_record_batch(chunk, schema).to_pydict()
+            got["headers"] = [[(h["key"], h["value"]) for h in hs] for hs in got["headers"]]
+            assert got == {name: chunk[name] for name in schema.names}
+            offsets.extend(chunk["offset"])
+    whole = [o for split in plan(expand_paths(opts.paths), bounds, 1 << 30)
+             for chunk in SplitReader(split, opts, bounds).chunks() for o in chunk["offset"]]
+    assert offsets == whole and len(whole) > 500
+    # the registered class carries the session's parallelism to the planner (pickled by value)
+    assert with_parallelism(1).default_min_partitions is None
+    assert with_parallelism(8).default_min_partitions == 8
+
+
 # -- pushdown and pruning ----------------------------------------------------------------------------------
 
 
