@@ -950,18 +950,21 @@ _FORKED_PLAN: CompactionPlan | None = None  # what forked workers inherit (see _
 
 def _worker_pool(jobs: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_die_with_parent)
+                               initializer=_die_with_parent, initargs=(os.getpid(),))
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """Workers must not outlive a killed parent (they would hold its pipes open and write on): on Linux the
-    kernel sends them SIGKILL when it dies (prctl PR_SET_PDEATHSIG)."""
+    kernel sends them SIGKILL when it dies (prctl PR_SET_PDEATHSIG). A parent killed between the fork and
+    this call sends nothing: then the worker is already an orphan and goes at once."""
     try:
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):  # not Linux: a killed run may leave idle workers until they exit
         pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _run_groups(plan: CompactionPlan, todo: Sequence[int], jobs: int, *,
