@@ -237,6 +237,19 @@ def batch_offsets(chunk: bytes, local: int, total: int) -> tuple[int, int]:
         return batch.last_offset, batch.last_offset
 
 
+def first_batch_max_timestamp(path: Path, size: int) -> int | None:
+    """The max timestamp of the first batch of ``path`` (what segment.ms ages), reading its header (v2) or
+    only that batch (legacy); None when the file holds no whole batch."""
+    if size < HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    with open(path, "rb") as file:
+        head = os.pread(file.fileno(), RECORD_BATCH_OVERHEAD, 0)
+        if len(head) >= RECORD_BATCH_OVERHEAD and head[MAGIC_OFFSET] >= 2:
+            return read_header_field(head, 0, "max_timestamp")
+    first = next(iter(FileBatchReader(path, 0, size, window=min(size, 1 << 20))), None)
+    return None if first is None else first.max_timestamp
+
+
 FETCH_SCAN_SLACK = 64 * 1024  # > index.interval.bytes: covers the scan from the index entry to the offset
 
 
@@ -278,20 +291,25 @@ class LogSegment:
         return segment
 
     def _resume(self) -> None:
-        """The next offset from a scan after the last index entry (Kafka `readNextOffset`), and the bytes
-        since that entry."""
+        """The next offset from a scan after the last index entry (Kafka `readNextOffset`), the bytes since
+        that entry, the first batch's max timestamp (its header only) and the max timestamp so far (the time
+        index's last entry, then the batches after the last offset index entry: after a crash the time index
+        lacks the entry a clean close adds)."""
         assert self.indexes is not None
         size = self.size
         last = self.indexes.index.last_entry  # (base offset, 0) when the index is empty
-        first = next(iter(FileBatchReader(self.log_path, 0, min(size, 1 << 20))), None)
-        self.first_timestamp = None if first is None else first.max_timestamp
-        reader = FileBatchReader(self.log_path, last.position)
+        self.first_timestamp = first_batch_max_timestamp(self.log_path, size)
+        indexer = self.indexes.indexer
+        reader = FileBatchReader(self.log_path, last.position, size)
         for batch in reader:
             self.next_offset = batch.last_offset + 1
+            if batch.max_timestamp > indexer.max_timestamp:
+                indexer.max_timestamp = batch.max_timestamp
+                indexer.offset_of_max_timestamp = batch.last_offset
         if reader.valid_bytes != size:
             raise KcliError(f"invalid bytes after byte {reader.valid_bytes}: open the log with recovery",
                             path=str(self.log_path), position=reader.valid_bytes)
-        self.indexes.indexer.bytes_since_last_index_entry = size - last.position
+        indexer.bytes_since_last_index_entry = size - last.position
 
     # -- stats ---------------------------------------------------------------------------------
     @property
