@@ -417,6 +417,7 @@ class PartitionLog:
         for path in self.directory.iterdir():
             if classify(path) is FileKind.PRODUCER_SNAPSHOT and offset_from_filename(path.name) > end:
                 path.unlink()
+        self.recovery_point = min(self.recovery_point, end)
         self.producer_state = load_producer_state(self.directory, self.segments, end)
         self.leader_epochs.truncate_from_end(end, keep_at_end=False)
         return renamed
