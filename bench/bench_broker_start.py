@@ -150,7 +150,7 @@ class Broker:
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"log.dirs={self.log_dir}"]
         if self.profile is not None:
-            args = ["py-spy", "record", "--rate", "200", "--format", "raw", "--output", str(self.profile),
+            args = [str(Path(sys.executable).parent / "py-spy"), "record", "--rate", "200", "--format", "raw", "--output", str(self.profile),
                     "--", *args]
         env = {**os.environ, "PYTHONPATH": str(SOURCE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         started = time.perf_counter()

@@ -17,9 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from kcli.errors import InputError, KcliError
+from kcli.errors import CorruptRecordError, InputError, KcliError
 from kcli.records.batch import RECORD_BATCH_OVERHEAD, read_header_field
-from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, MAGIC_OFFSET, Batch, BatchReader, StopReason, make_batch
+from kcli.records.layout import LOG_OVERHEAD_STRUCT
+from kcli.records.record_set import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MIN_RECORD_OVERHEAD,
+    Batch,
+    StopReason,
+    make_batch,
+)
 from kcli.records.types import NO_TIMESTAMP
 from kcli.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, offset_from_filename, segment_path
 from kcli.storage.index import AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex
@@ -33,13 +42,18 @@ class FileBatchReader:
 
     Same contract as ``BatchReader``: after iteration ``valid_bytes`` is the file position after the
     last complete batch, ``stop`` says why iteration ended, ``declared_size`` the size of a partial one.
+    ``reuse_buffer``: every window is read into one bytearray (no fresh 8 MiB allocation, and its page faults,
+    per window): the chunk ``spans`` yields is then overwritten by the next window, for callers that are done
+    with a batch's bytes before asking for the next one (verify, recovery).
     """
 
-    def __init__(self, path: str | os.PathLike, start: int = 0, end: int | None = None, *, window: int = DEFAULT_WINDOW):
+    def __init__(self, path: str | os.PathLike, start: int = 0, end: int | None = None, *, window: int = DEFAULT_WINDOW,
+                 reuse_buffer: bool = False):
         self.path = str(path)
         self.start = start
         self._end = end
         self.window = window
+        self.reuse_buffer = reuse_buffer
         self.valid_bytes = start
         self.stop = StopReason.END
         self.declared_size: int | None = None
@@ -48,40 +62,71 @@ class FileBatchReader:
 
     def spans(self) -> Iterator[tuple[bytes, int, int]]:
         """(window, index in window, size) of each complete batch; the file position is
-        ``window_position + index``, with ``window_position`` updated before each window."""
+        ``window_position + index``, with ``window_position`` updated before each window. The framing is
+        BatchReader's, inlined: one generator per file, not one per window and one per batch."""
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except OSError as exc:
             raise InputError(f"cannot open: {exc.strerror}", path=self.path) from None
+        unpack = LOG_OVERHEAD_STRUCT.unpack_from
+        overhead, up_to_magic, min_size = LOG_OVERHEAD, HEADER_SIZE_UP_TO_MAGIC, MIN_RECORD_OVERHEAD
+        buffer = bytearray(min(self.window, 1 << 30)) if self.reuse_buffer else None
         try:
             end = os.fstat(fd).st_size if self._end is None else self._end
+            if buffer is not None and len(buffer) > max(end - self.start, 0):
+                buffer = bytearray(max(end - self.start, 0))
             pos = self.start
             need = self.window
             while True:
-                chunk = os.pread(fd, min(need, end - pos), pos)
-                self.bytes_read += len(chunk)
+                want = min(need, end - pos)
+                if buffer is not None:
+                    if len(buffer) < want:
+                        buffer = bytearray(want)
+                    with memoryview(buffer) as view:
+                        length = os.preadv(fd, [view[:want]], pos) if want > 0 else 0
+                    chunk = buffer
+                else:
+                    chunk = os.pread(fd, want, pos)
+                    length = len(chunk)
+                self.bytes_read += length
                 self.window_position = pos
-                reader = BatchReader(chunk, path=self.path, base_position=pos)
-                for local, total in reader.spans():
+                local = 0
+                declared = None
+                while True:
+                    remaining = length - local
+                    if remaining <= up_to_magic:
+                        stop = StopReason.END if remaining == 0 else StopReason.SHORT_TAIL
+                        break
+                    size = unpack(chunk, local)[1]
+                    if size < min_size:
+                        raise CorruptRecordError(
+                            f"Found record size {size} smaller than minimum record overhead ({min_size})",
+                            path=self.path, position=pos + local)
+                    total = overhead + size
+                    if total > remaining:
+                        stop = StopReason.PARTIAL_BATCH
+                        declared = total
+                        break
                     yield chunk, local, total
-                self.valid_bytes = reader.valid_bytes
-                if pos + len(chunk) >= end or len(chunk) == 0:
-                    self.stop = reader.stop
-                    self.declared_size = reader.declared_size
+                    local += total
+                self.valid_bytes = pos + local
+                if pos + length >= end or length == 0:
+                    self.stop = stop
+                    self.declared_size = declared
                     return
                 # Window boundary: re-read from the last complete batch, big enough for the next one.
                 need = self.window
-                if reader.stop is StopReason.PARTIAL_BATCH and reader.declared_size and reader.declared_size > need:
-                    need = reader.declared_size
-                if reader.valid_bytes == pos and need <= len(chunk):
-                    need = len(chunk) + HEADER_SIZE_UP_TO_MAGIC
-                pos = reader.valid_bytes
+                if stop is StopReason.PARTIAL_BATCH and declared and declared > need:
+                    need = declared
+                if local == 0 and need <= length:
+                    need = length + up_to_magic
+                pos += local
         finally:
             os.close(fd)
 
     def __iter__(self) -> Iterator[Batch]:
         for chunk, local, total in self.spans():
-            yield make_batch(chunk[local : local + total], self.window_position + local)
+            yield make_batch(bytes(chunk[local : local + total]), self.window_position + local)
 
 
 
