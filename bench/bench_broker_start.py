@@ -176,7 +176,7 @@ class Broker:
             kids = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
             target = int(kids[0]) if kids else target
         os.kill(target, sig)
-        code = self.proc.wait(120)
+        code = self.proc.wait(900)
         self.proc = None
         return code
 

@@ -46,7 +46,7 @@ ABORTED_TXN = struct.Struct(
 ABORTED_TXN_VERSION = 0
 _TXN_READ_CHUNK = ABORTED_TXN.size * 4096
 _LITTLE_ENDIAN = sys.byteorder == "little"
-_COUNT_CHUNK_SLOTS = 8192  # slots compared per step when counting valid entries (64 KiB of an offset index)
+_COUNT_CHUNK_SLOTS = 65536  # at most this many slots compared per step when counting valid entries
 
 
 class InvalidOffsetError(CorruptIndexError):
@@ -250,15 +250,17 @@ class AbstractIndex(ABC, Generic[E]):
     def _count_valid(self) -> int:
         """Slots up to the first one after slot 0 whose relative offset is 0, compared a chunk of slots at a
         time in C (array.index), not slot by slot: a trimmed index of 100,000 entries is counted at every
-        start, a preallocated one is 10 MiB of which only the entries and one chunk are read."""
+        start, a preallocated one is 10 MiB of which only the entries and about one page are read."""
         slots = self.file_entry_slots
         if slots <= 1 or self._mm is None:
             return slots
         size = self.ENTRY.size
         per_slot, field = size // 4, self._OFFSET_INT
         start = 0
+        step = 512  # one page of entries first: a preallocated index is mostly a hole, each page read costs a fault
         while start < slots:
-            end = min(slots, start + _COUNT_CHUNK_SLOTS)
+            end = min(slots, start + step)
+            step = min(step * 2, _COUNT_CHUNK_SLOTS)
             ints = array("i")
             ints.frombytes(self._mm[start * size : end * size])
             column = ints[field::per_slot]  # the relative offsets of slots start..end-1 (0 in either byte order)

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -312,10 +313,6 @@ class LogSegment:
     def __init__(self, log_path: str | os.PathLike, base_offset: int | None = None) -> None:
         self.log_path = Path(log_path)
         self.base_offset = offset_from_filename(self.log_path.name) if base_offset is None else base_offset
-        stem = self.log_path.name[: -len(LOG_SUFFIX)] if self.log_path.name.endswith(LOG_SUFFIX) else self.log_path.stem
-        self.index_path = self.log_path.with_name(stem + INDEX_SUFFIX)
-        self.time_index_path = self.log_path.with_name(stem + TIME_INDEX_SUFFIX)
-        self.txn_index_path = self.log_path.with_name(stem + TXN_INDEX_SUFFIX)
         self.log: BinaryIO | None = None  # the append handle, when open for appends
         self.indexes: SegmentIndexes | None = None
         self._size: int | None = None
@@ -355,6 +352,25 @@ class LogSegment:
             raise KcliError(f"invalid bytes after byte {reader.valid_bytes}: open the log with recovery",
                             path=str(self.log_path), position=reader.valid_bytes)
         indexer.bytes_since_last_index_entry = size - last.position
+
+    # The index paths are built on first use: a broker's startup creates a LogSegment per segment (10,000 of
+    # them) and most are never read before they are deleted.
+    @cached_property
+    def _stem(self) -> str:
+        name = self.log_path.name
+        return name[: -len(LOG_SUFFIX)] if name.endswith(LOG_SUFFIX) else self.log_path.stem
+
+    @cached_property
+    def index_path(self) -> Path:
+        return self.log_path.with_name(self._stem + INDEX_SUFFIX)
+
+    @cached_property
+    def time_index_path(self) -> Path:
+        return self.log_path.with_name(self._stem + TIME_INDEX_SUFFIX)
+
+    @cached_property
+    def txn_index_path(self) -> Path:
+        return self.log_path.with_name(self._stem + TXN_INDEX_SUFFIX)
 
     # -- stats ---------------------------------------------------------------------------------
     @property

@@ -532,7 +532,8 @@ def test_valid_entries_counted_in_chunks_match_the_slot_by_slot_rule(tmp_path, i
     size = index_class.ENTRY.size
     field_at = 0 if index_class is OffsetIndex else 8
     rng = random.Random(5)
-    for entries, tail, junk_after in ((0, 10, False), (1, 0, False), (9000, 3, False), (20000, 0, False),
+    for entries, tail, junk_after in ((0, 10, False), (1, 0, False), (511, 3, False), (512, 1, False),
+                                      (1536, 2, False), (9000, 3, False), (20000, 0, False),
                                       (8191, 1, True), (8192, 5000, True), (3, 100000, False)):
         data = bytearray()
         for slot in range(entries):
