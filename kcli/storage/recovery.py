@@ -212,7 +212,9 @@ class _Planner:
         self.dir = plan.partition_dir
         self.progress = progress
         # The directory as it will be once earlier actions ran: final name -> where the bytes are now.
-        self.files = {p.name: p for p in sorted(self.dir.iterdir()) if p.is_file()}
+        with os.scandir(self.dir) as entries:  # names and types only: no stat, no Path per entry to sort
+            names = sorted(e.name for e in entries if e.is_file())
+        self.files = {name: self.dir / name for name in names}
         self.first: list[RecoveryAction] = []  # temp files, orphans, corrupt snapshots, dropped segments
         self.truncate: list[RecoveryAction] = []
         self.rebuild: list[RecoveryAction] = []
@@ -224,8 +226,8 @@ class _Planner:
             self.remove_temp_files()
             self.remove_orphaned_indexes()
         bases = sorted(b for name in self.files if classify(name) is FileKind.LOG and (b := _base(name)) is not None)
-        snapshots = self.inspect_snapshots()
         start = 0 if plan.recovery_point is None else max(0, bisect.bisect_right(bases, plan.recovery_point) - 1)
+        snapshots = self.inspect_snapshots(bases[start] if plan.recovery_point is not None and bases else None)
         producers = self.producer_state_at(bases, start, snapshots)
         batch_epochs = LeaderEpochCache()
         prev_last: int | None = None
@@ -426,11 +428,23 @@ class _Planner:
         return scan
 
     # -- producer snapshots and leader epochs ------------------------------------------------------------
-    def inspect_snapshots(self) -> dict[int, tuple[str, ProducerSnapshot]]:
+    def inspect_snapshots(self, target: int | None = None) -> dict[int, tuple[str, ProducerSnapshot]]:
+        """The producer snapshots, read and checked. With ``target`` (recovery from a recovery point) those at or
+        below it are read newest first only until an intact one is found, as Kafka loads producer state: the
+        older ones are never used (nor checked, nor deleted when corrupt)."""
+        found = sorted(((offset, name) for name in self.files
+                        if classify(name) is FileKind.PRODUCER_SNAPSHOT and (offset := _base(name)) is not None),
+                       reverse=True)
         out = {}
-        for name, path in self.files.items():
-            if classify(name) is FileKind.PRODUCER_SNAPSHOT and (offset := _base(name)) is not None:
-                out[offset] = (name, inspect_producer_snapshot(path))
+        usable_below = False
+        for offset, name in found:
+            if target is not None and offset <= target:
+                if usable_below:
+                    continue
+                out[offset] = (name, inspect_producer_snapshot(self.files[name]))
+                usable_below = not out[offset][1].problems
+            else:
+                out[offset] = (name, inspect_producer_snapshot(self.files[name]))
         if not self.plan.rebuild_indexes_only:
             for offset, (name, snapshot) in sorted(out.items()):
                 if snapshot.problems:
