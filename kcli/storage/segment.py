@@ -71,11 +71,10 @@ class FileBatchReader:
             raise InputError(f"cannot open: {exc.strerror}", path=self.path) from None
         unpack = LOG_OVERHEAD_STRUCT.unpack_from
         overhead, up_to_magic, min_size = LOG_OVERHEAD, HEADER_SIZE_UP_TO_MAGIC, MIN_RECORD_OVERHEAD
-        buffer = bytearray(min(self.window, 1 << 30)) if self.reuse_buffer else None
         try:
             end = os.fstat(fd).st_size if self._end is None else self._end
-            if buffer is not None and len(buffer) > max(end - self.start, 0):
-                buffer = bytearray(max(end - self.start, 0))
+            # sized to the file when it is smaller than a window: verify reads 10,000 small segments
+            buffer = bytearray(max(0, min(self.window, end - self.start))) if self.reuse_buffer else None
             pos = self.start
             need = self.window
             while True:
