@@ -208,6 +208,14 @@ class _Verifier:
         view_of: bytes | None = None
         view = memoryview(b"")
         index_next = index.next_position if index is not None else NEVER
+        # The offset index check's common case inline (an entry at this batch's start, keyed by its last offset,
+        # above the previous one): the matcher's state in locals, handed back before any other feed.
+        index_positions = index.positions if index is not None else []
+        index_offsets = index.offsets if index is not None else []
+        index_count = len(index_positions)
+        index_slot = index.slot if index is not None else 0
+        index_prev = index.prev_offset if index is not None else None
+        inline_index = index is not None and index.pending is None
         time_next = time_index.next_offset if time_index is not None else NEVER
         top = base + INT32_MAX
         batches = records = 0
@@ -228,9 +236,18 @@ class _Verifier:
                             crc == crc32c(view[local + crc_from : local + total])):
                         records += count
                         if (prev_last is not None and first == prev_last + 1 and base <= first and last <= top
-                                and pos < index_next and last < time_next and pos - progressed <= 4194304):
-                            prev_last = last_offset = last  # in order, nothing to feed the index checks
-                            continue
+                                and last < time_next and pos - progressed <= 4194304):
+                            if pos < index_next:
+                                prev_last = last_offset = last  # in order, nothing to feed the index checks
+                                continue
+                            if (inline_index and index_positions[index_slot] == pos
+                                    and index_offsets[index_slot] == last and (index_prev is None or last > index_prev)
+                                    and (index_slot + 1 == index_count or index_positions[index_slot + 1] > pos)):
+                                index_slot += 1  # the entry Kafka writes for this batch
+                                index_prev = last
+                                index_next = index_positions[index_slot] if index_slot < index_count else NEVER
+                                prev_last = last_offset = last
+                                continue
                     else:
                         checked = self._check_batch(path, make_batch(bytes(chunk[local : local + total]), pos),
                                                     segment, txn)
@@ -244,8 +261,10 @@ class _Verifier:
                         continue
                     first, last, max_ts = checked
                 if index is not None and pos >= index_next:
+                    index.slot, index.prev_offset, index.next_position = index_slot, index_prev, index_next
                     index.feed(pos, first, last)
-                    index_next = index.next_position
+                    index_slot, index_prev, index_next = index.slot, index.prev_offset, index.next_position
+                    inline_index = index.pending is None
                 if time_index is not None and last >= time_next:
                     time_index.feed(first, last, max_ts)
                     time_next = time_index.next_offset
@@ -290,6 +309,8 @@ class _Verifier:
                 self.problem(path, reason, code, position=reader.valid_bytes)
         finally:
             view.release()
+            if index is not None:
+                index.slot, index.prev_offset, index.next_position = index_slot, index_prev, index_next
             report.batches += batches
             report.records += records
             if first_offset is not None:
