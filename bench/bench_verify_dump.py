@@ -11,6 +11,7 @@ kept between runs), then reports for each:
 * peak RSS of verify and of the dump, each in its own process.
 
 Usage: bench/bench_verify_dump.py [--size-mib 1024] [--small-mib 100] [--skip-kafka-python]
+       [--repeat N] [--verify-only]   (N interleaved ceiling/verify runs, medians; --verify-only skips the dumps)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -180,11 +182,25 @@ def _child(kind: str, path: str) -> dict:
     return json.loads(out.stdout)
 
 
-def run_one(label: str, log_file: Path, kafka_python: bool) -> dict:
+def run_one(label: str, log_file: Path, kafka_python: bool, repeat: int = 1, verify_only: bool = False) -> dict:
     meta = json.loads((log_file.parent / ".complete").read_text())
     mib = meta["bytes"] / 2**20
-    ceiling = _child("ceiling", str(log_file))
-    verify = _child("verify", str(log_file))
+    # ceiling and verify interleaved `repeat` times, each run its own process; medians (and every run) reported
+    ceilings, verifies = [], []
+    for _ in range(repeat):
+        ceilings.append(_child("ceiling", str(log_file)))
+        verifies.append(_child("verify", str(log_file)))
+    ceiling = {"seconds": statistics.median(c["seconds"] for c in ceilings)}
+    verify = {"seconds": statistics.median(v["seconds"] for v in verifies),
+              "maxrss_kib": max(v["maxrss_kib"] for v in verifies)}
+    runs = {"ceiling_s": [round(c["seconds"], 4) for c in ceilings],
+            "verify_s": [round(v["seconds"], 4) for v in verifies],
+            "ratios": [round(c["seconds"] / v["seconds"], 3) for c, v in zip(ceilings, verifies)]}
+    if verify_only:
+        return {"label": label, "mib": round(mib, 1), "records": meta["records"], "batches": meta["batches"],
+                "repeat": repeat, "ceiling_mib_s": mib / ceiling["seconds"], "verify_mib_s": mib / verify["seconds"],
+                "verify_peak_rss_mib": verify["maxrss_kib"] / 1024,
+                "verify_ratio": ceiling["seconds"] / verify["seconds"], "runs": runs}
     decode = _child("decode", str(log_file))
     dump = _child("dump-json", str(log_file))
     text = _child("dump-text", str(log_file))
@@ -202,6 +218,7 @@ def run_one(label: str, log_file: Path, kafka_python: bool) -> dict:
         "dump_peak_rss_mib": dump["child_maxrss_kib"] / 1024,
     }
     result["verify_ratio"] = result["verify_mib_s"] / result["ceiling_mib_s"]
+    result.update(repeat=repeat, runs=runs)
     if kafka_python:
         kp = _child("kafka-python", str(log_file))
         assert kp["records"] == meta["records"], (kp["records"], meta["records"])
@@ -217,6 +234,9 @@ def main() -> None:
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--small-mib", type=int, default=100)
     parser.add_argument("--skip-kafka-python", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="ceiling and verify runs, interleaved, each in its own process; medians reported")
+    parser.add_argument("--verify-only", action="store_true", help="only the ceiling and verify (no dumps)")
     parser.add_argument("--measure", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -233,8 +253,14 @@ def main() -> None:
         started = time.perf_counter()
         log_file = build_partition(DATA / f"bench-{size}mib-0", size)
         print(f"# {label}: {log_file} ready in {time.perf_counter() - started:.1f}s", file=sys.stderr)
-        results.append(run_one(label, log_file, not args.skip_kafka_python))
+        results.append(run_one(label, log_file, not args.skip_kafka_python, args.repeat, args.verify_only))
     for r in results:
+        if args.verify_only:
+            print(f"\n== {r['label']}: {r['mib']} MiB, {r['batches']} batches; medians of {r['repeat']}")
+            print(f"ceiling (read + CRC-32C per batch)   {r['ceiling_mib_s']:8.0f} MiB/s")
+            print(f"kctl verify                          {r['verify_mib_s']:8.0f} MiB/s   ratio {r['verify_ratio']:.2f}"
+                  f"   (per run: {r['runs']['ratios']})")
+            continue
         print(f"\n== {r['label']}: {r['mib']} MiB, {r['batches']} batches, {r['records']} records")
         print(f"ceiling (read + CRC-32C per batch)   {r['ceiling_mib_s']:8.0f} MiB/s")
         print(f"kctl verify                          {r['verify_mib_s']:8.0f} MiB/s   ratio {r['verify_ratio']:.2f}"
