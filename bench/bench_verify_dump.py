@@ -19,6 +19,8 @@ every tenth record). For each it reports:
 
 Usage: bench/bench_verify_dump.py [--size-mib 1024] [--small-mib 100] [--lz4-mib 128] [--skip-kafka-python]
                                   [--skip-pure] [--only small,large,lz4]
+                                  [--repeat N] [--verify-only]   (N interleaved ceiling/verify runs, medians;
+                                                                  --verify-only skips the dumps)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -247,12 +250,27 @@ def measure_startup() -> dict:
     return measure_dump(str(empty), "--json")
 
 
-def run_one(label: str, log_file: Path, kafka_python: bool, pure: bool, startup: dict) -> dict:
+def run_one(label: str, log_file: Path, kafka_python: bool, pure: bool, startup: dict | None, repeat: int = 1,
+            verify_only: bool = False) -> dict:
     meta = json.loads((log_file.parent / ".complete").read_text())
     mib = meta["bytes"] / 2**20
     n = meta["records"]
-    ceiling = _child("ceiling", str(log_file))
-    verify = _child("verify", str(log_file))
+    # ceiling and verify interleaved `repeat` times, each run its own process; medians (and every run) reported
+    ceilings, verifies = [], []
+    for _ in range(repeat):
+        ceilings.append(_child("ceiling", str(log_file)))
+        verifies.append(_child("verify", str(log_file)))
+    ceiling = {"seconds": statistics.median(c["seconds"] for c in ceilings)}
+    verify = {"seconds": statistics.median(v["seconds"] for v in verifies),
+              "maxrss_kib": max(v["maxrss_kib"] for v in verifies)}
+    runs = {"ceiling_s": [round(c["seconds"], 4) for c in ceilings],
+            "verify_s": [round(v["seconds"], 4) for v in verifies],
+            "ratios": [round(c["seconds"] / v["seconds"], 3) for c, v in zip(ceilings, verifies)]}
+    if verify_only:
+        return {"label": label, "file": str(log_file), "mib": round(mib, 1), "records": n,
+                "batches": meta["batches"], "repeat": repeat, "ceiling_mib_s": mib / ceiling["seconds"],
+                "verify_mib_s": mib / verify["seconds"], "verify_peak_rss_mib": verify["maxrss_kib"] / 1024,
+                "verify_ratio": ceiling["seconds"] / verify["seconds"], "runs": runs}
     decode = _child("decode", str(log_file))
     result = {
         "label": label,
@@ -267,6 +285,7 @@ def run_one(label: str, log_file: Path, kafka_python: bool, pure: bool, startup:
         "dumps": {},
     }
     result["verify_ratio"] = result["verify_mib_s"] / result["ceiling_mib_s"]
+    result.update(repeat=repeat, runs=runs)
     kp = None
     if kafka_python:
         kp = _child("kafka-python", str(log_file))
@@ -315,6 +334,9 @@ def main() -> None:
     parser.add_argument("--skip-kafka-python", action="store_true")
     parser.add_argument("--skip-pure", action="store_true", help="do not measure the pure-Python dump path")
     parser.add_argument("--only", default="small,large,lz4", help="which files: small, large, lz4 (comma-separated)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="ceiling and verify runs, interleaved, each in its own process; medians reported")
+    parser.add_argument("--verify-only", action="store_true", help="only the ceiling and verify (no dumps)")
     parser.add_argument("--measure", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -337,8 +359,16 @@ def main() -> None:
         else:
             log_file = build_partition(DATA / f"bench-{size}mib-0", size)
         print(f"# {label}: {log_file} ready in {time.perf_counter() - started:.1f}s", file=sys.stderr)
-        results.append(run_one(label, log_file, not args.skip_kafka_python, not args.skip_pure, startup))
-        report(results[-1])
+        results.append(run_one(label, log_file, not args.skip_kafka_python, not args.skip_pure,
+                               None if args.verify_only else startup, args.repeat, args.verify_only))
+        if args.verify_only:
+            v = results[-1]
+            print(f"\n== {v['label']}: {v['mib']} MiB, {v['batches']} batches; medians of {v['repeat']}")
+            print(f"ceiling (read + CRC-32C per batch)   {v['ceiling_mib_s']:8.0f} MiB/s")
+            print(f"kctl verify                          {v['verify_mib_s']:8.0f} MiB/s   ratio {v['verify_ratio']:.2f}"
+                  f"   (per run: {v['runs']['ratios']})")
+        else:
+            report(results[-1])
     print("\n" + json.dumps(results, indent=1))
 
 

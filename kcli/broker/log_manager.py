@@ -27,7 +27,6 @@ from kcli.storage.checkpoint import (
     OffsetCheckpointFile,
     read_clean_shutdown,
     read_meta_properties,
-    read_partition_metadata,
     write_clean_shutdown,
     write_meta_properties,
     write_partition_metadata,
@@ -43,6 +42,7 @@ from kcli.storage.files import (
     REPLICATION_OFFSET_CHECKPOINT,
     parse_partition_dir_name,
 )
+from kcli.storage.loader import LogDirCheckpoints
 from kcli.storage.log import LogAppendInfo, LogConfig, PartitionLog
 from kcli.storage.log_config import LONG_MAX
 from kcli.storage.producer_state import AppendOrigin
@@ -120,6 +120,7 @@ class LogManager:
         # mode); standalone, the log end offset is the high watermark.
         self.high_watermarks: Any = None  # () -> dict[(topic, index), int]
         self.checkpointed_high_watermarks: dict[tuple[str, int], int] = {}
+        self._checkpoint_lock = threading.Lock()  # the root checkpoint files: one writer at a time
 
     # -- startup / shutdown ------------------------------------------------------------------------
     def startup(self) -> None:
@@ -142,6 +143,8 @@ class LogManager:
             # One restart, one quarantine run per log dir (`kctl recover --restore <run>` undoes it whole);
             # nothing is written there unless a partition needs repairs.
             run = QuarantineRun.beside(directory)
+            # Read once for every partition: after an unclean stop each recovers from its recovery point on.
+            checkpoints = LogDirCheckpoints.read(directory)
             for child in sorted(directory.iterdir()):
                 if child.is_dir() and child.name.endswith(DELETE_DIR_SUFFIX):
                     shutil.rmtree(child, ignore_errors=True)  # a delete the last run did not finish
@@ -149,7 +152,8 @@ class LogManager:
                 parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
                 if parsed is None:
                     continue
-                self._load_partition(child, parsed[0], parsed[1], recover=not clean, quarantine=run)
+                self._load_partition(child, parsed[0], parsed[1], recover=not clean, quarantine=run,
+                                     checkpoints=checkpoints)
             if run.results:
                 self.recoveries.append(run)
 
@@ -179,13 +183,16 @@ class LogManager:
             write_meta_properties(path, MetaProperties(0, self.broker_id, self.cluster_id))
 
     def _load_partition(self, directory: Path, topic: str, index: int, *, recover: bool,
-                        quarantine: QuarantineRun) -> None:
-        partition_log = PartitionLog.open(directory, config=self.log_config, recover=recover, quarantine=quarantine)
-        meta_path = directory / PARTITION_METADATA
-        topic_id = read_partition_metadata(meta_path).topic_id if meta_path.exists() else uuid.uuid4()
-        entry = self.topics.setdefault(topic, Topic(topic, topic_id, []))
-        entry.partitions.append(ManagedLog(topic, index, partition_log))
-        entry.partitions.sort(key=lambda p: p.index)
+                        quarantine: QuarantineRun, checkpoints: LogDirCheckpoints | None = None) -> None:
+        partition_log = PartitionLog.open(directory, config=self.log_config, recover=recover, quarantine=quarantine,
+                                          checkpoints=checkpoints)
+        entry = self.topics.get(topic)
+        if entry is None:
+            entry = self.topics[topic] = Topic(topic, partition_log.topic_id or uuid.uuid4(), [])
+        partitions = entry.partitions
+        partitions.append(ManagedLog(topic, index, partition_log))
+        if len(partitions) > 1 and partitions[-2].index > index:
+            partitions.sort(key=lambda p: p.index)
 
     def shutdown(self) -> None:
         """Clean shutdown: close every log (final index entries, snapshots), checkpoints, then the marker."""
@@ -202,19 +209,32 @@ class LogManager:
         self._locks.clear()
 
     def write_checkpoints(self) -> None:
+        """The root checkpoints of every log dir: recovery points (each log's flushed offset, what a restart
+        after a crash recovers from; the log end after a clean close), high watermarks, log start offsets."""
         watermarks = self.high_watermarks() if self.high_watermarks is not None else None
-        for directory in self.log_dirs:
-            ends = {}
-            starts = {}
-            for topic in self.topics.values():
-                for p in topic.partitions:
-                    if p.directory.parent == directory:
-                        ends[(p.topic, p.index)] = p.log.log_end_offset
-                        starts[(p.topic, p.index)] = p.log.log_start_offset
-            OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write_offsets(ends)
-            hws = ends if watermarks is None else {tp: watermarks.get(tp, 0) for tp in ends}
-            OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).write_offsets(hws)
-            OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write_offsets(starts)
+        with self._checkpoint_lock:
+            for directory in self.log_dirs:
+                ends = {}
+                points = {}
+                starts = {}
+                for topic in list(self.topics.values()):
+                    for p in list(topic.partitions):
+                        if p.directory.parent == directory:
+                            ends[(p.topic, p.index)] = p.log.log_end_offset
+                            points[(p.topic, p.index)] = p.log.recovery_point
+                            starts[(p.topic, p.index)] = p.log.log_start_offset
+                OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write_offsets(points)
+                hws = ends if watermarks is None else {tp: watermarks.get(tp, 0) for tp in ends}
+                OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).write_offsets(hws)
+                OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write_offsets(starts)
+
+    def write_recovery_points(self, directory: Path) -> None:
+        """recovery-point-offset-checkpoint of one log dir now (Kafka checkpoints it after a truncation: a
+        lowered recovery point must be on disk before data rewritten below the old one is)."""
+        with self._checkpoint_lock:
+            points = {(p.topic, p.index): p.log.recovery_point for topic in list(self.topics.values())
+                      for p in list(topic.partitions) if p.directory.parent == directory}
+            OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write_offsets(points)
 
     # -- topics ------------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int) -> Topic:
@@ -327,8 +347,11 @@ class LogManager:
     def truncate_to(self, partition: ManagedLog, offset: int) -> int:
         """A follower's divergent tail goes (Kafka's truncateTo); returns the new log end offset."""
         with partition.lock:
+            before = partition.log.truncations
             renamed = partition.log.truncate_to(offset)
             end = partition.log.log_end_offset
+        if partition.log.truncations != before:
+            self.write_recovery_points(partition.directory.parent)
         if renamed:
             self._schedule_delete(renamed, partition.log.config.file_delete_delay_ms)
         return end
@@ -336,6 +359,7 @@ class LogManager:
     def truncate_fully_and_start_at(self, partition: ManagedLog, offset: int) -> None:
         with partition.lock:
             renamed = partition.log.truncate_fully_and_start_at(offset)
+        self.write_recovery_points(partition.directory.parent)
         self._schedule_delete(renamed, partition.log.config.file_delete_delay_ms)
 
     def flush_due(self, partition: ManagedLog) -> bool:
@@ -354,7 +378,10 @@ class LogManager:
             segment = partition.log.segment
             fd = os.dup(segment.log.fileno())
             pending = partition.unflushed_messages
+            end, truncations = partition.log.log_end_offset, partition.log.truncations
+            inactive = partition.log.unflushed_inactive()
         try:
+            PartitionLog.fsync_unflushed_inactive(inactive)
             os.fsync(fd)
             try:
                 segment.indexes.flush()
@@ -365,6 +392,7 @@ class LogManager:
         with partition.lock:
             partition.unflushed_messages = max(0, partition.unflushed_messages - pending)
             partition.last_flush = time.monotonic()
+            partition.log.flushed(end, truncations)
 
     def due_flushes(self) -> list[ManagedLog]:
         return [p for t in self.topics.values() for p in t.partitions if self.flush_due(p)]

@@ -162,7 +162,7 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
 
 def classify(path: str | os.PathLike[str]) -> FileKind:
     """What a file in a log dir or partition dir is, judged by its name only."""
-    name = Path(path).name
+    name = os.path.basename(os.fspath(path)) or Path(path).name  # no Path object per call: startup lists 40,000
     if name in _NAMED_KINDS:
         return _NAMED_KINDS[name]
     # Temp suffixes win: `.checkpoint.deleted` is DELETED too (LogLoader skips those; check

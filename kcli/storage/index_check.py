@@ -32,12 +32,15 @@ Report = Callable[[IndexFinding], None]
 
 
 class OffsetIndexMatcher:
-    """Feed it every batch (position, first and last offset) in log order; entries are in position order."""
+    """Feed it every batch (position, first and last offset) in log order; entries are in position order.
+    The entries are held as two lists of ints (offsets, positions), read in bulk: verify feeds one batch in
+    two or so, so this is per-batch work."""
 
     def __init__(self, path: Path, base_offset: int, report: Report) -> None:
         self.path = path
         self.report = report
-        self.entries: list[OffsetPosition] = []
+        self.offsets: list[int] = []
+        self.positions: list[int] = []
         self.length = 0
         try:
             with OffsetIndex(path, base_offset) as index:
@@ -45,23 +48,27 @@ class OffsetIndexMatcher:
                 if index.trailing_bytes:
                     self._find(f"index length {index.length} is not a multiple of 8", "index_bad_length",
                                index.length - index.trailing_bytes)
-                entries = list(index.entries())
+                offsets, positions = index.columns()
                 if index.is_preallocated:
                     self._find(f"zero-filled preallocated tail after {index.entry_count} entries (active segment or "
                                "unclean shutdown; the broker trims it)", "index_preallocated",
                                index.entry_count * OFFSET_INDEX_ENTRY.size, warning=True)
-                    if entries == [OffsetPosition(base_offset, 0)]:
-                        entries = []  # an all-zero first slot is padding: Kafka never indexes position 0
+                    if offsets == [base_offset] and positions == [0]:
+                        offsets, positions = [], []  # an all-zero first slot is padding: Kafka never indexes position 0
                 elif index.entry_count != index.file_entry_slots:
                     self._find(f"a zero entry follows entry {index.entry_count - 1}; later entries are unreachable",
                                "index_zero_entry", index.entry_count * OFFSET_INDEX_ENTRY.size)
-                self.entries = entries
+                self.offsets, self.positions = offsets, positions
         except KcliError as exc:
             self._find(exc.reason, "unreadable_index", exc.position)
         self.slot = 0
         self.prev_offset: int | None = None
         self.pending: tuple[int, OffsetPosition] | None = None  # an entry keyed past its batch (multi-batch append)
-        self.next_position = self.entries[0].position if self.entries else NEVER
+        self.next_position = self.positions[0] if self.positions else NEVER
+
+    @property
+    def entries(self) -> list[OffsetPosition]:
+        return [OffsetPosition(o, p) for o, p in zip(self.offsets, self.positions)]
 
     def _find(self, reason: str, code: str, position: int | None, base_offset: int | None = None, *,
               warning: bool = False) -> None:
@@ -78,28 +85,34 @@ class OffsetIndexMatcher:
             elif last > pentry.offset:
                 self._mismatch(pslot, pentry, None)
                 self.pending = None
-        entries = self.entries
-        while self.slot < len(entries) and entries[self.slot].position <= pos:
-            slot, entry = self.slot, entries[self.slot]
+        offsets, positions = self.offsets, self.positions
+        count = len(positions)
+        slot, prev_offset = self.slot, self.prev_offset
+        while slot < count and positions[slot] <= pos:
+            offset, position = offsets[slot], positions[slot]
+            if position == pos and offset == last and (prev_offset is None or offset > prev_offset):
+                prev_offset = offset  # the entry Kafka writes: the batch's last offset at its start
+                slot += 1
+                continue
             at = slot * OFFSET_INDEX_ENTRY.size
-            if self.prev_offset is not None and entry.offset <= self.prev_offset:
-                self._find(f"entry {slot}: offset {entry.offset} is not above the previous entry's {self.prev_offset}",
-                           "index_not_increasing", at, entry.offset)
-            self.prev_offset = entry.offset
-            if entry.position < pos:
-                self._find(f"entry {slot}: position {entry.position} is not the start of a batch",
-                           "index_position_not_batch_start", at, entry.offset)
-            elif entry.offset != last:
-                if entry.offset == first and first != last:
-                    self._find(f"entry {slot} keys the batch by its first offset {entry.offset} (Kafka 1.1 and older)",
-                               "index_first_offset_key", at, entry.offset, warning=True)
-                elif entry.offset > last:
-                    self.pending = (slot, entry)
+            if prev_offset is not None and offset <= prev_offset:
+                self._find(f"entry {slot}: offset {offset} is not above the previous entry's {prev_offset}",
+                           "index_not_increasing", at, offset)
+            prev_offset = offset
+            if position < pos:
+                self._find(f"entry {slot}: position {position} is not the start of a batch",
+                           "index_position_not_batch_start", at, offset)
+            elif offset != last:
+                if offset == first and first != last:
+                    self._find(f"entry {slot} keys the batch by its first offset {offset} (Kafka 1.1 and older)",
+                               "index_first_offset_key", at, offset, warning=True)
+                elif offset > last:
+                    self.pending = (slot, OffsetPosition(offset, position))
                 else:
-                    self._mismatch(slot, entry, last)
-            self.slot += 1
-        self.next_position = 0 if self.pending is not None else (
-            entries[self.slot].position if self.slot < len(entries) else NEVER)
+                    self._mismatch(slot, OffsetPosition(offset, position), last)
+            slot += 1
+        self.slot, self.prev_offset = slot, prev_offset
+        self.next_position = 0 if self.pending is not None else (positions[slot] if slot < count else NEVER)
 
     def _mismatch(self, slot: int, entry: OffsetPosition, log_offset: int | None) -> None:
         found = "no batch" if log_offset is None else f"the batch there ends at offset {log_offset}"
@@ -109,11 +122,11 @@ class OffsetIndexMatcher:
     def finish(self, valid_bytes: int) -> None:
         if self.pending is not None:
             self._mismatch(self.pending[0], self.pending[1], None)
-        for slot in range(self.slot, len(self.entries)):
-            entry = self.entries[slot]
-            self._find(f"entry {slot}: position {entry.position} (offset {entry.offset}) lies past the last valid "
+        for slot in range(self.slot, len(self.positions)):
+            offset, position = self.offsets[slot], self.positions[slot]
+            self._find(f"entry {slot}: position {position} (offset {offset}) lies past the last valid "
                        f"batch (log valid up to byte {valid_bytes})", "index_past_log_end",
-                       slot * OFFSET_INDEX_ENTRY.size, entry.offset)
+                       slot * OFFSET_INDEX_ENTRY.size, offset)
 
 
 class TimeIndexMatcher:

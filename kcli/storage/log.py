@@ -42,7 +42,7 @@ from kcli.storage.files import (
     segment_path,
 )
 from kcli.storage.leader_epoch import LeaderEpochCache
-from kcli.storage.loader import LogLoader, QuarantineRun, RecoveryResult, load_producer_state
+from kcli.storage.loader import LogDirCheckpoints, LogLoader, QuarantineRun, RecoveryResult, load_producer_state
 from kcli.storage.log_config import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_BYTES,
@@ -99,6 +99,7 @@ class PartitionLog:
         self._setup(Path(directory), config, topic_id)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.log_start_offset = base_offset
+        self.recovery_point = base_offset
         self.segment = LogSegment.open(self.directory, base_offset, self.config)
         self.log_segments: list[LogSegment] = [self.segment]
 
@@ -109,19 +110,27 @@ class PartitionLog:
         self.producer_state = ProducerStateManager()
         self.leader_epochs = LeaderEpochCache(path=directory / LEADER_EPOCH_CHECKPOINT)
         self.recovery: RecoveryResult | None = None  # what opening the directory repaired (``open``)
+        # Kafka's recovery point: every offset below it is flushed to disk (fsynced), so a restart after a crash
+        # validates only the segments from the one holding it (recovery-point-offset-checkpoint). It moves up when
+        # segments are flushed (roll, close, ``flushed``) and down with truncations (``truncations`` counts them).
+        self.recovery_point = 0
+        self.truncations = 0
 
     @classmethod
     def open(cls, directory: str | os.PathLike, *, config: LogConfig | None = None, recover: bool = True,
-             quarantine: QuarantineRun | str | os.PathLike | None = None) -> PartitionLog:
+             quarantine: QuarantineRun | str | os.PathLike | None = None,
+             checkpoints: LogDirCheckpoints | None = None) -> PartitionLog:
         """Open an existing partition directory for appending, as a broker does at startup (LogLoader).
 
         With ``recover`` the directory is first recovered (kcli.storage.recovery; whatever is cut goes to
         ``quarantine``: a QuarantineRun shared with the other partitions of a restart, a directory, or by
         default a new run beside the log dir; ``recovery`` then holds the result). The active segment's
         indexes are resized for appends; producer state comes from the latest snapshot plus a replay of the
-        batches after it.
+        batches after it. ``checkpoints``: the log dir's recovery points and log start offsets, read once by the
+        caller (LogManager); with them recovery starts at the partition's recovery point, without them it
+        validates every segment.
         """
-        loaded = LogLoader(directory, config, recover=recover, quarantine=quarantine).load()
+        loaded = LogLoader(directory, config, recover=recover, quarantine=quarantine, checkpoints=checkpoints).load()
         log = cls.__new__(cls)
         log._setup(loaded.directory, loaded.config, loaded.topic_id)
         log.log_segments = [LogSegment(segment_path(loaded.directory, b, LOG_SUFFIX), b)
@@ -131,6 +140,7 @@ class PartitionLog:
         log.producer_state = loaded.producer_state
         log.log_start_offset = loaded.log_start_offset
         log.recovery = loaded.recovery
+        log.recovery_point = loaded.recovery_point
         return log
 
     def replace_config(self, config: LogConfig) -> PartitionLog:
@@ -252,13 +262,49 @@ class PartitionLog:
         self.segment.flush_to_os()
 
     def fsync(self) -> None:
-        """Make the active segment and its indexes durable (Kafka `LogSegment.flush`)."""
+        """Make the log durable up to its end (Kafka `UnifiedLog.flush`): the active segment and its indexes,
+        and any segment between the recovery point and it; the recovery point moves to the log end."""
+        end = self.log_end_offset
+        self.fsync_unflushed_inactive(self.unflushed_inactive())
         self.segment.flush()
+        self.recovery_point = max(self.recovery_point, end)
+
+    def unflushed_inactive(self) -> list[Path]:
+        """The .log files of inactive segments that may hold offsets at or above the recovery point (none
+        normally: a roll flushes the segment it closes; after recovery from an unclean shutdown, the recovered
+        ones until the next flush)."""
+        active = self.segment.base_offset
+        start = max(bisect.bisect_right(self.segments, self.recovery_point) - 1, 0)
+        return [s.log_path for s in self.log_segments[start:] if s.base_offset < active and not s.is_open]
+
+    @staticmethod
+    def fsync_unflushed_inactive(paths: list[Path]) -> None:
+        """fsync these segments' .log and index files (Kafka `LogSegment.flush` of an inactive segment)."""
+        for path in paths:
+            stem = path.name[: -len(LOG_SUFFIX)]
+            for suffix in _SEGMENT_SUFFIXES:
+                try:
+                    fd = os.open(path.with_name(stem + suffix), os.O_RDONLY)
+                except FileNotFoundError:
+                    continue
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+
+    def flushed(self, offset: int, truncations: int) -> None:
+        """Everything below ``offset`` was made durable by a flush that began when ``truncations`` was the
+        truncation count: the recovery point moves up to it, unless a truncation happened meanwhile."""
+        if truncations == self.truncations:
+            self.recovery_point = max(self.recovery_point, min(offset, self.log_end_offset))
 
     # -- segments and files --------------------------------------------------------------------
     def roll(self, new_base_offset: int | None = None) -> None:
         base = self.log_end_offset if new_base_offset is None else new_base_offset
-        self.segment.close()
+        end = self.log_end_offset
+        self.fsync_unflushed_inactive(self.unflushed_inactive())
+        self.segment.close()  # fsyncs it
+        self.recovery_point = max(self.recovery_point, end)  # Kafka flushes up to the new segment on a roll
         self.write_producer_snapshot(base)
         self.segment = LogSegment.open(self.directory, base, self.config)
         self.log_segments.append(self.segment)
@@ -345,6 +391,8 @@ class PartitionLog:
         if offset >= self.log_end_offset:
             self.leader_epochs.truncate_from_end(self.log_end_offset, keep_at_end=False)
             return []
+        self.truncations += 1
+        self.recovery_point = min(self.recovery_point, offset)
         renamed: list[Path] = []
         keep = [s for s in self.log_segments if s.base_offset <= offset]
         drop = [s for s in self.log_segments if s.base_offset > offset]
@@ -369,6 +417,7 @@ class PartitionLog:
         for path in self.directory.iterdir():
             if classify(path) is FileKind.PRODUCER_SNAPSHOT and offset_from_filename(path.name) > end:
                 path.unlink()
+        self.recovery_point = min(self.recovery_point, end)
         self.producer_state = load_producer_state(self.directory, self.segments, end)
         self.leader_epochs.truncate_from_end(end, keep_at_end=False)
         return renamed
@@ -377,6 +426,8 @@ class PartitionLog:
         """Every segment goes and the log starts empty at ``offset`` (Kafka `truncateFullyAndStartAt`, a
         follower whose log end is below the leader's log start). Returns the renamed files."""
         renamed: list[Path] = []
+        self.truncations += 1
+        self.recovery_point = min(self.recovery_point, offset)
         if self.segment.is_open:
             self.segment.close()
         for segment in self.log_segments:
@@ -396,7 +447,10 @@ class PartitionLog:
 
     def close(self) -> None:
         """Clean close: final index entries, trimmed indexes, snapshot at the log end, checkpoints."""
+        end = self.log_end_offset
+        self.fsync_unflushed_inactive(self.unflushed_inactive())
         self.segment.close()
+        self.recovery_point = max(self.recovery_point, end)
         self.write_producer_snapshot(self.log_end_offset)
         LeaderEpochCheckpointFile(self.directory / LEADER_EPOCH_CHECKPOINT).write(self.epochs)
         if self.topic_id is not None:

@@ -145,6 +145,9 @@ class RecoveryPlan:
     problems: list[str] = field(default_factory=list)  # damage this plan leaves (--rebuild-indexes keeps the log)
     segments: int = 0  # segments validated
     bytes: int = 0  # .log bytes read
+    # The active (last) segment's indexes may end in their preallocated zeros (what a crash leaves): they are
+    # kept when their entries agree with the log, as Kafka's broker does; the broker's writable open trims them
+    keep_preallocated_active: bool = False
 
 
 @dataclass
@@ -175,17 +178,20 @@ class RestoreResult:
 
 def plan_recovery(partition_dir: str | os.PathLike[str], *, recovery_point: int | None = None,
                   rebuild_indexes_only: bool = False, config: LogConfig | None = None,
-                  progress: Callable[[int], None] | None = None) -> RecoveryPlan:
+                  progress: Callable[[int], None] | None = None,
+                  keep_preallocated_active: bool = False) -> RecoveryPlan:
     """What LogLoader would do to this partition: temp files, orphaned indexes, then every segment from the one
     holding ``recovery_point`` (default: all) validated batch by batch. Changes nothing.
 
     ``rebuild_indexes_only`` leaves the .log files, temp files, snapshots and checkpoints as they are and only
     rebuilds the .index/.timeindex/.txnindex files that disagree with the log (damage to the log is reported).
+    ``keep_preallocated_active``: see RecoveryPlan (the broker's startup; `kctl recover` trims them).
     """
     directory = Path(partition_dir)
     if not directory.is_dir():
         raise InputError("not a partition directory", path=str(directory))
-    plan = RecoveryPlan(directory, config or LogConfig(), recovery_point, rebuild_indexes_only)
+    plan = RecoveryPlan(directory, config or LogConfig(), recovery_point, rebuild_indexes_only,
+                        keep_preallocated_active=keep_preallocated_active)
     _Planner(plan, progress or (lambda _n: None)).run()
     return plan
 
@@ -206,7 +212,9 @@ class _Planner:
         self.dir = plan.partition_dir
         self.progress = progress
         # The directory as it will be once earlier actions ran: final name -> where the bytes are now.
-        self.files = {p.name: p for p in sorted(self.dir.iterdir()) if p.is_file()}
+        with os.scandir(self.dir) as entries:  # names and types only: no stat, no Path per entry to sort
+            names = sorted(e.name for e in entries if e.is_file())
+        self.files = {name: self.dir / name for name in names}
         self.first: list[RecoveryAction] = []  # temp files, orphans, corrupt snapshots, dropped segments
         self.truncate: list[RecoveryAction] = []
         self.rebuild: list[RecoveryAction] = []
@@ -218,15 +226,16 @@ class _Planner:
             self.remove_temp_files()
             self.remove_orphaned_indexes()
         bases = sorted(b for name in self.files if classify(name) is FileKind.LOG and (b := _base(name)) is not None)
-        snapshots = self.inspect_snapshots()
         start = 0 if plan.recovery_point is None else max(0, bisect.bisect_right(bases, plan.recovery_point) - 1)
+        snapshots = self.inspect_snapshots(bases[start] if plan.recovery_point is not None and bases else None)
         producers = self.producer_state_at(bases, start, snapshots)
         batch_epochs = LeaderEpochCache()
         prev_last: int | None = None
         changed = False
         leo = bases[-1] if bases else None
         for i in range(start, len(bases)):
-            scan = self.recover_segment(bases[i], prev_last, producers, batch_epochs)
+            scan = self.recover_segment(bases[i], prev_last, producers, batch_epochs,
+                                        active=i == len(bases) - 1)
             plan.segments += 1
             if scan.last_offset is not None:
                 prev_last = scan.last_offset
@@ -348,15 +357,16 @@ class _Planner:
         return state
 
     def recover_segment(self, base: int, prev_last: int | None, producers: ProducerStateManager,
-                        epochs: LeaderEpochCache) -> _SegmentScan:
+                        epochs: LeaderEpochCache, *, active: bool = False) -> _SegmentScan:
         """Validate one segment batch by batch as LogSegment.recover does, replaying producer state and
         leader epochs, and check its indexes against the batches as they pass."""
         plan = self.plan
         log_path = self.files[_name(base, LOG_SUFFIX)]
         size = log_path.stat().st_size
         scan = _SegmentScan(base, size, 0)
-        index_check = _IndexCheck.offset_index(self.files.get(_name(base, INDEX_SUFFIX)), base)
-        time_check = _IndexCheck.time_index(self.files.get(_name(base, TIME_INDEX_SUFFIX)), base)
+        keep_preallocated = active and plan.keep_preallocated_active
+        index_check = _IndexCheck.offset_index(self.files.get(_name(base, INDEX_SUFFIX)), base, keep_preallocated)
+        time_check = _IndexCheck.time_index(self.files.get(_name(base, TIME_INDEX_SUFFIX)), base, keep_preallocated)
         txn_check = _TxnIndexCheck(self.files.get(_name(base, TXN_INDEX_SUFFIX)), base)
         if prev_last is not None and base <= prev_last and size > 0:
             scan.cut_reason = f"segment base offset {base} overlaps the previous segment, which ends at {prev_last}"
@@ -418,11 +428,23 @@ class _Planner:
         return scan
 
     # -- producer snapshots and leader epochs ------------------------------------------------------------
-    def inspect_snapshots(self) -> dict[int, tuple[str, ProducerSnapshot]]:
+    def inspect_snapshots(self, target: int | None = None) -> dict[int, tuple[str, ProducerSnapshot]]:
+        """The producer snapshots, read and checked. With ``target`` (recovery from a recovery point) those at or
+        below it are read newest first only until an intact one is found, as Kafka loads producer state: the
+        older ones are never used (nor checked, nor deleted when corrupt)."""
+        found = sorted(((offset, name) for name in self.files
+                        if classify(name) is FileKind.PRODUCER_SNAPSHOT and (offset := _base(name)) is not None),
+                       reverse=True)
         out = {}
-        for name, path in self.files.items():
-            if classify(name) is FileKind.PRODUCER_SNAPSHOT and (offset := _base(name)) is not None:
-                out[offset] = (name, inspect_producer_snapshot(path))
+        usable_below = False
+        for offset, name in found:
+            if target is not None and offset <= target:
+                if usable_below:
+                    continue
+                out[offset] = (name, inspect_producer_snapshot(self.files[name]))
+                usable_below = not out[offset][1].problems
+            else:
+                out[offset] = (name, inspect_producer_snapshot(self.files[name]))
         if not self.plan.rebuild_indexes_only:
             for offset, (name, snapshot) in sorted(out.items()):
                 if snapshot.problems:
@@ -505,25 +527,28 @@ class _IndexCheck:
     verify); recovery rebuilds on the first error or a preallocated tail, while the layouts Kafka itself has
     written (first-offset keys, multi-batch entries) pass, so intact partitions are left alone."""
 
-    def __init__(self, missing: str | None) -> None:
+    def __init__(self, missing: str | None, keep_preallocated: bool = False) -> None:
         self.problem = missing
+        self.keep_preallocated = keep_preallocated
         self.matcher: OffsetIndexMatcher | TimeIndexMatcher | None = None
 
     @classmethod
-    def offset_index(cls, path: Path | None, base: int) -> _IndexCheck:
-        check = cls(None if path else "offset index is missing")
+    def offset_index(cls, path: Path | None, base: int, keep_preallocated: bool = False) -> _IndexCheck:
+        check = cls(None if path else "offset index is missing", keep_preallocated)
         if path is not None:
             check.matcher = OffsetIndexMatcher(path, base, check._note)
         return check
 
     @classmethod
-    def time_index(cls, path: Path | None, base: int) -> _IndexCheck:
-        check = cls(None if path else "time index is missing")
+    def time_index(cls, path: Path | None, base: int, keep_preallocated: bool = False) -> _IndexCheck:
+        check = cls(None if path else "time index is missing", keep_preallocated)
         if path is not None:
             check.matcher = TimeIndexMatcher(path, base, check._note)
         return check
 
     def _note(self, finding: IndexFinding) -> None:
+        if finding.code == "index_preallocated" and self.keep_preallocated:
+            return
         if self.problem is None and (not finding.warning or finding.code == "index_preallocated"):
             self.problem = finding.reason
 

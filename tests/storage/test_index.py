@@ -27,6 +27,7 @@ from kcli.storage.index import (
 SOURCES = ("VolodymyrZee__kafka", "rjmfernandes__flink-on-prem")
 needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/kafka-fixtures is absent")
 MIB10 = 10 * 1024 * 1024
+T0 = 1_700_000_000_000
 
 
 FINDINGS = index_md_findings()
@@ -512,3 +513,46 @@ def test_txn_index_reads_across_chunks(tmp_path):
     path.write_bytes(b"".join(struct.pack(">hqqqq", 0, t.producer_id, t.first_offset, t.last_offset,
                                           t.last_stable_offset) for t in txns))
     assert list(TransactionIndex(path).entries()) == txns
+
+
+def _naive_count(data: bytes, size: int, field_at: int) -> int:
+    slots = len(data) // size
+    for slot in range(1, slots):
+        if data[slot * size + field_at: slot * size + field_at + 4] == bytes(4):
+            return slot
+    return slots
+
+
+@pytest.mark.parametrize("index_class", [OffsetIndex, TimeIndex])
+def test_valid_entries_counted_in_chunks_match_the_slot_by_slot_rule(tmp_path, index_class):
+    """Entries up to the first slot after slot 0 whose relative offset is 0, across chunk boundaries, with a
+    written (not sparse) zero tail, a hole, and entries after a zero slot."""
+    import random
+
+    size = index_class.ENTRY.size
+    field_at = 0 if index_class is OffsetIndex else 8
+    rng = random.Random(5)
+    for entries, tail, junk_after in ((0, 10, False), (1, 0, False), (511, 3, False), (512, 1, False),
+                                      (1536, 2, False), (9000, 3, False), (20000, 0, False),
+                                      (8191, 1, True), (8192, 5000, True), (3, 100000, False)):
+        data = bytearray()
+        for slot in range(entries):
+            rel = slot + 1 if slot else 0
+            data += struct.pack(">ii", rel, slot * 100) if size == 8 else struct.pack(">qi", T0 + slot, rel)
+        data += bytes(tail * size)
+        if junk_after and tail:
+            at = len(data) - size
+            data[at + field_at: at + field_at + 4] = struct.pack(">i", rng.randrange(1, 1000))
+        path = tmp_path / f"{entries}-{tail}{index_class.__name__}"
+        path.write_bytes(bytes(data))
+        with index_class(path, 0) as index:
+            assert index.entry_count == _naive_count(bytes(data), size, field_at), (entries, tail)
+            assert index.is_preallocated == (index.entry_count < index.file_entry_slots and not junk_after)
+        sparse = tmp_path / f"sparse-{entries}-{tail}{index_class.__name__}"
+        with open(sparse, "wb") as out:
+            out.write(bytes(data[: entries * size]))
+            out.truncate(len(data))  # a hole, as a preallocated index is
+        with index_class(sparse, 0) as index:
+            assert index.entry_count == _naive_count(bytes(data[: entries * size]) + bytes(tail * size), size,
+                                                     field_at)
+            assert index.is_preallocated == (index.entry_count < index.file_entry_slots)
