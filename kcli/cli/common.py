@@ -8,12 +8,13 @@ import sys
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from enum import Enum
+from collections.abc import Iterator
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from kcli.cli.errors import ExitCode, err_console, fail, report_exit_code
+from kcli.cli.errors import ExitCode, err_console, exit_code_for, fail, report_exit_code
 from kcli.errors import KcliError
 
 __all__ = ["ExitCode", "err_console", "fail"]  # re-exported: commands import them from here
@@ -123,3 +124,25 @@ def stdout_pipe_guard():
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         raise typer.Exit(0) from None
+
+
+@contextmanager
+def kafka_client(bootstrap: str | None, timeout: float, client_id: str) -> Iterator[Any]:
+    """A KafkaClient for an online command: no --bootstrap-server or a malformed one is a usage error (2); a
+    library error inside the block becomes its one-line message and exit status; the client is closed."""
+    from kcli.client import KafkaClient
+    from kcli.client.client import parse_bootstrap
+
+    if not bootstrap:
+        raise fail("no Kafka given: use --bootstrap-server host:port or set KCTL_BOOTSTRAP_SERVER", ExitCode.USAGE)
+    try:
+        parse_bootstrap(bootstrap)
+    except KcliError as exc:
+        raise fail(exc.describe(), ExitCode.USAGE) from None
+    client = KafkaClient(bootstrap, timeout=timeout, client_id=client_id)
+    try:
+        yield client
+    except KcliError as exc:
+        raise fail(exc.describe(), exit_code_for(exc) or ExitCode.PROBLEMS) from None
+    finally:
+        client.close()

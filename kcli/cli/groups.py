@@ -18,7 +18,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from kcli.cli.common import ExitCode, err_console, fail, write_json_line
+from kcli.cli.common import kafka_client, ExitCode, err_console, fail, write_json_line
 from kcli.cli.errors import exit_code_for
 from kcli.cli.offsets import _transfer
 from kcli.cli.zk import _cell, _console, _table
@@ -63,22 +63,8 @@ def groups_group(
 
 @contextmanager
 def _client(bootstrap: str | None, timeout: float) -> Iterator[Any]:
-    from kcli.client import KafkaClient
-    from kcli.client.client import parse_bootstrap
-
-    if not bootstrap:
-        raise fail("no Kafka given: use --bootstrap-server host:port (or set KCTL_BOOTSTRAP_SERVER)", ExitCode.USAGE)
-    try:
-        parse_bootstrap(bootstrap)
-    except KcliError as exc:
-        raise fail(exc.describe(), ExitCode.USAGE) from None
-    client = KafkaClient(bootstrap, timeout=timeout, client_id="kctl-groups")
-    try:
+    with kafka_client(bootstrap, timeout, "kctl-groups") as client:
         yield client
-    except KcliError as exc:
-        raise fail(exc.describe(), exit_code_for(exc) or ExitCode.PROBLEMS) from None
-    finally:
-        client.close()
 
 
 def _source(bootstrap: str | None, log_dir: Path | None) -> None:

@@ -15,8 +15,8 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from kcli.cli.common import ExitCode, err_console, fail, write_json_line
-from kcli.cli.errors import exit_code_for, report_exit_code
+from kcli.cli.common import kafka_client, ExitCode, err_console, fail, write_json_line
+from kcli.cli.errors import report_exit_code
 from kcli.cli.zk import _cell, _console
 from kcli.errors import KcliError
 
@@ -77,23 +77,9 @@ def _settings(ctx: typer.Context, bootstrap: str | None, timeout: float | None) 
 
 @contextmanager
 def _client(ctx: typer.Context, bootstrap: str | None, timeout: float | None) -> Iterator[Any]:
-    from kcli.client import KafkaClient
-    from kcli.client.client import parse_bootstrap
-
     bootstrap, seconds = _settings(ctx, bootstrap, timeout)
-    if not bootstrap:
-        raise fail("no Kafka given: use --bootstrap-server host:port or set KCTL_BOOTSTRAP_SERVER", ExitCode.USAGE)
-    try:
-        parse_bootstrap(bootstrap)
-    except KcliError as exc:
-        raise fail(exc.describe(), ExitCode.USAGE) from None
-    client = KafkaClient(bootstrap, timeout=seconds, client_id="kctl-topics")
-    try:
+    with kafka_client(bootstrap, seconds, "kctl-topics") as client:
         yield client
-    except KcliError as exc:
-        raise fail(exc.describe(), exit_code_for(exc) or ExitCode.PROBLEMS) from None
-    finally:
-        client.close()
 
 
 def _size(n: int) -> str:

@@ -12,10 +12,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kcli.cli.common import ExitCode, fail, write_json_line
-from kcli.cli.errors import exit_code_for
+from kcli.cli.common import kafka_client, ExitCode, fail, write_json_line
 from kcli.cli.zk import _cell, _show, _table, _time
-from kcli.errors import KcliError
 
 app = typer.Typer(no_args_is_help=True, help="List, describe, find hanging and abort transactions (KIP-98, KIP-664), "
                   "as Kafka's kafka-transactions.sh.")
@@ -29,22 +27,8 @@ TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds t
 
 @contextmanager
 def _client(bootstrap: str | None, timeout: float) -> Iterator[Any]:
-    from kcli.client import KafkaClient
-    from kcli.client.client import parse_bootstrap
-
-    if not bootstrap:
-        raise fail("no Kafka given: use --bootstrap-server host:port or set KCTL_BOOTSTRAP_SERVER", ExitCode.USAGE)
-    try:
-        parse_bootstrap(bootstrap)
-    except KcliError as exc:
-        raise fail(exc.describe(), ExitCode.USAGE) from None
-    client = KafkaClient(bootstrap, timeout=timeout, client_id="kctl-transactions")
-    try:
+    with kafka_client(bootstrap, timeout, "kctl-transactions") as client:
         yield client
-    except KcliError as exc:
-        raise fail(exc.describe(), exit_code_for(exc) or ExitCode.PROBLEMS) from None
-    finally:
-        client.close()
 
 
 @app.command("list")
