@@ -255,6 +255,11 @@ class AbstractIndex(ABC, Generic[E]):
         if slots <= 1 or self._mm is None:
             return slots
         size = self.ENTRY.size
+        if not any(self._mm[: 2 * size]):
+            # zeros from the start: a preallocated index with no entry yet (what a crash before the first
+            # index.interval.bytes leaves). Read by the rule below it would hold one entry, (base offset,
+            # position 0 / timestamp 0), which the log does not back; Kafka never writes that entry.
+            return 0
         per_slot, field = size // 4, self._OFFSET_INT
         start = 0
         # the first page's entries first: a preallocated index is a hole after its entries, and a read fault in a

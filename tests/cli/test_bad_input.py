@@ -165,6 +165,7 @@ def test_eio_while_reading(command, tmp_path, monkeypatch):
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(os, "pread", pread)
+    monkeypatch.setattr(os, "preadv", pread)  # verify reads into one reused buffer
     result = _run([*COMMANDS[command], str(log_dir)])
     assert result.exit_code == 3, result.output
     assert "Input/output error" in result.output

@@ -193,3 +193,23 @@ def test_a_crash_keeps_the_active_preallocated_indexes_when_they_agree(tmp_path)
         assert list(index.entries()) == entries and not index.is_preallocated
     with TimeIndex(directory / "00000000000000000000.timeindex") as tindex:
         assert tindex.last_entry.timestamp == T0 + 79
+
+
+def test_a_crash_before_the_first_index_entry_rebuilds_rather_than_keeps(tmp_path):
+    """Batches below index.interval.bytes leave the preallocated indexes all zeros: slot 0 then reads as an entry
+    (offset base, position 0 / timestamp 0) that the log does not back. Such indexes are rebuilt, and verify is
+    clean after the broker's reopen (found by test_failures' kill -9 run)."""
+    from kcli.tools.verify import verify
+
+    directory = tmp_path / "t-0"
+    log = PartitionLog(directory, config=LogConfig(index_interval_bytes=1 << 20))
+    for i in range(3):
+        log.append_raw(_batch(4 * i))
+    log.flush_to_os()
+    assert not any((directory / "00000000000000000000.timeindex").read_bytes()[:12])
+    reopened = PartitionLog.open(directory, config=LogConfig(index_interval_bytes=1 << 20))
+    assert reopened.log_end_offset == 12
+    assert list(reopened.segment.indexes.time_index.entries()) in ([], [(T0 + 11, 8)])
+    reopened.close()
+    report = verify([str(directory)])
+    assert report.is_clean(), [p.reason for p in report.problems]
