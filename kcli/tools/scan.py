@@ -484,6 +484,11 @@ def scan_segment(task: _SegmentTask) -> SegmentPartial:
     return part
 
 
+def scan_segment_file(seg: SegmentFile, top: int, now_ms: int, prefix_max: int | None = None) -> SegmentPartial:
+    """``scan_segment`` of one listed segment, without Parquet output: the unit the Spark engine runs as a task."""
+    return scan_segment(_SegmentTask(seg, top, now_ms, None, prefix_max))
+
+
 def describe_damage(path: str, position: int) -> Problem:
     """The problem the local engine reports for the damage at ``path:position`` (a batch start, or where the
     framing broke): how the Spark engine, told only where its reader failed, reports the same problem."""

@@ -221,3 +221,21 @@ def test_sql_where_key_equals_text_in_both_engines(spark):
     assert [p.to_json() for p in local.problems] == [p.to_json() for p in remote.problems] != []
     proc = CliRunner().invoke(app, ["scan", "--engine", "spark", "--json", "--sql", sql, str(SAMPLES / "kafka-logs/orders-1")])
     assert json.loads(proc.stdout)["rows"] == [[16]]
+
+
+def test_segment_bins_deal_every_non_empty_segment_once_largest_first():
+    from kcli.spark.scan import BINS_PER_CORE, segment_bins
+    from kcli.tools.scan import SegmentFile
+
+    sizes = [0, 900, 10, 500, 500, 0, 300, 200, 100, 50, 40, 30, 20]
+    segs = [SegmentFile("/d", "t", 0, f"/d/{i:020d}.log", i, size) for i, size in enumerate(sizes)]
+    bins = segment_bins(segs, 2)
+    assert len(bins) == min(2 * BINS_PER_CORE, 11)
+    dealt = sorted(i for b in bins for i, _seg in b)
+    assert dealt == [i for i, size in enumerate(sizes) if size]  # each once, empty ones left to the driver
+    assert all(seg is segs[i] for b in bins for i, seg in b)
+    assert bins[0][0][0] == 1  # the largest segment opens the first bin
+    assert segment_bins([segs[0], segs[5]], 2) == []
+    one = segment_bins(segs, 1)
+    loads = [sum(seg.size for _i, seg in b) for b in one]
+    assert max(loads) == 900 and len(one) == BINS_PER_CORE
