@@ -146,3 +146,10 @@ def kafka_client(bootstrap: str | None, timeout: float, client_id: str) -> Itera
         raise fail(exc.describe(), exit_code_for(exc) or ExitCode.PROBLEMS) from None
     finally:
         client.close()
+
+
+# The options every online command shares (one definition: the same flags, env var and help everywhere).
+BootstrapOpt = Annotated[Optional[str], typer.Option(
+    "--bootstrap-server", "-b", envvar="KCTL_BOOTSTRAP_SERVER", show_default=False,
+    help="host:port[,host:port...] of any Kafka-protocol broker of the cluster (default: $KCTL_BOOTSTRAP_SERVER).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Write one JSON object to standard output.")]

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from kcli.cli.common import kafka_client, ExitCode, err_console, fail, write_json_line
+from kcli.cli.common import BootstrapOpt, JsonOpt, kafka_client, ExitCode, err_console, fail, write_json_line
 from kcli.cli.errors import exit_code_for
 from kcli.cli.offsets import _transfer
 from kcli.cli.zk import _cell, _console, _table
@@ -28,9 +28,6 @@ app = typer.Typer(no_args_is_help=True, help="Consumer groups, as kafka-consumer
                   "assignment, committed offsets, lag), delete, delete-offsets, reset-offsets (plan, backup, commit, "
                   "verify) and export; list and describe also offline on a stopped broker's log dir (--log-dir).")
 
-BootstrapOpt = Annotated[Optional[str], typer.Option(
-    "--bootstrap-server", "-b", envvar="KCTL_BOOTSTRAP_SERVER", show_default=False,
-    help="host:port[,host:port...] of any broker of the cluster (default: $KCTL_BOOTSTRAP_SERVER).")]
 LogDirOpt = Annotated[Optional[Path], typer.Option(
     "--log-dir", show_default=False, help="Offline: a stopped broker's log dir, read from its __consumer_offsets "
     "partitions and segments instead of asking a broker.")]
@@ -42,7 +39,6 @@ AllGroupsOpt = Annotated[bool, typer.Option("--all-groups", help="Every group of
 TopicOpt = Annotated[Optional[list[str]], typer.Option(
     "--topic", "-t", show_default=False, help="topic or topic:0,1,2 (repeat for several; a bare topic: every "
     "partition).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Write one JSON object to standard output.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker.")]
 
 

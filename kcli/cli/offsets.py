@@ -19,7 +19,8 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kcli.cli.common import ExitCode, err_console, fail, parse_timestamp, progress_wanted, write_json_line
+from kcli.cli.common import (BootstrapOpt, ExitCode, err_console, fail, parse_timestamp, progress_wanted,
+                             write_json_line)
 from kcli.cli.errors import exit_code_for
 from kcli.cli.zk import _cell, _console, _table
 from kcli.errors import KcliError
@@ -31,9 +32,6 @@ app = typer.Typer(no_args_is_help=True, help="Move consumer offsets between ZooK
 ZookeeperOpt = Annotated[Optional[str], typer.Option(
     "--zookeeper", "-z", envvar="KCTL_ZOOKEEPER", show_default=False,
     help="host:port[,host:port...][/chroot] (default: $KCTL_ZOOKEEPER).")]
-BootstrapOpt = Annotated[Optional[str], typer.Option(
-    "--bootstrap-server", "-b", envvar="KCTL_BOOTSTRAP_SERVER", show_default=False,
-    help="host:port[,host:port...] of any Kafka-protocol broker (default: $KCTL_BOOTSTRAP_SERVER).")]
 LogDirOpt = Annotated[Optional[Path], typer.Option(
     "--log-dir", show_default=False, help="Offline mode: a stopped broker's log dir; append to __consumer_offsets "
     "directly instead of committing through a broker.")]

@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from kcli.cli.common import kafka_client, ExitCode, err_console, fail, write_json_line
+from kcli.cli.common import BootstrapOpt, JsonOpt, kafka_client, ExitCode, err_console, fail, write_json_line
 from kcli.cli.errors import report_exit_code
 from kcli.cli.zk import _cell, _console
 from kcli.errors import KcliError
@@ -48,10 +48,6 @@ app = typer.Typer(cls=_TopicsGroup, no_args_is_help=True,
                   help="Topics: a per-topic rollup of log dirs (kctl topics DIR), and kafka-topics' list, describe, "
                   "create, delete and alter-config against any Kafka-protocol broker.")
 
-BootstrapOpt = Annotated[Optional[str], typer.Option(
-    "--bootstrap-server", "-b", envvar="KCTL_BOOTSTRAP_SERVER", show_default=False,
-    help="host:port[,host:port...] of any broker of the cluster (default: $KCTL_BOOTSTRAP_SERVER).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Write one JSON object to standard output.")]
 TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", min=0.1, show_default=False,
                                                      help="Seconds to wait for each broker request (default 10).")]
 TopicsArg = Annotated[list[str], typer.Argument(help="Topic names.", show_default=False)]

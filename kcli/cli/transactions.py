@@ -12,16 +12,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kcli.cli.common import kafka_client, ExitCode, fail, write_json_line
+from kcli.cli.common import BootstrapOpt, JsonOpt, kafka_client, ExitCode, fail, write_json_line
 from kcli.cli.zk import _cell, _show, _table, _time
 
 app = typer.Typer(no_args_is_help=True, help="List, describe, find hanging and abort transactions (KIP-98, KIP-664), "
                   "as Kafka's kafka-transactions.sh.")
 
-BootstrapOpt = Annotated[Optional[str], typer.Option(
-    "--bootstrap-server", "-b", envvar="KCTL_BOOTSTRAP_SERVER", show_default=False,
-    help="host:port[,host:port...] of any broker of the cluster (default: $KCTL_BOOTSTRAP_SERVER).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Write one JSON object to standard output.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker.")]
 
 

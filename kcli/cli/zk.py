@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from kcli.cli.common import ExitCode, fail, write_json_line
+from kcli.cli.common import JsonOpt, ExitCode, fail, write_json_line
 from kcli.cli.errors import exit_code_for
 from kcli.errors import KcliError
 
@@ -26,7 +26,6 @@ app = typer.Typer(no_args_is_help=True, help="Read-only views of Kafka's registr
 ZookeeperOpt = Annotated[Optional[str], typer.Option(
     "--zookeeper", "-z", envvar="KCTL_ZOOKEEPER", show_default=False,
     help="host:port[,host:port...][/chroot] (default: $KCTL_ZOOKEEPER).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Write one JSON object to standard output.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for ZooKeeper.")]
 AuthOpt = Annotated[Optional[str], typer.Option(
     "--auth", envvar="KCTL_ZOOKEEPER_AUTH", show_default=False,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import re
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
