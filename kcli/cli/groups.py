@@ -8,7 +8,6 @@ reset as it does `kctl offsets migrate` (shared with cli/offsets.py: the same pl
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -20,7 +19,7 @@ from rich.markup import escape
 
 from kcli.cli.common import BootstrapOpt, JsonOpt, kafka_client, ExitCode, err_console, fail, write_json_line
 from kcli.cli.errors import exit_code_for
-from kcli.cli.offsets import _transfer
+from kcli.cli.offsets import _transfer, write_offsets
 from kcli.cli.zk import _cell, _console, _table
 from kcli.errors import KcliError
 
@@ -434,7 +433,6 @@ def export_cmd(
 ) -> None:
     """Committed offsets as kafka-consumer-groups' CSV (topic,partition,offset for one group,
     group,topic,partition,offset for several), which reset-offsets --from-file reads back, or --json."""
-    from kcli.tools.offsets import dump_offsets
 
     _source(bootstrap, log_dir)
     _names(groups, all_groups)
@@ -448,15 +446,4 @@ def export_cmd(
             names = groups or client.list_groups()
             offsets = client.offset_fetch_many(names) if names else {}
         kind, location = "kafka", bootstrap or ""
-    if topic:
-        offsets = {g: {tp: o for tp, o in tps.items() if tp[0] in topic} for g, tps in offsets.items()}
-    text = dump_offsets(offsets, "json" if as_json else "csv", source=kind, location=location)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        try:
-            output.write_text(text)
-        except OSError as exc:
-            raise fail(f"{output}: {exc.strerror}", ExitCode.UNREADABLE) from None
-        err_console.print(f"kctl: wrote {sum(len(t) for t in offsets.values())} offsets of {len(offsets)} groups "
-                          f"to {output}", markup=False)
+    write_offsets(offsets, "json" if as_json else "csv", kind, location, topic, output)

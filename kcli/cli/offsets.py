@@ -298,7 +298,6 @@ def export_cmd(
     auth: AuthOpt = None,
 ) -> None:
     """Offsets of groups from ZooKeeper or Kafka to a CSV or JSON file."""
-    from kcli.tools.offsets import dump_offsets
 
     if source not in ("zookeeper", "kafka") or fmt not in ("csv", "json"):
         raise fail("--from takes zookeeper or kafka, --format csv or json", ExitCode.USAGE)
@@ -307,18 +306,27 @@ def export_cmd(
                  if source == "zookeeper" else _kafka_store(stack, bootstrap, log_dir, None, timeout))
         names = sorted(set(group)) if group else store.list_groups()
         offsets = store.read(names)
-        if topic:
-            offsets = {g: {tp: o for tp, o in tps.items() if tp[0] in topic} for g, tps in offsets.items()}
-        text = dump_offsets(offsets, fmt, source=store.kind, location=store.location)
+    write_offsets(offsets, fmt, store.kind, store.location, topic, output)
+
+
+def write_offsets(offsets: dict, fmt: str, kind: str, location: str, topics: list[str] | None,
+                  output: Path | None) -> None:
+    """Exported offsets (only ``topics``' if given) as CSV or JSON to stdout or ``output`` (offsets export,
+    groups export)."""
+    from kcli.tools.offsets import dump_offsets
+
+    if topics:
+        offsets = {g: {tp: o for tp, o in tps.items() if tp[0] in topics} for g, tps in offsets.items()}
+    text = dump_offsets(offsets, fmt, source=kind, location=location)
     if output is None:
         sys.stdout.write(text)
-    else:
-        try:
-            output.write_text(text)
-        except OSError as exc:
-            raise fail(f"{output}: {exc.strerror}", ExitCode.UNREADABLE) from None
-        err_console.print(f"kctl: wrote {sum(len(t) for t in offsets.values())} offsets of {len(offsets)} groups "
-                          f"to {output}", markup=False)
+        return
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise fail(f"{output}: {exc.strerror}", ExitCode.UNREADABLE) from None
+    err_console.print(f"kctl: wrote {sum(len(t) for t in offsets.values())} offsets of {len(offsets)} groups "
+                      f"to {output}", markup=False)
 
 
 @app.command("import")

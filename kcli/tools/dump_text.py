@@ -113,15 +113,17 @@ def records_lines(item: DumpRecords, options: DumpOptions, enc: Encodings | None
     """Plain records of one batch; key and payload through kafka-dump-log's default StringDecoder
     (UTF-8, malformed bytes replaced), or as ``enc`` forces them (hex, base64). With the compiled formatter
     built, the whole batch comes as one string of newline-separated lines."""
-    if enc is not None and options.print_data and (enc.key is not BytesEncoding.AUTO or enc.value is not BytesEncoding.AUTO):
-        return _forced_records_lines(item, options, enc)
+    forced = enc is not None and options.print_data and (enc.key is not BytesEncoding.AUTO
+                                                          or enc.value is not BytesEncoding.AUTO)
     b = item.batch
     ts_label = b.timestamp_type.label
     print_data = options.print_data
-    if type(item.records) is BatchRecords:  # the whole batch in C
+    if not forced and type(item.records) is BatchRecords:  # the whole batch in C
         text = item.records.format_text(ts_label.encode("ascii"), print_data, options.skip_record_metadata)
         if text is not None:
             return [text]
+    key_text = _text_of(enc.key if forced else BytesEncoding.AUTO)
+    value_text = _text_of(enc.value if forced else BytesEncoding.AUTO)
     lines = []
     for r in item.records:
         key, value = r.key, r.value
@@ -129,40 +131,14 @@ def records_lines(item: DumpRecords, options: DumpOptions, enc: Encodings | None
         if print_data:
             parts = []
             if key is not None:
-                parts.append("key: " + key.decode("utf-8", "replace"))
+                parts.append("key: " + key_text(key))
             if value is not None:
-                parts.append("payload: " + value.decode("utf-8", "replace"))
+                parts.append("payload: " + value_text(value))
             data = " ".join(parts)
         if options.skip_record_metadata:
             lines.append("| " + data if data else "")
             continue
         meta = (f"| offset: {r.offset} {ts_label}: {r.timestamp} keySize: {-1 if key is None else len(key)} "
-                f"valueSize: {-1 if value is None else len(value)}")
-        if b.magic >= 2:
-            meta += f" sequence: {r.sequence} headerKeys: [{','.join(h.key for h in r.headers)}]"
-        else:
-            meta += f" isValid: {_bool(r.valid)} crc: {r.crc}"
-        lines.append(meta + " " + data if data else meta)
-    return lines
-
-
-def _forced_records_lines(item: DumpRecords, options: DumpOptions, enc: Encodings) -> list[str]:
-    """``records_lines`` with keys and payloads in the encodings asked for (kept apart from the hot loop)."""
-    key_text, value_text = _text_of(enc.key), _text_of(enc.value)
-    b = item.batch
-    lines = []
-    for r in item.records:
-        key, value = r.key, r.value
-        parts = []
-        if key is not None:
-            parts.append("key: " + key_text(key))
-        if value is not None:
-            parts.append("payload: " + value_text(value))
-        data = " ".join(parts)
-        if options.skip_record_metadata:
-            lines.append("| " + data if data else "")
-            continue
-        meta = (f"| offset: {r.offset} {b.timestamp_type.label}: {r.timestamp} keySize: {-1 if key is None else len(key)} "
                 f"valueSize: {-1 if value is None else len(value)}")
         if b.magic >= 2:
             meta += f" sequence: {r.sequence} headerKeys: [{','.join(h.key for h in r.headers)}]"
