@@ -146,7 +146,7 @@ def measure_compact(log_dir: str, dry_run: bool, jobs: int) -> dict:
     from kcli.tools.compact import compact
 
     started = time.perf_counter()
-    report = compact([log_dir], dry_run=dry_run, jobs=jobs)
+    report = compact([log_dir], dry_run=dry_run, jobs=jobs, config_overrides={"cleanup.policy": "compact"})
     seconds = time.perf_counter() - started
     assert report.is_ok(), report.problems[:3]
     from kcli.storage.cleaner import native_cleaner

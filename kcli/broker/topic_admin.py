@@ -34,11 +34,12 @@ from kcli.broker.log_manager import LogManager, TopicError, validate_topic_name
 from kcli.broker.metadata_cache import MetadataCache, PartitionState, TopicMetadata
 from kcli.broker.partition import Partition
 from kcli.broker.replica_manager import ReplicaManager
+from kcli.storage.cleanup_policy import KCTL_TOPIC_CONFIGS
 from kcli.storage.log_config import CONFIG_KEYS, ConfigEntry, ConfigType, LogConfig
 
 log = logging.getLogger("kcli.broker")
 
-TOPIC_CONFIGS_FILE = "kctl-topic-configs.json"
+TOPIC_CONFIGS_FILE = KCTL_TOPIC_CONFIGS  # read offline by kctl compact (kcli.storage.cleanup_policy)
 
 
 @dataclass

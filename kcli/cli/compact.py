@@ -10,13 +10,14 @@ import typer
 
 from kcli.cli.common import Engine, ExitCode, MasterOpt, err_console, exit_on_errors, fail, finish, spark_session
 from kcli.storage.cleaner import DEFAULT_MAX_MEMORY
+from kcli.storage.cleanup_policy import KnownPolicies
 from kcli.tools.compact import CompactReport, compact
 
 
 def compact_cmd(
     paths: Annotated[list[str], typer.Argument(help="Partition directories or log directories.", show_default=False)],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be kept and dropped; change nothing.")] = False,
-    config: Annotated[Optional[list[str]], typer.Option("--config", help="Topic config KEY=VALUE (repeatable): delete.retention.ms, min.compaction.lag.ms, segment.bytes, index.interval.bytes, segment.index.bytes.", show_default=False)] = None,
+    config: Annotated[Optional[list[str]], typer.Option("--config", help="Topic config KEY=VALUE (repeatable): cleanup.policy (compact: the topics given are compacted ones), delete.retention.ms, min.compaction.lag.ms, segment.bytes, index.interval.bytes, segment.index.bytes.", show_default=False)] = None,
     include_active: Annotated[bool, typer.Option("--include-active", help="Clean the active (last) segment too.")] = False,
     max_memory: Annotated[int, typer.Option("--max-memory", help="Offset map memory in bytes (24 bytes a key); several passes when the dirty section does not fit.")] = DEFAULT_MAX_MEMORY,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes per partition (offset map and segment groups in parallel); 0: the CPU count.")] = 0,
@@ -24,11 +25,16 @@ def compact_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="One JSON report on stdout.")] = False,
     engine: Annotated[Engine, typer.Option("--engine", help="local: this machine (--jobs processes); spark: Spark computes each partition's offset map (any key count, one pass) and executors rewrite the partitions.")] = Engine.LOCAL,
     master: MasterOpt = None,
-    force: Annotated[bool, typer.Option("--force", help="Compact even a partition whose known cleanup.policy is delete (without compact).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Compact even a partition whose cleanup.policy is delete or unknown (never KRaft's __cluster_metadata).")] = False,
     zookeeper: Annotated[Optional[str], typer.Option("--zookeeper", "-z", envvar="KCTL_ZOOKEEPER", show_default=False, help="host:port[/chroot]: read the topics' cleanup.policy from ZooKeeper (a ZooKeeper-mode cluster's log dir does not hold it).")] = None,
 ) -> None:
     """Compact partitions as Kafka's log cleaner would: keep the latest record per key at its offset, tombstones
     until their delete horizon, drop aborted transactional data and obsolete markers; the broker must be stopped.
+
+    Only topics known to be compacted are touched, as Kafka's cleaner does: cleanup.policy containing compact in
+    ZooKeeper (-z), the log dir's KRaft metadata or kctl broker configs, or --config cleanup.policy=compact;
+    __consumer_offsets and __transaction_state. Any other partition is refused (exit 1) and named;
+    __cluster_metadata always.
 
     Exit status: 0 compacted (or nothing to do), 1 problems or --verify mismatches or a locked log dir,
     2 usage error, 3 unreadable input.
@@ -54,13 +60,12 @@ def compact_cmd(
                              force=force, topic_policies=policies)
     raise finish(report, lambda: _render(report), json_out=json_out)
 
-def _zookeeper_policies(zookeeper: str) -> dict[str, str]:
-    """Topic -> cleanup.policy overrides under /config/topics (kcli.zk; errors go to the exit-status table)."""
+def _zookeeper_policies(zookeeper: str) -> KnownPolicies:
+    """Every topic's cleanup.policy as the cluster's brokers see it (errors go to the exit-status table)."""
     from kcli.zk.registry import ZkRegistry
 
     with ZkRegistry(zookeeper) as registry:
-        return {c.name: c.config["cleanup.policy"] for c in registry.configs()
-                if c.entity_type == "topics" and "cleanup.policy" in c.config}
+        return registry.cleanup_policies()
 
 
 def _render(report: CompactReport) -> None:

@@ -36,6 +36,7 @@ from kcli.storage.cleaner import (
     prepare_compaction,
     write_cleaner_checkpoint,
 )
+from kcli.storage.cleanup_policy import KnownPolicies
 from kcli.storage.files import parse_partition_dir_name
 from kcli.tools.compact import (
     CompactReport,
@@ -48,7 +49,7 @@ from kcli.tools.compact import (
 
 def compact(spark: Any, paths: list[str], *, dry_run: bool = False, config_overrides: dict[str, str] | None = None,
             include_active: bool = False, verify_after: bool = False, now_ms: int | None = None, force: bool = False,
-            topic_policies: dict[str, str] | None = None) -> CompactReport:
+            topic_policies: KnownPolicies | None = None) -> CompactReport:
     """``kcli.tools.compact.compact`` on Spark: same arguments (no ``max_memory``: Spark's map has no bound,
     so every partition is cleaned in one pass; no ``jobs``), same refusals, same report."""
     started = time.perf_counter()

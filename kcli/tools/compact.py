@@ -26,6 +26,14 @@ from kcli.storage.cleaner import (
     iter_visible_records,
     plan_compaction,
 )
+from kcli.storage.cleanup_policy import (
+    CLEANUP_POLICY,
+    CleanupPolicy,
+    KnownPolicies,
+    is_metadata_log,
+    log_dir_policies,
+    resolve_policy,
+)
 from kcli.storage.files import CLEANER_OFFSET_CHECKPOINT, holds_log_dir_metadata, parse_partition_dir_name
 from kcli.tools.recover import find_partitions, log_dir_lock
 from kcli.tools.report import UNREADABLE, Problem, as_problem, os_problem
@@ -126,49 +134,26 @@ class CompactReport:
         }
 
 
-CLEANUP_POLICY = "cleanup.policy"
-_CONFIG_RECORD = 4  # ConfigRecord's apiKey in __cluster_metadata
-_TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
-
-
-def cleanup_policies_in_log_dir(log_dir: Path) -> dict[str, str]:
-    """Topic -> cleanup.policy from a KRaft log dir's ``__cluster_metadata`` (its ConfigRecords, last one wins;
-    a null value removes the override). Empty for a ZooKeeper-mode log dir or one without metadata."""
-    from kcli.records.cluster_metadata import decode_metadata_record
-    from kcli.storage.segment import FileBatchReader
-
-    metadata = log_dir / "__cluster_metadata-0"
-    policies: dict[str, str] = {}
-    if not metadata.is_dir():
-        return policies
-    for log in sorted(metadata.glob("*.log")):
-        try:
-            for batch in FileBatchReader(log):
-                if batch.is_control or not batch.is_valid:
-                    continue
-                for record in batch.records():
-                    try:
-                        decoded = decode_metadata_record(record.value)
-                    except KcliError:
-                        continue
-                    data = decoded.data
-                    if decoded.type_id != _CONFIG_RECORD or data.get("resourceType") != _TOPIC_RESOURCE \
-                            or data.get("name") != CLEANUP_POLICY:
-                        continue
-                    if data.get("value") is None:
-                        policies.pop(data.get("resourceName"), None)
-                    else:
-                        policies[data["resourceName"]] = data["value"]
-        except (KcliError, OSError):
-            continue  # damaged metadata names no policy; verify reports it
-    return policies
-
-
-def _policy_refusal(directory: Path, policy: str | None, source: str) -> Problem | None:
-    if policy is None or "compact" in [p.strip() for p in policy.split(",")]:
+def _policy_refusal(directory: Path, topic: str | None, found: CleanupPolicy) -> Problem | None:
+    """Kafka's cleaner compacts a log only if its effective cleanup.policy contains compact; so does kctl."""
+    if found.compacts:
         return None
-    return Problem(str(directory), None, None, f"cleanup.policy is {policy} ({source}): compaction would drop "
-                   "records this topic keeps until retention; --force compacts anyway", "cleanup_policy_delete")
+    how = "--config cleanup.policy=compact (or --force) if the topic is compacted"
+    if found.policy is None:
+        return Problem(str(directory), None, None,
+                       f"not compacted: the cleanup.policy of topic {topic!r} is unknown ({found.source}) and Kafka's "
+                       "default is delete; to compact it, read the policy from ZooKeeper (-z HOST:PORT[/chroot]) or "
+                       f"state it: {how}", "cleanup_policy_unknown")
+    return Problem(str(directory), None, None,
+                   f"not compacted: cleanup.policy is {found.policy} ({found.source}); Kafka's cleaner never "
+                   "compacts this topic and compaction would drop records it keeps until retention; override: "
+                   f"{how}", "cleanup_policy_delete")
+
+
+def _metadata_refusal(directory: Path) -> Problem:
+    return Problem(str(directory), None, None,
+                   "not compacted: KRaft's metadata log is never cleaned (snapshots replace its history, KIP-630); "
+                   "no option overrides this", "metadata_log")
 
 
 @dataclass(frozen=True)
@@ -177,47 +162,49 @@ class CompactTarget:
 
     directory: Path
     in_log_dir: bool  # its parent holds a broker's own files: the cleaner-offset-checkpoint may be written there
-    refused: PartitionCompaction | None = None  # not to be compacted (unreadable entries, cleanup.policy delete)
+    refused: PartitionCompaction | None = None  # not to be compacted (unreadable entries, not a compacted topic)
 
 
 @contextmanager
 def compaction_targets(paths: list[str], report: CompactReport, *, force: bool = False,
                        cleanup_policy: str | None = None,
-                       topic_policies: dict[str, str] | None = None) -> Iterator[list[CompactTarget]]:
+                       topic_policies: KnownPolicies | None = None) -> Iterator[list[CompactTarget]]:
     """The partitions under ``paths``, in order, with the rules every engine follows (kept here once): the
     ``.lock`` of each log dir held meanwhile (RecoveryRefusedError if a broker holds it); a partition holding
-    entries that cannot be read is refused; so is one whose known cleanup.policy lacks ``compact``
-    (``cleanup_policy`` from --config, else ``topic_policies``, e.g. from ZooKeeper, else the log dir's KRaft
-    metadata) unless ``force``; the checkpoint goes only into a log dir. Unreadable entries go to ``report``."""
+    entries that cannot be read is refused; KRaft's metadata log always; any other partition unless its topic's
+    cleanup.policy is known to contain ``compact`` (``cleanup_policy`` from --config, else ``topic_policies``,
+    e.g. from ZooKeeper, the log dir's KRaft metadata or kctl broker configs, Kafka's own compacted topics) or
+    ``force``; the checkpoint goes only into a log dir. Unreadable entries go to ``report``."""
     partitions = list(find_partitions(paths, report.unreadable))
     with ExitStack() as locks:
         for log_dir in sorted({d.resolve().parent for d in partitions}):
             locks.enter_context(log_dir_lock(log_dir))
         blocked = {Path(p.file).parent.absolute() for p in report.unreadable}
-        kraft_policies: dict[Path, dict[str, str]] = {}
+        in_dir: dict[Path, list[KnownPolicies]] = {}
         targets = []
         for directory in partitions:
             log_dir = directory.parent
             target = CompactTarget(directory, holds_log_dir_metadata(log_dir))
+            topic = (parse_partition_dir_name(directory.name) or (None, None))[0]
+            refusal: Problem | None = None
             if directory in blocked:  # never rewrite a partition with a segment-like entry we cannot read
-                target = CompactTarget(directory, target.in_log_dir, PartitionCompaction(str(directory), [], problems=[
-                    Problem(str(directory), None, None, "not compacted: it holds entries that cannot be read",
-                            "skipped")]))
+                refusal = Problem(str(directory), None, None, "not compacted: it holds entries that cannot be read",
+                                  "skipped")
+            elif is_metadata_log(directory, topic):
+                refusal = _metadata_refusal(directory)
             elif not force:
-                topic = (parse_partition_dir_name(directory.name) or (None, None))[0]
                 if cleanup_policy is not None:
-                    policy, source = cleanup_policy, "--config"
-                elif topic is not None and topic_policies and topic in topic_policies:
-                    policy, source = topic_policies[topic], "the topic config in ZooKeeper"
+                    found = CleanupPolicy(cleanup_policy, "--config")
                 else:
-                    if log_dir not in kraft_policies:
-                        kraft_policies[log_dir] = cleanup_policies_in_log_dir(log_dir)
-                    policy = kraft_policies[log_dir].get(topic) if topic is not None else None
-                    source = "the topic config in the log dir's __cluster_metadata"
-                refusal = _policy_refusal(directory, policy, source)
-                if refusal is not None:
-                    target = CompactTarget(directory, target.in_log_dir,
-                                           PartitionCompaction(str(directory), [], problems=[refusal]))
+                    if log_dir not in in_dir:
+                        in_dir[log_dir] = log_dir_policies(log_dir)
+                    sources = ([topic_policies] if topic_policies is not None else []) + in_dir[log_dir]
+                    found = resolve_policy(topic, sources) if topic is not None else \
+                        CleanupPolicy(None, f"{directory.name} is not named <topic>-<partition>")
+                refusal = _policy_refusal(directory, topic, found)
+            if refusal is not None:
+                target = CompactTarget(directory, target.in_log_dir,
+                                       PartitionCompaction(str(directory), [], problems=[refusal]))
             targets.append(target)
         yield targets
 
@@ -232,13 +219,15 @@ def split_cleanup_policy(config_overrides: dict[str, str] | None) -> tuple[Clean
 def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[str, str] | None = None,
             include_active: bool = False, max_memory: int = DEFAULT_MAX_MEMORY, verify_after: bool = False,
             now_ms: int | None = None, jobs: int = 1, force: bool = False,
-            topic_policies: dict[str, str] | None = None) -> CompactReport:
+            topic_policies: KnownPolicies | None = None) -> CompactReport:
     """Plan (and unless ``dry_run`` apply) compaction of every partition under ``paths``.
 
     ``jobs``: worker processes per partition, for building the offset map and writing segment groups.
-    A partition whose known ``cleanup.policy`` (``config_overrides``, else ``topic_policies`` - e.g. read from
-    ZooKeeper - else the log dir's KRaft metadata) has no ``compact`` is refused unless ``force``. The
-    ``cleaner-offset-checkpoint`` is written only into a log dir (one holding meta.properties or a checkpoint).
+    Only partitions whose topic is known to be compacted are compacted (``compaction_targets``): the
+    ``cleanup.policy`` in ``config_overrides``, else ``topic_policies`` (e.g. read from ZooKeeper), else what
+    the log dir holds (KRaft metadata, a kctl broker's topic configs), else Kafka's own compacted topics; any
+    other partition is refused unless ``force``, KRaft's metadata log always. The ``cleaner-offset-checkpoint``
+    is written only into a log dir (one holding meta.properties or a checkpoint).
 
     Raises ValueError for bad ``config_overrides``, InputError for missing inputs, RecoveryRefusedError for a
     log dir a broker holds.

@@ -26,6 +26,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
 from kcli.errors import InputError, KcliError
+from kcli.storage.cleanup_policy import CLEANUP_POLICY, LOG_CLEANUP_POLICY, KnownPolicies
 from kcli.zk import models, paths
 from kcli.zk.registration import ZooKeeperConnectionError, _describe, probe
 
@@ -339,6 +340,21 @@ class ZkRegistry:
                 if data is not None:
                     result.append(models.parse_config(self._where(path), data, entity_type, name))
         return result
+
+    def cleanup_policies(self) -> KnownPolicies:
+        """Every topic's ``cleanup.policy`` as the brokers apply it: the override under ``/config/topics``, else
+        the dynamic cluster default ``log.cleanup.policy`` under ``/config/brokers/<default>``, else Kafka's."""
+        overrides, default = {}, None
+        for entity in self.configs():
+            if entity.entity_type == "topics" and CLEANUP_POLICY in entity.config:
+                overrides[entity.name] = entity.config[CLEANUP_POLICY]
+            elif entity.entity_type == "brokers" and entity.name == "<default>":
+                default = entity.config.get(LOG_CLEANUP_POLICY)
+        where = f"ZooKeeper {self.connect.text}"
+        if default is None:
+            return KnownPolicies(where, overrides, frozenset(self.topic_names()))
+        return KnownPolicies(where, overrides, frozenset(self.topic_names()), default,
+                             "the cluster default log.cleanup.policy in /config/brokers/<default>")
 
     def admin(self) -> AdminView:
         reassign = self._data_or_none(REASSIGN_PARTITIONS)

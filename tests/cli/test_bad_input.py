@@ -25,8 +25,8 @@ COMMANDS = {
     "scan": ["scan", "--workers", "1"],
     "recover-dry-run": ["recover", "--dry-run"],
     "recover": ["recover"],
-    "compact-dry-run": ["compact", "--dry-run", "-j", "1"],
-    "compact": ["compact", "-j", "1"],
+    "compact-dry-run": ["compact", "--dry-run", "-j", "1", "--config", "cleanup.policy=compact"],
+    "compact": ["compact", "-j", "1", "--config", "cleanup.policy=compact"],
 }
 
 

@@ -50,11 +50,11 @@ def test_compact_failure_is_not_reported_as_compacted(tmp_path, monkeypatch):
         raise KcliError("disk full", path=str(partition))
 
     monkeypatch.setattr("kcli.tools.compact.apply_compaction", broken)
-    result = CliRunner().invoke(app, ["compact", "-j", "1", str(partition)])
+    result = CliRunner().invoke(app, ["compact", "-j", "1", "--config", "cleanup.policy=compact", str(partition)])
     assert result.exit_code == 1, result.output
     assert "compacted: 1 partition" not in result.stdout
     assert "compacted: 0 partitions; PROBLEMS FOUND (1)" in result.stdout
-    doc = json.loads(CliRunner().invoke(app, ["compact", "-j", "1", "--json", str(partition)]).stdout)
+    doc = json.loads(CliRunner().invoke(app, ["compact", "-j", "1", "--config", "cleanup.policy=compact", "--json", str(partition)]).stdout)
     assert doc["ok"] is False and doc["problems"][0]["code"] == "not_applied" and doc["problems"][0]["file"]
 
 

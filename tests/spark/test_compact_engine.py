@@ -76,7 +76,8 @@ def test_spark_engine_leaves_what_the_local_engine_leaves(spark, sources, tmp_pa
     shutil.copytree(sources, local)
     shutil.copytree(sources, remote)
     dry_run = False  # dry runs share the planning code (tests/storage/test_cleaner.py), each Spark run costs ~30 s
-    options = dict(dry_run=dry_run, include_active=True, now_ms=NOW, config_overrides={"delete.retention.ms": "0"})
+    options = dict(dry_run=dry_run, include_active=True, now_ms=NOW,
+                   config_overrides={"cleanup.policy": "compact", "delete.retention.ms": "0"})
     expected = compact_local([str(local)], verify_after=not dry_run, **options)
     got = compact_spark(spark, [str(remote)], verify_after=not dry_run, **options)
 
@@ -118,6 +119,7 @@ def test_spark_engine_follows_the_local_engines_safety_rules(spark, tmp_path):
     log dir; the reports match the local engine's."""
     from kcli.records.cluster_metadata import encode_metadata_record
     from kcli.spark.compact import compact as compact_spark
+    from kcli.storage.cleanup_policy import KnownPolicies
 
     def build(root: Path) -> tuple[Path, Path]:
         scratch, log_dir = root / "scratch", root / "logs"
@@ -131,7 +133,9 @@ def test_spark_engine_follows_the_local_engines_safety_rules(spark, tmp_path):
 
     scratch, log_dir = build(tmp_path / "spark")
     local_scratch, local_log_dir = build(tmp_path / "local")
-    options = dict(now_ms=NOW, config_overrides={"delete.retention.ms": "0"})
+    # t is compacted (as ZooKeeper would say); u's policy comes from the log dir's KRaft metadata
+    options = dict(now_ms=NOW, config_overrides={"delete.retention.ms": "0"},
+                   topic_policies=KnownPolicies("a test", {"t": "compact"}))
     untouched = _tree(log_dir)
     got = compact_spark(spark, [str(scratch / "t-0"), str(log_dir / "u-0")], **options)
     expected = compact_local([str(local_scratch / "t-0"), str(local_log_dir / "u-0")], **options)

@@ -110,10 +110,12 @@ def test_compact(cluster, tmp_path):
     for root in (local, remote):
         for p in range(2):
             _keyed(root / f"keyed-{p}")
-    proc = _spark(cluster, "compact", "--include-active", "--verify", "--json", str(remote))
+    proc = _spark(cluster, "compact", "--include-active", "--verify", "--json", "--config", "cleanup.policy=compact",
+                  str(remote))
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.replace(str(remote), "<root>"))
-    expected = json.loads(json.dumps(compact_local([str(local)], include_active=True, verify_after=True).to_json())
+    expected = json.loads(json.dumps(compact_local([str(local)], include_active=True, verify_after=True,
+                                                    config_overrides={"cleanup.policy": "compact"}).to_json())
                           .replace(str(local), "<root>"))
     assert _without(got, "seconds", "paths") == _without(expected, "seconds", "paths")
     assert expected["records_dropped"] > 500 and expected["verified"]

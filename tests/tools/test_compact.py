@@ -14,12 +14,15 @@ import pytest
 
 from builders import T0, build_partition
 from kcli.records import Record
+from kcli.storage.cleanup_policy import KCTL_TOPIC_CONFIGS
 from kcli.storage.log import LogConfig, PartitionLog
 from kcli.storage.recovery import CRASH_AFTER_ENV
 from kcli.storage.segment import FileBatchReader
 from kcli.tools.compact import KeyState, compact, compare
 from kcli.tools.recover import RecoveryRefusedError, recover
 from kcli.tools.verify import verify
+
+COMPACTED = {"cleanup.policy": "compact"}  # the synthetic topics here are compacted ones: say so
 
 
 def kctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -48,6 +51,8 @@ def log_dir(tmp_path) -> Path:
         for i in range(30):
             log.append([Record(0, T0 + i, f"k{i % 4}".encode(), None if i % 7 == 3 else f"v{i}".encode())])
     (root / "meta.properties").write_text("version=0\nbroker.id=0\n")  # a broker's log dir
+    # a kctl broker's log dir where topic t is compacted (what compaction needs to know before touching it)
+    (root / KCTL_TOPIC_CONFIGS).write_text(json.dumps({"version": 1, "topics": {"t": {"cleanup.policy": "compact"}}}))
     return root
 
 
@@ -146,13 +151,13 @@ def test_killed_between_swap_steps_then_recovered(tmp_path):
     old = _data(template)
     done = tmp_path / "done" / "t-0"
     shutil.copytree(template, done)
-    assert compact([str(done)]).is_ok()
+    assert compact([str(done)], config_overrides=COMPACTED).is_ok()
     new = _data(done)
     assert new != old
     crashes = 0
     for step in range(1, 100):
         partition = Path(shutil.copytree(template, tmp_path / f"{step}" / "logs" / "t-0"))
-        proc = kctl("compact", str(partition), env={CRASH_AFTER_ENV: str(step)})
+        proc = kctl("compact", "--config", "cleanup.policy=compact", str(partition), env={CRASH_AFTER_ENV: str(step)})
         if proc.returncode == 0:
             break
         assert proc.returncode == -9, proc.stderr
@@ -169,12 +174,12 @@ def test_killed_between_swap_steps_then_recovered(tmp_path):
 def test_cleaner_checkpoint_only_in_a_log_dir(tmp_path):
     scratch = tmp_path / "scratch"
     build_partition(scratch / "t-0", batches=60)
-    report = compact([str(scratch / "t-0")], config_overrides={"delete.retention.ms": "0"})
+    report = compact([str(scratch / "t-0")], config_overrides={**COMPACTED, "delete.retention.ms": "0"})
     assert report.is_ok() and report.partitions[0].applied
     assert not (scratch / "cleaner-offset-checkpoint").exists() and report.partitions[0].checkpoint is None
     (scratch / "meta.properties").write_text("version=0\nbroker.id=0\n")
     build_partition(scratch / "u-0", batches=60)
-    report = compact([str(scratch / "u-0")])
+    report = compact([str(scratch / "u-0")], config_overrides=COMPACTED)
     assert report.partitions[0].checkpoint is not None and (scratch / "cleaner-offset-checkpoint").is_file()
 
 
@@ -213,3 +218,107 @@ def test_policies_of_a_real_kraft_log_dir(fixtures_dir, tmp_path):
     by_name = {Path(p.directory).name: p for p in report.partitions}
     assert [i.code for i in by_name["_confluent-monitoring-0"].issues] == ["cleanup_policy_delete"]
     assert not by_name["_schemas-0"].issues
+
+
+# -- issue 22: compact only what Kafka's cleaner would compact ----------------------------------------------------
+
+@pytest.fixture
+def kraft_copy(fixtures_dir, tmp_path) -> Path:
+    """A writable copy of a real Kafka 3.6 (KRaft) log dir."""
+    log_dir = shutil.copytree(fixtures_dir / "rjmfernandes__flink-on-prem/data", tmp_path / "data")
+    for p in log_dir.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return log_dir
+
+
+@pytest.mark.parametrize("flags", [[], ["--include-active"], ["--dry-run"], ["--include-active", "--dry-run"]],
+                         ids=["default", "include-active", "dry-run", "include-active-dry-run"])
+def test_real_kraft_log_dir_only_compacted_topics_are_touched(kraft_copy, flags):
+    """The data loss of issue 22: __cluster_metadata-0 and loyalty_levels-0 (no cleanup.policy override: delete,
+    Kafka's default) were rewritten with exit 0. Both are refused by name, with the override spelled out, and
+    their bytes are unchanged; the topics the metadata calls compacted are compacted."""
+    # a second metadata segment: the first one is then no longer active, and was compacted with default flags
+    (kraft_copy / "__cluster_metadata-0" / "00000000000000017027.log").write_bytes(b"")
+    untouched = {name: _tree(kraft_copy / name) for name in ("__cluster_metadata-0", "loyalty_levels-0",
+                                                              "promotions-0", "_confluent-monitoring-0")}
+    proc = kctl("compact", "--json", *flags, str(kraft_copy))
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    refused = {Path(p["partition"]).name: [i["code"] for i in p["problems"]] for p in report["partitions"]
+               if p["problems"]}
+    assert refused == {"__cluster_metadata-0": ["metadata_log"], "loyalty_levels-0": ["cleanup_policy_delete"],
+                       "promotions-0": ["cleanup_policy_delete"], "_confluent-monitoring-0": ["cleanup_policy_delete"],
+                       "_confluent-controlcenter-7-6-0-1-monitoring-trigger-event-rekey-0": ["cleanup_policy_delete"]}
+    for name, tree in untouched.items():
+        assert _tree(kraft_copy / name) == tree, name
+    done = {Path(p["partition"]).name for p in report["partitions"] if not p["problems"]}
+    assert {"connect-configs-0", "connect-offsets-14", "_schemas-0", "__consumer_offsets-28"} <= done
+    text = kctl("compact", *flags, str(kraft_copy))
+    assert text.returncode == 1
+    line = next(x for x in text.stderr.splitlines() if "loyalty_levels-0" in x)
+    assert "cleanup.policy is delete" in line and "--config cleanup.policy=compact" in line
+    assert "__cluster_metadata-0" in text.stderr
+
+
+def test_metadata_log_is_refused_whatever_the_flags(kraft_copy):
+    metadata = kraft_copy / "__cluster_metadata-0"
+    before = _tree(metadata)
+    for flags in (["--force"], ["--config", "cleanup.policy=compact"], ["--force", "--include-active"]):
+        proc = kctl("compact", *flags, str(metadata))
+        assert proc.returncode == 1 and "[metadata_log]" in proc.stderr, (flags, proc.stderr)
+    # a Raft log is known by its quorum-state, whatever its directory is called
+    other = shutil.copytree(metadata, kraft_copy / "renamed-0")
+    report = compact([str(other)], force=True, include_active=True)
+    assert [i.code for i in report.partitions[0].issues] == ["metadata_log"]
+    assert _tree(metadata) == before
+
+
+def test_unknown_policy_is_refused_until_stated(fixtures_dir, tmp_path):
+    """A ZooKeeper-mode log dir holds no topic configs: its topics are refused (the override named), Kafka's own
+    compacted topics are compacted; --config cleanup.policy=compact states the policy."""
+    log_dir = shutil.copytree(fixtures_dir / "VolodymyrZee__kafka", tmp_path / "kafka")
+    for p in log_dir.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    before = _tree(log_dir / "first_topic-0")
+    report = compact([str(log_dir / "first_topic-0"), str(log_dir / "__consumer_offsets-12")], include_active=True)
+    first, offsets = report.partitions
+    assert [i.code for i in first.issues] == ["cleanup_policy_unknown"] and not first.applied
+    assert "-z" in first.issues[0].reason and "--config cleanup.policy=compact" in first.issues[0].reason
+    assert offsets.applied and not offsets.issues
+    assert _tree(log_dir / "first_topic-0") == before
+    stated = compact([str(log_dir / "first_topic-0")], include_active=True, config_overrides=COMPACTED)
+    assert stated.is_ok() and stated.partitions[0].applied
+
+
+def test_kraft_cluster_default_and_removed_topics(log_dir):
+    """KRaft metadata: a cluster-wide log.cleanup.policy=compact makes topics without an override compacted; a
+    snapshot is read before the log records after it; damaged metadata makes every policy unknown."""
+    from kcli.records.cluster_metadata import encode_metadata_record
+    from kcli.storage.cleanup_policy import kraft_policies, resolve_policy
+
+    (log_dir / KCTL_TOPIC_CONFIGS).unlink()
+
+    def record(kind, **data):
+        return Record(0, T0, None, encode_metadata_record(kind, 0, data))
+
+    topic_id = "WO0oNwVNRcCPB4BrgUz-LA"  # Kafka prints topic ids in base64
+    with PartitionLog(log_dir / "__cluster_metadata-0") as log:
+        log.append([record("TOPIC_RECORD", name="t", topicId=topic_id)])
+        log.append([record("CONFIG_RECORD", resourceType=4, resourceName="", name="log.cleanup.policy",
+                           value="compact")])
+    known = kraft_policies(log_dir)
+    assert known.damage is None and resolve_policy("t", [known]).compacts
+    assert resolve_policy("unheard-of", [known]).policy is None
+    assert compact([str(log_dir / "t-0")], dry_run=True).is_ok()
+    with PartitionLog(log_dir / "__cluster_metadata-0") as log:
+        log.append([record("REMOVE_TOPIC_RECORD", topicId=topic_id)])
+    assert resolve_policy("t", [kraft_policies(log_dir)]).policy is None
+    segment = next((log_dir / "__cluster_metadata-0").glob("*.log"))
+    data = bytearray(segment.read_bytes())
+    data[-1] ^= 0xFF  # the last record's CRC no longer matches
+    segment.write_bytes(bytes(data))
+    damaged = kraft_policies(log_dir)
+    assert damaged.damage and str(segment) in damaged.damage
+    report = compact([str(log_dir / "t-0")], dry_run=True)
+    assert [i.code for i in report.partitions[0].issues] == ["cleanup_policy_unknown"]
+    assert "cannot be read completely" in report.partitions[0].issues[0].reason

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import subprocess
 import sys
@@ -535,11 +536,33 @@ def test_missing_chroot_is_an_error(zookeeper, args):
 
 
 def test_compact_reads_cleanup_policy_from_zookeeper(zk, offline_log_dir):
-    """kctl compact -z: a topic whose ZooKeeper config says cleanup.policy=delete is not compacted."""
+    """kctl compact -z: the policy each topic has in ZooKeeper decides, as the cluster's cleaners do: an override
+    of delete, or none (Kafka's default, delete), is refused; compact is compacted; a cluster-wide default in
+    /config/brokers/<default> applies to topics without an override."""
     zk.put("/config/topics/orders", json.dumps({"version": 1, "config": {"cleanup.policy": "delete"}}).encode())
     env = {k: v for k, v in os.environ.items() if not k.startswith("KCTL_")}
-    proc = subprocess.run([sys.executable, "-m", "kcli", "compact", "--dry-run", "-j", "1", "-z", zk.connect,
-                           str(offline_log_dir / "orders-0"), str(offline_log_dir / "payments-0")],
-                          capture_output=True, text=True, env=env, timeout=120)
+
+    def dry_run(*paths):
+        return subprocess.run([sys.executable, "-m", "kcli", "compact", "--dry-run", "-j", "1", "-z", zk.connect,
+                               *(str(offline_log_dir / p) for p in paths)],
+                              capture_output=True, text=True, env=env, timeout=120)
+
+    proc = dry_run("orders-0", "payments-0")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "orders-0" in proc.stderr and "ZooKeeper" in proc.stderr and "payments-0" not in proc.stderr
+    orders = next(line for line in proc.stderr.splitlines() if "orders-0" in line)
+    payments = next(line for line in proc.stderr.splitlines() if "payments-0" in line)
+    assert "cleanup.policy is delete (topic config in ZooKeeper" in orders
+    assert "cleanup.policy is delete (no override in ZooKeeper" in payments and "Kafka's default" in payments
+    zk.put("/config/topics/payments", json.dumps({"version": 1, "config": {"cleanup.policy": "compact"}}).encode())
+    proc = dry_run("orders-0", "payments-0")
+    assert proc.returncode == 1 and "orders-0" in proc.stderr and "payments-0" not in proc.stderr
+    zk.client.delete(zk.chroot + "/config/topics/orders")
+    zk.put("/config/brokers/<default>", json.dumps({"version": 1, "config": {
+        "log.cleanup.policy": "compact,delete"}}).encode())
+    proc = dry_run("orders-0", "payments-0")
+    assert proc.returncode == 0, proc.stderr
+    # a partition of a topic ZooKeeper does not know stays unknown: refused, the override named
+    unknown = offline_log_dir / "ghost-0"
+    shutil.copytree(offline_log_dir / "orders-0", unknown)
+    proc = dry_run("ghost-0")
+    assert proc.returncode == 1 and "[cleanup_policy_unknown]" in proc.stderr
