@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kcli.errors import KcliError
-from kcli.spark import FORMAT
+from kcli.spark.schema import FORMAT
 from kcli.spark.session import local_python
 from kcli.storage.cleaner import (
     CompactionPlan,

@@ -29,7 +29,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from kcli.records.types import NO_TIMESTAMP
-from kcli.spark import CORRUPT_COLUMN, FORMAT, PERMISSIVE_SCHEMA, SCHEMA
+from kcli.spark.schema import CORRUPT_COLUMN, FORMAT, PERMISSIVE_SCHEMA, SCHEMA
 from kcli.spark.plan import Bounds, Range, ReadOptions, SegmentSplit, expand_paths, plan
 from kcli.spark.read import Chunk, SplitReader
 
