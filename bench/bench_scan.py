@@ -220,7 +220,7 @@ def main() -> None:
             runs.append({"name": f"spark engine, {master}", **r})
             print(f"# {runs[-1]['name']}: {r['seconds']:.1f}s", file=sys.stderr)
         if not args.skip_cluster:
-            sys.path.insert(0, str(REPO / "tests" / "spark"))
+            sys.path[:0] = [str(REPO / "tests" / "spark"), str(REPO / "tests")]  # standalone_support imports tiers
             import tempfile
 
             from standalone_support import StandaloneCluster

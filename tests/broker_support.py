@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import tiers
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -33,6 +35,7 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> None:
+        tiers.require("broker_process", f"a kctl broker process on port {self.port}")
         self.stderr_path = self.log_dir.parent / f"broker-{self.port}-{int(time.time() * 1000)}.log"
         args = [sys.executable, "-m", "kcli", "broker", "run",
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",

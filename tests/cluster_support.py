@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+import tiers
 from broker_support import BrokerProcess, free_port
 
 LAG_MS = 2000  # replica.lag.time.max.ms: a paused follower leaves the ISR within about 1.5x this; the test
@@ -65,6 +66,7 @@ class Cluster:
         return ",".join(b.bootstrap for b in self.brokers)
 
     def start(self) -> None:
+        tiers.require("cluster", f"a cluster of {len(self.brokers)} brokers")
         self.zk.start(timeout=10)
         for broker in self.brokers:
             broker.start()

@@ -8,7 +8,24 @@ from pathlib import Path
 
 import pytest
 
+import tiers
 from support import FIXTURES
+
+
+def pytest_collection_modifyitems(config, items):
+    tiers.mark(items, pytest)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    tiers.set_current(item)  # module fixtures start their processes in the setup of the module's first test
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    tiers.set_current(item)
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,8 @@ import pytest
 from kcli.processes import free_port
 from kcli.zk import server as zk_server
 
+import tiers
+
 __all__ = ["TcpProxy", "ZooKeeperServer", "free_port"]
 
 
@@ -26,6 +28,7 @@ class ZooKeeperServer(zk_server.ZooKeeperServer):
         super().__init__(workdir, port, tick_time_ms=500)
 
     def start(self, timeout: float = 60.0) -> None:
+        tiers.require("zookeeper", "a ZooKeeper server")
         try:
             zk_server.check_installed(self.jar)
         except zk_server.ZooKeeperNotInstalledError as exc:

@@ -19,7 +19,7 @@ from cluster_support import create_topic as _create
 from cluster_support import metadata as _metadata
 from cluster_support import produce as _produce
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.cluster
 
 BROKERS = 3
 

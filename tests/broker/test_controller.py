@@ -19,7 +19,7 @@ from kcli.storage.checkpoint import uuid_to_base64
 from kcli.zk.kafka_zk_client import KafkaZkClient
 from kcli.zk.models import TopicPartition
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.zookeeper
 
 TOPIC_ID = "k-4sq6EMT1Wf8qPTKH7ljQ"
 ORDERS = {0: [1, 2], 1: [2, 1], 2: [0, 2]}  # broker 1 leads p0 and follows p1; the controller (0) leads p2

@@ -22,7 +22,7 @@ from kcli.protocol import ApiKey
 from kcli.zk.kafka_zk_client import ElectionInProgressError, KafkaZkClient
 from kcli.zk.models import TopicPartition
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.zookeeper
 
 ORDERS = {0: [1, 2], 1: [2, 1], 2: [0, 2]}  # broker 1 is the preferred leader of p0 only
 P0, P1, P2 = (TopicPartition("orders", p) for p in range(3))

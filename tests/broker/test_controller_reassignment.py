@@ -19,7 +19,7 @@ from kcli.protocol import ApiKey
 from kcli.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from kcli.zk.models import TopicPartition
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.zookeeper
 
 TOPIC_ID = "k-4sq6EMT1Wf8qPTKH7ljQ"
 ORDERS = {0: [1, 2], 1: [2, 1]}

@@ -17,7 +17,7 @@ import pytest
 
 from cluster_support import Cluster, Workload, create_topic, metadata, replica_bytes, wait_for
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.cluster
 
 SESSION_MS = 4000  # zookeeper.session.timeout.ms: a kill -9 is noticed within this
 

@@ -17,7 +17,7 @@ import pytest
 
 from cluster_support import Cluster, Workload, create_topic, metadata, produce, wait_for
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.cluster
 
 AUTO = ("auto.leader.rebalance.enable=true", "leader.imbalance.check.interval.seconds=2",
         "leader.imbalance.per.broker.percentage=10")

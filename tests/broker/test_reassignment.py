@@ -17,7 +17,7 @@ import pytest
 
 from cluster_support import Cluster, create_topic, metadata, wait_for
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from cluster_support import Cluster, create_topic, metadata, wait_for
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.cluster
 
 EXTRA = ("transaction.state.log.replication.factor=3", "transaction.state.log.min.isr=2",
          "transaction.state.log.num.partitions=3", "controlled.shutdown.retry.backoff.ms=500")

@@ -22,7 +22,7 @@ import pytest
 from cluster_support import Cluster, consume_all, create_topic, metadata, produce, wait_for
 from kcli.storage.checkpoint import LeaderEpochCheckpointFile
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.cluster
 
 SESSION_MS = 6000  # X's death is noticed when its session expires
 TOPIC = "diverge"

@@ -8,6 +8,8 @@ import os
 import shutil
 import uuid
 
+import pytest
+
 from broker_support import BrokerProcess, free_port, kcat, old_kafka_python_workload, seek_with_leader_epoch
 from kcli.protocol import SUPPORTED_APIS
 from support import REPO
@@ -158,6 +160,7 @@ def _admin_workload(admin, topic: str) -> None:
     assert set(expected) == {"SECURITY_DISABLED"}, expected
 
 
+@pytest.mark.broker_process
 def test_every_advertised_api_is_exercised_by_a_real_client(tmp_path):
     observed_path = tmp_path / "served.json"
     broker = BrokerProcess(free_port(), tmp_path / "kafka-logs", ["group.initial.rebalance.delay.ms=0"],

@@ -12,7 +12,7 @@ from kazoo.client import KazooClient
 from broker_support import BrokerProcess, free_port
 from kcli.storage.checkpoint import uuid_from_base64
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.zookeeper
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 from kcli.processes import command_line, free_port
 from kcli.zk.server import ZooKeeperNotInstalledError, check_installed
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.cluster
 
 
 def _installed() -> None:

@@ -102,6 +102,7 @@ def test_response_codec_round_trip_and_malformed_answers():
         encode_request(3, 8, 1, None, FindCoordinatorRequest(key="g", key_type=0))
 
 
+@pytest.mark.broker_process
 def test_broker_going_away(tmp_path):
     process = BrokerProcess(free_port(), tmp_path / "logs", [])
     process.start()

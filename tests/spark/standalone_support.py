@@ -21,6 +21,8 @@ from pathlib import Path
 
 from kcli.processes import LOOPBACK, free_ports, spawn, tail, terminate
 
+import tiers
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -78,6 +80,7 @@ class StandaloneCluster:
         return proc
 
     def start(self) -> StandaloneCluster:
+        tiers.require("spark", "a standalone Spark cluster")
         for sub in ("logs", "work", "tmp"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         try:

@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 
 from zookeeper_support import free_port
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.zookeeper
 
 _spec = importlib.util.spec_from_file_location("zk_registry_seed", Path(__file__).with_name("test_registry.py"))
 _seed_module = importlib.util.module_from_spec(_spec)

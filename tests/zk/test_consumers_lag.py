@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from broker_support import BrokerProcess, free_port
 from kcli.cli.app import app
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.zookeeper
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from kcli.zk.kafka_zk_client import (
 from kcli.zk.models import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from kcli.zk.registration import BrokerRegistration
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.zookeeper
 
 TOPIC_ID = "k-4sq6EMT1Wf8qPTKH7ljQ"
 

@@ -19,7 +19,7 @@ from kcli.client import KafkaClient
 from kcli.records.consumer_offsets import decode_record, partition_for_group
 from kcli.storage.segment import FileBatchReader
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.zookeeper
 
 ORDERS, PAYMENTS = "orders", "payments"  # 3 partitions x 10 records, 1 partition x 5 records
 
@@ -426,6 +426,7 @@ def test_java_hashcode_partition(group, partition):
     assert partition_for_group(group, 50) == partition
 
 
+@pytest.mark.broker_process
 def test_offline_log_dir_then_broker_serves(zk, tmp_path):
     log_dir = tmp_path / "offline-logs"
     b = BrokerProcess(free_port(), log_dir, ["group.initial.rebalance.delay.ms=0"])

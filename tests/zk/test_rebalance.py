@@ -61,7 +61,7 @@ def _run(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-@pytest.mark.zk
+@pytest.mark.zookeeper
 def test_check_against_real_zookeeper(zookeeper):
     chroot = f"/t-{uuid.uuid4().hex}"
     client = KazooClient(hosts=zookeeper.connect, timeout=10)

@@ -15,7 +15,7 @@ from kcli.zk import paths
 from kcli.zk.registration import BrokerRegistration, InvalidGroupIdError
 from zookeeper_support import TcpProxy, free_port
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.zookeeper
 
 PLAINTEXT = [("PLAINTEXT", "127.0.0.1", 9092)]
 

@@ -14,7 +14,7 @@ from kcli.zk.models import ZnodeFormatError
 from kcli.zk.registry import ChrootMissingError, ZkRegistry, ZnodeMissingError, ZooKeeperConnectionError
 from zookeeper_support import free_port
 
-pytestmark = pytest.mark.zk
+pytestmark = pytest.mark.zookeeper
 
 TOPIC_ID = "Qx7bD3yGQ9uZ1lQJ8e9gZw"
 CLUSTER_ID = "AbCdEfGhIjKlMnOpQrStUv"
