@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import struct
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -24,7 +23,8 @@ from kio.static.constants import EntityType
 
 from kcli.errors import KcliError
 from kcli.protocol.api import ApiKey
-from kcli.protocol.codec import api_name, decode_response, encode_request
+from kcli.protocol.codec import SIZE_PREFIX, api_name
+from kcli.protocol.connection import ClientConnection
 from kcli.protocol.errors import ProtocolError
 from kcli.protocol.schema import load_payload_module, load_request_schema
 
@@ -49,8 +49,6 @@ PREFERRED: dict[ApiKey, int] = {
     ApiKey.DELETE_GROUPS: 1,
     ApiKey.WRITE_TXN_MARKERS: 1,  # kio starts at v1
 }
-
-_SIZE = struct.Struct(">i")
 
 TopicPartition = tuple[str, int]
 
@@ -137,7 +135,7 @@ class BrokerConnection:
         self.address = f"{host}:{port}"
         self.timeout = timeout
         self.client_id = client_id
-        self._correlation = 0
+        self._wire = ClientConnection(client_id, max_frame_bytes=MAX_RESPONSE_BYTES, peer=f"the broker at {self.address}")
         try:
             self._sock: socket.socket | None = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
@@ -184,27 +182,21 @@ class BrokerConnection:
         if self._sock is None:
             raise BrokerUnreachableError(f"the connection to {self.address} is closed")
         name = f"{api_name(api_key)}Request v{version}"
-        frames, ids = [], []
+        frames = []
         for body in bodies:
-            self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-            ids.append(self._correlation)
             try:
-                frames.append(encode_request(api_key, version, self._correlation, self.client_id, body))
+                frames.append(self._wire.send_request(api_key, version, body)[1])
             except ProtocolError as exc:
                 raise KafkaClientError(exc.describe(), path=name) from None
         try:
             self._sock.sendall(b"".join(frames))
             answers = []
-            for expected in ids:
-                frame = self._read_frame(name)
+            for _ in bodies:
                 try:
-                    correlation, response = decode_response(api_key, version, frame)
+                    size = self._wire.frame_size(self._read_exactly(SIZE_PREFIX.size, name))
+                    answers.append(self._wire.receive_frame(self._read_exactly(size, name)).body)
                 except ProtocolError as exc:
                     raise KafkaClientError(f"undecodable answer from {self.address}: {exc.describe()}") from None
-                if correlation != expected:
-                    raise KafkaClientError(f"the broker at {self.address} answered correlation id {correlation} "
-                                           f"where {expected} was due", path=name)
-                answers.append(response)
             return answers
         except (OSError, KafkaClientError) as exc:
             self.close()
@@ -212,12 +204,6 @@ class BrokerConnection:
                 raise
             raise BrokerUnreachableError(f"lost the connection to the Kafka broker at {self.address} during {name}: "
                                          f"{getattr(exc, 'strerror', None) or exc}") from None
-
-    def _read_frame(self, name: str) -> bytes:
-        (size,) = _SIZE.unpack(self._read_exactly(_SIZE.size, name))
-        if not 0 <= size <= MAX_RESPONSE_BYTES:
-            raise KafkaClientError(f"the broker at {self.address} sent a frame size of {size}", path=name)
-        return self._read_exactly(size, name)
 
     def _read_exactly(self, size: int, name: str) -> bytes:
         assert self._sock is not None

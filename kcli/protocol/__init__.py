@@ -29,7 +29,15 @@ from kcli.protocol.codec import (
     encode_response,
     encode_response_parts,
 )
-from kcli.protocol.connection import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, NeedData, ServerConnection
+from kcli.protocol.connection import (
+    DEFAULT_MAX_FRAME_BYTES,
+    NEED_DATA,
+    ClientConnection,
+    InFlight,
+    NeedData,
+    Response,
+    ServerConnection,
+)
 from kcli.protocol.errors import (
     FrameTooLargeError,
     LocalProtocolError,
@@ -42,6 +50,9 @@ from kcli.protocol.minimal import minimal_request
 from kcli.protocol.requests import requested_topics
 
 __all__ = [
+    "ClientConnection",
+    "InFlight",
+    "Response",
     "DEFAULT_MAX_FRAME_BYTES",
     "KAFKA_RELEASE",
     "LEGACY_VERSIONS",

@@ -1,7 +1,10 @@
-"""ServerConnection: the broker side of one Kafka connection, bytes in and requests out (h11-style).
+"""The two ends of one Kafka connection, sans-io (h11's shape; kafka-python's ``KafkaProtocol``).
 
-It owns the 4-byte size framing, the maximum frame size and the order of responses.
-No sockets here: the caller feeds ``receive_data`` and writes what ``send`` returns.
+``ServerConnection``, the broker side: bytes in, requests out; responses in, bytes out, in request order.
+``ClientConnection``, the client side (kcli's admin client, the inter-broker fetchers and senders, the
+controller's request threads): requests in, bytes out with a correlation id each; bytes in, responses out,
+matched to their requests. Both own the 4-byte size framing and the maximum frame size. No sockets here:
+the caller feeds ``receive_data`` (or whole frames) and writes what ``send``/``send_request`` return.
 """
 
 from __future__ import annotations
@@ -10,7 +13,18 @@ import enum
 from collections import deque
 from typing import Any, Final, Literal
 
-from kcli.protocol.codec import SIZE_PREFIX, Request, decode_request, encode_response, encode_response_parts
+from dataclasses import dataclass
+
+from kcli.protocol.codec import (
+    SIZE_PREFIX,
+    Request,
+    api_name,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    encode_response_parts,
+)
 from kcli.protocol.errors import (
     FrameTooLargeError,
     LocalProtocolError,
@@ -156,6 +170,139 @@ class ServerConnection:
         elif self._start > _COMPACT_AFTER and self._start * 2 > len(self._buffer):
             del self._buffer[:self._start]
             self._start = 0
+
+    def _fail(self, error: ProtocolError) -> ProtocolError:
+        self._error = error
+        self._buffer = bytearray()
+        self._start = 0
+        return error
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A request sent on a ``ClientConnection`` whose response has not arrived yet."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+    @property
+    def name(self) -> str:
+        return f"{api_name(self.api_key)}Request v{self.api_version}"
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A response matched to its request."""
+
+    request: InFlight
+    body: Any
+
+
+class ClientConnection:
+    """Frames requests with increasing correlation ids; decodes each response with the schema of the request it
+    answers.
+
+    A Kafka broker answers the requests of one connection in the order they were sent (its socket server mutes
+    the channel while one is in flight), so the oldest request in flight is the one a response answers; a
+    response carrying another correlation id, a negative or oversized frame or one that does not decode is a
+    ``RemoteProtocolError`` and the connection is unusable (the caller closes it), as in Kafka's NetworkClient
+    ("Correlation id for response does not match request"). Produce with acks=0 gets no response
+    (``expects_response=False``).
+    """
+
+    def __init__(self, client_id: str | None, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 peer: str | None = None) -> None:
+        self.client_id = client_id
+        self.max_frame_bytes = max_frame_bytes
+        self.peer = peer  # for messages: "broker 2 at host:port"
+        self._correlation = 0
+        self._in_flight: deque[InFlight] = deque()
+        self._buffer = bytearray()
+        self._start = 0
+        self._error: ProtocolError | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent whose response has not been returned."""
+        return len(self._in_flight)
+
+    @property
+    def error(self) -> ProtocolError | None:
+        return self._error
+
+    def send_request(self, api_key: int, api_version: int, body: Any, *, expects_response: bool = True
+                     ) -> tuple[InFlight, bytes]:
+        """The request's frame to write, and the request it becomes in flight."""
+        if self._error is not None:
+            raise LocalProtocolError(f"connection unusable after: {self._error}")
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF  # a non-negative int32, as Kafka's clients
+        request = InFlight(int(api_key), api_version, self._correlation)
+        frame = encode_request(api_key, api_version, request.correlation_id, self.client_id, body)
+        if expects_response:
+            self._in_flight.append(request)
+        return request, frame
+
+    def receive_data(self, data: bytes) -> None:
+        if self._error is None:
+            self._buffer += data
+
+    def next_response(self) -> Response | Literal[NeedData.NEED_DATA]:
+        """The next complete response, or ``NEED_DATA`` until a whole frame is buffered."""
+        if self._error is not None:
+            raise LocalProtocolError(f"connection unusable after: {self._error}")
+        if len(self._buffer) - self._start < SIZE_PREFIX.size:
+            return NEED_DATA
+        size = self.frame_size(bytes(self._buffer[self._start:self._start + SIZE_PREFIX.size]))
+        end = self._start + SIZE_PREFIX.size + size
+        if len(self._buffer) < end:
+            return NEED_DATA
+        frame = bytes(self._buffer[self._start + SIZE_PREFIX.size:end])
+        self._start = end
+        if self._start == len(self._buffer):
+            self._buffer.clear()
+            self._start = 0
+        elif self._start > _COMPACT_AFTER and self._start * 2 > len(self._buffer):
+            del self._buffer[:self._start]
+            self._start = 0
+        return self.receive_frame(frame)
+
+    # For a caller that reads whole frames itself (blocking sockets, asyncio's readexactly): the same checks.
+    def frame_size(self, prefix: bytes) -> int:
+        """The size a response's 4-byte prefix announces; negative or above ``max_frame_bytes`` is an error."""
+        if self._error is not None:
+            raise LocalProtocolError(f"connection unusable after: {self._error}")
+        (size,) = SIZE_PREFIX.unpack(prefix)
+        if size < 0:
+            raise self._fail(RemoteProtocolError(f"{self._who()} sent a negative frame size {size}", position=0))
+        if size > self.max_frame_bytes:
+            raise self._fail(RemoteProtocolError(
+                f"{self._who()} sent a frame of {size} bytes, above the maximum of {self.max_frame_bytes}",
+                position=0))
+        if not self._in_flight:
+            raise self._fail(RemoteProtocolError(f"{self._who()} sent a response to no request in flight"))
+        return size
+
+    def receive_frame(self, frame: bytes | bytearray | memoryview) -> Response:
+        """The response in one whole frame (the bytes after its size prefix), matched to the oldest request."""
+        if self._error is not None:
+            raise LocalProtocolError(f"connection unusable after: {self._error}")
+        if not self._in_flight:
+            raise self._fail(RemoteProtocolError(f"{self._who()} sent a response to no request in flight"))
+        request = self._in_flight[0]
+        try:
+            correlation_id, body = decode_response(request.api_key, request.api_version, frame)
+        except ProtocolError as e:
+            raise self._fail(e) from None
+        if correlation_id != request.correlation_id:
+            raise self._fail(RemoteProtocolError(
+                f"{self._who()} answered correlation id {correlation_id} where {request.correlation_id} was due",
+                request=request.name, correlation_id=correlation_id))
+        self._in_flight.popleft()
+        return Response(request, body)
+
+    def _who(self) -> str:
+        return self.peer or "the broker"
 
     def _fail(self, error: ProtocolError) -> ProtocolError:
         self._error = error

@@ -256,3 +256,82 @@ def test_send_parts_keeps_file_regions_whole(pair, kafka_python, version):
     with pytest.raises(LocalProtocolError, match="no such request"):
         pair.server.send_parts(first, body(region))
     assert pair.respond(second, body(records)).responses[0].partitions[0].high_watermark == 1
+
+
+# -- ClientConnection: the client side, paired with the broker side (h11's ConnectionPair) --------------------
+
+def _client_server():
+    from kcli.protocol import ClientConnection
+
+    return ClientConnection("kctl-test", peer="broker 1"), ServerConnection()
+
+
+def _heartbeat(version: int = 4):
+    module = load_payload_module(12, version, EntityType.request)
+    return module.HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None)
+
+
+def test_client_requests_round_trip_through_a_server_connection_in_order():
+    client, server = _client_server()
+    sent = [client.send_request(12, 4, _heartbeat()) for _ in range(3)]
+    assert [r.correlation_id for r, _ in sent] == [1, 2, 3] and client.in_flight == 3
+    server.receive_data(b"".join(frame for _, frame in sent))
+    requests = _drain(server)
+    assert [r.correlation_id for r in requests] == [1, 2, 3] and requests[0].body.group_id == "g"
+    answers = b"".join(server.send(r, HeartbeatResponse(throttle_time=timedelta(0), error_code=ErrorCode.none))
+                       for r in requests)
+    for cut in range(len(answers)):  # split anywhere: the client waits for whole frames
+        client2, _ = _client_server()
+        for _ in range(3):
+            client2.send_request(12, 4, _heartbeat())
+        client2.receive_data(answers[:cut])
+        got = []
+        while (response := client2.next_response()) is not NEED_DATA:
+            got.append(response)
+        client2.receive_data(answers[cut:])
+        while (response := client2.next_response()) is not NEED_DATA:
+            got.append(response)
+        assert [r.request.correlation_id for r in got] == [1, 2, 3]
+        assert all(r.body.error_code == ErrorCode.none for r in got) and client2.in_flight == 0
+
+
+def test_client_refuses_a_response_for_another_correlation_id():
+    client, server = _client_server()
+    _, frame = client.send_request(12, 4, _heartbeat())
+    server.receive_data(frame)
+    request = _drain(server)[0]
+    wrong = dataclasses.replace(request, correlation_id=request.correlation_id + 5)
+    client.receive_data(encode_response(wrong, HeartbeatResponse(throttle_time=timedelta(0),
+                                                                 error_code=ErrorCode.none)))
+    with pytest.raises(RemoteProtocolError, match="broker 1 answered correlation id 6 where 1 was due"):
+        client.next_response()
+    with pytest.raises(LocalProtocolError, match="unusable"):
+        client.send_request(12, 4, _heartbeat())
+
+
+@pytest.mark.parametrize("size", [-1, DEFAULT_MAX_FRAME_BYTES + 1])
+def test_client_refuses_a_bad_frame_size_before_reading_it(size):
+    client, _ = _client_server()
+    client.send_request(12, 4, _heartbeat())
+    client.receive_data(struct.pack(">i", size))
+    with pytest.raises(RemoteProtocolError, match="frame"):
+        client.next_response()
+
+
+def test_client_refuses_a_response_to_nothing_and_acks_0_awaits_none():
+    client, _ = _client_server()
+    module = load_payload_module(0, 9, EntityType.request)
+    _, frame = client.send_request(0, 9, module.ProduceRequest(transactional_id=None, acks=0,
+                                                                timeout=timedelta(seconds=1), topic_data=()),
+                                   expects_response=False)
+    assert frame and client.in_flight == 0
+    client.receive_data(struct.pack(">i", 4) + b"\0\0\0\1")
+    with pytest.raises(RemoteProtocolError, match="no request in flight"):
+        client.next_response()
+
+
+def test_client_refuses_a_body_that_does_not_match_the_request():
+    client, _ = _client_server()
+    with pytest.raises(LocalProtocolError, match="is not FetchRequest v4"):
+        client.send_request(1, 4, _heartbeat())
+    assert client.in_flight == 0 and client.error is None
