@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import queue
 import socket
-import struct
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -27,6 +26,8 @@ from kcli.broker.controller.events import (
     UpdateMetadataResponseReceived,
 )
 from kcli.errors import KcliError
+from kcli.protocol.codec import SIZE_PREFIX
+from kcli.protocol.connection import ClientConnection
 from kcli.protocol.errors import ProtocolError
 from kcli.zk.kafka_zk_client import BrokerAndEpoch
 from kcli.zk.models import LEADER_DURING_DELETE, LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
@@ -38,7 +39,6 @@ RETRY_BACKOFF_S = 0.1  # RequestSendThread.backoff(): 100 ms between attempts
 DEFAULT_SOCKET_TIMEOUT_S = 30.0  # controller.socket.timeout.ms and request.timeout.ms
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 SHUTDOWN_WAIT_S = 1.0
-_SIZE = struct.Struct(">i")
 
 ResponseCallback = Callable[[Any], None]
 
@@ -83,7 +83,7 @@ class RequestSendThread(threading.Thread):
         self._stopped = threading.Event()
         self._sock: socket.socket | None = None
         self._sock_lock = threading.Lock()
-        self._correlation_id = 0
+        self._wire: ClientConnection | None = None
 
     def initiate_shutdown(self) -> None:
         """Stop after the current attempt; a blocked read is woken by closing the socket."""
@@ -125,20 +125,13 @@ class RequestSendThread(threading.Thread):
         self._close()
 
     def _send_and_receive(self, item: _QueueItem) -> Any:
-        sock = self._connect()
-        self._correlation_id += 1
-        correlation_id = self._correlation_id
-        sock.sendall(requests.encode(item.api_key, correlation_id, str(self.controller_id), item.body))
-        (size,) = _SIZE.unpack(self._read_exactly(sock, _SIZE.size))
-        if not 0 <= size <= MAX_RESPONSE_BYTES:
-            raise KcliError(f"broker {self.broker_id} sent a frame size of {size}")
-        answered, body = requests.decode(item.api_key, self._read_exactly(sock, size))
-        if answered != correlation_id:
-            raise KcliError(f"broker {self.broker_id} answered correlation id {answered} where {correlation_id} "
-                            "was due")
-        return body
+        sock, wire = self._connect()
+        _, frame = wire.send_request(item.api_key, requests.VERSIONS[item.api_key], item.body)
+        sock.sendall(frame)
+        size = wire.frame_size(self._read_exactly(sock, SIZE_PREFIX.size))
+        return wire.receive_frame(self._read_exactly(sock, size)).body
 
-    def _connect(self) -> socket.socket:
+    def _connect(self) -> tuple[socket.socket, ClientConnection]:
         with self._sock_lock:
             if self._sock is None:
                 sock = socket.create_connection((self.endpoint.host, self.endpoint.port), timeout=self.socket_timeout)
@@ -147,9 +140,13 @@ class RequestSendThread(threading.Thread):
                     sock.close()
                     raise KcliError("shutting down")
                 self._sock = sock
+                # a new connection, a new protocol state: nothing in flight, correlation ids from 1
+                self._wire = ClientConnection(str(self.controller_id), max_frame_bytes=MAX_RESPONSE_BYTES,
+                                              peer=f"broker {self.broker_id}")
                 log.info("controller %d connected to broker %d at %s:%d for sending state change requests",
                          self.controller_id, self.broker_id, self.endpoint.host, self.endpoint.port)
-            return self._sock
+            assert self._wire is not None
+            return self._sock, self._wire
 
     def _close(self) -> None:
         with self._sock_lock:

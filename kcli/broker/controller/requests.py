@@ -18,7 +18,6 @@ from typing import Any
 
 from kcli.errors import KcliError
 from kcli.protocol.api import ApiKey
-from kcli.protocol.codec import decode_response, encode_request
 from kcli.protocol.schema import load_request_schema, load_response_schema
 from kcli.storage.checkpoint import uuid_from_base64, uuid_to_base64
 from kcli.zk.models import TopicPartition
@@ -169,16 +168,6 @@ def stop_replica_partition_errors(body: Any) -> dict[TopicPartition, int]:
 
 
 # -- frames ------------------------------------------------------------------------------------------------------------
-def encode(api_key: int, correlation_id: int, client_id: str, body: Any) -> bytes:
-    """The size-prefixed request frame."""
-    return encode_request(ApiKey(api_key), VERSIONS[api_key], correlation_id, client_id, body)
-
-
-def decode(api_key: int, frame: bytes) -> tuple[int, Any]:
-    """(correlation id, response body) from a response frame (after its size prefix)."""
-    return decode_response(ApiKey(api_key), VERSIONS[api_key], frame)
-
-
 @cache
 def request_schema(api_key: int) -> type:
     return load_request_schema(api_key, VERSIONS[api_key])
