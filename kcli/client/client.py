@@ -9,7 +9,6 @@ Errors name the request, the field and Kafka's error code (``OffsetCommitRespons
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 import time
 from collections.abc import Iterable, Sequence
@@ -26,6 +25,7 @@ from kcli.protocol.api import ApiKey
 from kcli.protocol.codec import SIZE_PREFIX, api_name
 from kcli.protocol.connection import ClientConnection
 from kcli.protocol.errors import ProtocolError
+from kcli.protocol.legacy import build_entity
 from kcli.protocol.schema import load_payload_module, load_request_schema
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -116,15 +116,7 @@ def _kio_versions(api_key: ApiKey) -> range:
     return range(found[0], found[-1] + 1) if found else range(0)
 
 
-@cache
-def _fields(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
-
-
-def _build(module: Any, class_name: str, **values: Any) -> Any:
-    """``module.class_name`` with the values its version has; the others are dropped."""
-    cls = getattr(module, class_name)
-    return cls(**{k: v for k, v in values.items() if k in _fields(cls)})
+_build = build_entity  # module.Class from values; a field no version has raises (kcli.protocol.schema)
 
 
 class BrokerConnection:

@@ -45,7 +45,14 @@ from kcli.protocol.errors import (
     RemoteProtocolError,
     UnsupportedVersionError,
 )
-from kcli.protocol.legacy import LEGACY_VERSIONS, is_legacy, request_schema, response_schema, response_types
+from kcli.protocol.legacy import (
+    LEGACY_VERSIONS,
+    build_entity,
+    is_legacy,
+    request_schema,
+    response_schema,
+    response_types,
+)
 from kcli.protocol.minimal import minimal_request
 from kcli.protocol.requests import requested_topics
 
@@ -70,6 +77,7 @@ __all__ = [
     "UnsupportedVersionError",
     "advertised_versions",
     "api_name",
+    "build_entity",
     "api_versions_response",
     "decode_request",
     "decode_response",

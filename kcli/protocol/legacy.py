@@ -37,6 +37,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import Records, TZAware, i8, i16, i32, i32Timedelta, i64
 
 from kcli.protocol.api import ApiKey
+from kcli.protocol.errors import LocalProtocolError
 from kcli.protocol.schema import load_payload_module, load_request_schema, load_response_schema
 
 # kio's kafka types used below and the Python type of a field holding one (kio.static.primitive).
@@ -306,6 +307,53 @@ def response_schema(api_key: int, version: int) -> type | None:
         return load_response_schema(api_key, version)
     except KioIndexError:
         return _legacy(api_key, RESPONSE, version)
+
+
+@cache
+def _field_names_in_any_version(api_key: int, kind: EntityType, class_name: str) -> frozenset[str]:
+    names: set[str] = set()
+    for version in range(0, 64):
+        classes: Any = _CLASSES.get((api_key, kind, version))
+        if classes is None:
+            try:
+                classes = load_payload_module(api_key, version, kind)
+            except KioIndexError:
+                continue
+        cls = getattr(classes, class_name, None)
+        if cls is not None:
+            names.update(f.name for f in dataclasses.fields(cls))
+    return frozenset(names)
+
+
+def _message_of(classes: ModuleType | SimpleNamespace) -> tuple[int, EntityType]:
+    """(api key, request or response) of a module or namespace of one message version's classes."""
+    for value in vars(classes).values():
+        kind = getattr(value, "__type__", None)
+        if kind in (REQUEST, RESPONSE) and dataclasses.is_dataclass(value):
+            return int(value.__api_key__), kind
+    raise LocalProtocolError(f"{classes!r} holds no request or response class")
+
+
+def build_entity(classes: ModuleType | SimpleNamespace, class_name: str, **values: Any) -> Any:
+    """``classes.class_name`` (one version of a message, kio's or declared here) from ``values``: a value for a
+    field this version has goes in; one for a field only other versions of the message have is left out (the
+    negotiated version has no place for it); a name no version has raises ``LocalProtocolError``, so a
+    misspelt field fails loudly instead of vanishing."""
+    cls = getattr(classes, class_name)
+    own = _own_fields(cls)
+    if any(k not in own for k in values):
+        api_key, kind = _message_of(classes)
+        known = _field_names_in_any_version(api_key, kind, class_name)
+        unknown = sorted(k for k in values if k not in known)
+        if unknown:
+            raise LocalProtocolError(f"{class_name} has no field {', '.join(unknown)} in any version")
+        values = {k: v for k, v in values.items() if k in own}
+    return cls(**values)
+
+
+@cache
+def _own_fields(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 def response_types(request: Any) -> ModuleType | SimpleNamespace:

@@ -522,3 +522,22 @@ def test_forged_array_count_is_refused_before_allocation(served):
         decode_request(payload)
     assert info.value.field == "topic_states"
     assert "cannot fit" in str(info.value)
+
+
+def test_building_a_message_with_an_unknown_field_raises():
+    """A misspelt field fails loudly: the admin client's builder (a field no version of the message has) and the
+    controller's (its versions are fixed); a field of another version of the message is left out."""
+    from kio.static.constants import EntityType
+
+    from kcli.broker.controller.requests import ControllerRequestError, build, request_schema
+    from kcli.protocol import LocalProtocolError
+    from kcli.protocol import build_entity
+    from kcli.protocol.schema import load_payload_module
+
+    metadata = load_payload_module(3, 8, EntityType.request)
+    assert build_entity(metadata, "MetadataRequestTopic", name="t", topic_id=None).name == "t"  # topic_id: v10+
+    with pytest.raises(LocalProtocolError, match="no field topc_id"):
+        build_entity(metadata, "MetadataRequestTopic", name="t", topc_id=None)
+    with pytest.raises(ControllerRequestError, match="no field delete_partitions"):
+        build(request_schema(5), {"controller_id": 1, "controller_epoch": 1, "broker_epoch": 1,
+                                  "delete_partitions": True, "topic_states": []})

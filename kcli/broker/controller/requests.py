@@ -109,8 +109,10 @@ def leader_and_isr_request(controller_id: int, controller_epoch: int, broker_epo
                            live_leaders: Sequence[LiveLeader]) -> Any:
     """LeaderAndIsrRequest v5: partition states grouped by topic, each topic with its id (zero if none)."""
     topics: dict[str, list[dict[str, Any]]] = {}
+    # v5 groups the states by topic (no topic_name in a state) and has no leader_recovery_state (v6+)
+    omit = ("topic_name",) if VERSIONS[LEADER_AND_ISR] >= 6 else ("topic_name", "leader_recovery_state")
     for state in states:
-        topics.setdefault(state.topic_name, []).append(dataclasses.asdict(state))
+        topics.setdefault(state.topic_name, []).append(_fields_but(state, omit))
     return build(request_schema(LEADER_AND_ISR), {
         "controller_id": controller_id, "controller_epoch": controller_epoch, "broker_epoch": broker_epoch,
         "type_": LEADER_AND_ISR_TYPE_UNKNOWN,
@@ -124,8 +126,8 @@ def update_metadata_request(controller_id: int, controller_epoch: int, broker_ep
                             live_brokers: Sequence[UpdateMetadataBroker]) -> Any:
     """UpdateMetadataRequest v7: the partition states (a delta) and the full live broker list."""
     topics: dict[str, list[dict[str, Any]]] = {}
-    for state in states:
-        topics.setdefault(state.topic_name, []).append(dataclasses.asdict(state))
+    for state in states:  # grouped by topic: v7's states carry no topic_name
+        topics.setdefault(state.topic_name, []).append(_fields_but(state, ("topic_name",)))
     return build(request_schema(UPDATE_METADATA), {
         "controller_id": controller_id, "controller_epoch": controller_epoch, "broker_epoch": broker_epoch,
         "topic_states": [{"topic_name": t, "topic_id": topic_uuid(topic_ids.get(t)), "partition_states": p}
@@ -142,6 +144,10 @@ def stop_replica_request(controller_id: int, controller_epoch: int, broker_epoch
     return build(request_schema(STOP_REPLICA), {
         "controller_id": controller_id, "controller_epoch": controller_epoch, "broker_epoch": broker_epoch,
         "topic_states": [{"topic_name": t, "partition_states": p} for t, p in topics.items()]})
+
+
+def _fields_but(state: Any, omit: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(state).items() if k not in omit}
 
 
 # -- responses -------------------------------------------------------------------------------------------------------
@@ -180,10 +186,13 @@ def response_schema(api_key: int) -> type:
 
 # -- a kio-style entity from a dict, by field name ------------------------------------------------------------------
 def build(cls: type, values: Mapping[str, Any]) -> Any:
-    """``cls(**...)`` taking the fields it declares from ``values`` (others are ignored, missing ones keep their
-    defaults); lists of dicts become tuples of the nested entity class the field's type names."""
+    """``cls(**...)`` from ``values`` (missing fields keep their defaults, a name the class does not declare raises
+    ControllerRequestError); lists of dicts become tuples of the nested entity class the field's type names."""
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
+    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:  # the versions here are fixed (VERSIONS): a name the class lacks is a bug, not another version's
+        raise ControllerRequestError(f"{cls.__name__} has no field {', '.join(unknown)}")
     for field in dataclasses.fields(cls):
         if field.name not in values:
             if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:

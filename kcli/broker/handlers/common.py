@@ -5,14 +5,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import uuid
-from functools import cache
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.errors import error_code_for, error_message_for
-from kcli.protocol import response_types
+from kcli.protocol import build_entity, response_types
 
 if TYPE_CHECKING:
     from kcli.broker.services import BrokerServices
@@ -39,21 +38,15 @@ class RequestContext:
     correlation_id: int = 0
 
 
-@cache
-def _fields(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
-
-
 def response_module(request: Any) -> Any:
     """The response classes of the request's own version, by name (kio's module, or kcli.protocol.legacy's)."""
     return response_types(request)
 
 
-def build(module: Any, class_name: str, **values: Any) -> Any:
-    """Instantiate ``module.class_name`` with the values that version has (others are dropped)."""
-    cls = getattr(module, class_name)
-    names = _fields(cls)
-    return cls(**{k: v for k, v in values.items() if k in names})
+# ``module.class_name`` with the values that version has; a value for a field of other versions is left out, a
+# name no version of the response has raises (kcli.protocol.build_entity): handlers fill one set of values for all
+# versions, and a misspelt one must not vanish.
+build = build_entity
 
 
 def build_all(module: Any, class_name: str, items: Any) -> tuple[Any, ...]:

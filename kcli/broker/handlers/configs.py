@@ -48,7 +48,7 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
         keys = resource.configuration_keys
         configs = tuple(build(
             R, "DescribeConfigsResourceResult", name=d.name, value=d.value, read_only=d.read_only,
-            is_default=d.source is ConfigSource.DEFAULT_CONFIG, config_source=d.source.value,
+            config_source=d.source.value,  # v0's is_default is not served (KIP-896 removed v0)
             is_sensitive=d.sensitive, synonyms=build_all(R, "DescribeConfigsSynonym", (
                 dict(name=y.name, value=y.value, source=y.source.value) for y in d.synonyms)) if include_synonyms
             else (), config_type=d.type.value, documentation=d.documentation or None)

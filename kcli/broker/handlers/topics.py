@@ -98,7 +98,8 @@ async def create_partitions(ctx: RequestContext, req: Any) -> Any:
                 if not ctx.services.topic_ready(v["name"], v["count"]):
                     v.update(error_code=ErrorCode.request_timed_out)
     return build(R, "CreatePartitionsResponse", throttle_time=ZERO,
-                 results=tuple(build(R, "CreatePartitionsTopicResult", **v) for v in results))
+                 results=tuple(build(R, "CreatePartitionsTopicResult", name=v["name"], error_code=v["error_code"],
+                                     error_message=v["error_message"]) for v in results))
 
 
 async def delete_records(ctx: RequestContext, req: Any) -> Any:
