@@ -332,3 +332,25 @@ def test_serves_sample_logs_and_read_committed_hides_aborted(make_broker, tmp_pa
     assert sum(v.startswith(b"abort-me") for v in everything) == 3
     assert len(values("orders", "read_uncommitted")) == 373  # every record of orders-0, all codecs
     assert len(values("legacy-v0", "read_uncommitted")) == 18
+
+
+def test_keyless_records_in_a_batch_to_a_compacted_topic_fail_one_by_one(broker):
+    """librdkafka's 0011: one batch of 100 records, every tenth without a key, to a compacted topic. The broker
+    names each keyless record (record_errors), so exactly those fail with INVALID_RECORD and the other 90 with
+    _INVALID_DIFFERENT_RECORD (the batch is refused whole, as Kafka does)."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = _topic("compacted-keyless")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1000, "batch.num.messages": 1000,
+                         "retries": 0})
+    outcomes: dict[int, int] = {}
+    for i in range(100):
+        producer.produce(topic, value=b"v%d" % i, key=None if i % 10 == 0 else b"k%d" % i, partition=0,
+                         on_delivery=lambda err, msg, i=i: outcomes.__setitem__(i, err.code() if err else 0))
+    assert producer.flush(30) == 0
+    assert {i for i, code in outcomes.items() if code == KafkaError.INVALID_RECORD} == set(range(0, 100, 10))
+    assert {i for i, code in outcomes.items() if code == KafkaError._INVALID_DIFFERENT_RECORD} == \
+        set(range(100)) - set(range(0, 100, 10))
