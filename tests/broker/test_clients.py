@@ -354,3 +354,24 @@ def test_keyless_records_in_a_batch_to_a_compacted_topic_fail_one_by_one(broker)
     assert {i for i, code in outcomes.items() if code == KafkaError.INVALID_RECORD} == set(range(0, 100, 10))
     assert {i for i, code in outcomes.items() if code == KafkaError._INVALID_DIFFERENT_RECORD} == \
         set(range(100)) - set(range(0, 100, 10))
+
+
+def test_authorized_operations_seen_by_confluent_admin(broker):
+    """describe_cluster / describe_topics / describe_consumer_groups with include_authorized_operations: without
+    an authorizer Kafka reports every operation the resource type supports (AclEntry.supportedOperations)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation as Op
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = _topic("acl-ops")
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
+    assert set(cluster.authorized_operations) == {Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                                                  Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE}
+    described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic].result(30)
+    assert set(described.authorized_operations) == {Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+                                                    Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}
+    group = admin.describe_consumer_groups([topic], include_authorized_operations=True)[topic].result(30)
+    assert set(group.authorized_operations) == {Op.READ, Op.DESCRIBE, Op.DELETE}
+    assert admin.describe_cluster().result(30).authorized_operations is None  # not asked: not sent

@@ -227,8 +227,10 @@ async def describe_groups(ctx: RequestContext, req: Any) -> Any:
     described = []
     for group_id in req.groups:
         if (unavailable := _unavailable(ctx, group_id)) is not None:
+            # Kafka sets the operations only on groups described without error
             described.append(build(R, "DescribedGroup", error_code=unavailable, group_id=group_id, group_state="",
-                                   protocol_type="", protocol_data="", members=(), authorized_operations=ops))
+                                   protocol_type="", protocol_data="", members=(),
+                                   authorized_operations=NOT_REQUESTED))
             continue
         group = ctx.services.groups.groups.get(group_id)
         if group is None:
