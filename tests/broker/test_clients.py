@@ -375,3 +375,51 @@ def test_authorized_operations_seen_by_confluent_admin(broker):
     group = admin.describe_consumer_groups([topic], include_authorized_operations=True)[topic].result(30)
     assert set(group.authorized_operations) == {Op.READ, Op.DESCRIBE, Op.DELETE}
     assert admin.describe_cluster().result(30).authorized_operations is None  # not asked: not sent
+
+
+def test_broker_resource_configs_through_confluent_admin(broker):
+    """librdkafka's 0081 on a BROKER resource: alter_configs and incremental_alter_configs succeed for the keys
+    Kafka updates dynamically, describe_configs shows them as DYNAMIC_BROKER_CONFIG, a static key is refused."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def described() -> dict:
+        [future] = admin.describe_configs([ConfigResource("broker", "0")]).values()
+        return future.result(30)
+
+    for future in admin.alter_configs([ConfigResource(
+            "broker", "0", set_config={"sasl.kerberos.min.time.before.relogin": "58000"})]).values():
+        future.result(30)
+    assert described()["sasl.kerberos.min.time.before.relogin"].value == "58000"
+    for future in admin.incremental_alter_configs([ConfigResource("broker", "0", incremental_configs=[
+            ConfigEntry("background.threads", "9", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("sasl.kerberos.min.time.before.relogin", None,
+                        incremental_operation=AlterConfigOpType.DELETE)])]).values():
+        future.result(30)
+    entries = described()
+    assert (entries["background.threads"].value, entries["background.threads"].source) == (
+        "9", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert "sasl.kerberos.min.time.before.relogin" not in entries
+    with pytest.raises(KafkaException, match="Cannot update these configs dynamically"):
+        for future in admin.alter_configs([ConfigResource("broker", "0", set_config={"log.dirs": "/x"})]).values():
+            future.result(30)
+    for future in admin.incremental_alter_configs([ConfigResource("broker", "0", incremental_configs=[
+            ConfigEntry("background.threads", None, incremental_operation=AlterConfigOpType.DELETE)])]).values():
+        future.result(30)
+    assert "background.threads" not in described()
+
+
+def test_remote_storage_topic_is_refused_as_kafka_refuses_it(broker):
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = _topic("tiered")
+    with pytest.raises(KafkaException) as raised:
+        admin.create_topics([NewTopic(topic, 1, 1, config={"remote.storage.enable": "true"})])[topic].result(30)
+    error = raised.value.args[0]
+    assert error.code() == KafkaError.INVALID_CONFIG
+    assert "Tiered Storage functionality is disabled in the broker" in error.str()
+    assert topic not in admin.list_topics(timeout=30).topics
