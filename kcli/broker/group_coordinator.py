@@ -857,12 +857,14 @@ class GroupCoordinator:
     def _expire_due(self, group: Group, now: float) -> None:
         """Kafka's onExpireHeartbeat for every deadline reached (at the deadline itself, not after it): pending
         members are forgotten, members removed, static ones too, as they send no LeaveGroup when they close."""
+        expired = False
         for deadline, member_id, pending in sorted(self._deadlines(group)):
             if deadline > now:
                 break
             if pending:  # each deadline is read again: an earlier removal may have completed a join
                 if group.pending.get(member_id, now + 1) <= now:
                     del group.pending[member_id]
+                    expired = True
                     log.info("group %s: pending member %s removed after its session timeout", group.group_id,
                              member_id)
                     self._try_complete_join(group)
@@ -872,8 +874,10 @@ class GroupCoordinator:
                 continue
             log.info("group %s: member %s (instance %s) session expired", group.group_id, member_id,
                      m.group_instance_id)
+            expired = True
             self._remove_member(group, member_id)
-        self._arm(group)
+        if expired or group.expiry_timer is None:
+            self._arm(group)
 
     def _arm(self, group: Group) -> None:
         """One timer per group at its next session deadline."""
