@@ -223,7 +223,10 @@ class DynamicBrokerConfig:
         if nulls:
             raise InvalidRequestError(f"Null value not supported for : {', '.join(nulls)}")
         per_broker = self.per_broker_resource(name)
-        props = dict(self.per_broker if per_broker else self.cluster_default)
+        if self.zk is not None:  # ZooKeeper's copy, as Kafka's fetchEntityConfig: another broker may have moved it
+            props = self.zk.entity_config("brokers", str(self.broker_id) if per_broker else DEFAULT_ENTITY)
+        else:
+            props = dict(self.per_broker if per_broker else self.cluster_default)
         for key, op, value in ops:
             if op == SET:
                 props[key] = value or ""

@@ -218,6 +218,11 @@ def test_describe_and_incremental_alter_read_zookeeper_not_the_local_copy(tmp_pa
             assert store.topics["t"] == {"retention.ms": "1234", "segment.bytes": "2048"}
             error, configs = await b.describe(TOPIC, "t")
             assert (_value(configs, "retention.ms")[0], _value(configs, "segment.bytes")[0]) == ("1234", "2048")
+            # the same for the cluster-wide broker defaults in /config/brokers/<default>
+            admin.dynamic.zk = store
+            store.entities[("brokers", "<default>")] = {"background.threads": "3"}
+            assert await b.incremental(BROKER, "", ("num.io.threads", SET, "4")) == (ErrorCode.none, None)
+            assert store.entities[("brokers", "<default>")] == {"background.threads": "3", "num.io.threads": "4"}
 
     run(main())
 
