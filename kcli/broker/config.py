@@ -6,10 +6,10 @@ Unknown keys are reported (not fatal, as Kafka warns); bad values raise ConfigEr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from kcli.broker.replica_selector import parse_selector_class
 from kcli.errors import KcliError
@@ -49,6 +49,27 @@ def _policy(text: str) -> str:
     if not parts or any(p not in ("delete", "compact") for p in parts):
         raise ValueError("expected delete, compact or compact,delete")
     return ",".join(parts)
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol
+DEFAULT_SECURITY_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+
+
+def parse_security_protocol_map(text: str) -> dict[str, str]:
+    """listener.security.protocol.map ("NAME:PROTOCOL,..."), as KafkaConfig.getMap then SecurityProtocol.forName
+    read it; names are upper-cased as Kafka's ListenerName.normalised does."""
+    out: dict[str, str] = {}
+    for item in (p.strip() for p in text.split(",") if p.strip()):
+        name, sep, protocol = item.partition(":")
+        if not sep or not name.strip() or not protocol.strip():
+            raise ConfigError(f"Invalid value {text!r} for configuration listener.security.protocol.map: Map entry "
+                              f"should be of form <key>:<value>, got {item!r}")
+        if protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"Invalid value {text!r} for configuration listener.security.protocol.map: "
+                              f"No enum constant SecurityProtocol.{protocol.strip().upper()} "
+                              f"(one of {', '.join(SECURITY_PROTOCOLS)})")
+        out[name.strip().upper()] = protocol.strip().upper()
+    return out
 
 
 # key -> (parser, default). Defaults are Kafka's, except the data directory (a local one by default).
@@ -127,6 +148,11 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "replica.selector.class": (parse_selector_class, None),
     "request.timeout.ms": (_int(0, INT32_MAX), 30_000),
     "inter.broker.listener.name": (_str, None),
+    # listener name -> security protocol (Kafka's default maps the protocol names to themselves); only
+    # PLAINTEXT is implemented, so a listener mapped to anything else stops the start (check_listeners)
+    "listener.security.protocol.map": (_str, DEFAULT_SECURITY_PROTOCOL_MAP),
+    # tiered storage (KIP-405) is not implemented: "true" stops the start (check_unsupported)
+    "remote.log.storage.system.enable": (_bool, False),
     "controlled.shutdown.enable": (_bool, True),
     "offsets.commit.timeout.ms": (_int(1, INT32_MAX), 5000),
     "controlled.shutdown.max.retries": (_int(0, INT32_MAX), 3),
@@ -136,9 +162,12 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
 IGNORED = frozenset({
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
-    "zookeeper.connection.timeout.ms", "listener.security.protocol.map", "num.replica.fetchers",
+    "zookeeper.connection.timeout.ms", "num.replica.fetchers",
     "transaction.state.log.load.buffer.size",
 })
+
+
+_LISTENER = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 
 
 @dataclass(frozen=True)
@@ -151,10 +180,10 @@ class Listener:
     def parse_list(cls, text: str, key: str) -> list[Listener]:
         out = []
         for item in (p.strip() for p in text.split(",") if p.strip()):
-            parts = urlsplit(item)
-            if not parts.scheme or parts.port is None:
+            match = _LISTENER.match(item)  # Kafka's EndPoint.uriParseExp: names may hold "_" (SASL_SSL)
+            if match is None or not match.group(1) or not 0 <= int(match.group(3)) <= 65535:
                 raise ConfigError(f"Invalid value {text!r} for configuration {key}: {item!r} is not NAME://host:port")
-            out.append(cls(parts.scheme.upper(), parts.hostname or "0.0.0.0", parts.port))
+            out.append(cls(match.group(1).upper(), match.group(2) or "0.0.0.0", int(match.group(3))))
         if not out:
             raise ConfigError(f"Invalid value {text!r} for configuration {key}: no listener")
         return out
@@ -189,6 +218,34 @@ class BrokerConfig:
         listeners = Listener.parse_list(str(text), "advertised.listeners")
         # A client cannot connect to 0.0.0.0: advertise loopback as Kafka's docs tell users to set.
         return [Listener(l.name, "127.0.0.1" if l.host in ("0.0.0.0", "") else l.host, l.port) for l in listeners]
+
+    @property
+    def security_protocol_map(self) -> dict[str, str]:
+        return parse_security_protocol_map(str(self.values["listener.security.protocol.map"]))
+
+    def security_protocol(self, listener: Listener) -> str:
+        """Kafka's EndPoint.createEndPoint: a listener's protocol comes from the map, by its name."""
+        protocol = self.security_protocol_map.get(listener.name)
+        if protocol is None:
+            raise ConfigError(f"No security protocol defined for listener {listener.name}")
+        return protocol
+
+    def check_listeners(self) -> None:
+        """Every listener and advertised listener needs a protocol in listener.security.protocol.map, and it
+        must be PLAINTEXT: SSL and SASL are not implemented yet, and a listener named SSL:// served as plaintext
+        would let clients believe they are encrypted or authenticated. A refusal names the listener."""
+        for key, listeners in (("listeners", self.listeners), ("advertised.listeners", self.advertised_listeners)):
+            for listener in listeners:
+                protocol = self.security_protocol(listener)
+                if protocol != "PLAINTEXT":
+                    raise ConfigError(
+                        f"{key}: listener {listener.name}://{listener.host}:{listener.port} has security protocol "
+                        f"{protocol}, which kctl broker does not implement (only PLAINTEXT listeners are served)")
+
+    def check_unsupported(self) -> None:
+        if self.values["remote.log.storage.system.enable"]:
+            raise ConfigError("remote.log.storage.system.enable=true: tiered storage (KIP-405) is not implemented "
+                              "by kctl broker")
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -235,4 +292,6 @@ def build_config(raw: Mapping[str, str]) -> BrokerConfig:
     config = BrokerConfig(values, unknown, frozenset(k for k in raw if k in KNOWN))
     config.listeners  # validate now, not at bind time
     config.advertised_listeners
+    config.check_listeners()
+    config.check_unsupported()
     return config

@@ -5,7 +5,9 @@ A broker that changes a topic's overrides (AlterConfigs, IncrementalAlterConfigs
 /config/topics/<topic>, then a sequential /config/changes/config_change_<seq> node. Every broker watches the
 children of /config/changes, re-reads the configs of the topics named by notifications newer than the last it
 processed, and hands them to TopicAdmin: its logs use them from their next append, retention pass or cleaning,
-and DescribeConfigs answers them. Notifications older than 15 minutes are purged (changeExpirationMs).
+and DescribeConfigs answers them. Dynamic broker configs (KIP-226) travel the same way: a notification for
+/config/brokers/<default> or /config/brokers/<this broker's id> is read and applied (Kafka's BrokerConfigHandler).
+Notifications older than 15 minutes are purged (changeExpirationMs).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import asyncio
 import logging
 import time
 from typing import Any
+
+from kcli.broker.dynamic_config import DEFAULT_ENTITY
 
 log = logging.getLogger("kcli.broker")
 
@@ -69,15 +73,22 @@ class ConfigChangeListener:
             except Exception as exc:  # noqa: BLE001 - a lost session re-arms on the next event; keep serving
                 log.warning("reading /config/changes failed: %s", exc)
                 return
-            for topic, overrides in changes:
+            topics, brokers = changes
+            for topic, overrides in topics:
                 self.admin.config_changed(topic, overrides)
                 self.processed += 1
+            for entity, configs in brokers:
+                self.admin.dynamic.changed(entity, configs)
+                self.processed += 1
 
-    def _read(self) -> list[tuple[str, dict[str, str]]]:
-        """The topics named by new notifications with their current overrides; purges expired notifications."""
+    def _read(self) -> tuple[list[tuple[str, dict[str, str]]], list[tuple[str, dict[str, str]]]]:
+        """The topics and brokers named by new notifications with their current configs; purges expired
+        notifications."""
         nodes = self.zk.get_config_change_notifications(watch=True)
         fresh = [n for n in nodes if _sequence(n) > self.last_executed]
         topics: list[str] = []
+        brokers: list[str] = []
+        mine = (DEFAULT_ENTITY, str(self.admin.broker_id))
         now_ms = int(time.time() * 1000)
         expired: list[str] = []
         for node, entity, ctime in self.zk.read_config_changes(nodes):
@@ -85,17 +96,20 @@ class ConfigChangeListener:
                 kind, name = entity
                 if kind == "topics" and name not in topics:
                     topics.append(name)
-                elif kind != "topics":
-                    log.debug("config change for %s/%s: not a topic, nothing to apply", kind, name)
+                elif kind == "brokers" and name in mine and name not in brokers:
+                    brokers.append(name)
+                elif kind not in ("topics", "brokers"):
+                    log.debug("config change for %s/%s: nothing to apply here", kind, name)
             if ctime and now_ms - ctime > CHANGE_EXPIRATION_MS and _sequence(node) <= max(
                     self.last_executed, *(_sequence(n) for n in fresh), -1):
                 expired.append(node)
         if fresh:
             self.last_executed = max(_sequence(n) for n in fresh)
         out = [(topic, self.zk.get_topic_configs(topic)) for topic in topics]
+        broker_configs = [(entity, self.zk.entity_config("brokers", entity)) for entity in brokers]
         if expired:
             self.zk.delete_config_changes(expired)
-        return out
+        return out, broker_configs
 
 
 def _sequence(node: str) -> int:

@@ -18,6 +18,7 @@ import logging
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +89,7 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    last_seen: float = field(default_factory=time.monotonic)
+    last_seen: float = field(default_factory=time.monotonic)  # the coordinator's clock: its last heartbeat
     join_waiter: asyncio.Future | None = None  # set while the member's JoinGroup waits for the rebalance
     sync_waiter: asyncio.Future | None = None  # set while a follower's SyncGroup waits for the leader's
 
@@ -124,6 +125,7 @@ class Group:
     new_member_added: bool = False  # a member joined during the initial delay: extend it (InitialDelayedJoin)
     join_timer: asyncio.TimerHandle | None = None  # the rebalance's deadline (Kafka's DelayedJoin)
     initial_join: bool = False  # the deadline is the initial delay: only its expiry completes the join
+    expiry_timer: asyncio.TimerHandle | None = None  # the next member session deadline (DelayedHeartbeat)
 
     def transition_to(self, state: GroupState) -> None:
         if self.state not in VALID_PREVIOUS_STATES[state]:
@@ -226,7 +228,10 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self.loading = True  # until load() has replayed __consumer_offsets: COORDINATOR_LOAD_IN_PROGRESS
-        self._expiry: asyncio.Task | None = None
+        # Session deadlines are read on this clock (tests inject one); a timer per group fires at the next one
+        # and every request first expires the members whose deadline has come, so a member is gone exactly at
+        # last heartbeat + session timeout, as Kafka's heartbeat purgatory expires it (DelayedHeartbeat).
+        self.clock: Callable[[], float] = time.monotonic
         # ZooKeeper mode: this broker coordinates the groups of the __consumer_offsets partitions it leads;
         # each is replayed when it becomes leader (Kafka's onElection) and forgotten when it stops.
         self.clustered = False
@@ -275,6 +280,7 @@ class GroupCoordinator:
             group = self.groups.pop(group_id, None)
             if group is not None:
                 self._cancel_join_timer(group)
+                self._disarm(group)
                 for member in list(group.members.values()):
                     self._fail_waiters(member, ErrorCode.not_coordinator)
             self.offsets.pop(group_id, None)
@@ -366,11 +372,11 @@ class GroupCoordinator:
                                            value.protocol, None)
 
     def start(self) -> None:
-        self._expiry = asyncio.get_running_loop().create_task(self._expire_sessions())
+        self.expire_sessions(self.clock())
 
     def stop(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
+        for group in self.groups.values():
+            self._disarm(group)
 
     # -- persistence ---------------------------------------------------------------------------------
     def _write(self, group_id: str, pairs: list[tuple[bytes, bytes | None]]) -> None:
@@ -440,7 +446,7 @@ class GroupCoordinator:
         session_ms = int(req.session_timeout.total_seconds() * 1000)
         rebalance = getattr(req, "rebalance_timeout", None)  # v1+; v0 rebalances within the session timeout
         rebalance_ms = int(rebalance.total_seconds() * 1000) if rebalance is not None else session_ms
-        group = self.groups.get(req.group_id)
+        group = self.group(req.group_id)
         if group is None:
             if member_id:
                 return {"error_code": ErrorCode.unknown_member_id, "member_id": member_id}
@@ -452,7 +458,7 @@ class GroupCoordinator:
 
         def new_member(new_id: str) -> Member:
             return Member(new_id, instance_id, client_id or "", client_host, session_ms, rebalance_ms,
-                          req.protocol_type, protocols)
+                          req.protocol_type, protocols, last_seen=self.clock())
 
         if not member_id:
             new_id = f"{instance_id or client_id or 'member'}-{uuid.uuid4()}"
@@ -463,7 +469,8 @@ class GroupCoordinator:
                                                             rebalance_ms, session_ms, skip_assignment=version >= 9)
                 return await self._add_member_and_rebalance(group, new_member(new_id))
             if version >= 4:
-                group.pending[new_id] = time.monotonic() + session_ms / 1000
+                group.pending[new_id] = self.clock() + session_ms / 1000
+                self._arm(group)
                 return {"error_code": ErrorCode.member_id_required, "member_id": new_id}
             return await self._add_member_and_rebalance(group, new_member(new_id))
         if member_id in group.pending:
@@ -486,7 +493,7 @@ class GroupCoordinator:
             # follower with unchanged metadata is told the current generation and goes on to SyncGroup.
             if member_id == group.leader or not member.matches(protocols):
                 return await self._update_member_and_rebalance(group, member, protocols, rebalance_ms, session_ms)
-            member.last_seen = time.monotonic()
+            self._heard_from(group, member)
             return self._join_result(group, member_id, with_members=False)
         return {"error_code": ErrorCode.unknown_member_id, "member_id": member_id}  # Empty: reset and rejoin
 
@@ -535,7 +542,7 @@ class GroupCoordinator:
     async def _update_member_and_rebalance(self, group: Group, member: Member, protocols: list[tuple[str, bytes]],
                                            rebalance_ms: int, session_ms: int) -> dict[str, Any]:
         member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = protocols, rebalance_ms, session_ms
-        member.last_seen = time.monotonic()
+        member.last_seen = self.clock()
         waiter = self._await_join(member)
         self._maybe_prepare_rebalance(group)
         self._try_complete_join(group)
@@ -549,7 +556,7 @@ class GroupCoordinator:
         no rebalance: it gets its assignment back at SyncGroup (Kafka's updateStaticMemberAndRebalance)."""
         current_leader = group.leader
         member = group.replace_static_member(instance_id, old_id, new_id)
-        member.last_seen = time.monotonic()
+        member.last_seen = self.clock()
         old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
         member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = protocols, rebalance_ms, session_ms
         waiter = self._await_join(member)
@@ -572,6 +579,7 @@ class GroupCoordinator:
                     # and assign partitions that a Stable group would not distribute.
                     result = self._join_result(group, new_id, with_members=False, leader=current_leader)
                 waiter.set_result(result)
+                self._arm(group)
                 return result
             self._maybe_prepare_rebalance(group)
         elif group.state is COMPLETING:
@@ -669,13 +677,14 @@ class GroupCoordinator:
             return
         group.protocol_name = group.select_protocol()
         group.transition_to(COMPLETING)
-        now = time.monotonic()
+        now = self.clock()
         for member in group.members.values():
             if member.awaiting_join:
                 assert member.join_waiter is not None
                 member.join_waiter.set_result(self._join_result(group, member.member_id,
                                                                 with_members=member.member_id == group.leader))
-            member.last_seen = now
+            member.last_seen = now  # every member's next heartbeat is due a session from now (onCompleteJoin)
+        self._arm(group)
         log.info("group %s generation %d: %d members, leader %s, protocol %s", group.group_id, group.generation,
                  len(group.members), group.leader, group.protocol_name)
 
@@ -697,13 +706,13 @@ class GroupCoordinator:
             if waiter is not None and not waiter.done():
                 waiter.set_result({"error_code": error, "member_id": ""})
 
-    @staticmethod
-    def _reset_and_propagate_assignment_error(group: Group, error: ErrorCode) -> None:
+    def _reset_and_propagate_assignment_error(self, group: Group, error: ErrorCode) -> None:
         for member in group.members.values():
             member.assignment = b""
             if member.awaiting_sync:
                 assert member.sync_waiter is not None
                 member.sync_waiter.set_result({"error_code": error})
+        self._arm(group)  # members no longer waiting in SyncGroup need heartbeats again
 
     def _store_group(self, group: Group) -> ErrorCode:
         try:
@@ -715,7 +724,7 @@ class GroupCoordinator:
 
     # -- SyncGroup / Heartbeat / LeaveGroup ----------------------------------------------------------
     async def sync(self, req: Any) -> dict[str, Any]:
-        group = self.groups.get(req.group_id)
+        group = self.group(req.group_id)
         if group is None:
             return {"error_code": ErrorCode.unknown_member_id}
         if group.state is DEAD:
@@ -731,7 +740,7 @@ class GroupCoordinator:
             return {"error_code": error}
         base = {"protocol_type": group.protocol_type, "protocol_name": group.protocol_name}
         member = group.members[req.member_id]
-        member.last_seen = time.monotonic()
+        self._heard_from(group, member)
         if group.state is EMPTY:
             return {"error_code": ErrorCode.unknown_member_id}
         if group.state is PREPARING:
@@ -752,14 +761,17 @@ class GroupCoordinator:
                 self._maybe_prepare_rebalance(group)
             else:
                 group.transition_to(STABLE)
+                now = self.clock()
                 for m in group.members.values():
                     if m.awaiting_sync:
                         assert m.sync_waiter is not None
                         m.sync_waiter.set_result({"error_code": ErrorCode.none, "assignment": m.assignment, **base})
+                        m.last_seen = now  # propagateAssignment: completeAndScheduleNextHeartbeatExpiration
+                self._arm(group)
         return await asyncio.shield(waiter)
 
     def heartbeat(self, req: Any) -> ErrorCode:
-        group = self.groups.get(req.group_id)
+        group = self.group(req.group_id)
         if group is None:
             return ErrorCode.unknown_member_id
         if group.state is DEAD:
@@ -771,12 +783,12 @@ class GroupCoordinator:
             return ErrorCode.illegal_generation
         if group.state is EMPTY:
             return ErrorCode.unknown_member_id
-        group.members[req.member_id].last_seen = time.monotonic()
+        self._heard_from(group, group.members[req.member_id])
         return ErrorCode.rebalance_in_progress if group.state is PREPARING else ErrorCode.none
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
         """(member id, group instance id) pairs; a static member may leave by instance id alone (KIP-345)."""
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         if group is None:
             return [ErrorCode.unknown_member_id] * len(members)
         if group.state is DEAD:
@@ -814,26 +826,82 @@ class GroupCoordinator:
         elif group.state is PREPARING:
             self._try_complete_join(group)
 
-    async def _expire_sessions(self) -> None:
-        while True:
-            await asyncio.sleep(0.2)
-            self.expire_sessions(time.monotonic())
+    # -- session expiry (Kafka's heartbeat purgatory) ------------------------------------------------------
+    def group(self, group_id: str) -> Group | None:
+        """The group, after removing the members whose session ended by now: what every request sees."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._expire_due(group, self.clock())
+        return group
 
     def expire_sessions(self, now: float) -> None:
-        """Members silent for their session timeout are removed; static members too, as they send no
-        LeaveGroup when they close. A member waiting in JoinGroup or SyncGroup is not silent."""
+        """Expire every group's members whose session ended by ``now`` (the coordinator's clock)."""
         for group in list(self.groups.values()):
-            for member_id, expiry in list(group.pending.items()):
-                if now > expiry:
+            self._expire_due(group, now)
+
+    def _heard_from(self, group: Group, member: Member) -> None:
+        """A heartbeat (or any request of the member's): its session starts again (completeAndScheduleNext
+        HeartbeatExpiration)."""
+        member.last_seen = self.clock()
+        self._arm(group)
+
+    @staticmethod
+    def _deadlines(group: Group) -> list[tuple[float, str, bool]]:
+        """(deadline, member id, pending) of every member that owes a heartbeat: a member waiting in JoinGroup or
+        SyncGroup does not (MemberMetadata.hasSatisfiedHeartbeat); a pending member id must join in time."""
+        out = [(expiry, member_id, True) for member_id, expiry in group.pending.items()]
+        out += [(m.last_seen + m.session_timeout_ms / 1000, member_id, False) for member_id, m in group.members.items()
+                if not (m.awaiting_join or m.awaiting_sync)]
+        return out
+
+    def _expire_due(self, group: Group, now: float) -> None:
+        """Kafka's onExpireHeartbeat for every deadline reached (at the deadline itself, not after it): pending
+        members are forgotten, members removed, static ones too, as they send no LeaveGroup when they close."""
+        expired = False
+        for deadline, member_id, pending in sorted(self._deadlines(group)):
+            if deadline > now:
+                break
+            if pending:  # each deadline is read again: an earlier removal may have completed a join
+                if group.pending.get(member_id, now + 1) <= now:
                     del group.pending[member_id]
+                    expired = True
+                    log.info("group %s: pending member %s removed after its session timeout", group.group_id,
+                             member_id)
                     self._try_complete_join(group)
-            for member_id, m in list(group.members.items()):
-                if member_id not in group.members or m.awaiting_join or m.awaiting_sync:
-                    continue
-                if (now - m.last_seen) * 1000 > m.session_timeout_ms:
-                    log.info("group %s: member %s (instance %s) session expired", group.group_id, member_id,
-                             m.group_instance_id)
-                    self._remove_member(group, member_id)
+                continue
+            m = group.members.get(member_id)
+            if m is None or m.awaiting_join or m.awaiting_sync or m.last_seen + m.session_timeout_ms / 1000 > now:
+                continue
+            log.info("group %s: member %s (instance %s) session expired", group.group_id, member_id,
+                     m.group_instance_id)
+            expired = True
+            self._remove_member(group, member_id)
+        if expired or group.expiry_timer is None:
+            self._arm(group)
+
+    def _arm(self, group: Group) -> None:
+        """One timer per group at its next session deadline."""
+        self._disarm(group)
+        deadlines = self._deadlines(group)
+        if not deadlines or group.state is DEAD:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not serving (tests driving the coordinator directly): requests expire lazily
+        delay = max(0.0, min(deadlines)[0] - self.clock())
+        group.expiry_timer = loop.call_later(delay, self._on_deadline, group)
+
+    @staticmethod
+    def _disarm(group: Group) -> None:
+        if group.expiry_timer is not None:
+            group.expiry_timer.cancel()
+            group.expiry_timer = None
+
+    def _on_deadline(self, group: Group) -> None:
+        group.expiry_timer = None
+        if self.groups.get(group.group_id) is group:
+            self._expire_due(group, self.clock())  # re-arms for the next deadline (or this one, if early)
 
     # -- offsets -------------------------------------------------------------------------------------
     async def commit(self, group_id: str, generation: int, member_id: str,
@@ -842,7 +910,7 @@ class GroupCoordinator:
         """offsets: (topic, partition, offset, leader_epoch, metadata). Generation -1 is a standalone
         commit (admin tools, assign() consumers), allowed while the group is Empty (Kafka's
         validateOffsetCommit); a static member's commit must carry its current member id."""
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         if group is None:
             if generation >= 0:  # a member of a generation this coordinator does not know
                 return ErrorCode.illegal_generation
@@ -861,7 +929,7 @@ class GroupCoordinator:
             if group.state is COMPLETING:
                 return ErrorCode.rebalance_in_progress
             if member_id in group.members:
-                group.members[member_id].last_seen = time.monotonic()
+                self._heard_from(group, group.members[member_id])
         now = int(time.time() * 1000)
         pairs = [encode_offset_commit(group_id, topic, partition, offset, leader_epoch=leader_epoch,
                                       metadata=metadata or "", commit_timestamp=now)
@@ -887,7 +955,7 @@ class GroupCoordinator:
         """TxnOffsetCommit (KIP-98; member checks of KIP-447): the offsets are written as a transactional batch
         of the producer and stay pending until its transaction's marker reaches this partition
         (``on_transaction_completed``). Kafka's doTxnCommitOffsets."""
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         if group is None:
             group = self.groups[group_id] = Group(group_id)
         if group.state is DEAD:
@@ -954,7 +1022,7 @@ class GroupCoordinator:
 
     def delete_offsets(self, group_id: str, wanted: list[tuple[str, int]]) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         """OffsetDelete (KIP-496): refused per partition for topics the group's consumers subscribe to."""
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         committed = self.offsets.get(group_id)
         if group is None and committed is None:
             return ErrorCode.group_id_not_found, {}
@@ -977,7 +1045,7 @@ class GroupCoordinator:
         return ErrorCode.none, errors
 
     def delete(self, group_id: str) -> ErrorCode:
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         if group is None and group_id not in self.offsets:
             return ErrorCode.group_id_not_found
         if group is not None and (group.state is not EMPTY or group.members):
@@ -985,6 +1053,7 @@ class GroupCoordinator:
         if group is not None:
             group.transition_to(DEAD)
             self._cancel_join_timer(group)
+            self._disarm(group)
         tombstones = [encode_offset_commit_tombstone(group_id, t, p) for (t, p) in self.offsets.pop(group_id, {})]
         tombstones.append(encode_group_metadata_tombstone(group_id))
         self.groups.pop(group_id, None)

@@ -94,6 +94,7 @@ class KafkaServer:
             self.zk = BrokerRegistration(
                 str(self.config["zookeeper.connect"]), self.broker_id,
                 endpoints=[(l.name, l.host, l.port) for l in self.config.advertised_listeners],
+                security_protocols={l.name: self.config.security_protocol(l) for l in self.config.advertised_listeners},
                 session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
                 rack=self.config.values.get("broker.rack"))  # type: ignore[arg-type]
             # The cluster id lives in ZooKeeper (/cluster/id); the log dirs' meta.properties must agree.

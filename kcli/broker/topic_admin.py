@@ -30,6 +30,7 @@ from kcli.broker.errors import (
 )
 from kcli.broker.admin_utils import BrokerMetadata, assign_replicas_to_brokers, create_new_partitions_assignment
 from kcli.broker.config import BrokerConfig
+from kcli.broker.dynamic_config import BROKER_CONFIGS_FILE, DynamicBrokerConfig
 from kcli.broker.log_manager import LogManager, TopicError, validate_topic_name
 from kcli.broker.metadata_cache import MetadataCache, PartitionState, TopicMetadata
 from kcli.broker.partition import Partition
@@ -40,6 +41,13 @@ from kcli.storage.log_config import CONFIG_KEYS, ConfigEntry, ConfigType, LogCon
 log = logging.getLogger("kcli.broker")
 
 TOPIC_CONFIGS_FILE = KCTL_TOPIC_CONFIGS  # read offline by kctl compact (kcli.storage.cleanup_policy)
+# Topic settings Kafka has and this broker does not implement: refused when a client sets them, rather than
+# accepted and ignored. Tiered storage (KIP-405) is off, so Kafka itself refuses remote.storage.enable
+# (LogConfig.validateRemoteStorageOnlyIfSystemEnabled); replication quotas (Kafka's ReplicationQuotaManager)
+# are not implemented, so a non-empty throttled-replicas list is refused as an unknown config.
+REMOTE_STORAGE_DISABLED = ("Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
+                           "with remote log storage.")
+THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 
 @dataclass
@@ -64,8 +72,11 @@ class TopicAdmin:
         # writes a new topic's assignment there; the controller elects leaders and tells the replicas with
         # LeaderAndIsr, which creates the logs: ensure_replica).
         self.zk: Any = None
-        # server.properties keys set explicitly: the topic configs' broker synonyms (STATIC_BROKER_CONFIG)
-        self.broker_defaults = config.explicit_values()
+        # the topic configs' broker synonyms: server.properties keys set explicitly (STATIC_BROKER_CONFIG), under
+        # the dynamic broker configs (KIP-226), which move them at runtime
+        self.dynamic = DynamicBrokerConfig(config)
+        self.dynamic.on_change = self.broker_defaults_changed
+        self.broker_defaults, self.broker_sources = self.dynamic.log_defaults()
         self.overrides: dict[str, dict[str, str]] = {}
         self._effective: dict[str, LogConfig] = {}
 
@@ -73,6 +84,10 @@ class TopicAdmin:
     def load(self) -> None:
         """Configs from disk (or ZooKeeper), then a Partition for every log the LogManager loaded (standalone;
         in a cluster the controller's LeaderAndIsr says which replicas this broker serves)."""
+        self.dynamic.zk = self.zk
+        self.dynamic.file = self.logs.log_dirs[0] / BROKER_CONFIGS_FILE
+        self.dynamic.load()
+        self.broker_defaults, self.broker_sources = self.dynamic.log_defaults()
         self.overrides = self._read_overrides()
         if self.zk is not None:
             return
@@ -103,7 +118,18 @@ class TopicAdmin:
             raise InvalidConfigError(f"Null value not supported for topic configs: {', '.join(nulls)}")
         if name == "__consumer_offsets" and "cleanup.policy" not in overrides:
             overrides = {**overrides, "cleanup.policy": "compact"}  # Kafka creates it compacted, always
-        return LogConfig.from_props(overrides, self.broker_defaults)
+        return LogConfig.from_props(overrides, self.broker_defaults, self.broker_sources)
+
+    def broker_defaults_changed(self) -> None:
+        """A dynamic broker config changed the topics' defaults: every log here uses its new config from its next
+        append, retention pass or cleaning (Kafka's DynamicLogConfig.reconfigure)."""
+        self.broker_defaults, self.broker_sources = self.dynamic.log_defaults()
+        self._effective.clear()
+        for name in list(self.logs.topics):
+            try:
+                self._apply(name, self.topic_config(name))
+            except InvalidConfigError as exc:
+                log.error("topic %s keeps its configs: %s", name, exc)
 
     def topic_config(self, name: str) -> LogConfig:
         cached = self._effective.get(name)
@@ -112,15 +138,42 @@ class TopicAdmin:
         return cached
 
     def describe_config(self, name: str) -> list[ConfigEntry]:
+        """DescribeConfigs of a topic. In ZooKeeper mode the overrides are read from /config/topics/<topic>, as
+        Kafka's ZkAdminManager.describeConfigs does: a change any broker just wrote shows at once, before its
+        /config/changes notification reaches this broker's logs."""
         if name not in self.metadata.topics:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        if self.zk is not None:
+            return list(self._log_config(name, self.zk.topic_config(name)).describe())
         return list(self.topic_config(name).describe())
 
-    def set_config(self, name: str, overrides: Mapping[str, str], *, validate_only: bool = False) -> None:
+    def _current_overrides(self, name: str) -> dict[str, str]:
+        """What a change starts from: ZooKeeper's copy in a cluster (Kafka's incrementalAlterConfigs reads it),
+        else this broker's."""
+        if self.zk is not None:
+            return dict(self.zk.topic_config(name))
+        return dict(self.overrides.get(name, {}))
+
+    @staticmethod
+    def check_supported(overrides: Mapping[str, str | None], requested: Any = None) -> None:
+        """Refuse the topic settings this broker does not implement (see REMOTE_STORAGE_DISABLED): every
+        override for remote.storage.enable (Kafka validates the whole config), the keys a client sets for the
+        throttled-replica lists (``requested``, default all)."""
+        if str(overrides.get("remote.storage.enable") or "").strip().lower() == "true":
+            raise InvalidConfigError(REMOTE_STORAGE_DISABLED)
+        for key in THROTTLED_REPLICAS_KEYS:
+            if (requested is None or key in requested) and (overrides.get(key) or "").strip():
+                log.warning("refusing %s=%s: kctl broker does not implement replication quotas", key, overrides[key])
+                raise InvalidConfigError(f"Unknown topic config name: {key}")
+
+    def set_config(self, name: str, overrides: Mapping[str, str], *, validate_only: bool = False,
+                   requested: Any = None) -> None:
         """Replace a topic's overrides (AlterConfigs) after validating every key and value; the topic's logs
-        use the new config from their next append, retention pass or cleaning on."""
+        use the new config from their next append, retention pass or cleaning on. ``requested``: the keys the
+        client changed (IncrementalAlterConfigs), default all of ``overrides``."""
         if name not in self.metadata.topics:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        self.check_supported(overrides, requested)
         config = self._log_config(name, overrides)
         if validate_only:
             return
@@ -151,7 +204,9 @@ class TopicAdmin:
     def incremental_config(self, name: str, ops: list[tuple[str, int, str | None]], *,
                            validate_only: bool = False) -> None:
         """IncrementalAlterConfigs: (key, op, value) with op 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT (lists)."""
-        current = dict(self.overrides.get(name, {}))
+        if name not in self.metadata.topics:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        current = self._current_overrides(name)
         for key, op, value in ops:
             if op == 0:
                 current[key] = value or ""
@@ -171,7 +226,7 @@ class TopicAdmin:
                 current[key] = ",".join(items)
             else:
                 raise InvalidConfigError(f"Unknown config operation {op}")
-        self.set_config(name, current, validate_only=validate_only)
+        self.set_config(name, current, validate_only=validate_only, requested={key for key, op, _ in ops if op != 1})
 
     def _config_file(self) -> Path:
         return self.logs.log_dirs[0] / TOPIC_CONFIGS_FILE
@@ -242,6 +297,7 @@ class TopicAdmin:
                 raise InvalidReplicationFactorError(
                     f"Replication factor: {replication_factor} larger than available brokers: "
                     f"{len(self.metadata.brokers)}.")
+        self.check_supported(configs or {})
         config = self._log_config(name, configs or {})
         described = list(config.describe())
         if self.zk is not None:

@@ -313,7 +313,7 @@ class LogConfig:
     builds one from a topic's overrides and its own server.properties.
     """
 
-    __slots__ = ("_values", "_overrides", "_broker")
+    __slots__ = ("_values", "_overrides", "_broker", "_sources")
 
     def __init__(self, **values: Any) -> None:
         resolved: dict[str, Any] = {}
@@ -326,15 +326,18 @@ class LogConfig:
         object.__setattr__(self, "_values", {k.name: resolved.get(k.name, k.default) for k in TOPIC_CONFIGS})
         object.__setattr__(self, "_overrides", {name: _to_text(v) for name, v in resolved.items()})
         object.__setattr__(self, "_broker", {})
+        object.__setattr__(self, "_sources", {})
         self._check_combination()
 
     @classmethod
     def from_props(cls, topic_overrides: Mapping[str, str] | None = None,
-                   broker_defaults: Mapping[str, str] | None = None) -> LogConfig:
+                   broker_defaults: Mapping[str, str] | None = None,
+                   broker_sources: Mapping[str, ConfigSource] | None = None) -> LogConfig:
         """Kafka `LogConfig.fromProps(brokerDefaults, overrides)` + `validate`: a topic override wins, then
         the first broker synonym set in ``broker_defaults`` (converted to the topic key's unit), then the
         default. Unknown topic keys and invalid values raise InvalidConfigError; unknown broker keys are
-        ignored (server.properties holds far more than log settings)."""
+        ignored (server.properties holds far more than log settings). ``broker_sources`` says where a broker
+        key's value comes from (a dynamic broker config, KIP-226); STATIC_BROKER_CONFIG by default."""
         topic_overrides = dict(topic_overrides or {})
         broker_defaults = dict(broker_defaults or {})
         for name in topic_overrides:
@@ -363,6 +366,7 @@ class LogConfig:
         object.__setattr__(config, "_overrides", {n: topic_overrides[n] for n in CONFIG_KEYS if n in topic_overrides})
         synonyms = {s.name for k in TOPIC_CONFIGS for s in k.synonyms}
         object.__setattr__(config, "_broker", {n: v for n, v in broker_defaults.items() if n in synonyms})
+        object.__setattr__(config, "_sources", {n: s for n, s in (broker_sources or {}).items() if n in synonyms})
         config._check_combination()
         return config
 
@@ -421,7 +425,7 @@ class LogConfig:
         return after if after != LONG_MAX else self._values["message.timestamp.difference.max.ms"]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self._values, self._overrides, self._broker))
+        return (_rebuild, (self._values, self._overrides, self._broker, self._sources))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LogConfig) and self._values == other._values
@@ -446,8 +450,8 @@ class LogConfig:
                 synonyms.append(ConfigSynonym(key.name, self._overrides[key.name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
             for synonym in key.synonyms:
                 if synonym.name in self._broker:
-                    synonyms.append(ConfigSynonym(synonym.name, self._broker[synonym.name],
-                                                  ConfigSource.STATIC_BROKER_CONFIG))
+                    synonyms.append(ConfigSynonym(synonym.name, self._broker[synonym.name], self._sources.get(
+                        synonym.name, ConfigSource.STATIC_BROKER_CONFIG)))
             default_synonym = next((s for s in reversed(key.synonyms) if s.default is not None), None)
             if default_synonym is not None:
                 synonyms.append(ConfigSynonym(default_synonym.name, default_synonym.default or "", ConfigSource.DEFAULT_CONFIG))
@@ -458,9 +462,11 @@ class LogConfig:
                               key.sensitive, False, key.doc)
 
 
-def _rebuild(values: dict[str, Any], overrides: dict[str, str], broker: dict[str, str]) -> LogConfig:
+def _rebuild(values: dict[str, Any], overrides: dict[str, str], broker: dict[str, str],
+             sources: dict[str, ConfigSource] | None = None) -> LogConfig:
     config = LogConfig.__new__(LogConfig)
     object.__setattr__(config, "_values", dict(values))
     object.__setattr__(config, "_overrides", dict(overrides))
     object.__setattr__(config, "_broker", dict(broker))
+    object.__setattr__(config, "_sources", dict(sources or {}))
     return config

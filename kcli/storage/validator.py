@@ -237,22 +237,33 @@ class _Validator:
         self._check_record_list(records, batch.timestamp_type, index)
 
     def _check_record_list(self, records: list[Record], batch_ts_type: TimestampType, index: int) -> None:
+        """Kafka `validateRecord` for every record of one batch: a key for a compacted topic, else the timestamp.
+        Every bad record is collected before the batch is refused (LogValidator.processRecordErrors), so the
+        producer learns each one's index (ProduceResponse record_errors, KIP-467) and fails only those."""
         compact = self.config.compact
         before, after = self.config.timestamp_before_max_ms, self.config.timestamp_after_max_ms
         now = self.now_ms
+        errors: list[tuple[int, str]] = []
+        bad_timestamp = False
         for i, record in enumerate(records):
             if compact and record.key is None:
-                message = f"Compacted topic cannot accept message without key in topic partition {self.tp}."
-                raise RecordValidationError(message, [(i, message)])
-            if not self.log_append_time and record.timestamp != NO_TIMESTAMP:
+                errors.append((i, f"Compacted topic cannot accept message without key in topic partition {self.tp}"))
+            elif not self.log_append_time and record.timestamp != NO_TIMESTAMP:
                 if record.timestamp < now - before or record.timestamp > now + after:
-                    message = (f"Timestamp {record.timestamp} of message with offset {record.offset} is out of range. "
-                               f"The timestamp should be within [{now - before}, {now + after}]")
-                    raise RecordTimestampError(message, [(i, message)])
+                    bad_timestamp = True
+                    errors.append((i, f"Timestamp {record.timestamp} of message with offset {record.offset} is out of "
+                                      f"range. The timestamp should be within [{now - before}, {now + after}]"))
             elif batch_ts_type == TimestampType.LOG_APPEND_TIME:
-                message = (f"Invalid timestamp type in message {record}. Producer should not set timestamp type to "
-                           "LogAppendTime.")
-                raise RecordTimestampError(message, [(i, message)])
+                bad_timestamp = True
+                errors.append((i, f"Invalid timestamp type in message {record}. Producer should not set timestamp "
+                                  "type to LogAppendTime."))
+        if not errors:
+            return
+        if bad_timestamp:
+            raise RecordTimestampError("One or more records have been rejected due to invalid timestamp", errors)
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        raise RecordValidationError(f"One or more records have been rejected due to {len(errors)} record errors in "
+                                    f"total, and only showing the first three errors at most: [{shown}]", errors)
 
     def _control(self, batch: RecordBatch) -> tuple[ControlRecordType, int] | None:
         records = batch.records()

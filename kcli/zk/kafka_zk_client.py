@@ -394,6 +394,20 @@ class KafkaZkClient:
         self._one(self._zk.create_async(prefix, models.encode_config_change("topics", topic), sequence=True,
                                         makepath=True), "writing a config change notification")
 
+    def entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        """The configs in /config/<type>/<name> ({} without the node): AdminZkClient.fetchEntityConfig."""
+        path = paths.entity_config(entity_type, name)
+        found = self.get_data_and_version(path)
+        return models.parse_config(path, found[0], entity_type, name).config if found else {}
+
+    def set_entity_config(self, entity_type: str, name: str, config: Mapping[str, str]) -> None:
+        """Write /config/<type>/<name>, then its change notification (AdminZkClient.changeEntityConfig, e.g.
+        changeBrokerConfig for "brokers")."""
+        self._set_or_create_config(name, dict(config), paths.entity_config(entity_type, name))
+        prefix = paths.child(paths.CONFIG_CHANGES, paths.CONFIG_CHANGE_PREFIX)
+        self._one(self._zk.create_async(prefix, models.encode_config_change(entity_type, name), sequence=True,
+                                        makepath=True), "writing a config change notification")
+
     def get_config_change_notifications(self, *, watch: bool = False) -> list[str]:
         """The config_change_<seq> nodes under /config/changes, oldest first (``watch`` arms a registered child
         handler: ZkNodeChangeNotificationListener)."""
@@ -740,8 +754,8 @@ class KafkaZkClient:
         except NodeExistsError:
             raise TopicAlreadyMarkedForDeletionError(f"Topic '{name}' is already marked for deletion.") from None
 
-    def _set_or_create_config(self, name: str, config: dict[str, str]) -> None:
-        path = paths.topic_config(name)
+    def _set_or_create_config(self, name: str, config: dict[str, str], path: str | None = None) -> None:
+        path = path or paths.topic_config(name)
         data = models.encode_config(config)
         try:
             self._one(self._zk.set_async(path, data), f"writing {path}")

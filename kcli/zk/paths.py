@@ -91,6 +91,12 @@ def topic_config(name: str) -> str:
     return child(CONFIG_TOPICS, name)
 
 
+def entity_config(entity_type: str, name: str) -> str:
+    """ConfigEntityZNode of any entity: /config/<type>/<name> ("brokers" and "<default>" for the cluster-wide
+    broker defaults, ConfigEntityName.Default)."""
+    return child(f"/config/{entity_type}", name)
+
+
 def topic_deletion(name: str) -> str:
     """DeleteTopicsTopicZNode: a topic marked for deletion (AdminZkClient.deleteTopic)."""
     return child(ADMIN_DELETE_TOPICS, name)

@@ -113,10 +113,13 @@ class BrokerRegistration:
     """Registers broker ``broker_id`` in the ZooKeeper ensemble named by ``connect``."""
 
     def __init__(self, connect: str, broker_id: int, *, endpoints: list[tuple[str, str, int]],
-                 session_timeout_ms: int = 18000, rack: str | None = None) -> None:
+                 security_protocols: dict[str, str] | None = None, session_timeout_ms: int = 18000,
+                 rack: str | None = None) -> None:
         self.connect = paths.parse_connect(connect)
         self.broker_id = broker_id
         self.endpoints = list(endpoints)
+        # listener name -> security protocol (listener.security.protocol.map); unnamed ones as Kafka's default map
+        self.security_protocols = dict(security_protocols or {})
         self.session_timeout_ms = session_timeout_ms
         self.rack = rack
         self.cluster_id: str | None = None
@@ -421,8 +424,8 @@ class BrokerRegistration:
         return cluster_id
 
     def _broker_info(self) -> dict[str, Any]:
-        # This broker speaks plaintext on every listener; a custom listener name therefore maps to PLAINTEXT.
-        protocols = {name: name if name in SECURITY_PROTOCOLS else "PLAINTEXT" for name, _, _ in self.endpoints}
+        protocols = {name: self.security_protocols.get(name) or (name if name in SECURITY_PROTOCOLS else "PLAINTEXT")
+                     for name, _, _ in self.endpoints}
         # host/port are for pre-0.9 clients: the first PLAINTEXT endpoint, else null and -1 (BrokerIdZNode.encode).
         host, port = next(((h, p) for n, h, p in self.endpoints if protocols[n] == "PLAINTEXT"), (None, -1))
         info: dict[str, Any] = {

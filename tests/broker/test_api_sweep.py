@@ -139,3 +139,39 @@ def test_api_versions_advertises_exactly_the_table(sweep_broker):
 def test_no_internal_error_in_the_whole_log(sweep_broker):
     log = sweep_broker.log()
     assert not any(b in log for b in BAD_LOG_LINES), log
+
+
+# AclOperation codes (clients/.../acl/AclOperation.java) and what AclEntry.supportedOperations gives each resource
+# type: with no authorizer, Kafka's AuthHelper.authorizedOperations answers all of them (KIP-430).
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = (
+    3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+KAFKA_TOPIC_OPS = {READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS}
+KAFKA_CLUSTER_OPS = {CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE}
+KAFKA_GROUP_OPS = {READ, DESCRIBE, DELETE}
+NOT_REQUESTED = -2147483648
+
+
+def _operations(bits: int) -> set[int]:
+    return {op for op in range(32) if bits & (1 << op)}
+
+
+def test_authorized_operations_are_kafkas_bit_sets(sweep_broker):
+    port = sweep_broker.port
+    for asked in (True, False):
+        request = dataclasses.replace(minimal_request(ApiKey.METADATA, 10, topic=TOPIC),
+                                      include_cluster_authorized_operations=asked,
+                                      include_topic_authorized_operations=asked)
+        response = _call(port, ApiKey.METADATA, 10, request)
+        cluster_ops, topic_ops = response.cluster_authorized_operations, response.topics[0].topic_authorized_operations
+        if asked:
+            assert (_operations(cluster_ops), _operations(topic_ops)) == (KAFKA_CLUSTER_OPS, KAFKA_TOPIC_OPS)
+        else:
+            assert (cluster_ops, topic_ops) == (NOT_REQUESTED, NOT_REQUESTED)
+        request = dataclasses.replace(minimal_request(ApiKey.DESCRIBE_CLUSTER, 0),
+                                      include_cluster_authorized_operations=asked)
+        ops = _call(port, ApiKey.DESCRIBE_CLUSTER, 0, request).cluster_authorized_operations
+        assert (_operations(ops) == KAFKA_CLUSTER_OPS) if asked else ops == NOT_REQUESTED
+        request = dataclasses.replace(minimal_request(ApiKey.DESCRIBE_GROUPS, 5, group_id="sweep-acl-ops"),
+                                      include_authorized_operations=asked)
+        ops = _call(port, ApiKey.DESCRIBE_GROUPS, 5, request).groups[0].authorized_operations
+        assert (_operations(ops) == KAFKA_GROUP_OPS) if asked else ops == NOT_REQUESTED

@@ -332,3 +332,94 @@ def test_serves_sample_logs_and_read_committed_hides_aborted(make_broker, tmp_pa
     assert sum(v.startswith(b"abort-me") for v in everything) == 3
     assert len(values("orders", "read_uncommitted")) == 373  # every record of orders-0, all codecs
     assert len(values("legacy-v0", "read_uncommitted")) == 18
+
+
+def test_keyless_records_in_a_batch_to_a_compacted_topic_fail_one_by_one(broker):
+    """librdkafka's 0011: one batch of 100 records, every tenth without a key, to a compacted topic. The broker
+    names each keyless record (record_errors), so exactly those fail with INVALID_RECORD and the other 90 with
+    _INVALID_DIFFERENT_RECORD (the batch is refused whole, as Kafka does)."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = _topic("compacted-keyless")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1000, "batch.num.messages": 1000,
+                         "retries": 0})
+    outcomes: dict[int, int] = {}
+    for i in range(100):
+        producer.produce(topic, value=b"v%d" % i, key=None if i % 10 == 0 else b"k%d" % i, partition=0,
+                         on_delivery=lambda err, msg, i=i: outcomes.__setitem__(i, err.code() if err else 0))
+    assert producer.flush(30) == 0
+    assert {i for i, code in outcomes.items() if code == KafkaError.INVALID_RECORD} == set(range(0, 100, 10))
+    assert {i for i, code in outcomes.items() if code == KafkaError._INVALID_DIFFERENT_RECORD} == \
+        set(range(100)) - set(range(0, 100, 10))
+
+
+def test_authorized_operations_seen_by_confluent_admin(broker):
+    """describe_cluster / describe_topics / describe_consumer_groups with include_authorized_operations: without
+    an authorizer Kafka reports every operation the resource type supports (AclEntry.supportedOperations)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation as Op
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = _topic("acl-ops")
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
+    assert set(cluster.authorized_operations) == {Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                                                  Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE}
+    described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic].result(30)
+    assert set(described.authorized_operations) == {Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+                                                    Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}
+    group = admin.describe_consumer_groups([topic], include_authorized_operations=True)[topic].result(30)
+    assert set(group.authorized_operations) == {Op.READ, Op.DESCRIBE, Op.DELETE}
+    assert admin.describe_cluster().result(30).authorized_operations is None  # not asked: not sent
+
+
+def test_broker_resource_configs_through_confluent_admin(broker):
+    """librdkafka's 0081 on a BROKER resource: alter_configs and incremental_alter_configs succeed for the keys
+    Kafka updates dynamically, describe_configs shows them as DYNAMIC_BROKER_CONFIG, a static key is refused."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def described() -> dict:
+        [future] = admin.describe_configs([ConfigResource("broker", "0")]).values()
+        return future.result(30)
+
+    for future in admin.alter_configs([ConfigResource(
+            "broker", "0", set_config={"sasl.kerberos.min.time.before.relogin": "58000"})]).values():
+        future.result(30)
+    assert described()["sasl.kerberos.min.time.before.relogin"].value == "58000"
+    for future in admin.incremental_alter_configs([ConfigResource("broker", "0", incremental_configs=[
+            ConfigEntry("background.threads", "9", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("sasl.kerberos.min.time.before.relogin", None,
+                        incremental_operation=AlterConfigOpType.DELETE)])]).values():
+        future.result(30)
+    entries = described()
+    assert (entries["background.threads"].value, entries["background.threads"].source) == (
+        "9", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert "sasl.kerberos.min.time.before.relogin" not in entries
+    with pytest.raises(KafkaException, match="Cannot update these configs dynamically"):
+        for future in admin.alter_configs([ConfigResource("broker", "0", set_config={"log.dirs": "/x"})]).values():
+            future.result(30)
+    for future in admin.incremental_alter_configs([ConfigResource("broker", "0", incremental_configs=[
+            ConfigEntry("background.threads", None, incremental_operation=AlterConfigOpType.DELETE)])]).values():
+        future.result(30)
+    assert "background.threads" not in described()
+
+
+def test_remote_storage_topic_is_refused_as_kafka_refuses_it(broker):
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = _topic("tiered")
+    with pytest.raises(KafkaException) as raised:
+        admin.create_topics([NewTopic(topic, 1, 1, config={"remote.storage.enable": "true"})])[topic].result(30)
+    error = raised.value.args[0]
+    assert error.code() == KafkaError.INVALID_CONFIG
+    assert "Tiered Storage functionality is disabled in the broker" in error.str()
+    assert topic not in admin.list_topics(timeout=30).topics

@@ -348,3 +348,52 @@ def test_topic_config_changes_reach_every_broker(cluster):
         _produce(cluster, "dyncfg", 10, value=b"x" * 200)
     segments = list((cluster.brokers[1].log_dir / "dyncfg-0").glob("*.log"))
     assert len(segments) > 3, f"the leader did not roll at segment.bytes=2048: {segments}"
+
+
+def _incremental(broker, kind, name, *ops):
+    from kio.schema.incremental_alter_configs.v1 import request as r
+
+    from kcli.protocol import ApiKey
+
+    response = _call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, r.IncrementalAlterConfigsRequest(
+        validate_only=False, resources=(r.AlterConfigsResource(resource_type=kind, resource_name=name, configs=tuple(
+            r.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops)),)))
+    return [(x.error_code, x.error_message) for x in response.responses]
+
+
+def _described(broker, kind, name):
+    from kio.schema.describe_configs.v4 import request as r
+
+    from kcli.protocol import ApiKey
+
+    result = _call(broker, ApiKey.DESCRIBE_CONFIGS, 4, r.DescribeConfigsRequest(resources=(
+        r.DescribeConfigsResource(resource_type=kind, resource_name=name, configuration_keys=None),))).results[0]
+    assert result.error_code == 0, result
+    return {c.name: (c.value, c.config_source) for c in result.configs}
+
+
+def test_describe_configs_right_after_alter_configs_on_another_broker(cluster):
+    """Read-your-writes across brokers: a topic config altered through broker 0 is what broker 1 describes at
+    once, before the /config/changes notification reaches it (Kafka's describeConfigs reads ZooKeeper)."""
+    _create(cluster, "ryw", assignment=[[1]])
+    b0, b1 = cluster.brokers[0], cluster.brokers[1]
+    for value in ("3600001", "3600002", "3600003"):
+        assert _incremental(b0, 2, "ryw", ("retention.ms", 0, value)) == [(0, None)]
+        assert _described(b1, 2, "ryw")["retention.ms"] == (value, 1)  # DYNAMIC_TOPIC_CONFIG
+
+
+def test_dynamic_broker_configs_live_in_zookeeper(cluster):
+    """IncrementalAlterConfigs on BROKER resources: broker 1's own config in /config/brokers/1, the cluster default
+    ("" resource) in /config/brokers/<default>, which every broker applies from its change notification."""
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    assert _incremental(b1, 4, "1", ("background.threads", 0, "7")) == [(0, None)]
+    assert cluster.read_json("/config/brokers/1") == {"version": 1, "config": {"background.threads": "7"}}
+    assert _described(b1, 4, "1")["background.threads"] == ("7", 2)  # DYNAMIC_BROKER_CONFIG
+    assert _incremental(b1, 4, "", ("log.cleaner.io.max.bytes.per.second", 0, "1.0E8")) == [(0, None)]
+    assert cluster.read_json("/config/brokers/<default>")["config"] == {"log.cleaner.io.max.bytes.per.second": "1.0E8"}
+    wait_for(lambda: _described(b2, 4, "2").get("log.cleaner.io.max.bytes.per.second") == ("1.0E8", 3), 30,
+             "broker 2 to apply the new cluster default")  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert "background.threads" not in _described(b2, 4, "2")  # broker 1's own config stays broker 1's
+    assert _incremental(b1, 4, "1", ("background.threads", 1, None)) == [(0, None)]
+    assert _incremental(b1, 4, "", ("log.cleaner.io.max.bytes.per.second", 1, None)) == [(0, None)]
+    wait_for(lambda: "log.cleaner.io.max.bytes.per.second" not in _described(b2, 4, "2"), 30, "the default removed")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
+from broker_support import free_port
 from kcli.broker.config import ConfigError, load_config
 
 
@@ -41,3 +45,39 @@ def test_bad_values_are_refused(override, message):
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "nope.properties")
+
+
+# -- settings this broker does not implement stop the start (issue 23.7) --------------------------------------
+@pytest.mark.parametrize("overrides,message", [
+    (["listeners=SSL://127.0.0.1:9093"], "listener SSL://127.0.0.1:9093 has security protocol SSL"),
+    (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094"], "listener SASL_SSL://127.0.0.1:9094"),
+    # the protocol comes from listener.security.protocol.map, by listener name (EndPoint.createEndPoint)
+    (["listeners=EXTERNAL://127.0.0.1:9093", "listener.security.protocol.map=EXTERNAL:SASL_PLAINTEXT"],
+     "listener EXTERNAL://127.0.0.1:9093 has security protocol SASL_PLAINTEXT"),
+    (["listeners=INTERNAL://127.0.0.1:9093"], "No security protocol defined for listener INTERNAL"),
+    (["listener.security.protocol.map=PLAINTEXT:TLS"], "listener.security.protocol.map"),
+    (["advertised.listeners=SSL://broker:9093"], "advertised.listeners: listener SSL://broker:9093"),
+    (["remote.log.storage.system.enable=true"], "tiered storage"),
+])
+def test_unimplemented_security_and_tiered_storage_are_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, overrides)
+
+
+def test_listener_names_map_to_plaintext_through_the_protocol_map():
+    config = load_config(None, ["listeners=INTERNAL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092",
+                                "listener.security.protocol.map=INTERNAL:PLAINTEXT,plaintext:PLAINTEXT"])
+    assert [(l.name, config.security_protocol(l)) for l in config.listeners] == [
+        ("INTERNAL", "PLAINTEXT"), ("PLAINTEXT", "PLAINTEXT")]
+
+
+def test_an_ssl_listener_is_a_startup_error_naming_it(tmp_path):
+    """kctl-broker(1): bad configuration exits 2, before anything is bound or written; the message names the
+    listener."""
+    port = free_port()
+    proc = subprocess.run([sys.executable, "-m", "kcli", "broker", "run",
+                           "--override", f"listeners=SSL://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path / 'logs'}"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert f"listener SSL://127.0.0.1:{port} has security protocol SSL" in " ".join(proc.stderr.split())
+    assert not (tmp_path / "logs").exists()

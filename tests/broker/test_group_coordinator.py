@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.delete_groups.v2 import request as delete_req
 from kio.schema.describe_groups.v4 import request as describe_req
 from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v3 import request as heartbeat_req
@@ -100,6 +101,10 @@ class Broker:
     async def describe(self) -> Any:
         request = describe_req.DescribeGroupsRequest(groups=(GROUP,), include_authorized_operations=False)
         return (await self.call(ApiKey.DESCRIBE_GROUPS, 4, request)).groups[0]
+
+    async def delete(self) -> ErrorCode:
+        response = await self.call(ApiKey.DELETE_GROUPS, 2, delete_req.DeleteGroupsRequest(groups_names=(GROUP,)))
+        return response.results[0].error_code
 
     async def listed_states(self, *states: str) -> dict[str, str]:
         response = await self.call(ApiKey.LIST_GROUPS, 4, list_req.ListGroupsRequest(states_filter=states))
@@ -260,6 +265,46 @@ def test_silent_static_member_is_removed_at_session_timeout(tmp_path):
             assert described.group_state == "PreparingRebalance"
             assert [m.group_instance_id for m in described.members] == ["a"]
             assert await b.heartbeat(c.member_id, c.generation_id, "b") == ErrorCode.unknown_member_id
+
+    run(main())
+
+
+def test_static_member_expires_exactly_at_its_session_deadline(tmp_path):
+    """librdkafka's static-membership tests close a member, wait out session.timeout.ms and delete the group: by
+    the coordinator's clock the member is gone at last heartbeat + session timeout, whatever request comes
+    first (Kafka's DelayedHeartbeat expires it then), so DeleteGroups succeeds; a moment earlier it is still
+    a member and the group is not empty. The clock here is the test's: nothing depends on timers firing."""
+
+    async def main() -> None:
+        async with running(tmp_path / "logs") as b:
+            now = [1000.0]
+            b.server.groups.clock = lambda: now[0]
+            joined = await b.join("", "only", session_ms=6000)
+            synced = await b.sync(joined.member_id, joined.generation_id, "only", {joined.member_id: b"x"})
+            assert synced.error_code == ErrorCode.none and (await b.describe()).group_state == "Stable"
+            now[0] = 1004.0
+            assert await b.heartbeat(joined.member_id, joined.generation_id, "only") == ErrorCode.none
+            now[0] = 1009.5  # the last heartbeat was 5.5 s ago: still a member
+            assert await b.delete() == ErrorCode.non_empty_group
+            assert [m.group_instance_id for m in (await b.describe()).members] == ["only"]
+            now[0] = 1010.0  # the deadline itself
+            assert await b.delete() == ErrorCode.none
+            assert (await b.describe()).group_state == "Dead"
+
+    run(main())
+
+
+def test_expired_member_is_gone_for_describe_and_list_too(tmp_path):
+    async def main() -> None:
+        async with running(tmp_path / "logs") as b:
+            now = [50.0]
+            b.server.groups.clock = lambda: now[0]
+            joined = await b.join("", "only", session_ms=6000)
+            await b.sync(joined.member_id, joined.generation_id, "only", {joined.member_id: b"x"})
+            now[0] = 56.0
+            assert await b.listed_states() == {GROUP: "Empty"}
+            assert (await b.describe()).members == ()
+            assert await b.heartbeat(joined.member_id, joined.generation_id, "only") == ErrorCode.unknown_member_id
 
     run(main())
 

@@ -132,6 +132,20 @@ def test_keyless_record_to_a_compacted_topic_is_invalid_record():
     assert e.value.error_code == "INVALID_RECORD" and e.value.record_errors[0][0] == 0
 
 
+def test_every_keyless_record_of_a_batch_is_reported_for_a_compacted_topic():
+    """Kafka's LogValidator collects every record error of a batch (processRecordErrors): librdkafka then fails
+    exactly those records with INVALID_RECORD and the others of the batch with _INVALID_DIFFERENT_RECORD."""
+    records = [Record(i, NOW, None if i % 10 == 0 else b"k%d" % i, b"v") for i in range(100)]
+    with pytest.raises(InvalidRecordError) as e:
+        validate(build_record_batch(records), LogConfig(cleanup_policy="compact"))
+    message = "Compacted topic cannot accept message without key in topic partition t-0"
+    assert e.value.record_errors == [(i, message) for i in range(0, 100, 10)]
+    assert e.value.reason == (
+        "One or more records have been rejected due to 10 record errors in total, and only showing the first three "
+        f"errors at most: [RecordError(batchIndex=0, message='{message}'), RecordError(batchIndex=10, "
+        f"message='{message}'), RecordError(batchIndex=20, message='{message}')]")
+
+
 def test_too_large_batch():
     raw = batch(3)
     with pytest.raises(RecordTooLargeError, match=f"is {len(raw)} bytes which exceeds the maximum configured value of 50"):
@@ -174,9 +188,10 @@ def test_log_append_time_sets_max_timestamp_and_recomputes_the_crc_once(monkeypa
 def test_create_time_outside_the_allowed_difference():
     config = LogConfig.from_props({"message.timestamp.difference.max.ms": "1000"}, {})
     validate(batch(ts=NOW - 1000), config)
-    with pytest.raises(InvalidTimestampError, match=r"Timestamp 1699999998999 of message with offset 0 is out of "
-                                                    r"range. The timestamp should be within \[1699999999000, 1700000001000\]"):
+    with pytest.raises(InvalidTimestampError, match="rejected due to invalid timestamp") as e:
         validate(batch(ts=NOW - 1001), config)
+    assert e.value.record_errors == [(0, "Timestamp 1699999998999 of message with offset 0 is out of range. The "
+                                         "timestamp should be within [1699999999000, 1700000001000]")]
     after = LogConfig.from_props({"message.timestamp.after.max.ms": "10"}, {})
     validate(batch(ts=NOW - 10**9), after)
     with pytest.raises(InvalidTimestampError):
@@ -185,8 +200,9 @@ def test_create_time_outside_the_allowed_difference():
 
 def test_log_append_time_batches_from_clients_are_refused_for_log_append_time_topics():
     raw = batch(timestamp_type=TimestampType.LOG_APPEND_TIME)
-    with pytest.raises(InvalidTimestampError, match="Producer should not set timestamp type to LogAppendTime"):
+    with pytest.raises(InvalidTimestampError) as e:
         validate(raw, LogConfig.from_props({"message.timestamp.type": "LogAppendTime"}, {}))
+    assert "Producer should not set timestamp type to LogAppendTime" in e.value.record_errors[0][1]
 
 
 # -- producers ---------------------------------------------------------------------------------------

@@ -83,6 +83,16 @@ def test_registration_json(register, root, chroot):
     assert stat.ephemeralOwner == registration._client.client_id[0]
 
 
+def test_registration_writes_the_listener_security_protocol_map(register, root, chroot):
+    """The protocols of listener.security.protocol.map, by listener name (BrokerIdZNode.encode); the first
+    endpoint whose protocol is PLAINTEXT gives host and port, whatever its name."""
+    register(2, endpoints=[("CLIENTS", "10.0.0.2", 9092), ("REPLICATION", "10.0.1.2", 9093)],
+             security_protocols={"CLIENTS": "PLAINTEXT", "REPLICATION": "PLAINTEXT"})
+    info = read_json(root, chroot + "/brokers/ids/2")
+    assert info["listener_security_protocol_map"] == {"CLIENTS": "PLAINTEXT", "REPLICATION": "PLAINTEXT"}
+    assert (info["host"], info["port"]) == ("10.0.0.2", 9092)
+
+
 def test_registration_without_rack_or_plaintext(register, root, chroot):
     register(1, endpoints=[("SSL", "broker1", 9093)])
     info = read_json(root, chroot + "/brokers/ids/1")

@@ -7,33 +7,17 @@ from typing import Any
 
 from kcli.broker.errors import InvalidRequestError
 from kcli.broker.handlers.common import ZERO, RequestContext, attempt, build, build_all, response_module
-from kcli.storage.log_config import ConfigEntry, ConfigSource, ConfigSynonym, ConfigType
+from kcli.storage.log_config import ConfigEntry, ConfigSource
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
-
-
-def _broker_entries(ctx: RequestContext) -> list[ConfigEntry]:
-    config = ctx.services.config
-    explicit = config.explicit_values()
-    out = []
-    for key, value in sorted(config.values.items()):
-        if value is None:
-            continue
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        source = ConfigSource.STATIC_BROKER_CONFIG if key in explicit else ConfigSource.DEFAULT_CONFIG
-        synonyms = (ConfigSynonym(key, text, source),) if key in explicit else ()
-        out.append(ConfigEntry(key, text, source, synonyms, ConfigType.STRING, read_only=True))
-    return out
 
 
 def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
     if resource.resource_type == TOPIC:
         return ctx.services.admin.describe_config(resource.resource_name)
     if resource.resource_type == BROKER:
-        if resource.resource_name not in ("", str(ctx.services.broker_id)):
-            raise InvalidRequestError(f"Unexpected broker id, expected {ctx.services.broker_id} or empty "
-                                      f"string, but received {resource.resource_name}")
-        return _broker_entries(ctx)
+        dynamic = ctx.services.admin.dynamic
+        return dynamic.describe(dynamic.per_broker_resource(resource.resource_name))
     if resource.resource_type == BROKER_LOGGER:
         return []
     raise InvalidRequestError(f"Unsupported resource type {resource.resource_type} for DescribeConfigs")
@@ -59,19 +43,20 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
     return build(R, "DescribeConfigsResponse", throttle_time=ZERO, results=tuple(results))
 
 
-def _alter(req: Any, response: str, apply: Callable[[Any], None]) -> Any:
-    """AlterConfigs and IncrementalAlterConfigs: ``apply(resource)`` per topic resource; dynamic broker configs
-    are refused (not served yet), as are other resource types."""
+def _alter(req: Any, response: str, topic: Callable[[Any], None], broker: Callable[[Any], None]) -> Any:
+    """AlterConfigs and IncrementalAlterConfigs: per resource, a topic's or this broker's configs (KIP-226,
+    kcli.broker.dynamic_config); broker loggers (KIP-412) and other resource types are refused."""
     R = response_module(req)
 
     def one(resource: Any) -> None:
         if resource.resource_type == TOPIC:
-            apply(resource)
-        elif resource.resource_type in (BROKER, BROKER_LOGGER):
-            raise InvalidRequestError("dynamic broker configs are not supported by kctl broker yet: "
-                                      "set them in server.properties")
+            topic(resource)
+        elif resource.resource_type == BROKER:
+            broker(resource)
+        elif resource.resource_type == BROKER_LOGGER:
+            raise InvalidRequestError("broker loggers (KIP-412) are not supported by kctl broker")
         else:
-            raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
+            raise InvalidRequestError(f"Unknown resource type {resource.resource_type}")
 
     responses = []
     for resource in req.resources:
@@ -83,12 +68,21 @@ def _alter(req: Any, response: str, apply: Callable[[Any], None]) -> Any:
 
 async def alter_configs(ctx: RequestContext, req: Any) -> Any:
     admin = ctx.services.admin
-    return _alter(req, "AlterConfigsResponse", lambda r: admin.set_config(
-        r.resource_name, {c.name: c.value for c in r.configs}, validate_only=req.validate_only))
+    return _alter(
+        req, "AlterConfigsResponse",
+        lambda r: admin.set_config(r.resource_name, {c.name: c.value for c in r.configs},
+                                   validate_only=req.validate_only),
+        lambda r: admin.dynamic.alter(r.resource_name, {c.name: c.value for c in r.configs},
+                                      validate_only=req.validate_only))
 
 
 async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
     admin = ctx.services.admin
-    return _alter(req, "IncrementalAlterConfigsResponse", lambda r: admin.incremental_config(
-        r.resource_name, [(c.name, int(c.config_operation), c.value) for c in r.configs],
-        validate_only=req.validate_only))
+
+    def ops(resource: Any) -> list[tuple[str, int, str | None]]:
+        return [(c.name, int(c.config_operation), c.value) for c in resource.configs]
+
+    return _alter(
+        req, "IncrementalAlterConfigsResponse",
+        lambda r: admin.incremental_config(r.resource_name, ops(r), validate_only=req.validate_only),
+        lambda r: admin.dynamic.incremental_alter(r.resource_name, ops(r), validate_only=req.validate_only))

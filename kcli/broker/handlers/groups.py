@@ -227,10 +227,12 @@ async def describe_groups(ctx: RequestContext, req: Any) -> Any:
     described = []
     for group_id in req.groups:
         if (unavailable := _unavailable(ctx, group_id)) is not None:
+            # Kafka sets the operations only on groups described without error
             described.append(build(R, "DescribedGroup", error_code=unavailable, group_id=group_id, group_state="",
-                                   protocol_type="", protocol_data="", members=(), authorized_operations=ops))
+                                   protocol_type="", protocol_data="", members=(),
+                                   authorized_operations=NOT_REQUESTED))
             continue
-        group = ctx.services.groups.groups.get(group_id)
+        group = ctx.services.groups.group(group_id)
         if group is None:
             described.append(build(R, "DescribedGroup", error_code=ErrorCode.none, group_id=group_id,
                                    group_state="Dead", protocol_type="", protocol_data="", members=(),
@@ -251,9 +253,11 @@ async def list_groups(ctx: RequestContext, req: Any) -> Any:
     if ctx.services.groups.loading or ctx.services.groups.loading_partitions:
         return build(R, "ListGroupsResponse", throttle_time=ZERO, error_code=LOADING, groups=())
     wanted = {s.lower() for s in (getattr(req, "states_filter", None) or ())}
+    coordinator = ctx.services.groups
+    coordinator.expire_sessions(coordinator.clock())  # states as of now: ended sessions are gone
     groups = tuple(build(R, "ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type or "",
                          group_state=str(g.state), group_type="classic")
-                   for g in ctx.services.groups.groups.values() if not wanted or str(g.state).lower() in wanted)
+                   for g in coordinator.groups.values() if not wanted or str(g.state).lower() in wanted)
     return build(R, "ListGroupsResponse", throttle_time=ZERO, error_code=ErrorCode.none, groups=groups)
 
 

@@ -50,6 +50,10 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                 error = ErrorCode.leader_not_available  # as Kafka: created, leaders not known to the client yet
             except Exception as exc:
                 error = error_code_for(exc)
+                if error == ErrorCode.topic_already_exists:
+                    # created by an earlier request (or broker) but not in this broker's metadata yet: Kafka's
+                    # AutoTopicCreationManager answers LEADER_NOT_AVAILABLE, which clients retry
+                    error = ErrorCode.leader_not_available
             topic = None
         elif topic is None:
             error = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
