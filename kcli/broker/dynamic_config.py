@@ -28,12 +28,13 @@ from typing import Any
 from kcli.broker.config import IGNORED, KNOWN, BrokerConfig
 from kcli.broker.errors import InvalidRequestError
 from kcli.errors import KcliError
+from kcli.storage.cleanup_policy import KCTL_BROKER_CONFIGS
 from kcli.storage.log_config import TOPIC_CONFIGS, ConfigEntry, ConfigSource, ConfigSynonym, ConfigType, LogConfig
 
 log = logging.getLogger("kcli.broker")
 
 DEFAULT_ENTITY = "<default>"  # ConfigEntityName.Default: the cluster-wide broker defaults
-BROKER_CONFIGS_FILE = "kctl-broker-configs.json"
+BROKER_CONFIGS_FILE = KCTL_BROKER_CONFIGS  # read offline by kctl compact (kcli.storage.cleanup_policy)
 
 # -- Kafka 3.7 DynamicBrokerConfig.AllDynamicConfigs, by the class that reconfigures them --------------------
 SSL_RECONFIGURABLE = frozenset({  # SslConfigs.RECONFIGURABLE_CONFIGS: only with a listener prefix

@@ -30,6 +30,7 @@ COMPACTED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_stat
 
 # A kctl broker without ZooKeeper keeps its topics' config overrides here, in its first log dir.
 KCTL_TOPIC_CONFIGS = "kctl-topic-configs.json"
+KCTL_BROKER_CONFIGS = "kctl-broker-configs.json"  # and its dynamic broker configs (KIP-226)
 
 _TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD = 2, 4, 9  # metadata record apiKeys
 _TOPIC_RESOURCE, _BROKER_RESOURCE = 2, 4  # ConfigResource.Type
@@ -173,24 +174,34 @@ def kraft_policies(log_dir: Path) -> KnownPolicies | None:
 
 
 def kctl_broker_policies(log_dir: Path) -> KnownPolicies | None:
-    """Topic overrides a kctl broker without ZooKeeper wrote into its log dir; the topics it knows are the
-    partitions there (the broker's own default is ``delete`` unless its ``log.cleanup.policy`` says otherwise,
-    which only its config file knows). None without the file."""
-    path = log_dir / KCTL_TOPIC_CONFIGS
-    if not path.is_file():
+    """Topic overrides a kctl broker without ZooKeeper wrote into its log dir, and its dynamic broker default
+    (``log.cleanup.policy`` in ``kctl-broker-configs.json``, the broker's own entry over ``<default>``); the
+    topics it knows are the partitions there. A default set only in the broker's config file is not known
+    here: Kafka's, delete, is assumed, which refuses rather than compacts. None without either file."""
+    topics_file, brokers_file = log_dir / KCTL_TOPIC_CONFIGS, log_dir / KCTL_BROKER_CONFIGS
+    if not topics_file.is_file() and not brokers_file.is_file():
         return None
-    source = f"{path}"
+    source = str(topics_file if topics_file.is_file() else brokers_file)
+    overrides: dict[str, str] = {}
+    default, default_source = KAFKA_DEFAULT_POLICY, "the kctl broker's default (delete unless its config sets it)"
     try:
-        topics = json.loads(path.read_text()).get("topics", {})
-        overrides = {str(t): str(c[CLEANUP_POLICY]) for t, c in topics.items() if CLEANUP_POLICY in c}
+        if topics_file.is_file():
+            topics = json.loads(topics_file.read_text()).get("topics", {})
+            overrides = {str(t): str(c[CLEANUP_POLICY]) for t, c in topics.items() if CLEANUP_POLICY in c}
+        if brokers_file.is_file():
+            entities = json.loads(brokers_file.read_text()).get("brokers", {})
+            own = [c for e, c in entities.items() if e != "<default>"]  # one log dir, one broker
+            for config in (entities.get("<default>", {}), *own):
+                if LOG_CLEANUP_POLICY in config:
+                    default = str(config[LOG_CLEANUP_POLICY])
+                    default_source = f"the dynamic log.cleanup.policy in {brokers_file}"
     except (OSError, ValueError, AttributeError, TypeError) as exc:
         return KnownPolicies(source, damage=f"unreadable: {exc}")
     from kcli.storage.files import parse_partition_dir_name
 
     present = frozenset(parsed[0] for child in log_dir.iterdir()
                         if (parsed := parse_partition_dir_name(child.name)) is not None)
-    return KnownPolicies(source, overrides, present,
-                         default_source="the kctl broker's default (delete unless its log.cleanup.policy is set)")
+    return KnownPolicies(source, overrides, present, default, default_source)
 
 
 def log_dir_policies(log_dir: Path) -> list[KnownPolicies]:
@@ -198,6 +209,6 @@ def log_dir_policies(log_dir: Path) -> list[KnownPolicies]:
     return [s for s in (kraft_policies(log_dir), kctl_broker_policies(log_dir)) if s is not None]
 
 
-__all__ = ["CLEANUP_POLICY", "COMPACTED_INTERNAL_TOPICS", "CleanupPolicy", "KCTL_TOPIC_CONFIGS", "KnownPolicies",
+__all__ = ["CLEANUP_POLICY", "COMPACTED_INTERNAL_TOPICS", "CleanupPolicy", "KCTL_BROKER_CONFIGS", "KCTL_TOPIC_CONFIGS", "KnownPolicies",
            "METADATA_TOPIC", "is_metadata_log", "kctl_broker_policies", "kraft_policies", "log_dir_policies",
            "policy_compacts", "resolve_policy"]

@@ -322,3 +322,22 @@ def test_kraft_cluster_default_and_removed_topics(log_dir):
     report = compact([str(log_dir / "t-0")], dry_run=True)
     assert [i.code for i in report.partitions[0].issues] == ["cleanup_policy_unknown"]
     assert "cannot be read completely" in report.partitions[0].issues[0].reason
+
+
+def test_kctl_broker_dynamic_default_policy(log_dir):
+    """A standalone kctl broker's dynamic log.cleanup.policy (kctl-broker-configs.json, as AlterConfigs on the
+    BROKER resource writes it) is the default for topics without an override."""
+    from kcli.storage.cleanup_policy import KCTL_BROKER_CONFIGS
+
+    (log_dir / KCTL_TOPIC_CONFIGS).write_text(json.dumps({"version": 1, "topics": {}}))
+    build_partition(log_dir / "u-0", batches=10)
+    assert [i.code for i in compact([str(log_dir / "u-0")], dry_run=True).partitions[0].issues] == \
+        ["cleanup_policy_delete"]
+    (log_dir / KCTL_BROKER_CONFIGS).write_text(json.dumps({"version": 1, "brokers": {
+        "<default>": {"log.cleanup.policy": "compact"}}}))
+    assert compact([str(log_dir / "u-0")], dry_run=True).is_ok()
+    (log_dir / KCTL_BROKER_CONFIGS).write_text(json.dumps({"version": 1, "brokers": {
+        "<default>": {"log.cleanup.policy": "compact"}, "0": {"log.cleanup.policy": "delete"}}}))
+    report = compact([str(log_dir / "u-0")], dry_run=True)
+    assert [i.code for i in report.partitions[0].issues] == ["cleanup_policy_delete"]
+    assert KCTL_BROKER_CONFIGS in report.partitions[0].issues[0].reason
