@@ -1,7 +1,61 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh Debian machine: installs what the tests need, then runs pytest.
-# Extra arguments go to pytest (e.g. scripts/test.sh -k verify).
+# The whole test suite on a fresh Debian machine: installs what the tests need, then runs pytest in tiers
+# (tests/tiers.py marks each test by what it starts):
+#   in-process   protocol, records, storage, tools, handlers: nothing started
+#   processes    kctl broker processes, clusters, the session's ZooKeeper
+#   spark        a SparkSession, a standalone Spark cluster
+# The in-process tier runs first; then the two process tiers run side by side (they share no ports or fixtures,
+# and both spend most of their time waiting on the processes they started). Each tier's output is shown when it
+# ends; the exit status is the first failing tier's.
+#
+# Extra arguments go to every tier's pytest (e.g. scripts/test.sh -q -x). To run one pytest over everything
+# instead (e.g. scripts/test.sh tests/tools -k verify), set KCLI_TEST_TIERS=0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest "$@"
+
+if [ "${KCLI_TEST_TIERS:-1}" = 0 ]; then
+  exec .venv/bin/python -m pytest "$@"
+fi
+
+PY=.venv/bin/python
+logs="$(mktemp -d "${TMPDIR:-/tmp}/kcli-tiers.XXXXXX")"
+started=$SECONDS
+
+run_tier() {  # name, marker expression, pytest args...
+  local name="$1" expr="$2"
+  shift 2
+  local t0=$SECONDS code=0
+  # each tier its own basetemp: two pytest sessions never clean up each other's temporary directories
+  "$PY" -m pytest -m "$expr" -p no:cacheprovider --basetemp="$logs/$name-tmp" "$@" >"$logs/$name.log" 2>&1 || code=$?
+  [ "$code" = 5 ] && code=0  # no test selected in this tier (a narrowed run): not a failure
+  echo "$code" >"$logs/$name.code"
+  echo "tier $name: exit $code in $((SECONDS - t0)) s" >>"$logs/$name.log"
+}
+
+show() {
+  echo "=================================== tier $1 ==================================="
+  cat "$logs/$1.log"
+}
+
+run_tier in-process "not (broker_process or cluster or zookeeper or spark)" "$@"
+show in-process
+
+run_tier processes "(broker_process or cluster or zookeeper) and not spark" "$@" &
+processes=$!
+run_tier spark "spark" "$@" &
+spark=$!
+wait "$spark" || true
+show spark
+wait "$processes" || true
+show processes
+
+status=0
+for tier in in-process processes spark; do
+  code="$(cat "$logs/$tier.code")"
+  echo "tier $tier: exit $code"
+  if [ "$status" = 0 ] && [ "$code" != 0 ]; then status="$code"; fi
+done
+echo "all tiers: $((SECONDS - started)) s wall"
+rm -rf "$logs"
+exit "$status"
