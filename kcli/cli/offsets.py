@@ -197,9 +197,11 @@ def _finish_apply(result: Any, as_json: bool) -> None:
                       f"{result.elapsed_s:.2f}s{rate}")
         if result.backup:
             console.print(f"backup of the previous offsets: {escape(result.backup)}")
-        if result.no_previous:
+        if result.no_previous and result.backup:
             console.print(f"{result.no_previous} partitions had no previous offset: a roll-back from the backup "
                           "leaves them as migrated")
+        elif result.no_previous:
+            console.print(f"no backup written: none of the {result.no_previous} partitions had a previous offset")
         for group, errors in result.partition_errors.items():
             for tp, error in errors.items():
                 console.print(f"group {escape(group)}: {escape(tp)}: {escape(error)}")

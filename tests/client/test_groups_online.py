@@ -207,3 +207,23 @@ def test_usage_errors():
     assert "no Kafka given" in kctl("list", check=2).stderr
     assert "--all-groups" in kctl("describe", "-b", "127.0.0.1:1", check=2).stderr
     assert kctl("describe", "g", "-b", f"127.0.0.1:{free_port()}", check=3).stderr.startswith("kctl: ")
+
+
+def test_execute_with_no_previous_offsets_leaves_no_empty_backup(broker, tmp_path, monkeypatch):
+    """--execute backs up the offsets it replaces; where the group held none, no empty CSV is left behind."""
+    b = broker.bootstrap
+    monkeypatch.chdir(tmp_path)  # where the default kctl-offsets-backup-<time>.csv would go
+    backup = tmp_path / "fresh.csv"
+    done = as_json("reset-offsets", "fresh", "-b", b, "--topic", PAYMENTS, "--to-offset", "2", "--execute",
+                   "--backup", str(backup))
+    assert done["ok"] and done["verified"] and done["committed_groups"] == ["fresh"]
+    assert done["backup"] is None and not backup.exists()
+    text = kctl("reset-offsets", "fresh2", "-b", b, "--topic", PAYMENTS, "--to-offset", "3", "--execute").stdout
+    assert "no backup written: none of the 1 partitions had a previous offset" in text and "backup of" not in text
+    assert committed(b, "fresh2") == {(PAYMENTS, 0): 3}
+    assert list(tmp_path.iterdir()) == []
+    # with a previous offset there is one, as before
+    again = as_json("reset-offsets", "fresh", "-b", b, "--topic", PAYMENTS, "--to-offset", "4", "--execute",
+                    "--backup", str(backup))
+    assert again["backup"] == str(backup) and backup.read_text() == "payments,0,2\n"
+    assert as_json("delete", "fresh", "fresh2", "-b", b)["groups"][1]["deleted"]
