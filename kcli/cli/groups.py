@@ -17,15 +17,17 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from kcli.cli.common import BootstrapOpt, JsonOpt, kafka_client, ExitCode, err_console, fail, write_json_line
+from kcli.cli.common import (BootstrapOpt, ConnectionGroup, GroupTimeoutOpt, JsonOpt, bootstrap_server, kafka_client,
+                             ExitCode, err_console, fail, write_json_line)
 from kcli.cli.errors import exit_code_for
 from kcli.cli.offsets import _transfer, write_offsets
 from kcli.cli.zk import _cell, _console, _table
 from kcli.errors import KcliError
 
-app = typer.Typer(no_args_is_help=True, help="Consumer groups, as kafka-consumer-groups.sh: list, describe (members, "
+app = typer.Typer(cls=ConnectionGroup, no_args_is_help=True, help="Consumer groups, as kafka-consumer-groups.sh: list, describe (members, "
                   "assignment, committed offsets, lag), delete, delete-offsets, reset-offsets (plan, backup, commit, "
-                  "verify) and export; list and describe also offline on a stopped broker's log dir (--log-dir).")
+                  "verify) and export; list and describe also offline on a stopped broker's log dir (--log-dir). "
+                  "-b/--timeout go before or after the subcommand.")
 
 LogDirOpt = Annotated[Optional[Path], typer.Option(
     "--log-dir", show_default=False, help="Offline: a stopped broker's log dir, read from its __consumer_offsets "
@@ -42,18 +44,10 @@ TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds t
 
 
 @app.callback()
-def groups_group(
-    ctx: typer.Context,
-    bootstrap: BootstrapOpt = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, show_default=False,
-                                                     help="Seconds to wait for each broker (default 10).")] = None,
-) -> None:
+def groups_group(bootstrap: BootstrapOpt = None, timeout: GroupTimeoutOpt = None) -> None:
     """Consumer groups, as kafka-consumer-groups.sh. -b/--timeout go before or after the subcommand.
     Exit status: 0 ok, 1 a group failed, was refused or not found, 2 usage error, 3 unreadable input or no broker."""
-    # Options given before the subcommand become its defaults (click's default_map; the subcommand's own win).
-    given = {k: v for k, v in (("bootstrap", bootstrap), ("timeout", timeout)) if v is not None}
-    if given:
-        ctx.default_map = {name: dict(given) for name in ctx.command.commands}  # type: ignore[attr-defined]
+    # Declared for --help; ConnectionGroup hands -b/--timeout given here to the subcommand.
 
 
 @contextmanager
@@ -63,6 +57,7 @@ def _client(bootstrap: str | None, timeout: float) -> Iterator[Any]:
 
 
 def _source(bootstrap: str | None, log_dir: Path | None) -> None:
+    # Only a given -b conflicts: an exported $KCTL_BOOTSTRAP_SERVER gives way to --log-dir (read by kafka_client).
     if bootstrap and log_dir:
         raise fail("give --bootstrap-server or --log-dir, not both", ExitCode.USAGE)
 
@@ -445,5 +440,5 @@ def export_cmd(
         with _client(bootstrap, timeout) as client:
             names = groups or client.list_groups()
             offsets = client.offset_fetch_many(names) if names else {}
-        kind, location = "kafka", bootstrap or ""
+        kind, location = "kafka", bootstrap_server(bootstrap) or ""
     write_offsets(offsets, "json" if as_json else "csv", kind, location, topic, output)
