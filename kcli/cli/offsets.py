@@ -227,9 +227,28 @@ def _finish_apply(result: Any, as_json: bool) -> None:
     raise typer.Exit(int(ExitCode.OK if result.ok else ExitCode.PROBLEMS))
 
 
+def _finish_csv(plan: Any, result: Any) -> None:
+    """kafka-consumer-groups --reset-offsets --export: the offsets the groups hold after the plan (the dry run's
+    planned ones; after --execute, those of the groups committed or already there) on stdout as the CSV --from-file
+    reads, each problem on stderr, then the exit status the table would earn."""
+    from kcli.tools.offsets import dump_offsets
+
+    done = set(result.committed) if result is not None else set()
+    holding = {g.group: g.planned for g in plan.groups
+               if g.status == "unchanged" or (g.status == "commit" and (result is None or g.group in done))}
+    sys.stdout.write(dump_offsets({g: o for g, o in holding.items() if o}, "csv"))
+    for problem in (result if result is not None else plan).problems:
+        err_console.print(f"kctl: {problem.describe()}", markup=False)
+    if result is not None and result.backup:
+        err_console.print(f"kctl: backup of the previous offsets: {result.backup}", markup=False)
+    ok = plan.ok if result is None else result.ok
+    code = exit_code_for(result.exception) if result is not None and result.exception is not None else None
+    raise typer.Exit(int(code if code is ExitCode.UNREADABLE else ExitCode.OK if ok else ExitCode.PROBLEMS))
+
+
 def _transfer(source: Any, target: Any, ranges: Any, live_checks: list[Any], *, groups: list[str] | None,
               topics: list[str] | None, execute: bool, clamp: bool, force: bool, backup: Path | None,
-              as_json: bool) -> None:
+              as_json: bool, as_csv: bool = False) -> None:
     from kcli.tools.offsets import apply_plan, plan_transfer
 
     with _progress("reading offsets") as progress:
@@ -239,10 +258,14 @@ def _transfer(source: Any, target: Any, ranges: Any, live_checks: list[Any], *, 
                                  live_checks=live_checks, progress=lambda n: bar[0](n) if bar else None,
                                  on_total=lambda total: bar.append(progress(total, f"reading {source.kind}")))
         if not execute:
+            if as_csv:
+                _finish_csv(plan, None)
             _finish_plan(plan, as_json)
         advance = progress(plan.count("commit"), f"writing {target.kind}")
         with _errors(committed_note=False):
             result = apply_plan(plan, target, backup=backup or _default_backup(), progress=advance)
+    if as_csv:
+        _finish_csv(plan, result)
     _finish_apply(result, as_json)
 
 

@@ -63,7 +63,9 @@ def test_unknown_shell_is_a_usage_error():
     assert proc.returncode == 2 and "tcsh" in proc.stderr
 
 
-def test_connection_options_before_the_subcommand_complete(kctl_bin):
+def test_connection_options_before_the_subcommand_and_kafka_spellings_complete(kctl_bin):
     assert complete(kctl_bin, "kctl groups -b h:1 re") == ["reset-offsets"]
     assert complete(kctl_bin, "kctl zk -z h:1 br") == ["brokers"]
     assert complete(kctl_bin, "kctl transactions -b h:1 find") == ["find-hanging"]
+    assert "--dry-run" in complete(kctl_bin, "kctl groups -b h:1 reset-offsets --dr")
+    assert "--group" in complete(kctl_bin, "kctl groups describe --gr")

@@ -1,6 +1,6 @@
 """-b/-z before or after the subcommand of every command group alike, an option on the command line beating the
-environment, and an exported KCTL_BOOTSTRAP_SERVER that never breaks an offline or ZooKeeper-only invocation:
-parsing only (nothing listens on the addresses used; refusing them is quick)."""
+environment, an exported KCTL_BOOTSTRAP_SERVER that never breaks an offline or ZooKeeper-only invocation, and
+kafka-consumer-groups' spellings: parsing only (nothing listens on the addresses used; refusing them is quick)."""
 
 from __future__ import annotations
 
@@ -96,3 +96,32 @@ def test_exported_bootstrap_server_never_breaks_zookeeper_only_or_offline_comman
     online = kctl("offsets", "for-time", "-2", "payments", env=env)
     assert online.exit_code == 3 and env["KCTL_BOOTSTRAP_SERVER"] in online.stderr, online.output
 
+
+@pytest.mark.parametrize("line", [
+    "groups -b {b} reset-offsets --group G --topic T --to-earliest --dry-run",
+    "groups describe --group G -b {b}",
+    "groups --bootstrap-server {b} --describe --group G --members",
+    "groups --bootstrap-server {b} --group G --reset-offsets --topic T:0,1 --to-offset 5 --dry-run",
+    "groups --bootstrap-server {b} --reset-offsets --all-groups --all-topics --shift-by -2 --export",
+    "groups --bootstrap-server {b} --list", "groups --bootstrap-server {b} --delete --group G",
+    "groups --bootstrap-server {b} --delete-offsets --group G --topic T",
+    "groups -b {b} --describe --all-groups --state", "groups -b {b} export --group G --group H",
+], ids=lambda line: line.replace(" {b}", ""))
+def test_kafka_consumer_groups_spellings_parse(line):
+    """Runbook lines copied from kafka-consumer-groups.sh reach the subcommand (3: no broker there)."""
+    b = nobody()
+    result = kctl(*line.format(b=b).split())
+    assert result.exit_code == 3, result.output
+    assert f"cannot connect to the Kafka broker at {b}" in result.stderr
+
+
+def test_kafka_consumer_groups_spellings_usage_errors():
+    b = nobody()
+    both = kctl("groups", "reset-offsets", "--group", "G", "--topic", "T", "--to-earliest", "--dry-run", "--execute",
+                "-b", b)
+    assert both.exit_code == 2 and "--dry-run or --execute" in both.stderr
+    assert kctl("groups", "-b", b, "--describe", "--list").exit_code == 2
+    assert "--export" in kctl("groups", "reset-offsets", "-g", "G", "-t", "T", "--to-earliest", "--export",
+                              "--json", "-b", b).stderr
+    assert "one group" in kctl("groups", "delete-offsets", "G", "--group", "H", "-t", "T", "-b", b).stderr
+    assert "name the group" in kctl("groups", "delete", "-b", b).stderr

@@ -209,6 +209,45 @@ def test_usage_errors():
     assert kctl("describe", "g", "-b", f"127.0.0.1:{free_port()}", check=3).stderr.startswith("kctl: ")
 
 
+def test_kafka_consumer_groups_spellings_give_the_native_result(broker, tmp_path):
+    """Runbook lines copied from kafka-consumer-groups.sh (--group, --describe, --reset-offsets, --dry-run, --list,
+    --export, -b before the subcommand) give what the kctl spelling gives."""
+    group, b = "runbook", broker.bootstrap
+    commit(b, group, {(ORDERS, 0): 4, (ORDERS, 1): 6})
+    same = [
+        [("reset-offsets", group, "-b", b, "--topic", ORDERS, "--to-earliest"),
+         ("-b", b, "reset-offsets", "--group", group, "--topic", ORDERS, "--to-earliest", "--dry-run"),
+         ("--bootstrap-server", b, "--group", group, "--reset-offsets", "--topic", ORDERS, "--to-earliest",
+          "--dry-run")],
+        [("describe", group, "-b", b), ("describe", "--group", group, "-b", b),
+         ("--bootstrap-server", b, "--describe", "--group", group)],
+        [("describe", group, "-b", b, "--state"), ("--bootstrap-server", b, "--describe", "--group", group, "--state")],
+        [("list", "-b", b), ("--bootstrap-server", b, "--list")],
+        [("export", group, "-b", b), ("-b", b, "export", "--group", group)],
+    ]
+    for native, *kafka in same:
+        for line in kafka:
+            assert as_json(*line) == as_json(*native), line
+    plan = as_json("-b", b, "reset-offsets", "--group", group, "--topic", ORDERS, "--to-earliest", "--dry-run")
+    assert plan["executed"] is False and [p["planned_offset"] for p in plan["plan"]["groups"][0]["partitions"]] == [0] * 3
+    assert "dry run" in kctl("-b", b, "reset-offsets", "--group", group, "--topic", ORDERS, "--to-earliest",
+                             "--dry-run").stdout
+    assert committed(b, group) == {(ORDERS, 0): 4, (ORDERS, 1): 6}  # --dry-run wrote nothing
+
+    # --export: the plan as the CSV --from-file reads; then executed from that file
+    exported = kctl("--bootstrap-server", b, "--group", group, "--reset-offsets", "--topic", f"{ORDERS}:0,1",
+                    "--to-offset", "2", "--export")
+    assert exported.stdout == "orders,0,2\norders,1,2\n" and exported.stderr == ""
+    plan_file = tmp_path / "plan.csv"
+    plan_file.write_text(exported.stdout)
+    done = as_json("--bootstrap-server", b, "--group", group, "--reset-offsets", "--from-file", str(plan_file),
+                   "--execute", "--backup", str(tmp_path / "before.csv"))
+    assert done["ok"] and done["verified"] and committed(b, group) == {(ORDERS, 0): 2, (ORDERS, 1): 2}
+    assert (tmp_path / "before.csv").read_text() == "orders,0,4\norders,1,6\n"
+    assert kctl("--bootstrap-server", b, "--group", group, "--delete").exit_code == 0
+    assert committed(b, group) == {}
+
+
 def test_execute_with_no_previous_offsets_leaves_no_empty_backup(broker, tmp_path, monkeypatch):
     """--execute backs up the offsets it replaces; where the group held none, no empty CSV is left behind."""
     b = broker.bootstrap
