@@ -207,5 +207,11 @@ class ConnectionGroup(TyperGroup):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         leading, rest = split_connection_options(args)
         if leading and rest and rest[0] in self.commands:  # type: ignore[operator]
+            command = self.commands[rest[0]]  # type: ignore[index]
+            taken = {name for param in command.params for name in (*param.opts, *param.secondary_opts)}
+            for word in leading:
+                name = word.partition("=")[0] if word.startswith("--") else word[:2]
+                if word.startswith("-") and name not in taken and not ctx.resilient_parsing:
+                    ctx.fail(f"{rest[0]} takes no {name}")
             args = [rest[0], *leading, *rest[1:]]
         return super().parse_args(ctx, args)

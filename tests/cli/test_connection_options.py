@@ -64,7 +64,9 @@ def test_an_option_before_the_subcommand_beats_the_environment_and_the_later_one
     result = kctl("zk", "-z", z, "brokers", "--timeout", "1", env={"KCTL_ZOOKEEPER": exported_z})
     assert result.exit_code == 3 and z in result.stderr and exported_z not in result.stderr
     # still a usage error where the subcommand has no such option, or names no subcommand
-    assert "No such option: -b" in kctl("zk", "-b", given, "brokers").output
+    assert "No such option: -b" in kctl("zk", "brokers", "-b", given).output
+    assert "brokers takes no -b" in kctl("zk", "-b", given, "brokers").output
+    assert "for-time takes no -z" in kctl("offsets", "-z", given, "for-time", "now", "orders").output
     assert "No such command" in kctl("topics", "-b", given, "lst").output
 
 
