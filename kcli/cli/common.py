@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Annotated, Any, Optional
 
 import typer
+from typer.core import TyperGroup
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from kcli.cli.errors import ExitCode, err_console, exit_code_for, fail, report_exit_code
@@ -126,15 +127,27 @@ def stdout_pipe_guard():
         raise typer.Exit(0) from None
 
 
+BOOTSTRAP_ENV = "KCTL_BOOTSTRAP_SERVER"
+
+
+def bootstrap_server(given: str | None) -> str | None:
+    """The broker an online command talks to: --bootstrap-server, else $KCTL_BOOTSTRAP_SERVER. The variable is
+    read here, once a command has chosen to talk to Kafka, and not by the option parser: an exported variable
+    never makes a --log-dir (offline) or ZooKeeper-only invocation an error ("not both") or another mode."""
+    return given or os.environ.get(BOOTSTRAP_ENV) or None
+
+
 @contextmanager
 def kafka_client(bootstrap: str | None, timeout: float, client_id: str) -> Iterator[Any]:
-    """A KafkaClient for an online command: no --bootstrap-server or a malformed one is a usage error (2); a
-    library error inside the block becomes its one-line message and exit status; the client is closed."""
+    """A KafkaClient for an online command (--bootstrap-server, else $KCTL_BOOTSTRAP_SERVER): none, or a malformed
+    one, is a usage error (2); a library error inside the block becomes its one-line message and exit status;
+    the client is closed."""
     from kcli.client import KafkaClient
     from kcli.client.client import parse_bootstrap
 
+    bootstrap = bootstrap_server(bootstrap)
     if not bootstrap:
-        raise fail("no Kafka given: use --bootstrap-server host:port or set KCTL_BOOTSTRAP_SERVER", ExitCode.USAGE)
+        raise fail(f"no Kafka given: use --bootstrap-server host:port or set {BOOTSTRAP_ENV}", ExitCode.USAGE)
     try:
         parse_bootstrap(bootstrap)
     except KcliError as exc:
@@ -148,8 +161,57 @@ def kafka_client(bootstrap: str | None, timeout: float, client_id: str) -> Itera
         client.close()
 
 
-# The options every online command shares (one definition: the same flags, env var and help everywhere).
+# The connection options the commands share (one definition: the same flags, env var and help everywhere).
 BootstrapOpt = Annotated[Optional[str], typer.Option(
-    "--bootstrap-server", "-b", envvar="KCTL_BOOTSTRAP_SERVER", show_default=False,
-    help="host:port[,host:port...] of any Kafka-protocol broker of the cluster (default: $KCTL_BOOTSTRAP_SERVER).")]
+    "--bootstrap-server", "-b", show_default=False,  # no envvar= here: bootstrap_server() reads it, see there
+    help=f"host:port[,host:port...] of any Kafka-protocol broker of the cluster (default: ${BOOTSTRAP_ENV}).")]
+ZookeeperOpt = Annotated[Optional[str], typer.Option(
+    "--zookeeper", "-z", envvar="KCTL_ZOOKEEPER", show_default=False,
+    help="host:port[,host:port...][/chroot] (default: $KCTL_ZOOKEEPER).")]
+ZookeeperAuthOpt = Annotated[Optional[str], typer.Option(
+    "--auth", envvar="KCTL_ZOOKEEPER_AUTH", show_default=False,
+    help="ZooKeeper digest auth user:password (default: $KCTL_ZOOKEEPER_AUTH).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Write one JSON object to standard output.")]
+# What a command group declares for `kctl GROUP --help`; ConnectionGroup hands the values to the subcommand.
+GroupTimeoutOpt = Annotated[Optional[float], typer.Option(
+    "--timeout", min=0.1, show_default=False, help="Seconds to wait for each broker or ZooKeeper request "
+    "(default 10).")]
+
+# -- connection options before or after the subcommand ------------------------------------------------------------
+CONNECTION_OPTIONS = frozenset({"-b", "--bootstrap-server", "-z", "--zookeeper", "--timeout", "--auth"})
+
+
+def split_connection_options(args: list[str]) -> tuple[list[str], list[str]]:
+    """The connection options (with their values) at the head of a command group's arguments, and the rest:
+    ``-b B --timeout 5 describe g`` -> ``(["-b", "B", "--timeout", "5"], ["describe", "g"])``."""
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word in CONNECTION_OPTIONS:
+            i += 2
+        elif word.startswith("--") and word.partition("=")[0] in CONNECTION_OPTIONS:
+            i += 1  # --bootstrap-server=B
+        elif word[:2] in ("-b", "-z") and len(word) > 2:
+            i += 1  # -bB
+        else:
+            break
+    return args[:i], args[i:]
+
+
+class ConnectionGroup(TyperGroup):
+    """A command group (kctl groups, topics, transactions, offsets, zk) whose connection options -b, -z,
+    --timeout and --auth go before or after the subcommand alike: those before its name are moved after it, so
+    the subcommand's one parser reads them. Given twice, the later (the subcommand's own) wins, and an option on
+    the command line always beats the environment ($KCTL_ZOOKEEPER, $KCTL_BOOTSTRAP_SERVER)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        leading, rest = split_connection_options(args)
+        if leading and rest and rest[0] in self.commands:  # type: ignore[operator]
+            command = self.commands[rest[0]]  # type: ignore[index]
+            taken = {name for param in command.params for name in (*param.opts, *param.secondary_opts)}
+            for word in leading:
+                name = word.partition("=")[0] if word.startswith("--") else word[:2]
+                if word.startswith("-") and name not in taken and not ctx.resilient_parsing:
+                    ctx.fail(f"{rest[0]} takes no {name}")
+            args = [rest[0], *leading, *rest[1:]]
+        return super().parse_args(ctx, args)

@@ -17,15 +17,39 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from kcli.cli.common import BootstrapOpt, JsonOpt, kafka_client, ExitCode, err_console, fail, write_json_line
+from kcli.cli.common import (BootstrapOpt, ConnectionGroup, GroupTimeoutOpt, JsonOpt, bootstrap_server, kafka_client,
+                             ExitCode, err_console, fail, split_connection_options, write_json_line)
 from kcli.cli.errors import exit_code_for
 from kcli.cli.offsets import _transfer, write_offsets
 from kcli.cli.zk import _cell, _console, _table
 from kcli.errors import KcliError
 
-app = typer.Typer(no_args_is_help=True, help="Consumer groups, as kafka-consumer-groups.sh: list, describe (members, "
-                  "assignment, committed offsets, lag), delete, delete-offsets, reset-offsets (plan, backup, commit, "
-                  "verify) and export; list and describe also offline on a stopped broker's log dir (--log-dir).")
+# kafka-consumer-groups.sh's actions, as the subcommands they are here.
+KAFKA_ACTIONS = {"--list": "list", "--describe": "describe", "--delete": "delete", "--delete-offsets": "delete-offsets",
+                 "--reset-offsets": "reset-offsets"}
+
+
+class _GroupsGroup(ConnectionGroup):
+    """kafka-consumer-groups.sh's command lines work after `kctl groups`: where the subcommand's name would be, its
+    action flag (--list, --describe, --delete, --delete-offsets, --reset-offsets) anywhere on the line names it,
+    so `kctl groups --bootstrap-server B --describe --group G` is `kctl groups describe -b B --group G`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        leading, rest = split_connection_options(args)
+        if rest and rest[0] not in self.commands and rest[0] not in ("-h", "--help"):  # type: ignore[operator]
+            actions = list(dict.fromkeys(word for word in rest if word in KAFKA_ACTIONS))
+            if len(actions) > 1:
+                ctx.fail(f"give one action, not {' and '.join(actions)}")
+            if actions:
+                args = [KAFKA_ACTIONS[actions[0]], *leading, *(word for word in rest if word != actions[0])]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(cls=_GroupsGroup, no_args_is_help=True,
+                  help="Consumer groups, as kafka-consumer-groups.sh: list, describe (members, assignment, committed "
+                  "offsets, lag), delete, delete-offsets, reset-offsets (plan, backup, commit, verify) and export; "
+                  "list and describe also offline on a stopped broker's log dir (--log-dir). Its spellings work too: "
+                  "kctl groups -b B --describe --group G. -b/--timeout go before or after the subcommand.")
 
 LogDirOpt = Annotated[Optional[Path], typer.Option(
     "--log-dir", show_default=False, help="Offline: a stopped broker's log dir, read from its __consumer_offsets "
@@ -33,7 +57,10 @@ LogDirOpt = Annotated[Optional[Path], typer.Option(
 OffsetsPartitionsOpt = Annotated[Optional[int], typer.Option(
     "--offsets-partitions", min=1, show_default=False, help="With --log-dir: __consumer_offsets' partition count "
     "(offsets.topic.num.partitions; default: what the log dir's directories and checkpoints show).")]
-GroupsArg = Annotated[Optional[list[str]], typer.Argument(help="Group id(s).", show_default=False)]
+GroupsArg = Annotated[Optional[list[str]], typer.Argument(help="Group id(s) (or --group).", show_default=False)]
+GroupOpt = Annotated[Optional[list[str]], typer.Option(
+    "--group", "-g", show_default=False, help="A group id, as kafka-consumer-groups names it (repeat for several; "
+    "the same as a GROUPS argument).")]
 AllGroupsOpt = Annotated[bool, typer.Option("--all-groups", help="Every group of the cluster (or log dir).")]
 TopicOpt = Annotated[Optional[list[str]], typer.Option(
     "--topic", "-t", show_default=False, help="topic or topic:0,1,2 (repeat for several; a bare topic: every "
@@ -42,18 +69,11 @@ TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds t
 
 
 @app.callback()
-def groups_group(
-    ctx: typer.Context,
-    bootstrap: BootstrapOpt = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, show_default=False,
-                                                     help="Seconds to wait for each broker (default 10).")] = None,
-) -> None:
-    """Consumer groups, as kafka-consumer-groups.sh. -b/--timeout go before or after the subcommand.
+def groups_group(bootstrap: BootstrapOpt = None, timeout: GroupTimeoutOpt = None) -> None:
+    """Consumer groups, as kafka-consumer-groups.sh, whose spellings work too (--describe --group G, --reset-offsets
+    ... --dry-run). -b/--timeout go before or after the subcommand.
     Exit status: 0 ok, 1 a group failed, was refused or not found, 2 usage error, 3 unreadable input or no broker."""
-    # Options given before the subcommand become its defaults (click's default_map; the subcommand's own win).
-    given = {k: v for k, v in (("bootstrap", bootstrap), ("timeout", timeout)) if v is not None}
-    if given:
-        ctx.default_map = {name: dict(given) for name in ctx.command.commands}  # type: ignore[attr-defined]
+    # Declared for --help; ConnectionGroup hands -b/--timeout given here to the subcommand.
 
 
 @contextmanager
@@ -63,8 +83,14 @@ def _client(bootstrap: str | None, timeout: float) -> Iterator[Any]:
 
 
 def _source(bootstrap: str | None, log_dir: Path | None) -> None:
+    # Only a given -b conflicts: an exported $KCTL_BOOTSTRAP_SERVER gives way to --log-dir (read by kafka_client).
     if bootstrap and log_dir:
         raise fail("give --bootstrap-server or --log-dir, not both", ExitCode.USAGE)
+
+
+def _group_ids(arguments: list[str] | None, options: list[str] | None) -> list[str] | None:
+    """The groups named as arguments and with --group (kafka-consumer-groups' spelling), each once."""
+    return list(dict.fromkeys([*(arguments or ()), *(options or ())])) or None
 
 
 def _names(groups: list[str] | None, all_groups: bool) -> None:
@@ -216,6 +242,7 @@ def _render_describe(details: list[Any], view: str) -> None:
 @app.command("describe")
 def describe_cmd(
     groups: GroupsArg = None,
+    group: GroupOpt = None,
     all_groups: AllGroupsOpt = False,
     bootstrap: BootstrapOpt = None,
     log_dir: LogDirOpt = None,
@@ -232,6 +259,7 @@ def describe_cmd(
     """State, protocol, coordinator, members and their assignment, and per partition the committed offset, log end
     and lag (kafka-consumer-groups --describe); the __consumer_offsets partition that holds each group. With
     --log-dir: the same from a stopped broker's log dir. A group that does not exist exits 1."""
+    groups = _group_ids(groups, group)
     _source(bootstrap, log_dir)
     _names(groups, all_groups)
     if members + offsets + state > 1:
@@ -259,7 +287,8 @@ def describe_cmd(
 # -- delete ------------------------------------------------------------------------------------------------------
 @app.command("delete")
 def delete_cmd(
-    groups: Annotated[list[str], typer.Argument(help="Group id(s).", show_default=False)],
+    groups: GroupsArg = None,
+    group: GroupOpt = None,
     bootstrap: BootstrapOpt = None,
     as_json: JsonOpt = False,
     timeout: TimeoutOpt = 10.0,
@@ -268,6 +297,9 @@ def delete_cmd(
     (NON_EMPTY_GROUP) and exits 1."""
     from kcli.client.groups import delete_groups
 
+    groups = _group_ids(groups, group)
+    if not groups:
+        raise fail("name the group(s) to delete", ExitCode.USAGE)
     with _client(bootstrap, timeout) as client:
         results = delete_groups(client, groups)
     if as_json:
@@ -283,7 +315,10 @@ def delete_cmd(
 
 @app.command("delete-offsets")
 def delete_offsets_cmd(
-    group: Annotated[str, typer.Argument(help="Group id.", show_default=False)],
+    group_arg: Annotated[Optional[str], typer.Argument(metavar="[GROUP]", help="Group id (or --group).",
+                                                       show_default=False)] = None,
+    group_opt: Annotated[Optional[str], typer.Option("--group", "-g", show_default=False,
+                                                     help="Group id, as kafka-consumer-groups names it.")] = None,
     topic: TopicOpt = None,
     bootstrap: BootstrapOpt = None,
     as_json: JsonOpt = False,
@@ -293,6 +328,10 @@ def delete_offsets_cmd(
     to are refused (GROUP_SUBSCRIBED_TO_TOPIC); any refusal exits 1."""
     from kcli.client.groups import delete_offsets, resolve_partitions
 
+    named = _group_ids([group_arg] if group_arg else None, [group_opt] if group_opt else None) or []
+    if len(named) != 1:
+        raise fail("name one group (GROUP or --group)", ExitCode.USAGE)
+    group = named[0]
     if not topic:
         raise fail("name the partitions: --topic topic[:0,1,...]", ExitCode.USAGE)
     with _client(bootstrap, timeout) as client:
@@ -353,6 +392,7 @@ def _spec(to_earliest: bool, to_latest: bool, to_current: bool, to_datetime: str
 @app.command("reset-offsets")
 def reset_offsets_cmd(
     groups: GroupsArg = None,
+    group: GroupOpt = None,
     all_groups: AllGroupsOpt = False,
     topic: TopicOpt = None,
     all_topics: Annotated[bool, typer.Option("--all-topics", help="Every partition the group has committed "
@@ -376,6 +416,11 @@ def reset_offsets_cmd(
         "or group,topic,partition,offset, as kafka-consumer-groups and this command's backups write it.")] = None,
     execute: Annotated[bool, typer.Option("--execute", help="Commit the plan (default: a dry run that only "
                                           "plans).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only plan: the default, spelled out as "
+                                          "kafka-consumer-groups takes it.")] = False,
+    export: Annotated[bool, typer.Option("--export", help="Write the planned offsets to standard output as the "
+                                         "CSV --from-file reads (kafka-consumer-groups --export), problems to "
+                                         "standard error, instead of the plan table.")] = False,
     backup: Annotated[Optional[Path], typer.Option(
         "--backup", show_default=False, help="Where --execute first writes the offsets it replaces, as a CSV "
         "--from-file reads (default: kctl-offsets-backup-<time>.csv in the current directory).")] = None,
@@ -391,6 +436,11 @@ def reset_offsets_cmd(
     from kcli.client.groups import RequestedOffsets, reset_targets
     from kcli.tools.offsets import FileOffsetStore
 
+    groups = _group_ids(groups, group)
+    if dry_run and execute:
+        raise fail("give --dry-run or --execute, not both", ExitCode.USAGE)
+    if export and as_json:
+        raise fail("give --export (CSV) or --json, not both", ExitCode.USAGE)
     spec = _spec(to_earliest, to_latest, to_current, to_datetime, by_duration, shift_by, to_offset, from_file)
     if from_file is None:
         _names(groups, all_groups)
@@ -413,13 +463,14 @@ def reset_offsets_cmd(
                                       spec.text)
             topics = None
         _transfer(source, store, store, [store], groups=names, topics=topics, execute=execute, clamp=True,
-                  force=False, backup=backup, as_json=as_json)
+                  force=False, backup=backup, as_json=as_json, as_csv=export)
 
 
 # -- export ------------------------------------------------------------------------------------------------------
 @app.command("export")
 def export_cmd(
     groups: GroupsArg = None,
+    group: GroupOpt = None,
     all_groups: AllGroupsOpt = False,
     bootstrap: BootstrapOpt = None,
     log_dir: LogDirOpt = None,
@@ -433,7 +484,7 @@ def export_cmd(
 ) -> None:
     """Committed offsets as kafka-consumer-groups' CSV (topic,partition,offset for one group,
     group,topic,partition,offset for several), which reset-offsets --from-file reads back, or --json."""
-
+    groups = _group_ids(groups, group)
     _source(bootstrap, log_dir)
     _names(groups, all_groups)
     if log_dir is not None:
@@ -445,5 +496,5 @@ def export_cmd(
         with _client(bootstrap, timeout) as client:
             names = groups or client.list_groups()
             offsets = client.offset_fetch_many(names) if names else {}
-        kind, location = "kafka", bootstrap or ""
+        kind, location = "kafka", bootstrap_server(bootstrap) or ""
     write_offsets(offsets, "json" if as_json else "csv", kind, location, topic, output)

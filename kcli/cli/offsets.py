@@ -6,6 +6,7 @@ kcli.tools.offsets' plan/apply/verify and renders the reports.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -19,19 +20,18 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kcli.cli.common import (BootstrapOpt, ExitCode, err_console, fail, parse_timestamp, progress_wanted,
-                             write_json_line)
+from kcli.cli.common import (BOOTSTRAP_ENV, BootstrapOpt, ConnectionGroup, ExitCode, GroupTimeoutOpt, JsonOpt,
+                             ZookeeperAuthOpt, ZookeeperOpt, bootstrap_server, err_console, fail, parse_timestamp,
+                             progress_wanted, write_json_line)
 from kcli.cli.errors import exit_code_for
 from kcli.cli.zk import _cell, _console, _table
 from kcli.errors import KcliError
 
-app = typer.Typer(no_args_is_help=True, help="Move consumer offsets between ZooKeeper, Kafka and files: migrate "
-                  "ZooKeeper-stored offsets into __consumer_offsets (plan, backup, commit, verify), roll back, "
-                  "export and import; find the offsets for a time (for-time).")
+app = typer.Typer(cls=ConnectionGroup, no_args_is_help=True,
+                  help="Move consumer offsets between ZooKeeper, Kafka and files: migrate ZooKeeper-stored offsets "
+                  "into __consumer_offsets (plan, backup, commit, verify), roll back, export and import; find the "
+                  "offsets for a time (for-time). -z/-b/--timeout/--auth go before or after the subcommand.")
 
-ZookeeperOpt = Annotated[Optional[str], typer.Option(
-    "--zookeeper", "-z", envvar="KCTL_ZOOKEEPER", show_default=False,
-    help="host:port[,host:port...][/chroot] (default: $KCTL_ZOOKEEPER).")]
 LogDirOpt = Annotated[Optional[Path], typer.Option(
     "--log-dir", show_default=False, help="Offline mode: a stopped broker's log dir; append to __consumer_offsets "
     "directly instead of committing through a broker.")]
@@ -49,11 +49,17 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Write groups even when 
 BackupOpt = Annotated[Optional[Path], typer.Option(
     "--backup", show_default=False, help="Where --execute writes the previous offsets as CSV (default: "
     "kctl-offsets-backup-<time>.csv in the current directory).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Write the plan and results as one JSON object to standard output.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for ZooKeeper and brokers.")]
-AuthOpt = Annotated[Optional[str], typer.Option(
-    "--auth", envvar="KCTL_ZOOKEEPER_AUTH", show_default=False,
-    help="ZooKeeper digest auth user:password (default: $KCTL_ZOOKEEPER_AUTH).")]
+AuthOpt = ZookeeperAuthOpt
+
+
+@app.callback()
+def offsets_group(zookeeper: ZookeeperOpt = None, bootstrap: BootstrapOpt = None, timeout: GroupTimeoutOpt = None,
+                  auth: AuthOpt = None) -> None:
+    """Move consumer offsets between ZooKeeper, Kafka and files. -z/-b/--timeout/--auth go before or after the
+    subcommand (kctl offsets -z Z -b B migrate). Exit status: 0 ok, 1 a group refused, not found or not verified,
+    2 usage error, 3 unreadable input or ZooKeeper/Kafka unreachable."""
+    # Declared for --help; ConnectionGroup hands the options given here to the subcommand.
 
 
 # -- wiring --------------------------------------------------------------------------------------------------
@@ -88,15 +94,16 @@ def _kafka_store(stack: ExitStack, bootstrap: str | None, log_dir: Path | None, 
                  timeout: float) -> Any:
     from kcli.tools.offsets import LogDirOffsetStore
 
-    if bootstrap and log_dir:
+    if bootstrap and log_dir:  # only a given -b: an exported $KCTL_BOOTSTRAP_SERVER gives way to --log-dir
         raise fail("give --bootstrap-server or --log-dir, not both", ExitCode.USAGE)
     if log_dir is not None:
         store = LogDirOffsetStore(log_dir, offsets_partitions=offsets_partitions)
         stack.callback(store.close)
         return store
+    bootstrap = bootstrap_server(bootstrap)
     if not bootstrap:
-        raise fail("no Kafka given: use --bootstrap-server host:port (or --log-dir DIR for a stopped broker)",
-                   ExitCode.USAGE)
+        raise fail(f"no Kafka given: use --bootstrap-server host:port or set {BOOTSTRAP_ENV} (or --log-dir DIR for "
+                   "a stopped broker)", ExitCode.USAGE)
     from kcli.client import KafkaClient, KafkaOffsetStore
     from kcli.client.client import parse_bootstrap
 
@@ -197,9 +204,11 @@ def _finish_apply(result: Any, as_json: bool) -> None:
                       f"{result.elapsed_s:.2f}s{rate}")
         if result.backup:
             console.print(f"backup of the previous offsets: {escape(result.backup)}")
-        if result.no_previous:
+        if result.no_previous and result.backup:
             console.print(f"{result.no_previous} partitions had no previous offset: a roll-back from the backup "
                           "leaves them as migrated")
+        elif result.no_previous:
+            console.print(f"no backup written: none of the {result.no_previous} partitions had a previous offset")
         for group, errors in result.partition_errors.items():
             for tp, error in errors.items():
                 console.print(f"group {escape(group)}: {escape(tp)}: {escape(error)}")
@@ -218,9 +227,28 @@ def _finish_apply(result: Any, as_json: bool) -> None:
     raise typer.Exit(int(ExitCode.OK if result.ok else ExitCode.PROBLEMS))
 
 
+def _finish_csv(plan: Any, result: Any) -> None:
+    """kafka-consumer-groups --reset-offsets --export: the offsets the groups hold after the plan (the dry run's
+    planned ones; after --execute, those of the groups committed or already there) on stdout as the CSV --from-file
+    reads, each problem on stderr, then the exit status the table would earn."""
+    from kcli.tools.offsets import dump_offsets
+
+    done = set(result.committed) if result is not None else set()
+    holding = {g.group: g.planned for g in plan.groups
+               if g.status == "unchanged" or (g.status == "commit" and (result is None or g.group in done))}
+    sys.stdout.write(dump_offsets({g: o for g, o in holding.items() if o}, "csv"))
+    for problem in (result if result is not None else plan).problems:
+        err_console.print(f"kctl: {problem.describe()}", markup=False)
+    if result is not None and result.backup:
+        err_console.print(f"kctl: backup of the previous offsets: {result.backup}", markup=False)
+    ok = plan.ok if result is None else result.ok
+    code = exit_code_for(result.exception) if result is not None and result.exception is not None else None
+    raise typer.Exit(int(code if code is ExitCode.UNREADABLE else ExitCode.OK if ok else ExitCode.PROBLEMS))
+
+
 def _transfer(source: Any, target: Any, ranges: Any, live_checks: list[Any], *, groups: list[str] | None,
               topics: list[str] | None, execute: bool, clamp: bool, force: bool, backup: Path | None,
-              as_json: bool) -> None:
+              as_json: bool, as_csv: bool = False) -> None:
     from kcli.tools.offsets import apply_plan, plan_transfer
 
     with _progress("reading offsets") as progress:
@@ -230,10 +258,14 @@ def _transfer(source: Any, target: Any, ranges: Any, live_checks: list[Any], *, 
                                  live_checks=live_checks, progress=lambda n: bar[0](n) if bar else None,
                                  on_total=lambda total: bar.append(progress(total, f"reading {source.kind}")))
         if not execute:
+            if as_csv:
+                _finish_csv(plan, None)
             _finish_plan(plan, as_json)
         advance = progress(plan.count("commit"), f"writing {target.kind}")
         with _errors(committed_note=False):
             result = apply_plan(plan, target, backup=backup or _default_backup(), progress=advance)
+    if as_csv:
+        _finish_csv(plan, result)
     _finish_apply(result, as_json)
 
 
@@ -412,7 +444,9 @@ def for_time_cmd(
         "now: -1h, now-30m, -2d12h (units s m h d w)."))],
     targets: Annotated[Optional[list[str]], typer.Argument(metavar="TARGET", show_default=False,
                                                            help="Log dirs or partition dirs; with --bootstrap-server "
-                                                           "topics, or topic:partition (default: every topic).")] = None,
+                                                           "topics, or topic:partition (default: every topic). With "
+                                                           "only $KCTL_BOOTSTRAP_SERVER set, paths still read "
+                                                           "offline.")] = None,
     bootstrap: BootstrapOpt = None,
     topic: Annotated[Optional[list[str]], typer.Option(
         "--topic", show_default=False, help="Offline: only this topic (repeat for several).")] = None,
@@ -427,6 +461,7 @@ def for_time_cmd(
         stamp = parse_time_spec(when)
     except typer.BadParameter as exc:
         raise fail(f"TIME: {exc}", ExitCode.USAGE) from None
+    bootstrap = _for_time_broker(bootstrap, targets, topic)
     if bootstrap:
         if topic:
             raise fail("--topic is for a log dir; online, name topics as arguments (TOPIC or TOPIC:PARTITION)",
@@ -464,6 +499,16 @@ def for_time_cmd(
         err_console.print(f"kctl: {line}", markup=False)
     if errors and not document["ok"]:
         raise typer.Exit(int(ExitCode.PROBLEMS))
+
+
+def _for_time_broker(bootstrap: str | None, targets: list[str] | None, topic: list[str] | None) -> str | None:
+    """for-time asks a broker when -b is given. With only $KCTL_BOOTSTRAP_SERVER it does unless the command line
+    is an offline one: a target that is a path (one that exists, or has a /: topic names have none) or --topic."""
+    if bootstrap:
+        return bootstrap
+    if topic or any(os.sep in t or os.path.exists(t) for t in targets or ()):
+        return None
+    return bootstrap_server(None)
 
 
 def _render_for_time(rows: list[Any], stamp: int) -> None:

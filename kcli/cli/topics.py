@@ -13,68 +13,50 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
-from typer.core import TyperGroup
 
-from kcli.cli.common import BootstrapOpt, JsonOpt, kafka_client, ExitCode, err_console, fail, write_json_line
+from kcli.cli.common import (BootstrapOpt, ConnectionGroup, GroupTimeoutOpt, JsonOpt, kafka_client, ExitCode,
+                             err_console, fail, split_connection_options, write_json_line)
 from kcli.cli.errors import report_exit_code
 from kcli.cli.zk import _cell, _console
 from kcli.errors import KcliError
 
 LOGDIR_COMMAND = "logdir"
-_GROUP_OPTIONS_WITH_VALUE = ("-b", "--bootstrap-server", "--timeout")
 
 
-class _TopicsGroup(TyperGroup):
+class _TopicsGroup(ConnectionGroup):
     """`kctl topics DIR ...` is `kctl topics logdir DIR ...`: a first word that names no subcommand (after the
-    group's own options) starts the offline rollup."""
+    group's own options) starts the offline rollup, unless -b came before it (then it is a mistyped online
+    subcommand, and the usage error says so)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        i = 0
-        while i < len(args):
-            word = args[i]
-            if word in _GROUP_OPTIONS_WITH_VALUE:
-                i += 2
-                continue
-            if word.startswith(tuple(o + "=" for o in _GROUP_OPTIONS_WITH_VALUE if o.startswith("--"))):
-                i += 1
-                continue
-            if word not in self.commands and word not in ("-h", "--help"):
-                args = [*args[:i], LOGDIR_COMMAND, *args[i:]]
-            break
+        leading, rest = split_connection_options(args)
+        if rest and rest[0] not in self.commands and rest[0] not in ("-h", "--help") and not leading:
+            args = [LOGDIR_COMMAND, *rest]
         return super().parse_args(ctx, args)
 
 
 app = typer.Typer(cls=_TopicsGroup, no_args_is_help=True,
                   help="Topics: a per-topic rollup of log dirs (kctl topics DIR), and kafka-topics' list, describe, "
-                  "create, delete and alter-config against any Kafka-protocol broker.")
+                  "create, delete and alter-config against any Kafka-protocol broker. -b/--timeout go before or "
+                  "after the subcommand.")
 
-TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", min=0.1, show_default=False,
-                                                     help="Seconds to wait for each broker request (default 10).")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker request.")]
 TopicsArg = Annotated[list[str], typer.Argument(help="Topic names.", show_default=False)]
 ValidateOnlyOpt = Annotated[bool, typer.Option("--validate-only", help="Ask the broker to check the request "
                                                "without applying it.")]
 
 
 @app.callback()
-def topics_group(
-    ctx: typer.Context,
-    bootstrap: BootstrapOpt = None,
-    timeout: TimeoutOpt = None,
-) -> None:
+def topics_group(bootstrap: BootstrapOpt = None, timeout: GroupTimeoutOpt = None) -> None:
     """Topics: a per-topic rollup of log dirs (kctl topics DIR), and kafka-topics' jobs against any broker.
+    -b/--timeout go before or after the subcommand (kctl topics -b B list).
     Exit status: 0 ok, 1 a topic failed or was not found, 2 usage error, 3 unreadable input or no broker."""
-    ctx.obj = {"bootstrap": bootstrap, "timeout": timeout}
-
-
-def _settings(ctx: typer.Context, bootstrap: str | None, timeout: float | None) -> tuple[str | None, float]:
-    parent = (ctx.parent.obj if ctx.parent is not None else None) or {}
-    return bootstrap or parent.get("bootstrap"), timeout or parent.get("timeout") or 10.0
+    # Declared for --help; ConnectionGroup hands -b/--timeout given here to the subcommand.
 
 
 @contextmanager
-def _client(ctx: typer.Context, bootstrap: str | None, timeout: float | None) -> Iterator[Any]:
-    bootstrap, seconds = _settings(ctx, bootstrap, timeout)
-    with kafka_client(bootstrap, seconds, "kctl-topics") as client:
+def _client(bootstrap: str | None, timeout: float) -> Iterator[Any]:
+    with kafka_client(bootstrap, timeout, "kctl-topics") as client:
         yield client
 
 
@@ -183,17 +165,16 @@ def _render_rollup(report: Any, per_partition: bool) -> None:
 # -- online ------------------------------------------------------------------------------------------------
 @app.command("list")
 def list_cmd(
-    ctx: typer.Context,
     bootstrap: BootstrapOpt = None,
     exclude_internal: Annotated[bool, typer.Option("--exclude-internal", help="Leave out internal topics "
                                                    "(__consumer_offsets, __transaction_state).")] = False,
     as_json: JsonOpt = False,
-    timeout: TimeoutOpt = None,
+    timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Every topic of the cluster, one per line (Metadata)."""
     from kcli.client.topics import list_topics
 
-    with _client(ctx, bootstrap, timeout) as client:
+    with _client(bootstrap, timeout) as client:
         names = list_topics(client, exclude_internal=exclude_internal)
     if as_json:
         write_json_line({"topics": names})
@@ -214,7 +195,6 @@ def _partition_line(topic: str, p: Any) -> str:
 
 @app.command("describe")
 def describe_cmd(
-    ctx: typer.Context,
     topic: Annotated[Optional[list[str]], typer.Argument(help="Topic names (default: every topic).",
                                                          show_default=False)] = None,
     bootstrap: BootstrapOpt = None,
@@ -228,14 +208,14 @@ def describe_cmd(
     at_min_isr: Annotated[bool, typer.Option("--at-min-isr-partitions", help="Only partitions whose ISR equals the "
                                              "topic's min.insync.replicas.")] = False,
     as_json: JsonOpt = False,
-    timeout: TimeoutOpt = None,
+    timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Partitions (leader, replicas, ISR, offline replicas) and configs of topics, in kafka-topics --describe's
     lines. The partition filters print only the matching partition lines. An unknown topic exits 1."""
     from kcli.client.topics import describe_topics
 
     filtered = under_replicated or unavailable or under_min_isr or at_min_isr
-    with _client(ctx, bootstrap, timeout) as client:
+    with _client(bootstrap, timeout) as client:
         view = describe_topics(client, topic or None, configs=True, exclude_internal=exclude_internal)
     live = set(view.brokers)
 
@@ -316,7 +296,6 @@ def _finish_results(results: list[Any], verb: str, as_json: bool) -> None:
 
 @app.command("create")
 def create_cmd(
-    ctx: typer.Context,
     topic: TopicsArg,
     bootstrap: BootstrapOpt = None,
     partitions: Annotated[Optional[int], typer.Option("--partitions", min=1, show_default=False,
@@ -333,7 +312,7 @@ def create_cmd(
                                                 "error.")] = False,
     validate_only: ValidateOnlyOpt = False,
     as_json: JsonOpt = False,
-    timeout: TimeoutOpt = None,
+    timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Create topics (CreateTopics to the controller). Exit 1 when any was refused."""
     from kcli.client.topics import NewTopic, create_topics, parse_replica_assignment
@@ -349,14 +328,13 @@ def create_cmd(
         except KcliError as exc:
             raise fail(exc.describe(), ExitCode.USAGE) from None
     specs = [NewTopic(t, partitions or -1, replication_factor or -1, assignment, configs) for t in topic]
-    with _client(ctx, bootstrap, timeout) as client:
+    with _client(bootstrap, timeout) as client:
         results = create_topics(client, specs, validate_only=validate_only, if_not_exists=if_not_exists)
     _finish_results(results, "create", as_json)
 
 
 @app.command("delete")
 def delete_cmd(
-    ctx: typer.Context,
     topic: TopicsArg,
     bootstrap: BootstrapOpt = None,
     if_exists: Annotated[bool, typer.Option("--if-exists", help="A topic that does not exist is not an "
@@ -364,20 +342,19 @@ def delete_cmd(
     force: Annotated[bool, typer.Option("--force", help="Delete internal topics too (__consumer_offsets, "
                                         "__transaction_state): refused without it.")] = False,
     as_json: JsonOpt = False,
-    timeout: TimeoutOpt = None,
+    timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Delete topics (DeleteTopics to the controller). Internal topics are refused unless --force. Exit 1 when
     any was refused or not found."""
     from kcli.client.topics import delete_topics
 
-    with _client(ctx, bootstrap, timeout) as client:
+    with _client(bootstrap, timeout) as client:
         results = delete_topics(client, topic, if_exists=if_exists, force=force)
     _finish_results(results, "delete", as_json)
 
 
 @app.command("alter-config")
 def alter_config_cmd(
-    ctx: typer.Context,
     topic: TopicsArg,
     bootstrap: BootstrapOpt = None,
     add_config: Annotated[Optional[list[str]], typer.Option(
@@ -391,7 +368,7 @@ def alter_config_cmd(
         "broker serves IncrementalAlterConfigs.")] = False,
     validate_only: ValidateOnlyOpt = False,
     as_json: JsonOpt = False,
-    timeout: TimeoutOpt = None,
+    timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Set and delete topic-level config overrides (IncrementalAlterConfigs; AlterConfigs with a broker before
     Kafka 2.3). Exit 1 when any topic refused them."""
@@ -403,7 +380,7 @@ def alter_config_cmd(
     both = set(set_configs) & set(delete_config or ())
     if both:
         raise fail(f"{', '.join(sorted(both))}: both added and deleted", ExitCode.USAGE)
-    with _client(ctx, bootstrap, timeout) as client:
+    with _client(bootstrap, timeout) as client:
         results = alter_topic_configs(client, topic, set_configs=set_configs, delete_configs=delete_config or (),
                                       validate_only=validate_only, incremental=False if use_alter_configs else None)
     _finish_results(results, "alter-config", as_json)

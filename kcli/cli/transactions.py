@@ -12,13 +12,23 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kcli.cli.common import BootstrapOpt, JsonOpt, kafka_client, ExitCode, fail, write_json_line
+from kcli.cli.common import (BootstrapOpt, ConnectionGroup, GroupTimeoutOpt, JsonOpt, kafka_client, ExitCode, fail,
+                             write_json_line)
 from kcli.cli.zk import _cell, _show, _table, _time
 
-app = typer.Typer(no_args_is_help=True, help="List, describe, find hanging and abort transactions (KIP-98, KIP-664), "
-                  "as Kafka's kafka-transactions.sh.")
+app = typer.Typer(cls=ConnectionGroup, no_args_is_help=True,
+                  help="List, describe, find hanging and abort transactions (KIP-98, KIP-664), as Kafka's "
+                  "kafka-transactions.sh. -b/--timeout go before or after the subcommand.")
 
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker.")]
+
+
+@app.callback()
+def transactions_group(bootstrap: BootstrapOpt = None, timeout: GroupTimeoutOpt = None) -> None:
+    """List, describe, find hanging and abort transactions, as kafka-transactions.sh. -b/--timeout go before or
+    after the subcommand (kctl transactions -b B list). Exit status: 0 ok, 1 an id not found or a hanging
+    transaction found, 2 usage error, 3 no broker."""
+    # Declared for --help; ConnectionGroup hands -b/--timeout given here to the subcommand.
 
 
 @contextmanager

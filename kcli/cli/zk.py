@@ -16,20 +16,26 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from kcli.cli.common import JsonOpt, ExitCode, fail, write_json_line
+from kcli.cli.common import (ConnectionGroup, GroupTimeoutOpt, JsonOpt, ZookeeperAuthOpt, ZookeeperOpt, ExitCode,
+                             fail, write_json_line)
 from kcli.cli.errors import exit_code_for
 from kcli.errors import KcliError
 
-app = typer.Typer(no_args_is_help=True, help="Read-only views of Kafka's registries in ZooKeeper (brokers, topics, "
-                  "controller, consumers, configs, admin requests) and generic ls/get/tree.")
+app = typer.Typer(cls=ConnectionGroup, no_args_is_help=True,
+                  help="Read-only views of Kafka's registries in ZooKeeper (brokers, topics, controller, consumers, "
+                  "configs, admin requests) and generic ls/get/tree. -z/--timeout/--auth go before or after the "
+                  "subcommand.")
 
-ZookeeperOpt = Annotated[Optional[str], typer.Option(
-    "--zookeeper", "-z", envvar="KCTL_ZOOKEEPER", show_default=False,
-    help="host:port[,host:port...][/chroot] (default: $KCTL_ZOOKEEPER).")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for ZooKeeper.")]
-AuthOpt = Annotated[Optional[str], typer.Option(
-    "--auth", envvar="KCTL_ZOOKEEPER_AUTH", show_default=False,
-    help="Digest auth user:password (default: $KCTL_ZOOKEEPER_AUTH).")]
+AuthOpt = ZookeeperAuthOpt
+
+
+@app.callback()
+def zk_group(zookeeper: ZookeeperOpt = None, timeout: GroupTimeoutOpt = None, auth: AuthOpt = None) -> None:
+    """Read-only views of Kafka's registries in ZooKeeper. -z/--timeout/--auth go before or after the subcommand
+    (kctl zk -z Z brokers). Exit status: 0 ok, 1 a malformed znode or (consumers --check) owners that disagree,
+    2 usage error, 3 ZooKeeper unreachable, a chroot or znode missing, or an ACL refusal."""
+    # Declared for --help; ConnectionGroup hands -z/--timeout/--auth given here to the subcommand.
 
 
 @contextmanager
@@ -213,9 +219,9 @@ def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this
                   zookeeper: ZookeeperOpt = None, as_json: JsonOpt = False, timeout: TimeoutOpt = 10.0,
                   auth: AuthOpt = None,
                   bootstrap: Annotated[Optional[str], typer.Option(
-                      "--bootstrap-server", "-b", envvar="KCTL_BOOTSTRAP_SERVER", show_default=False,
+                      "--bootstrap-server", "-b", show_default=False,  # not $KCTL_BOOTSTRAP_SERVER: never implied
                       help="With GROUP: host:port of a Kafka-protocol broker; adds each partition's log end offset "
-                           "(ListOffsets) and lag.")] = None,
+                           "(ListOffsets) and lag. Only when given: $KCTL_BOOTSTRAP_SERVER is not read.")] = None,
                   check: Annotated[bool, typer.Option(
                       "--check", help="With GROUP: run the old consumer's range assignment over the registered "
                                       "members and report owner znodes that disagree (exit 1 if any).")] = False,

@@ -339,7 +339,8 @@ class ApplyResult:
 def write_backup(plan: TransferPlan, path: Path) -> int:
     """The target's offsets before the change, for every partition about to be written, as a CSV that
     ``kafka-consumer-groups --reset-offsets --from-file`` reads: ``topic,partition,offset`` when one group
-    changes, ``group,topic,partition,offset`` when several do. Returns the number of lines."""
+    changes, ``group,topic,partition,offset`` when several do. Returns the number of lines; with none (the
+    target held no offset for any of them) no file is written: an empty backup would restore nothing."""
     groups = [g for g in plan.groups if g.status == "commit"]
     rows = []
     for g in groups:
@@ -347,6 +348,8 @@ def write_backup(plan: TransferPlan, path: Path) -> int:
         for tp in sorted(g.to_write):
             if tp in previous:
                 rows.append((g.group, tp[0], tp[1], previous[tp]))
+    if not rows:
+        return 0
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "w", newline="") as out:
@@ -372,8 +375,7 @@ def apply_plan(plan: TransferPlan, target: OffsetStore, *, backup: Path | None,
     result = ApplyResult(plan)
     todo = [g for g in plan.groups if g.status == "commit"]
     result.no_previous = sum(1 for g in todo for tp in g.to_write if tp not in g.previous)
-    if todo and backup is not None:
-        write_backup(plan, backup)
+    if todo and backup is not None and write_backup(plan, backup):
         result.backup = str(backup)
     for index, group in enumerate(todo):
         try:

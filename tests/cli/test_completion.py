@@ -61,3 +61,11 @@ def test_unknown_shell_is_a_usage_error():
     proc = subprocess.run([sys.executable, "-m", "kcli", "completion", "tcsh"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and "tcsh" in proc.stderr
+
+
+def test_connection_options_before_the_subcommand_and_kafka_spellings_complete(kctl_bin):
+    assert complete(kctl_bin, "kctl groups -b h:1 re") == ["reset-offsets"]
+    assert complete(kctl_bin, "kctl zk -z h:1 br") == ["brokers"]
+    assert complete(kctl_bin, "kctl transactions -b h:1 find") == ["find-hanging"]
+    assert "--dry-run" in complete(kctl_bin, "kctl groups -b h:1 reset-offsets --dr")
+    assert "--group" in complete(kctl_bin, "kctl groups describe --gr")

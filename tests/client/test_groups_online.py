@@ -207,3 +207,62 @@ def test_usage_errors():
     assert "no Kafka given" in kctl("list", check=2).stderr
     assert "--all-groups" in kctl("describe", "-b", "127.0.0.1:1", check=2).stderr
     assert kctl("describe", "g", "-b", f"127.0.0.1:{free_port()}", check=3).stderr.startswith("kctl: ")
+
+
+def test_kafka_consumer_groups_spellings_give_the_native_result(broker, tmp_path):
+    """Runbook lines copied from kafka-consumer-groups.sh (--group, --describe, --reset-offsets, --dry-run, --list,
+    --export, -b before the subcommand) give what the kctl spelling gives."""
+    group, b = "runbook", broker.bootstrap
+    commit(b, group, {(ORDERS, 0): 4, (ORDERS, 1): 6})
+    same = [
+        [("reset-offsets", group, "-b", b, "--topic", ORDERS, "--to-earliest"),
+         ("-b", b, "reset-offsets", "--group", group, "--topic", ORDERS, "--to-earliest", "--dry-run"),
+         ("--bootstrap-server", b, "--group", group, "--reset-offsets", "--topic", ORDERS, "--to-earliest",
+          "--dry-run")],
+        [("describe", group, "-b", b), ("describe", "--group", group, "-b", b),
+         ("--bootstrap-server", b, "--describe", "--group", group)],
+        [("describe", group, "-b", b, "--state"), ("--bootstrap-server", b, "--describe", "--group", group, "--state")],
+        [("list", "-b", b), ("--bootstrap-server", b, "--list")],
+        [("export", group, "-b", b), ("-b", b, "export", "--group", group)],
+    ]
+    for native, *kafka in same:
+        for line in kafka:
+            assert as_json(*line) == as_json(*native), line
+    plan = as_json("-b", b, "reset-offsets", "--group", group, "--topic", ORDERS, "--to-earliest", "--dry-run")
+    assert plan["executed"] is False and [p["planned_offset"] for p in plan["plan"]["groups"][0]["partitions"]] == [0] * 3
+    assert "dry run" in kctl("-b", b, "reset-offsets", "--group", group, "--topic", ORDERS, "--to-earliest",
+                             "--dry-run").stdout
+    assert committed(b, group) == {(ORDERS, 0): 4, (ORDERS, 1): 6}  # --dry-run wrote nothing
+
+    # --export: the plan as the CSV --from-file reads; then executed from that file
+    exported = kctl("--bootstrap-server", b, "--group", group, "--reset-offsets", "--topic", f"{ORDERS}:0,1",
+                    "--to-offset", "2", "--export")
+    assert exported.stdout == "orders,0,2\norders,1,2\n" and exported.stderr == ""
+    plan_file = tmp_path / "plan.csv"
+    plan_file.write_text(exported.stdout)
+    done = as_json("--bootstrap-server", b, "--group", group, "--reset-offsets", "--from-file", str(plan_file),
+                   "--execute", "--backup", str(tmp_path / "before.csv"))
+    assert done["ok"] and done["verified"] and committed(b, group) == {(ORDERS, 0): 2, (ORDERS, 1): 2}
+    assert (tmp_path / "before.csv").read_text() == "orders,0,4\norders,1,6\n"
+    assert kctl("--bootstrap-server", b, "--group", group, "--delete").exit_code == 0
+    assert committed(b, group) == {}
+
+
+def test_execute_with_no_previous_offsets_leaves_no_empty_backup(broker, tmp_path, monkeypatch):
+    """--execute backs up the offsets it replaces; where the group held none, no empty CSV is left behind."""
+    b = broker.bootstrap
+    monkeypatch.chdir(tmp_path)  # where the default kctl-offsets-backup-<time>.csv would go
+    backup = tmp_path / "fresh.csv"
+    done = as_json("reset-offsets", "fresh", "-b", b, "--topic", PAYMENTS, "--to-offset", "2", "--execute",
+                   "--backup", str(backup))
+    assert done["ok"] and done["verified"] and done["committed_groups"] == ["fresh"]
+    assert done["backup"] is None and not backup.exists()
+    text = kctl("reset-offsets", "fresh2", "-b", b, "--topic", PAYMENTS, "--to-offset", "3", "--execute").stdout
+    assert "no backup written: none of the 1 partitions had a previous offset" in text and "backup of" not in text
+    assert committed(b, "fresh2") == {(PAYMENTS, 0): 3}
+    assert list(tmp_path.iterdir()) == []
+    # with a previous offset there is one, as before
+    again = as_json("reset-offsets", "fresh", "-b", b, "--topic", PAYMENTS, "--to-offset", "4", "--execute",
+                    "--backup", str(backup))
+    assert again["backup"] == str(backup) and backup.read_text() == "payments,0,2\n"
+    assert as_json("delete", "fresh", "fresh2", "-b", b)["groups"][1]["deleted"]

@@ -106,6 +106,19 @@ def test_consumers(zk):
     assert "/consumers/nope" in kctl("consumers", "nope", "--zookeeper", zk, check=3).stderr
 
 
+def test_exported_bootstrap_server_does_not_change_consumers(zk):
+    """`zk consumers` reads ZooKeeper only, KCTL_BOOTSTRAP_SERVER exported or not (without GROUP it was a usage
+    error, with GROUP a lag lookup against that broker); -z goes before the subcommand as after it."""
+    exported = {"KCTL_BOOTSTRAP_SERVER": f"127.0.0.1:{free_port()}"}
+    for args in (["consumers"], ["consumers", "g1"]):
+        alone = kctl(*args, "--zookeeper", zk)
+        assert kctl(*args, "--zookeeper", zk, env=exported).stdout == alone.stdout, args
+        assert kctl("-z", zk, *args, env=exported).stdout == alone.stdout, args
+        assert as_json(*args, "--zookeeper", zk, env=exported) == as_json(*args, "--zookeeper", zk), args
+    assert "LAG" not in kctl("consumers", "g1", "-z", zk, env=exported).stdout
+    assert kctl("-z", zk, "brokers").stdout == kctl("brokers", "-z", zk).stdout
+
+
 def test_config_and_admin(zk):
     table = kctl("config", "--zookeeper", zk).stdout
     assert "retention.ms" in table and "86400000" in table and "<default>" in table

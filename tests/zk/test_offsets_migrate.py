@@ -24,7 +24,7 @@ pytestmark = pytest.mark.zookeeper
 ORDERS, PAYMENTS = "orders", "payments"  # 3 partitions x 10 records, 1 partition x 5 records
 
 
-def kctl(*args: str, check: int | None = 0, subprocess_run: bool = False):
+def kctl(*args: str, check: int | None = 0, subprocess_run: bool = False, env: dict | None = None):
     """`kctl offsets ...` in process (typer's runner: the same exit codes, stdout and stderr), or as a subprocess."""
     if subprocess_run:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KCTL_")}
@@ -38,7 +38,8 @@ def kctl(*args: str, check: int | None = 0, subprocess_run: bool = False):
         from kcli.cli.app import app
 
         result = CliRunner().invoke(app, ["offsets", *args], env={"KCTL_ZOOKEEPER": None, "KCTL_BOOTSTRAP_SERVER": None,
-                                                                  "KCTL_ZOOKEEPER_AUTH": None, "COLUMNS": "200"})
+                                                                  "KCTL_ZOOKEEPER_AUTH": None, "COLUMNS": "200",
+                                                                  **(env or {})})
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise result.exception
         code, stdout, stderr = result.exit_code, result.stdout, result.stderr
@@ -161,7 +162,7 @@ def test_dry_run_execute_verify_rerun_and_clients_resume(broker, zk, tmp_path):
     result = as_json(*args, "--execute", "--backup", str(backup))
     assert result["ok"] and result["verified"] and result["differences"] == []
     assert sorted(result["committed_groups"]) == sorted([group, other]) and result["partitions_written"] == 4
-    assert result["backup"] == str(backup) and backup.read_text() == ""  # nothing was committed before
+    assert result["backup"] is None and not backup.exists()  # nothing was committed before: no empty CSV
     assert committed(broker.bootstrap, group) == {(ORDERS, 0): 3, (ORDERS, 1): 5, (ORDERS, 2): 10}
     assert committed(broker.bootstrap, other) == {(PAYMENTS, 0): 2}
 
@@ -506,6 +507,23 @@ def test_unknown_group_is_not_found(zk, offline_log_dir):
     plan = as_json(*args, "-g", "nosuch", "-g", "real", check=1)["plan"]
     assert {g["group"]: g["status"] for g in plan["groups"]} == {"nosuch": "not_found", "real": "commit"}
     assert plan["problems"] and plan["problems"][0]["code"] == "group_not_found"
+
+
+def test_exported_bootstrap_server_gives_way_to_log_dir(zk, offline_log_dir, tmp_path):
+    """-z with --log-dir is a ZooKeeper-to-log-dir migration whether or not KCTL_BOOTSTRAP_SERVER is exported (it
+    used to be "give --bootstrap-server or --log-dir, not both"); -z before the subcommand is the same command."""
+    zk.offsets("envgroup", {(ORDERS, 0): 2, (ORDERS, 1): 3})
+    args = ("migrate", "-z", zk.connect, "--log-dir", str(offline_log_dir), "--offsets-partitions", "1")
+    exported = {"KCTL_BOOTSTRAP_SERVER": f"127.0.0.1:{free_port()}"}
+    alone = as_json(*args)
+    assert alone["plan"]["target"] == "log-dir" and alone["plan"]["ok"]
+    assert as_json(*args, env=exported) == alone
+    assert as_json("-z", zk.connect, "migrate", *args[3:], env=exported) == alone
+    assert kctl(*args, env=exported).stdout == kctl(*args).stdout
+    done = as_json(*args, "--execute", "--backup", str(tmp_path / "env.csv"), env=exported)
+    assert done["ok"] and done["verified"] and done["partitions_written"] == 2
+    assert done["backup"] is None and not (tmp_path / "env.csv").exists()  # the log dir held no offsets before
+    assert "not both" in kctl(*args, "-b", exported["KCTL_BOOTSTRAP_SERVER"], check=2).stderr  # a given -b is
 
 
 def test_malformed_znode_refuses_its_group_only(zk, offline_log_dir):
