@@ -38,6 +38,7 @@ from kcli.tools.render import BytesEncoding, encode_bytes
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 # The files of one segment: an offset range skips them together.
 _SEGMENT_KINDS = frozenset({FileKind.LOG, FileKind.INDEX, FileKind.TIME_INDEX, FileKind.TXN_INDEX})
+_RECORD_KINDS = frozenset({FileKind.LOG, FileKind.KRAFT_CHECKPOINT, FileKind.QUARANTINED_LOG})
 
 
 class Decoder(Enum):
@@ -70,6 +71,7 @@ class DumpOptions:
     grep: str | None = None  # Python bytes regex, searched in the value
     count: int | None = None  # stop after this many records are selected
     skip_control: bool = False  # leave control records out (kcat's view: --format)
+    logs_only: bool = False  # read only the files that hold records (kctl cat): no index, snapshot, checkpoint
 
     def __post_init__(self) -> None:
         # As kafka-dump-log: any decoder implies printing data, printing implies deep iteration.
@@ -473,6 +475,11 @@ class DumpRun:
             if self.done:
                 break
             if self._segment_bases and self._outside_offset_range(item):
+                continue
+            if self.options.logs_only and item.kind not in _RECORD_KINDS:
+                if not item.from_dir:  # named on purpose: say why nothing comes out of it
+                    yield DumpNotice(item.given, NoticeLevel.WARNING, f"{item.given} holds no records: skipped",
+                                     code="no_records")
                 continue
             self.summary.files += 1
             yield from self._dump_file(item)
