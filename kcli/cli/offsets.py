@@ -206,8 +206,13 @@ def _finish_apply(result: Any, as_json: bool) -> None:
         for d in result.differences:
             console.print(f"verification: group {escape(d.group)} {escape(d.topic)}-{d.partition}: planned "
                           f"{d.planned_offset}, found {_cell(d.found_offset)}")
-        if result.verified and not result.differences:
-            console.print("verified: the target holds exactly the planned offsets")
+        # Only groups written or found unchanged are read back: a refused group was not, and is no "verified".
+        checked = [g for g in result.plan.groups if g.status in ("commit", "unchanged")]
+        if result.verified and not result.differences and checked:
+            skipped = len(result.plan.groups) - len(checked)
+            console.print("verified: the target holds exactly the planned offsets" if not skipped else
+                          f"verified: the target holds exactly the planned offsets of {len(checked)} groups "
+                          f"({skipped} not written)")
     if result.error is not None:
         committed = ", ".join(result.committed) or "none"
         err_console.print(f"kctl: group {result.failed_group}: {result.error}", markup=False)
