@@ -253,7 +253,7 @@ def log_dir_lock(log_dir: Path, operation: str) -> Iterator[None]:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise RecoveryRefusedError(f"{operation} refused: another process (a running broker?) holds this log "
-                                       f"dir's lock: stop it first", path=str(lock)) from None
+                                       "dir's lock: stop it first", path=str(lock)) from None
         yield
     finally:
         os.close(fd)  # releases both locks
