@@ -48,6 +48,10 @@ class CorruptRecordError(KcliError):
     """A batch or record does not decode: framing, CRC, varints, compression."""
 
 
+class CorruptBatchSizeError(CorruptRecordError):
+    """A batch length below the minimum record overhead (a zero-filled tail, usually): reading stops there."""
+
+
 class CorruptIndexError(KcliError):
     """An .index, .timeindex or .txnindex file is inconsistent or malformed."""
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kcli.errors import KcliError
+from kcli.errors import InputError, KcliError
 from kcli.storage.checkpoint import (
     MetaProperties,
     OffsetCheckpointFile,
@@ -125,9 +125,14 @@ class LogManager:
     # -- startup / shutdown ------------------------------------------------------------------------
     def startup(self) -> None:
         for directory in self.log_dirs:
-            directory.mkdir(parents=True, exist_ok=True)
-            self._lock(directory)
-            self._meta(directory)
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                self._lock(directory)
+                self._meta(directory)
+            except (FileExistsError, NotADirectoryError):
+                raise InputError("log dir is not a directory", path=str(directory)) from None
+            except OSError as exc:  # permission denied, read-only filesystem: exit 3, naming the log dir
+                raise InputError(f"log dir cannot be used: {exc.strerror or exc}", path=str(directory)) from None
         for directory in self.log_dirs:
             if not (directory / REPLICATION_OFFSET_CHECKPOINT).exists():
                 continue

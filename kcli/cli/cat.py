@@ -50,6 +50,7 @@ def cat_cmd(
         grep=grep,
         count=count,
         skip_control=True,
+        logs_only=True,  # records only: indexes, snapshots and checkpoints would add dump-log's notes on stderr
     )
     if json_out and record_format is not None:
         from kcli.cli.common import ExitCode, fail

@@ -208,7 +208,9 @@ class _Printer:
             out.flush()
             return
         out.flush()
+        if self.records_only:
+            return  # kctl cat: kafka-dump-log's closing sections (index checks, offset gaps) are not its business
         for line in summary_lines(summary):
             sys.stderr.write(line + "\n")
-        if self.options.selecting and self.formatter is None and not self.records_only:
+        if self.options.selecting and self.formatter is None:
             sys.stderr.write(selection_line(summary) + "\n")

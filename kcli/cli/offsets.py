@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kcli.cli.common import (BOOTSTRAP_ENV, BootstrapOpt, ConnectionGroup, ExitCode, GroupTimeoutOpt, JsonOpt,
                              ZookeeperAuthOpt, ZookeeperOpt, bootstrap_server, err_console, fail, parse_timestamp,
                              progress_wanted, write_json_line)
-from kcli.cli.errors import exit_code_for
+from kcli.cli.errors import exit_code_for, report_exit_code
 from kcli.cli.zk import _cell, _console, _table
 from kcli.errors import KcliError
 
@@ -215,8 +215,13 @@ def _finish_apply(result: Any, as_json: bool) -> None:
         for d in result.differences:
             console.print(f"verification: group {escape(d.group)} {escape(d.topic)}-{d.partition}: planned "
                           f"{d.planned_offset}, found {_cell(d.found_offset)}")
-        if result.verified and not result.differences:
-            console.print("verified: the target holds exactly the planned offsets")
+        # Only groups written or found unchanged are read back: a refused group was not, and is no "verified".
+        checked = [g for g in result.plan.groups if g.status in ("commit", "unchanged")]
+        if result.verified and not result.differences and checked:
+            skipped = len(result.plan.groups) - len(checked)
+            console.print("verified: the target holds exactly the planned offsets" if not skipped else
+                          f"verified: the target holds exactly the planned offsets of {len(checked)} groups "
+                          f"({skipped} not written)")
     if result.error is not None:
         committed = ", ".join(result.committed) or "none"
         err_console.print(f"kctl: group {result.failed_group}: {result.error}", markup=False)
@@ -481,6 +486,7 @@ def for_time_cmd(
         errors = [f"{r.topic}" + (f"-{r.partition}" if r.partition >= 0 else "") + f": {r.error}"
                   for r in rows if r.error is not None]
         rows = [r for r in rows if r.error is None]
+        code = ExitCode.OK if document["ok"] else ExitCode.PROBLEMS
     else:
         if not targets:
             raise fail("give a log dir (or partition dirs), or --bootstrap-server host:port and topics",
@@ -491,14 +497,15 @@ def for_time_cmd(
         document = report.to_json()
         errors = [p.describe() for p in report.problems]
         rows = report.offsets
+        code = report_exit_code(report)  # 3 when a partition could not be read, as every offline tool
     if as_json:
         write_json_line(document)
     else:
         _render_for_time(rows, stamp)
     for line in errors:
         err_console.print(f"kctl: {line}", markup=False)
-    if errors and not document["ok"]:
-        raise typer.Exit(int(ExitCode.PROBLEMS))
+    if code is not ExitCode.OK:
+        raise typer.Exit(int(code))
 
 
 def _for_time_broker(bootstrap: str | None, targets: list[str] | None, topic: list[str] | None) -> str | None:

@@ -25,8 +25,8 @@ def recover_cmd(
     truncate each partition at its first invalid byte (dropping later segments), rebuild indexes, snapshots
     and leader epochs. Every byte removed is kept in a quarantine that --restore puts back.
 
-    Exit status: 0 nothing to do or recovered, 1 damage left (or found by --dry-run) or a locked log dir,
-    2 usage error, 3 unreadable input.
+    Exit status: 0 nothing to do or recovered, 1 damage left (or found by --dry-run) or a locked log dir (a dry
+    run, which changes nothing, is allowed), 2 usage error, 3 unreadable input.
     """
     if restore_from is not None:
         if paths:
@@ -69,6 +69,9 @@ def _render(report: RecoverReport) -> None:
     for problem in report.problems:
         if not problem.code.startswith("needs_"):  # a dry run's repairs are listed above as actions
             err_console.print(f"error: {problem.describe()}", markup=False)
+    for lock in report.locked:
+        err_console.print(f"note: {lock} is held by another process (a running broker?): this dry run read the "
+                          "files as they were; stop it before recovering", markup=False)
     changed = [p for p in report.partitions if p.actions]
     checked = (f"{_count(len(report.partitions), 'partition')}, {_count(report.segments, 'segment')}, "
                f"{report.bytes / 2**20:.1f} MiB checked")
@@ -79,8 +82,8 @@ def _render(report: RecoverReport) -> None:
     elif report.dry_run:
         out.write(f"dry run: {actions}, nothing changed; {checked}\n")
     else:
-        kept = sum(a.bytes for a in report.actions)
-        out.write(f"recovered: {actions}, {kept} bytes kept in quarantine; {checked}\n")
+        # what the quarantine holds, not the size of the files replaced (a preallocated index is 10 MiB of zeros)
+        out.write(f"recovered: {actions}, {report.stored_bytes} bytes kept in quarantine; {checked}\n")
         for command in report.restore_commands:
             out.write(f"to undo: {command}\n")
 

@@ -39,7 +39,7 @@ def scan_cmd(
     top: Annotated[int, typer.Option("--top", min=0, help="Largest records listed per partition.")] = DEFAULT_TOP,
     now: Annotated[Optional[str], typer.Option("--now", help="Reference time for 'future' timestamps: epoch ms or ISO-8601 (default: when the scan starts).", show_default=False)] = None,
     sql: Annotated[Optional[str], typer.Option("--sql", help="Run this query over the `records` view instead of the statistics (Spark SQL, or SQLite with the local engine). key and value are text (NULL unless valid UTF-8), key_bytes and value_bytes the raw bytes: WHERE key = 'customer-4' works in both engines.", show_default=False)] = None,
-    output: Annotated[Optional[str], typer.Option("--output", help="Also write the data records as Parquet into this new or empty directory.", show_default=False)] = None,
+    output: Annotated[Optional[str], typer.Option("--output", help="Also write the data records as Parquet into this new or empty directory (needs pyarrow: pip install 'kcli[parquet]').", show_default=False)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON report on stdout.")] = False,
 ) -> None:
     """Per topic-partition statistics: record counts, bytes by codec, offset and timestamp ranges, distinct keys,

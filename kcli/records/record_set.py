@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from enum import Enum
 from typing import Union
 
-from kcli.errors import CorruptRecordError
+from kcli.errors import CorruptBatchSizeError
 from kcli.records.batch import RecordBatch
 from kcli.records.layout import (  # re-exported: the framing constants callers know this module by
     HEADER_SIZE_UP_TO_MAGIC,
@@ -77,7 +77,7 @@ class BatchReader:
                 return
             _offset, size = unpack(buf, pos)
             if size < MIN_RECORD_OVERHEAD:
-                raise CorruptRecordError(
+                raise CorruptBatchSizeError(
                     f"Found record size {size} smaller than minimum record overhead ({MIN_RECORD_OVERHEAD})",
                     path=self.path,
                     position=base + pos,

@@ -18,7 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from kcli.errors import CorruptRecordError, InputError, KcliError
+from kcli.errors import CorruptBatchSizeError, InputError, KcliError
 from kcli.records.batch import RECORD_BATCH_OVERHEAD, read_header_field
 from kcli.records.record_set import (
     HEADER_SIZE_UP_TO_MAGIC,
@@ -99,7 +99,7 @@ class FileBatchReader:
                         break
                     size = unpack(chunk, local)[1]
                     if size < min_size:
-                        raise CorruptRecordError(
+                        raise CorruptBatchSizeError(
                             f"Found record size {size} smaller than minimum record overhead ({min_size})",
                             path=self.path, position=pos + local)
                     total = overhead + size
@@ -323,7 +323,7 @@ def _batch_headers(path: Path, start: int, end: int) -> Iterator[tuple[int, int,
                     return  # the file is shorter than ``end``
             size = LOG_OVERHEAD_STRUCT.unpack_from(chunk, local)[1]
             if size < MIN_RECORD_OVERHEAD:
-                raise CorruptRecordError(
+                raise CorruptBatchSizeError(
                     f"Found record size {size} smaller than minimum record overhead ({MIN_RECORD_OVERHEAD})",
                     path=str(path), position=pos)
             total = LOG_OVERHEAD + size

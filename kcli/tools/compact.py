@@ -178,7 +178,7 @@ def compaction_targets(paths: list[str], report: CompactReport, *, force: bool =
     partitions = list(find_partitions(paths, report.unreadable))
     with ExitStack() as locks:
         for log_dir in sorted({d.resolve().parent for d in partitions}):
-            locks.enter_context(log_dir_lock(log_dir))
+            locks.enter_context(log_dir_lock(log_dir, "compaction"))
         blocked = {Path(p.file).parent.absolute() for p in report.unreadable}
         in_dir: dict[Path, list[KnownPolicies]] = {}
         targets = []

@@ -32,12 +32,13 @@ from kcli.storage.files import (
 from kcli.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from kcli.storage.segment import FileBatchReader
 from kcli.tools.inputs import InputFile, collect_inputs, file_size
-from kcli.tools.report import os_problem
+from kcli.tools.report import CRC_MISMATCH, code_for_error, os_problem, tail_code
 from kcli.tools.render import BytesEncoding, encode_bytes
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 # The files of one segment: an offset range skips them together.
 _SEGMENT_KINDS = frozenset({FileKind.LOG, FileKind.INDEX, FileKind.TIME_INDEX, FileKind.TXN_INDEX})
+_RECORD_KINDS = frozenset({FileKind.LOG, FileKind.KRAFT_CHECKPOINT, FileKind.QUARANTINED_LOG})
 
 
 class Decoder(Enum):
@@ -70,6 +71,7 @@ class DumpOptions:
     grep: str | None = None  # Python bytes regex, searched in the value
     count: int | None = None  # stop after this many records are selected
     skip_control: bool = False  # leave control records out (kcat's view: --format)
+    logs_only: bool = False  # read only the files that hold records (kctl cat): no index, snapshot, checkpoint
 
     def __post_init__(self) -> None:
         # As kafka-dump-log: any decoder implies printing data, printing implies deep iteration.
@@ -474,6 +476,11 @@ class DumpRun:
                 break
             if self._segment_bases and self._outside_offset_range(item):
                 continue
+            if self.options.logs_only and item.kind not in _RECORD_KINDS:
+                if not item.from_dir:  # named on purpose: say why nothing comes out of it
+                    yield DumpNotice(item.given, NoticeLevel.WARNING, f"{item.given} holds no records: skipped",
+                                     code="no_records")
+                continue
             self.summary.files += 1
             yield from self._dump_file(item)
             if self.progress:
@@ -525,7 +532,8 @@ class DumpRun:
         except KcliError as exc:
             self.summary.errors += 1
             exc.at(path=item.given)
-            yield DumpNotice(item.given, NoticeLevel.ERROR, exc.describe(), exc.position, exc.base_offset, code="corrupt")
+            yield DumpNotice(item.given, NoticeLevel.ERROR, exc.describe(), exc.position, exc.base_offset,
+                             code=code_for_error(exc))
         except OSError as exc:  # EIO, or deleted since it was listed (a running broker's retention)
             self.summary.errors += 1
             self.summary.unreadable += 1
@@ -563,7 +571,8 @@ class DumpRun:
             # Kafka aborts the whole run here; kctl reports where and carries on with the next file.
             self.summary.errors += 1
             exc.at(path=item.given)
-            yield DumpNotice(item.given, NoticeLevel.ERROR, exc.describe(), exc.position, exc.base_offset, code="corrupt")
+            yield DumpNotice(item.given, NoticeLevel.ERROR, exc.describe(), exc.position, exc.base_offset,
+                             code=code_for_error(exc))
             return
         if self.done:
             return  # stopped early (--count): the rest of the file was not read
@@ -582,7 +591,8 @@ class DumpRun:
             given, NoticeLevel.INFO, f"Found {trailing} invalid bytes at the end of {path.name}",
             reader.valid_bytes, code="invalid_bytes_at_end",
         )
-        yield DumpNotice(given, NoticeLevel.ERROR, reason, reader.valid_bytes, code="truncated_tail")
+        yield DumpNotice(given, NoticeLevel.ERROR, reason, reader.valid_bytes,
+                         code=tail_code(reader.stop is StopReason.PARTIAL_BATCH))
 
     def _batches(self, batches, cursor: _Cursor) -> Iterator[DumpItem]:
         """Items for the batches of one file (a reader, or a list): range filters, record filters,
@@ -649,7 +659,7 @@ class DumpRun:
     def _invalid_batch(self, given: str, batch: Batch) -> DumpNotice:
         self.summary.errors += 1
         return DumpNotice(given, NoticeLevel.ERROR, batch.invalid_reason() or "invalid batch", batch.position,
-                          batch.base_offset, code="invalid_batch")
+                          batch.base_offset, code=CRC_MISMATCH)
 
     def _track_offsets(self, cursor: _Cursor, records: list[Record]) -> None:
         """Non-consecutive offsets, over the records read (before the record filters)."""

@@ -25,6 +25,7 @@ from kcli.storage.files import (
 from kcli.storage.segment import FileBatchReader
 from kcli.tools.dump import DumpItem, DumpNotice, DumpOptions, DumpRun, NoticeLevel, _Cursor
 from kcli.tools.inputs import InputFile
+from kcli.tools.report import code_for_error
 
 DEFAULT_POLL_INTERVAL = 0.3  # seconds between looks at a partition that has not grown
 
@@ -122,7 +123,7 @@ class FollowRun(DumpRun):
                 self.summary.errors += 1
                 exc.at(path=item.given)
                 yield DumpNotice(item.given, NoticeLevel.ERROR, exc.describe(), exc.position, exc.base_offset,
-                                 code="corrupt")
+                                 code=code_for_error(exc))
                 return
             if self.done or self.past_end:
                 return

@@ -21,7 +21,7 @@ from kcli.errors import KcliError
 from kcli.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, parse_partition_dir_name, segment_path
 from kcli.storage.index import OffsetIndex, TimeIndex
 from kcli.storage.segment import FileBatchReader
-from kcli.tools.report import Problem, Severity, os_problem
+from kcli.tools.report import Problem, Severity, code_for_error, os_problem
 from kcli.tools.topics import partition_dirs, segment_bases, summarize_partition
 
 EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps
@@ -101,7 +101,10 @@ def offsets_for_time(paths: list[str], timestamp: int, *, topics: list[str] | No
         if topics and topic not in topics:
             continue
         # The log start and end offsets come from the fast path of `kctl topics` (indexes and the tail).
+        known = len(report.problems)
         bounds = summarize_partition(directory, problems=report.problems)
+        if any(p.unreadable for p in report.problems[known:]):
+            continue  # already reported once; an answer from the readable rest would be wrong in silence
         start, end = bounds.log_start_offset, bounds.log_end_offset
         if timestamp == EARLIEST:
             found: tuple[int, int] | None = (start if start is not None else UNKNOWN_OFFSET, -1)
@@ -115,7 +118,7 @@ def offsets_for_time(paths: list[str], timestamp: int, *, topics: list[str] | No
                 continue
             except KcliError as exc:
                 report.problems.append(Problem(exc.path or str(directory), exc.position, None, exc.reason,
-                                               "corrupt_batch"))
+                                               code_for_error(exc)))
                 continue
         offset, ts = found if found is not None else (UNKNOWN_OFFSET, -1)
         report.offsets.append(OffsetForTime(topic, partition, offset, ts, start, end))

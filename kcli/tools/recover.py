@@ -35,7 +35,7 @@ _SEGMENT_KINDS = (FileKind.LOG, FileKind.INDEX, FileKind.TIME_INDEX, FileKind.TX
 
 
 class RecoveryRefusedError(KcliError):
-    """A log dir is in use: another process (a broker) holds its .lock."""
+    """A log dir is in use: another process (a broker) holds its .lock (recovery and compaction refuse it)."""
 
 
 class QuarantinePlacementError(KcliError):
@@ -51,6 +51,7 @@ class PartitionRecovery:
     applied: bool = False
     quarantine: str | None = None
     manifest: str | None = None
+    stored_bytes: int = 0  # old bytes actually kept (quarantine files and inline), zero-filled tails not stored
 
     @property
     def restore_command(self) -> str | None:
@@ -65,6 +66,7 @@ class PartitionRecovery:
             "problems": [p.to_json() for p in self.problems],
             "quarantine": self.quarantine,
             "manifest": self.manifest,
+            "stored_bytes": self.stored_bytes,
             "restore_command": self.restore_command,
         }
 
@@ -79,6 +81,7 @@ class RecoverReport:
     bytes: int = 0
     seconds: float = 0.0
     unreadable: list[Problem] = field(default_factory=list)  # entries that could not be read at all
+    locked: list[str] = field(default_factory=list)  # dry run: .lock files another process (a broker) holds
 
     @property
     def actions(self) -> list[RecoveryAction]:
@@ -96,6 +99,11 @@ class RecoverReport:
     @property
     def ok(self) -> bool:
         return self.is_ok()
+
+    @property
+    def stored_bytes(self) -> int:
+        """What the quarantine holds: the bytes actually stored, not the size of the (preallocated) files replaced."""
+        return sum(p.stored_bytes for p in self.partitions)
 
     @property
     def quarantine_runs(self) -> list[str]:
@@ -122,6 +130,8 @@ class RecoverReport:
             "seconds": round(self.seconds, 3),
             "partitions": [p.to_json() for p in self.partitions],
             "problems": [p.to_json() for p in self.problems],
+            "stored_bytes": self.stored_bytes,
+            "locked": self.locked,
             "restore_commands": self.restore_commands,
         }
 
@@ -143,7 +153,11 @@ def recover(paths: list[str], *, dry_run: bool, quarantine: str | os.PathLike[st
     runs: dict[Path, QuarantineRun] = {}  # one run per log dir (or the one --quarantine)
     with ExitStack() as locks:
         for log_dir in log_dirs:
-            locks.enter_context(log_dir_lock(log_dir))
+            if dry_run:  # changes nothing: allowed beside a running broker, which the report says
+                if log_dir_in_use(log_dir):
+                    report.locked.append(str(log_dir / LOCK_FILE))
+                continue
+            locks.enter_context(log_dir_lock(log_dir, "recovery"))
         blocked = {Path(p.file).parent.absolute() for p in report.unreadable}
         for directory, recovery_point in partitions.items():
             if directory in blocked:  # a segment-like entry we cannot read: its data would be misjudged
@@ -177,6 +191,7 @@ def recover(paths: list[str], *, dry_run: bool, quarantine: str | os.PathLike[st
                 continue
             result.applied = True
             result.quarantine, result.manifest = str(applied.quarantine), str(applied.manifest)
+            result.stored_bytes = sum(r.get("stored_bytes", 0) for r in applied.records)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -217,11 +232,12 @@ def find_partitions(paths: list[str], unreadable: list[Problem] | None = None) -
 
 
 @contextmanager
-def log_dir_lock(log_dir: Path) -> Iterator[None]:
-    """Hold ``<log dir>/.lock`` while recovering, if the log dir has one; refuse if another process holds it.
+def log_dir_lock(log_dir: Path, operation: str) -> Iterator[None]:
+    """Hold ``<log dir>/.lock`` during ``operation`` ("recovery", "compaction"), if the log dir has one; refuse
+    (RecoveryRefusedError naming the operation) if another process holds it.
 
     Kafka locks it with FileChannel.tryLock (a POSIX fcntl lock), kcli's broker with flock: both are tried.
-    A missing .lock is not created, so a dry run leaves the log dir untouched.
+    A missing .lock is not created.
     """
     lock = log_dir / LOCK_FILE
     if not lock.is_file():
@@ -236,11 +252,28 @@ def log_dir_lock(log_dir: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise RecoveryRefusedError("another process (a running broker?) holds this log dir's lock: stop it "
-                                       "before recovering", path=str(lock)) from None
+            raise RecoveryRefusedError(f"{operation} refused: another process (a running broker?) holds this log "
+                                       "dir's lock: stop it first", path=str(lock)) from None
         yield
     finally:
         os.close(fd)  # releases both locks
+
+
+def log_dir_in_use(log_dir: Path) -> bool:
+    """Whether another process holds ``<log dir>/.lock``, tested with shared locks on a read-only descriptor
+    and released at once: a dry run neither writes nor keeps a broker from starting."""
+    try:
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False  # no .lock (or none we may open): nothing says a broker runs
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def total_log_bytes(paths: list[str]) -> int:

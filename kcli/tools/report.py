@@ -7,10 +7,54 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from kcli.errors import (
+    CorruptBatchSizeError,
+    CorruptCheckpointError,
+    CorruptIndexError,
+    CorruptSnapshotError,
+    InputError,
+    KcliError,
+    UnsupportedCodecError,
+)
+
 # Problem codes that mean "this input could not be read" (exit status 3), not "the data is damaged" (1).
 UNREADABLE = "unreadable"  # permission denied, I/O error, not a regular file, a dangling symlink
 VANISHED = "vanished"  # listed, then gone before it was read (a live broker's retention or compaction)
 UNREADABLE_CODES = frozenset({UNREADABLE, VANISHED})
+
+# The codes every tool gives the same damage (verify's names; dump-log's JSON notices, scan, topics and
+# offsets for-time use them too), so that a script reads one vocabulary. kctl-verify(1) lists them all.
+CRC_MISMATCH = "crc_mismatch"  # a batch (or inner message) fails its CRC or is otherwise invalid
+CORRUPT_BATCH_SIZE = "corrupt_batch_size"  # a batch length below the minimum: reading cannot go on
+TRUNCATED_BATCH = "truncated_batch"  # the last batch declares more bytes than the file holds
+INVALID_BYTES_AT_END = "invalid_bytes_at_end"  # bytes after the last batch too short for a batch header
+CORRUPT_RECORDS = "corrupt_records"  # the records of a batch do not decode
+UNKNOWN_CODEC = "unknown_codec"
+INDEX_CORRUPT = "index_corrupt"
+SNAPSHOT_CORRUPT = "snapshot_corrupt"
+CHECKPOINT_CORRUPT = "checkpoint_corrupt"
+
+
+def code_for_error(exc: KcliError) -> str:
+    """The shared code of a library error met while reading data."""
+    if isinstance(exc, InputError):
+        return UNREADABLE
+    if isinstance(exc, UnsupportedCodecError):
+        return UNKNOWN_CODEC
+    if isinstance(exc, CorruptIndexError):
+        return INDEX_CORRUPT
+    if isinstance(exc, CorruptSnapshotError):
+        return SNAPSHOT_CORRUPT
+    if isinstance(exc, CorruptCheckpointError):
+        return CHECKPOINT_CORRUPT
+    if isinstance(exc, CorruptBatchSizeError):
+        return CORRUPT_BATCH_SIZE
+    return CORRUPT_RECORDS
+
+
+def tail_code(partial_batch: bool) -> str:
+    """The code of bytes after the last complete batch: a batch cut short, or too few bytes for a header."""
+    return TRUNCATED_BATCH if partial_batch else INVALID_BYTES_AT_END
 
 
 class Severity(Enum):

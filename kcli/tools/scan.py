@@ -50,7 +50,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from kcli.errors import CorruptRecordError, InputError, KcliError
+from kcli.errors import CorruptRecordError, InputError, KcliError, UsageError
 from kcli.records import StopReason, make_batch
 from kcli.records.compression import Codec
 from kcli.records.layout import entry_size
@@ -329,6 +329,7 @@ class _SegmentTask:
     now_ms: int
     parquet_path: str | None = None
     prefix_max: int | None = None  # rescan: count only the candidates below this
+    sqlite_path: str | None = None  # --sql: the `records` rows of this segment into this SQLite file
 
 
 def scan_segment(task: _SegmentTask) -> SegmentPartial:
@@ -351,7 +352,11 @@ def scan_segment(task: _SegmentTask) -> SegmentPartial:
     records = key_bytes = value_bytes = null_keys = tombstones = no_ts = ooo = future = before = 0
     prefix_max = task.prefix_max
     below_prefix = 0
-    writer = _ParquetSegmentWriter(task.parquet_path, seg) if task.parquet_path else None
+    writer: _ParquetSegmentWriter | _SqliteSegmentWriter | None = None
+    if task.parquet_path:
+        writer = _ParquetSegmentWriter(task.parquet_path, seg)
+    elif task.sqlite_path:
+        writer = _SqliteSegmentWriter(task.sqlite_path, seg)
     reader = FileBatchReader(path)
     try:
         for chunk, local, total in reader.spans():
@@ -580,6 +585,25 @@ def merge_partition(stats: PartitionStats, partials: list[SegmentPartial], top: 
 
 
 # -- Parquet output of the records ------------------------------------------------------------------
+PARQUET_EXTRA = "pip install 'kcli[parquet]'"
+
+
+class ParquetUnavailableError(UsageError):
+    """--output writes Parquet, which needs pyarrow: an optional extra, not installed (a usage error, exit 2:
+    nothing was read)."""
+
+
+def require_pyarrow() -> None:
+    """Raise ParquetUnavailableError (naming the extra) unless pyarrow can be imported. pyarrow is not a core
+    dependency: it installs ~170 MB for --output alone, while --sql needs only the standard library."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError as exc:
+        raise ParquetUnavailableError(f"--output writes Parquet, which needs pyarrow: {PARQUET_EXTRA} ({exc})") \
+            from None
+
+
 def records_arrow_schema():
     import pyarrow as pa
 
@@ -703,6 +727,8 @@ def scan(paths: list[str], *, workers: int | None = None, top: int = DEFAULT_TOP
     if top < 0:
         raise ValueError("top must be >= 0")
     now = int(time.time() * 1000) if now_ms is None else now_ms
+    if output is not None:
+        require_pyarrow()
     unreadable: list[Problem] = []
     segments = list_segments(paths, unreadable)
     out_dir = prepare_output(output)
@@ -799,29 +825,84 @@ def records_database(paths: list[str], *, workers: int | None = None,
                      progress: Callable[[int], None] | None = None):
     """An in-memory SQLite database with the ``records`` table (``SQL_COLUMNS``; booleans 0/1) of the data
     records under ``paths``, and the problems met reading them. LIKE is case-sensitive there, as in Spark.
-    The records are decoded in parallel into temporary Parquet files, then loaded."""
+    The records are decoded in parallel, each segment into a temporary SQLite file (the standard library
+    only), then copied in segment order."""
     import sqlite3
-
-    import pyarrow.parquet as pq
 
     unreadable: list[Problem] = []
     segments = list_segments(paths, unreadable)
     tmp = Path(tempfile.mkdtemp(prefix="kctl-scan-sql-"))
     try:
-        tasks = [_SegmentTask(seg, 0, 0, str(tmp / _part_name(i, seg))) for i, seg in enumerate(segments)]
+        tasks = [_SegmentTask(seg, 0, 0, sqlite_path=str(tmp / f"part-{i:05d}.sqlite")) for i, seg in enumerate(segments)]
         problems = unreadable + [p for part in _run_tasks(tasks, workers or default_workers(), progress or (lambda _n: None))
                                  for p in part.problems]
         db = sqlite3.connect(":memory:")
         db.execute("PRAGMA case_sensitive_like = ON")  # Spark's LIKE is case-sensitive; SQLite's is not by default
-        db.execute(f"CREATE TABLE records ({', '.join(f'{name!r} {kind}' for name, kind in SQL_COLUMNS)})")
-        insert = f"INSERT INTO records VALUES ({', '.join('?' * len(SQL_COLUMNS))})"
+        db.execute(_create_records_table("records"))
         for task in tasks:
-            if Path(task.parquet_path).exists():
-                db.executemany(insert, _sqlite_rows(pq.read_table(task.parquet_path)))
-        db.commit()
+            if Path(task.sqlite_path).exists():
+                db.execute("ATTACH DATABASE ? AS part", (task.sqlite_path,))
+                db.execute("INSERT INTO records SELECT * FROM part.records ORDER BY rowid")
+                db.commit()
+                db.execute("DETACH DATABASE part")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return db, problems
+
+
+def _create_records_table(name: str) -> str:
+    return f"CREATE TABLE {name} ({', '.join(f'{column!r} {kind}' for column, kind in SQL_COLUMNS)})"
+
+
+class _SqliteSegmentWriter:
+    """The data records of one segment as rows of the ``records`` table (``SQL_COLUMNS``), in one SQLite file."""
+
+    FLUSH_ROWS = 65_536
+    INSERT = f"INSERT INTO records VALUES ({', '.join('?' * len(SQL_COLUMNS))})"
+
+    def __init__(self, path: str, seg: SegmentFile) -> None:
+        import sqlite3
+
+        self.seg = seg
+        self.rows: list[tuple] = []
+        self.written = 0
+        self.db = sqlite3.connect(path)
+        self.db.execute("PRAGMA journal_mode = OFF")  # a scratch file: no crash safety needed
+        self.db.execute("PRAGMA synchronous = OFF")
+        self.db.execute(_create_records_table("records"))
+
+    def add_batch(self, batch, records, position: int, *, control: bool) -> None:
+        if control:
+            return
+        topic, partition, segment = self.seg.topic, self.seg.partition, self.seg.path
+        magic = batch.magic
+        ts_type = int(batch.timestamp_type)
+        codec = codec_name(batch.codec_id)
+        pid, epoch = batch.producer_id, batch.producer_epoch
+        txn = int(bool(batch.is_transactional))
+        rows = self.rows
+        for r in records:
+            key, value = r.key, r.value
+            ms = None if r.timestamp < 0 else r.timestamp
+            headers = headers_json([(h.key_bytes().decode("utf-8", "replace"), h.value) for h in r.headers])
+            rows.append((topic, partition, r.offset, ms, ts_type, utf8_text(key), utf8_text(value), headers, magic,
+                         codec, pid, epoch, r.sequence, txn, 0, segment, position, key, value, ms))
+        if len(rows) >= self.FLUSH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            self.db.executemany(self.INSERT, self.rows)
+            self.written += len(self.rows)
+            self.rows = []
+
+    def close(self) -> int:
+        try:
+            self.flush()
+            self.db.commit()
+        finally:
+            self.db.close()
+        return self.written
 
 
 def run_sql(db, sql: str) -> tuple[list[str], list[tuple]]:
@@ -846,16 +927,3 @@ def query(paths: list[str], sql: str, *, workers: int | None = None,
     finally:
         db.close()
     return QueryResult("local", sql, columns, rows, problems, time.perf_counter() - started)
-
-
-def _sqlite_rows(table) -> Iterator[tuple]:
-    cols = {name: table.column(name).to_pylist() for name in RECORD_COLUMNS}
-    for i in range(table.num_rows):
-        ts = cols["timestamp"][i]
-        ms = None if ts is None else (ts - EPOCH) // timedelta(milliseconds=1)
-        key, value = cols["key"][i], cols["value"][i]
-        yield (cols["topic"][i], cols["partition"][i], cols["offset"][i], ms, cols["timestampType"][i],
-               utf8_text(key), utf8_text(value), headers_json([(h["key"], h["value"]) for h in cols["headers"][i]]),
-               cols["magic"][i], cols["codec"][i], cols["producer_id"][i], cols["producer_epoch"][i],
-               cols["sequence"][i], int(cols["is_transactional"][i]), int(cols["is_control"][i]),
-               cols["segment"][i], cols["position"][i], key, value, ms)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kcli.errors import InputError, KcliError
-from kcli.records.record_set import MAGIC_OFFSET, make_batch
+from kcli.records.record_set import MAGIC_OFFSET, StopReason, make_batch
 from kcli.records.layout import read_header
 from kcli.records.batch import ATTR_CODEC_MASK, ATTR_CONTROL
 from kcli.storage.checkpoint import read_partition_entry, read_partition_metadata
@@ -50,7 +50,7 @@ from kcli.storage.files import (
 )
 from kcli.storage.index import OffsetIndex, TimeIndex
 from kcli.storage.segment import FileBatchReader
-from kcli.tools.report import UNREADABLE, Problem, Severity, os_problem
+from kcli.tools.report import UNREADABLE, Problem, Severity, code_for_error, os_problem, tail_code
 from kcli.tools.scan import codec_name
 
 # The standalone kctl broker's topic-config file (kcli/broker/topic_admin.py TOPIC_CONFIGS_FILE; tools may not
@@ -287,7 +287,8 @@ def _segment_facts(directory: Path, base: int, *, exact: bool, want_first: bool,
     if reader.valid_bytes != size:
         problems.append(Problem(str(log_path), reader.valid_bytes, None,
                                 f"{size - reader.valid_bytes} bytes after the last complete batch "
-                                f"({reader.stop.value}): a torn write, `kctl recover` cuts it", "truncated_tail",
+                                f"({reader.stop.value}): a torn write, `kctl recover` cuts it",
+                                tail_code(reader.stop is StopReason.PARTIAL_BATCH),
                                 Severity.WARNING))
     return facts
 
@@ -323,7 +324,8 @@ def summarize_partition(directory: Path, *, exact: bool = False,
             problems.append(os_problem(segment_path(directory, base, ".log"), exc))
             continue
         except KcliError as exc:
-            problems.append(Problem(exc.path or str(directory), exc.position, None, exc.reason, "corrupt_batch"))
+            # InputError (permission denied) is "unreadable" (exit 3), not damage
+            problems.append(Problem(exc.path or str(directory), exc.position, None, exc.reason, code_for_error(exc)))
             continue
         summary.bytes += facts.size
         summary.codecs |= facts.codecs
