@@ -59,7 +59,7 @@ from kcli.storage.files import FileKind, offset_from_filename, parse_partition_d
 from kcli.storage.segment import FileBatchReader
 from kcli.tools.inputs import collect_inputs, file_size
 from kcli.tools.render import encode_bytes
-from kcli.tools.report import UNREADABLE, Problem, os_problem
+from kcli.tools.report import UNREADABLE, Problem, Severity, os_problem
 
 DEFAULT_TOP = 5
 YEAR_2000_MS = 946_684_800_000  # 2000-01-01T00:00:00Z
@@ -99,12 +99,14 @@ def topic_partition(directory: str | os.PathLike[str]) -> tuple[str, int]:
 
 def list_segments(paths: list[str], skipped: list[Problem] | None = None) -> list[SegmentFile]:
     """The ``.log`` segments under ``paths`` in Kafka's order (directory, then base offset); entries that
-    look like Kafka data but cannot be read are appended to ``skipped`` as ``unreadable`` problems."""
+    look like Kafka data but cannot be read are appended to ``skipped`` as ``unreadable`` problems, directories
+    Kafka would not load as partitions as warnings."""
     out = []
     # Absolute, normalised names: the same strings the kafka-log data source gives its `segment` column.
     inputs = collect_inputs([os.path.abspath(p) for p in paths])
     if skipped is not None:
         skipped.extend(Problem(s.path, None, None, s.reason, UNREADABLE) for s in inputs.unreadable)
+        skipped.extend(inputs.warnings)  # directories Kafka would not load as partitions
     for item in inputs.files:
         if item.kind is not FileKind.LOG:
             continue
@@ -226,7 +228,7 @@ class ScanReport:
     output: str | None = None
 
     def is_ok(self) -> bool:
-        return not self.problems
+        return not any(p.severity is Severity.ERROR for p in self.problems)
 
     @property
     def ok(self) -> bool:
@@ -261,7 +263,7 @@ class QueryResult:
     seconds: float = 0.0
 
     def is_ok(self) -> bool:
-        return not self.problems
+        return not any(p.severity is Severity.ERROR for p in self.problems)
 
     @property
     def ok(self) -> bool:

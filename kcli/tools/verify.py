@@ -544,6 +544,7 @@ def verify(paths: list[str], *, deep: bool = False, strict: bool = False,
     report = VerifyReport(list(paths), deep=deep, strict=strict)
     inputs = collect_inputs(paths)
     report.problems.extend(skipped_problems(inputs))
+    report.problems.extend(inputs.warnings)  # directories Kafka would not load as partitions
     verifier = _Verifier(report, deep, progress)
     groups: dict[Path, list[InputFile]] = {}
     for item in inputs.files:
