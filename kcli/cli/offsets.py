@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from kcli.cli.common import (BootstrapOpt, ExitCode, err_console, fail, parse_timestamp, progress_wanted,
                              write_json_line)
-from kcli.cli.errors import exit_code_for
+from kcli.cli.errors import exit_code_for, report_exit_code
 from kcli.cli.zk import _cell, _console, _table
 from kcli.errors import KcliError
 
@@ -446,6 +446,7 @@ def for_time_cmd(
         errors = [f"{r.topic}" + (f"-{r.partition}" if r.partition >= 0 else "") + f": {r.error}"
                   for r in rows if r.error is not None]
         rows = [r for r in rows if r.error is None]
+        status = ExitCode.PROBLEMS
     else:
         if not targets:
             raise fail("give a log dir (or partition dirs), or --bootstrap-server host:port and topics",
@@ -456,6 +457,7 @@ def for_time_cmd(
         document = report.to_json()
         errors = [p.describe() for p in report.problems]
         rows = report.offsets
+        status = report_exit_code(report)  # 3 when an input could not be read, else 1
     if as_json:
         write_json_line(document)
     else:
@@ -463,7 +465,7 @@ def for_time_cmd(
     for line in errors:
         err_console.print(f"kctl: {line}", markup=False)
     if errors and not document["ok"]:
-        raise typer.Exit(int(ExitCode.PROBLEMS))
+        raise typer.Exit(int(status))
 
 
 def _render_for_time(rows: list[Any], stamp: int) -> None:
