@@ -25,8 +25,10 @@ source. Both follow these definitions (man/kctl-scan.1 repeats them), so they gi
   largest timestamp of the earlier records of the partition in log order (segment, byte position, record);
   ``future`` - later than the reference time (``reference_time``: when the scan started, unless given);
   ``before_2000`` - before 2000-01-01T00:00:00Z.
-* Damage: a batch failing its CRC or whose records do not decode is skipped and reported (file, byte
-  position, code ``crc_mismatch`` / ``corrupt_records``); a torn or zero-filled tail ends the segment
+* Damage: a batch failing verify's checks of its bytes (kcli.storage.checked: CRC, magic, header) or whose
+  records do not decode is skipped and reported (file, byte position, verify's code: ``crc_mismatch``,
+  ``unknown_magic``, ``bad_batch_header``, ``corrupt_records``); offsets outside the segment or going backwards
+  are reported as verify reports them (the batch is counted); a torn or zero-filled tail ends the segment
   (``truncated_batch``, ``invalid_bytes_at_end``, ``corrupt_batch_size``). Everything before and after a
   skipped batch is counted.
 
@@ -55,6 +57,7 @@ from kcli.records import StopReason, make_batch
 from kcli.records.compression import Codec
 from kcli.records.layout import entry_size
 from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_RECORD_OVERHEAD
+from kcli.storage.checked import batch_integrity, header_problem, offset_problem
 from kcli.storage.files import FileKind, offset_from_filename, parse_partition_dir_name
 from kcli.storage.segment import FileBatchReader
 from kcli.tools.inputs import collect_inputs, file_size
@@ -355,6 +358,7 @@ def scan_segment(task: _SegmentTask) -> SegmentPartial:
     below_prefix = 0
     writer = _ParquetSegmentWriter(task.parquet_path, seg) if task.parquet_path else None
     reader = FileBatchReader(path)
+    previous_last: int | None = None
     try:
         for chunk, local, total in reader.spans():
             pos = reader.window_position + local
@@ -363,10 +367,18 @@ def scan_segment(task: _SegmentTask) -> SegmentPartial:
             except KcliError as exc:  # a magic 0/1 message too short for its own header
                 part.problems.append(Problem(path, pos, None, exc.reason, "corrupt_records"))
                 continue
-            if not batch.is_valid:
-                part.problems.append(Problem(path, pos, _safe_base(batch), batch.invalid_reason() or "invalid batch",
-                                             "crc_mismatch"))
+            damage = batch_integrity(batch) or header_problem(batch)  # the checked reading path's checks
+            if damage is not None:
+                part.problems.append(Problem(path, pos, _safe_base(batch), damage[1], damage[0]))
                 continue
+            first = _safe_base(batch)
+            # Offsets out of the segment or going backwards: reported (as verify does), the batch still counted.
+            order = None if first is None else offset_problem(first, batch.last_offset, base_offset=seg.base_offset,
+                                                              previous_last=previous_last)
+            if order is not None:
+                part.problems.append(Problem(path, pos, first, order[1], order[0]))
+            if previous_last is None or batch.last_offset > previous_last:
+                previous_last = batch.last_offset
             magic = batch.magic
             try:
                 decoded = batch.records()

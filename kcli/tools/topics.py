@@ -28,6 +28,8 @@ Never prints; the CLI renders ``TopicsReport``.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,7 @@ from kcli.storage.files import (
     offset_from_filename,
     parse_partition_dir_name,
     segment_path,
+    special_file_reason,
 )
 from kcli.storage.index import OffsetIndex, TimeIndex
 from kcli.storage.checked import CheckedBatchReader
@@ -160,11 +163,17 @@ def partition_dirs(paths: list[str], problems: list[Problem] | None = None) -> l
     that entry as ``unreadable``."""
     problems = problems if problems is not None else []
     for text in paths:
-        path = Path(text)
-        if not path.exists():
-            raise InputError("No such file or directory", path=text)
-        if not path.is_dir():
-            raise InputError("not a directory: give a log dir or a partition dir", path=text)
+        try:
+            mode = os.stat(text).st_mode
+        except FileNotFoundError:
+            raise InputError("No such file or directory", path=text) from None
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", path=text) from None
+        if stat.S_ISDIR(mode):
+            continue
+        if not stat.S_ISREG(mode):
+            raise InputError(special_file_reason(mode), path=text)
+        raise InputError("not a directory: give a log dir or a partition dir", path=text)
     inputs = collect_inputs(paths)
     problems.extend(Problem(s.path, None, None, s.reason, UNREADABLE) for s in inputs.unreadable)
     problems.extend(inputs.warnings)
