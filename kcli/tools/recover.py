@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kcli.errors import InputError, KcliError
-from kcli.storage.files import DELETE_DIR_SUFFIX, LOCK_FILE, FileKind, offset_from_filename, partition_dir_marker
+from kcli.storage.files import DELETE_DIR_SUFFIX, LOCK_FILE, FileKind, offset_from_filename
 from kcli.storage.recovery import (
     ActionKind,
     QuarantineRun,
