@@ -18,6 +18,9 @@ import os
 from collections.abc import Iterator
 
 from kcli.errors import CorruptRecordError, KcliError
+from kcli.records.batch import ATTRIBUTES_OFFSET, HEADER, RECORD_BATCH_OVERHEAD
+from kcli.records.crc import crc32c
+from kcli.records.layout import MAGIC_OFFSET
 from kcli.records.record_set import Batch, make_batch
 from kcli.records.types import INT32_MAX
 from kcli.storage.files import offset_from_filename
@@ -111,8 +114,9 @@ class CheckedBatchReader(FileBatchReader):
         self.last_offset = batch.last_offset
         return batch
 
-    def checked_spans(self) -> Iterator[tuple[bytes, int, int, Batch]]:
-        """(window, index in window, size, batch) of each batch, checked."""
+    def checked_spans(self, *, batches: bool = True) -> Iterator[tuple[bytes, int, int, Batch | None]]:
+        """(window, index in window, size, batch) of each batch, checked. ``batches=False``: a plain valid v2
+        batch is checked straight from the window (header, CRC over a view, offsets) and comes with None."""
         spans = FileBatchReader.spans(self)
         while True:
             try:
@@ -125,6 +129,16 @@ class CheckedBatchReader(FileBatchReader):
                 raise CorruptBatchError(exc.reason, code="corrupt_batch_size", path=exc.path,
                                         position=exc.position) from None
             position = self.window_position + local
+            if not batches and total >= RECORD_BATCH_OVERHEAD and chunk[local + MAGIC_OFFSET] == 2:
+                first, _, _, _, crc, _, delta, _, _, _, _, _, count = HEADER.unpack_from(chunk, local)
+                last = first + delta
+                with memoryview(chunk) as view:
+                    valid = crc == crc32c(view[local + ATTRIBUTES_OFFSET: local + total])
+                if valid and 0 <= count <= delta + 1 and offset_problem(
+                        first, last, base_offset=self.base_offset, previous_last=self.last_offset) is None:
+                    self.last_offset = last
+                    yield chunk, local, total, None
+                    continue
             try:
                 batch = make_batch(bytes(chunk[local: local + total]), position)
             except KcliError as exc:  # a magic 0/1 message too short for its own header
@@ -132,7 +146,7 @@ class CheckedBatchReader(FileBatchReader):
             yield chunk, local, total, self.check(batch)
 
     def spans(self) -> Iterator[tuple[bytes, int, int]]:
-        for chunk, local, total, _batch in self.checked_spans():
+        for chunk, local, total, _batch in self.checked_spans(batches=False):
             yield chunk, local, total
 
     def __iter__(self) -> Iterator[Batch]:

@@ -1,7 +1,8 @@
 """Expand what the user named (files, partition directories, log directories) into files, in Kafka's order.
 
-The one discovery of partitions for every offline tool. A directory holding segment files, or holding no
-sub-directory, is a partition; any other directory is a log dir (or a tree of them) and is searched. Found in a
+The one discovery of partitions for every offline tool. A directory holding no sub-directory, or named like a
+partition and holding segment files, is a partition; any other directory is a log dir (or a tree of them) and
+is searched. Found in a
 log dir, a partition must be named as Kafka's ``UnifiedLog.parseTopicPartitionName`` requires:
 ``<topic>-<partition>``, or ``<topic>-<partition>.<id>-delete|-future|-stray`` for one renamed by the broker
 (the ``marker``; each tool decides what it does with those). Any other directory there is not read, with a
@@ -200,20 +201,22 @@ def _is_log_dir_root(files: list[Path]) -> bool:
 
 
 def _walk_dir(path: Path, out: Inputs, *, named: bool = False) -> None:
-    """A directory holding segments, or no sub-directory, is a partition; any other is a log dir (or a tree of
-    them): its own files, then each sub-directory."""
+    """A directory without sub-directories, or named like a partition and holding segments, is a partition; any
+    other is a log dir (or a tree of them): its own files, then each sub-directory."""
     listed = _list_dir(path, out)
     if listed is None:
         return
     files, subdirs = listed
-    fragments = quarantine_entries(path)
-    if not _holds_segments(files) and not fragments and (subdirs or _is_log_dir_root(files)):
+    fragments = quarantine_entries(path)  # a kctl recover quarantine of one partition
+    parsed = parse_partition_dir_name(path.name)
+    if not fragments and ((subdirs and (parsed is None or not _holds_segments(files)))
+                          or (not subdirs and _is_log_dir_root(files))):
+        # Kafka reads only the sub-directories of a log dir: files beside them (a stray segment) are its own
         out.files.extend(_input(p, str(p), fragments, True) for p in files)
         for sub in subdirs:
             _walk_dir(sub, out)
         return
-    parsed = parse_partition_dir_name(path.name)
-    if parsed is None and not fragments:  # a kctl recover quarantine keeps the name of the partition it holds
+    if parsed is None and not fragments:  # a quarantine keeps the name of the partition it holds
         if not named:
             out.warnings.append(Problem(str(path), None, None, "not read: not a partition directory (not named "
                                         "<topic>-<partition>); Kafka refuses to load a log dir holding it",

@@ -84,7 +84,9 @@ def test_one_discovery_follows_kafka_s_naming(fixtures_dir, tmp_path):
     shutil.copytree(log_dir / "new_topic-0", log_dir / "new_topic-0-delete")  # no .<id>: Kafka throws
     (log_dir / "remote-log-index-cache").mkdir()
     (log_dir / "first_topic-1" / "sub").mkdir()
+    shutil.copy(log_dir / "new_topic-0" / SEGMENT, log_dir / SEGMENT)  # a stray segment: the root stays a log dir
     inputs = collect_inputs([str(log_dir)])
+    assert log_dir not in {p.path for p in inputs.partitions}
     found = {p.path.name: (p.topic, p.partition, p.marker) for p in inputs.partitions}
     assert found["new_topic-0.0123456789abcdef0123456789abcdef-delete"] == ("new_topic", 0, "-delete")
     assert found["first_topic-1"] == ("first_topic", 1, None)
