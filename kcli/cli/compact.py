@@ -12,6 +12,7 @@ from kcli.cli.common import Engine, ExitCode, MasterOpt, err_console, exit_on_er
 from kcli.storage.cleaner import DEFAULT_MAX_MEMORY
 from kcli.storage.cleanup_policy import KnownPolicies
 from kcli.tools.compact import CompactReport, compact
+from kcli.tools.report import Severity
 
 
 def compact_cmd(
@@ -81,11 +82,12 @@ def _render(report: CompactReport) -> None:
                       f"{p.groups_changed} segment groups {'to rewrite' if report.dry_run else 'rewritten'}"
                       f"{'' if p.complete or not report.dry_run else '; more passes needed (offset map full)'}\n")
     for problem in report.problems:
-        err_console.print(f"error: {problem.describe()}", markup=False)
+        err_console.print(f"{problem.severity.value}: {problem.describe()}", markup=False)
     failed = {p.directory for p in report.partitions if p.issues}
     done = [p for p in report.partitions if p.directory not in failed]
     summary = f"{len(done)} partition{'s' if len(done) != 1 else ''}"
-    trouble = f"; PROBLEMS FOUND ({len(report.problems)})" if report.problems else ""
+    errors = [p for p in report.problems if p.severity is Severity.ERROR]
+    trouble = f"; PROBLEMS FOUND ({len(errors)})" if errors else ""
     if report.dry_run:
         out.write(f"dry run: {summary} planned, nothing changed{trouble}\n")
     else:

@@ -497,7 +497,7 @@ def for_time_cmd(
         document = report.to_json()
         errors = [p.describe() for p in report.problems]
         rows = report.offsets
-        code = report_exit_code(report)  # 3 when a partition could not be read, as every offline tool
+        code = report_exit_code(report)  # 3 when an input could not be read, else 1 for damage
     if as_json:
         write_json_line(document)
     else:

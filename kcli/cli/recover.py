@@ -11,6 +11,7 @@ import typer
 from kcli.cli.common import ExitCode, byte_progress, err_console, exit_on_errors, fail, finish, progress_wanted, write_json_line
 from kcli.storage.recovery import ActionKind, RecoveryAction, RestoreResult
 from kcli.tools.recover import QuarantinePlacementError, RecoverReport, recover, restore, total_log_bytes
+from kcli.tools.report import Severity
 
 
 def recover_cmd(
@@ -68,7 +69,7 @@ def _render(report: RecoverReport) -> None:
                 out.write(f"  {_describe(action)}\n")
     for problem in report.problems:
         if not problem.code.startswith("needs_"):  # a dry run's repairs are listed above as actions
-            err_console.print(f"error: {problem.describe()}", markup=False)
+            err_console.print(f"{problem.severity.value}: {problem.describe()}", markup=False)
     for lock in report.locked:
         err_console.print(f"note: {lock} is held by another process (a running broker?): this dry run read the "
                           "files as they were; stop it before recovering", markup=False)
@@ -77,7 +78,8 @@ def _render(report: RecoverReport) -> None:
                f"{report.bytes / 2**20:.1f} MiB checked")
     actions = f"{_count(len(report.actions), 'action')} in {_count(len(changed), 'partition')}"
     if not changed:
-        verdict = "nothing to do" if report.ok else f"PROBLEMS FOUND ({len(report.problems)}), nothing changed"
+        errors = [p for p in report.problems if p.severity is Severity.ERROR]
+        verdict = "nothing to do" if report.ok else f"PROBLEMS FOUND ({len(errors)}), nothing changed"
         out.write(f"{verdict}: {checked}\n")
     elif report.dry_run:
         out.write(f"dry run: {actions}, nothing changed; {checked}\n")

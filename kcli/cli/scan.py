@@ -80,7 +80,7 @@ def scan_cmd(
 
 def _problems(problems) -> None:
     for p in problems:
-        err_console.print(f"error: {p.describe()}", markup=False)
+        err_console.print(f"{p.severity.value}: {p.describe()}", markup=False)
 
 
 def _iso(ms: int | None) -> str:

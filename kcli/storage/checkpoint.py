@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import ClassVar, Generic, TypeVar
 
 from kcli.errors import CorruptCheckpointError, InputError, KcliError
-from kcli.storage.files import parse_partition_dir_name, write_atomically
+from kcli.storage.files import open_regular, parse_partition_dir_name, write_atomically
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
@@ -39,7 +39,10 @@ _LONG_BITS = 64
 
 def _read_bytes(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        with os.fdopen(open_regular(path), "rb") as file:  # a FIFO is refused, not waited on
+            return file.read()
+    except InputError as error:
+        raise InputError(error.reason.replace("cannot open:", "cannot read:"), path=str(path)) from error
     except OSError as error:
         raise InputError(f"cannot read: {error.strerror or error}", path=str(path)) from error
 

@@ -48,6 +48,7 @@ from kcli.records.layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, RECORD_BATCH_OV
 from kcli.records.legacy import build_legacy_messages
 from kcli.records.record_set import Batch, make_batch
 from kcli.records.control import ControlRecordType, parse_control_type
+from kcli.storage.checked import CheckedBatchReader
 from kcli.storage.checkpoint import read_partition_entry, write_partition_entry
 from kcli.storage.files import (
     CLEANED_SUFFIX,
@@ -356,12 +357,14 @@ class CompactionResult:
 
 # -- planning ------------------------------------------------------------------------------------------
 
-def list_segments(directory: Path, state: ProducerStateManager | None = None) -> list[Segment]:
-    """The partition's segments (every batch header read); ``state`` is fed every batch on the way."""
+def list_segments(directory: Path, state: ProducerStateManager | None = None, *,
+                  checked: bool = False) -> list[Segment]:
+    """The partition's segments (every batch header read); ``state`` is fed every batch on the way.
+    ``checked``: through the checked reading path (a damaged batch raises CorruptBatchError)."""
     segments = []
     for path in sorted(p for p in directory.iterdir() if classify(p) is FileKind.LOG):
         base = offset_from_filename(path.name)
-        reader = FileBatchReader(path)
+        reader = CheckedBatchReader(path) if checked else FileBatchReader(path)
         next_offset, max_ts = base, -1
         batches, transactional = 0, False
         for batch in reader:
@@ -427,13 +430,18 @@ def _is_abort(batch: RecordBatch) -> bool:
     return bool(records) and parse_control_type(records[0].key) is ControlRecordType.ABORT
 
 
-def iter_visible_records(partition_dir: str | os.PathLike[str]) -> Iterator[tuple[RecordBatch, Record]]:
-    """Every data record a read_committed consumer sees: control batches and aborted transactions skipped."""
+def iter_visible_records(partition_dir: str | os.PathLike[str], *,
+                         checked: bool = False) -> Iterator[tuple[RecordBatch, Record]]:
+    """Every data record a read_committed consumer sees: control batches and aborted transactions skipped.
+    ``checked``: every batch through the checked reading path (a damaged one raises CorruptBatchError with its
+    file and byte position), for the offline tools that answer from the records."""
     directory = Path(partition_dir)
-    segments = list_segments(directory)
+    segments = list_segments(directory, checked=checked)
     tracker = _AbortedTracker(_aborted_transactions(directory, segments))
     for segment in segments:
-        for batch in _batches(directory, segment):
+        batches = (CheckedBatchReader(segment_path(directory, segment.base_offset, LOG_SUFFIX)) if checked
+                   else _batches(directory, segment))
+        for batch in batches:
             if tracker.is_aborted(batch) or batch.is_control:
                 continue
             for record in batch.records():

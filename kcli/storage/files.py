@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+import stat
 from pathlib import Path
 
 from kcli.errors import InputError
@@ -197,6 +198,33 @@ def holds_log_dir_metadata(path: str | os.PathLike[str]) -> bool:
     directories named like partitions: where a tool may write a log dir's checkpoint files."""
     path = Path(path)
     return any((path / name).is_file() for name in (META_PROPERTIES, *OFFSET_CHECKPOINTS))
+
+
+def special_file_reason(mode: int) -> str:
+    """Why an entry of this ``st_mode`` is not read: only regular files hold Kafka data."""
+    kind = "FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device" \
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "directory" if stat.S_ISDIR(mode) else "special file"
+    return f"a {kind}, not a regular file"
+
+
+def open_regular(path: str | os.PathLike[str]) -> int:
+    """A read-only descriptor of ``path``, refusing anything but a regular file (InputError).
+
+    Opened non-blocking, so a FIFO named like a segment is refused at once instead of blocking the reader until
+    some process writes to it; the flag is cleared again for the regular file (where it changes nothing)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InputError(f"cannot open: {exc.strerror or exc}", path=str(path)) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise InputError(special_file_reason(mode), path=str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:

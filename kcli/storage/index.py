@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO, ClassVar, Generic, Self, TypeVar
 
 from kcli.errors import CorruptIndexError, InputError
-from kcli.storage.files import offset_from_filename
+from kcli.storage.files import offset_from_filename, open_regular
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
 NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP
@@ -103,7 +103,10 @@ class AbstractIndex(ABC, Generic[E]):
             if writable:
                 self._file = os.fdopen(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644), "r+b", buffering=0)
             else:
-                self._file = open(self.path, "rb")
+                self._file = os.fdopen(open_regular(self.path), "rb")  # a FIFO is refused, not waited on
+        except InputError as error:
+            raise InputError(f"cannot open index: {error.reason.removeprefix('cannot open: ')}",
+                             path=str(self.path)) from error
         except OSError as error:
             raise InputError(f"cannot open index: {error.strerror or error}", path=str(self.path)) from error
         self.length = os.fstat(self._file.fileno()).st_size

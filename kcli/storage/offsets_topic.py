@@ -23,10 +23,12 @@ from kcli.storage.segment import FileBatchReader
 
 
 def iter_offsets_topic(partition_dir: str | os.PathLike[str],
-                       on_undecodable: Callable[[int, KcliError], None] | None = None) -> Iterator[tuple[int, Any, Any]]:
+                       on_undecodable: Callable[[int, KcliError], None] | None = None, *,
+                       checked: bool = False) -> Iterator[tuple[int, Any, Any]]:
     """(offset, key, value) of each keyed record; ``on_undecodable(offset, error)`` hears about records of
-    versions or types kcli cannot decode, which are skipped (as Kafka skips unknown key versions)."""
-    for _batch, record in iter_visible_records(partition_dir):
+    versions or types kcli cannot decode, which are skipped (as Kafka skips unknown key versions). ``checked``:
+    through the checked reading path (the offline tools: a damaged batch raises, naming its file and position)."""
+    for _batch, record in iter_visible_records(partition_dir, checked=checked):
         if record.key is None:
             continue
         try:

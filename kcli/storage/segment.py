@@ -31,7 +31,15 @@ from kcli.records.record_set import (
     make_batch,
 )
 from kcli.records.types import NO_TIMESTAMP
-from kcli.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, offset_from_filename, segment_path
+from kcli.storage.files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    offset_from_filename,
+    open_regular,
+    segment_path,
+)
 from kcli.storage.index import AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex
 from kcli.storage.log_config import LogConfig
 
@@ -65,10 +73,7 @@ class FileBatchReader:
         """(window, index in window, size) of each complete batch; the file position is
         ``window_position + index``, with ``window_position`` updated before each window. The framing is
         BatchReader's, inlined: one generator per file, not one per window and one per batch."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except OSError as exc:
-            raise InputError(f"cannot open: {exc.strerror}", path=self.path) from None
+        fd = open_regular(self.path)  # a FIFO named like a segment is refused, not waited on
         unpack = LOG_OVERHEAD_STRUCT.unpack_from
         overhead, up_to_magic, min_size = LOG_OVERHEAD, HEADER_SIZE_UP_TO_MAGIC, MIN_RECORD_OVERHEAD
         try:

@@ -36,7 +36,7 @@ from kcli.storage.cleanup_policy import (
 )
 from kcli.storage.files import CLEANER_OFFSET_CHECKPOINT, holds_log_dir_metadata, parse_partition_dir_name
 from kcli.tools.recover import find_partitions, log_dir_lock
-from kcli.tools.report import UNREADABLE, Problem, as_problem, os_problem
+from kcli.tools.report import UNREADABLE, Problem, Severity, as_problem, os_problem
 
 _TOTALS = ("bytes_before", "bytes_after", "records_before", "records_kept", "records_dropped", "keyless_dropped",
            "tombstones_kept", "tombstones_dropped", "aborted_dropped", "markers_dropped", "empty_batches_kept")
@@ -100,7 +100,7 @@ class CompactReport:
     verified: bool
     partitions: list[PartitionCompaction] = field(default_factory=list)
     seconds: float = 0.0
-    unreadable: list[Problem] = field(default_factory=list)  # entries that could not be read at all
+    unreadable: list[Problem] = field(default_factory=list)  # entries that could not be read at all, and warnings
 
     @property
     def mismatches(self) -> list[str]:
@@ -118,7 +118,7 @@ class CompactReport:
         return sum(p.total(name) for p in self.partitions)
 
     def is_ok(self) -> bool:
-        return not self.mismatches and not self.problems
+        return not self.mismatches and not any(p.severity is Severity.ERROR for p in self.problems)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -179,7 +179,7 @@ def compaction_targets(paths: list[str], report: CompactReport, *, force: bool =
     with ExitStack() as locks:
         for log_dir in sorted({d.resolve().parent for d in partitions}):
             locks.enter_context(log_dir_lock(log_dir, "compaction"))
-        blocked = {Path(p.file).parent.absolute() for p in report.unreadable}
+        blocked = {Path(p.file).parent.absolute() for p in report.unreadable if p.unreadable}
         in_dir: dict[Path, list[KnownPolicies]] = {}
         targets = []
         for directory in partitions:

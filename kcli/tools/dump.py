@@ -441,6 +441,7 @@ class DumpRun:
         collected = collect_inputs(paths)
         self.inputs = collected.files
         self.skipped = collected.unreadable
+        self.warnings = collected.warnings  # directories Kafka would not load as partitions
         self._setup(options, progress)
         # Base offsets of the segments of each walked partition dir: an offset range skips the segments
         # (and their indexes) that cannot hold it.
@@ -471,6 +472,8 @@ class DumpRun:
             self.summary.errors += 1
             self.summary.unreadable += 1
             yield DumpNotice(skipped.path, NoticeLevel.ERROR, f"{skipped.path}: {skipped.reason}", code="unreadable")
+        for warning in self.warnings:
+            yield DumpNotice(warning.file, NoticeLevel.WARNING, f"{warning.file}: {warning.reason}", code=warning.code)
         for item in self.inputs:
             if self.done:
                 break

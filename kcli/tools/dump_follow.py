@@ -48,6 +48,7 @@ class FollowRun(DumpRun):
         self.given = directory
         self.inputs = []
         self.skipped = []
+        self.warnings = []
         self._segment_bases = {}
         self._setup(options, None)
         self.poll_interval = poll_interval

@@ -22,6 +22,7 @@ from kcli.records.groups import GroupDetails, MemberInfo, Offsets, TopicPartitio
 from kcli.storage.checkpoint import OffsetCheckpointFile
 from kcli.storage.files import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, parse_partition_dir_name
 from kcli.storage.offsets_topic import iter_offsets_topic
+from kcli.tools.inputs import log_dir_partitions
 from kcli.tools.offsets import OFFSETS_TOPIC, log_range
 
 
@@ -49,15 +50,6 @@ class LogDirGroups:
                 "groups": [g.to_json() for g in self.groups.values()], "notes": self.notes}
 
 
-def _partition_dirs(log_dir: Path) -> dict[TopicPartition, Path]:
-    out = {}
-    for child in log_dir.iterdir():
-        parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
-        if parsed is not None and child.name == f"{parsed[0]}-{parsed[1]}":  # not -delete/-future/-stray
-            out[parsed] = child
-    return out
-
-
 def offsets_topic_partitions(log_dir: Path, dirs: dict[TopicPartition, Path]) -> int | None:
     """The partition count of ``__consumer_offsets``: the highest index among its directories and the log dir's
     checkpoints (which list every partition the broker hosted, also those whose directory was not kept), + 1."""
@@ -79,7 +71,8 @@ def replay_groups(partition_dir: Path, stored: dict[str, StoredGroup], notes: li
     def undecodable(offset: int, exc: KcliError) -> None:
         notes.append(f"{partition_dir.name} offset {offset}: skipped: {exc.reason}")
 
-    for _offset, key, value in iter_offsets_topic(partition_dir, undecodable):
+    # checked: a damaged batch raises CorruptBatchError (file, byte position) instead of feeding the replay
+    for _offset, key, value in iter_offsets_topic(partition_dir, undecodable, checked=True):
         group = stored.setdefault(key.group, StoredGroup())
         group.partitions.add(index)
         if isinstance(key, OffsetCommitKey):
@@ -131,7 +124,7 @@ def read_groups(log_dir: str | Path, *, groups: list[str] | None = None,
     directory = Path(log_dir)
     if not directory.is_dir():
         raise InputError("not a directory", path=str(directory))
-    dirs = _partition_dirs(directory)
+    dirs = log_dir_partitions(directory)
     holders = sorted((p, d) for (t, p), d in dirs.items() if t == OFFSETS_TOPIC)
     if not holders:
         raise InputError(f"no {OFFSETS_TOPIC} partitions in this log dir (is it a broker's log.dirs entry?)",

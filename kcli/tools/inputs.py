@@ -1,5 +1,14 @@
 """Expand what the user named (files, partition directories, log directories) into files, in Kafka's order.
 
+The one discovery of partitions for every offline tool. A directory holding no sub-directory, or named like a
+partition and holding segment files, is a partition; any other directory is a log dir (or a tree of them) and
+is searched. Found in a
+log dir, a partition must be named as Kafka's ``UnifiedLog.parseTopicPartitionName`` requires:
+``<topic>-<partition>``, or ``<topic>-<partition>.<id>-delete|-future|-stray`` for one renamed by the broker
+(the ``marker``; each tool decides what it does with those). Any other directory there is not read, with a
+warning: Kafka's ``LogManager.loadLogs`` refuses to start on a log dir holding it. A directory the user names
+is read as a partition whatever its name, with a warning when Kafka would not load it.
+
 Only regular files are ever opened: FIFOs, sockets, devices, dangling symlinks, directories named like segment
 files and unreadable directories are listed as skipped with their reason, never followed into a hang or a
 traceback. A path under which nothing is Kafka data is an ``InputError`` ("no Kafka log data under PATH").
@@ -14,13 +23,18 @@ from pathlib import Path
 
 from kcli.errors import InputError
 from kcli.storage.files import (
+    BOOTSTRAP_CHECKPOINT,
     LOG_SUFFIX,
     MANIFEST_NAME,
     QUARANTINE_DIR_SUFFIX,
     FileKind,
     classify,
     offset_from_filename,
+    parse_partition_dir_name,
+    partition_dir_marker,
+    special_file_reason,
 )
+from kcli.tools.report import Problem, Severity
 
 # Within one base offset: the .log first, then its indexes (kafka-dump-log needs the .log for them).
 _SEGMENT_ORDER = {
@@ -31,8 +45,12 @@ _SEGMENT_ORDER = {
     FileKind.PRODUCER_SNAPSHOT: 4,
     FileKind.KRAFT_CHECKPOINT: 5,
 }
-# Directories a log dir may hold that are never Kafka data: a filesystem's own, and kcli's quarantines.
-_NOT_KAFKA_DIRS = ("lost+found",)
+# Directories a log dir may hold that are never Kafka data: a filesystem's own, tiered storage's index cache
+# (LogManager.loadLogs skips RemoteIndexCache.DIR_NAME), and kcli's quarantines (by their suffix).
+_NOT_KAFKA_DIRS = ("lost+found", "remote-log-index-cache")
+# What only a log dir's root holds (a partition dir never does)
+_LOG_DIR_KINDS = (FileKind.META_PROPERTIES, FileKind.OFFSET_CHECKPOINT, FileKind.CLEAN_SHUTDOWN)
+NOT_A_PARTITION = "not_a_partition_dir"  # Problem code of the warnings about directories Kafka would not load
 _LISTED_SKIPS = 20  # skipped entries named in an error message
 
 
@@ -80,10 +98,29 @@ class Skipped:
     unreadable: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionDir:
+    """A directory read as one partition. ``topic``/``partition`` are None when its name is not
+    ``<topic>-<partition>`` (only a directory the user named is read then); ``marker`` is ``-delete``,
+    ``-future`` or ``-stray`` for a partition directory the broker renamed; ``named``: given by the user."""
+
+    path: Path
+    topic: str | None
+    partition: int | None
+    marker: str | None
+    named: bool
+
+    @property
+    def kafka_name(self) -> bool:
+        return self.topic is not None
+
+
 @dataclass
 class Inputs:
     files: list[InputFile] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    partitions: list[PartitionDir] = field(default_factory=list)  # in the order their files are listed
+    warnings: list[Problem] = field(default_factory=list)  # directories not read, or read though Kafka would not
 
     @property
     def unreadable(self) -> list[Skipped]:
@@ -114,9 +151,7 @@ def _entry_type(path: Path) -> tuple[str, str | None]:
         return "file", None
     if stat.S_ISDIR(mode):
         return "dir", None
-    kind = "FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device" \
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file"
-    return "other", f"a {kind}, not a regular file"
+    return "other", special_file_reason(mode)
 
 
 def _kafka_named(name: str) -> bool:
@@ -156,19 +191,45 @@ def partition_files(directory: Path) -> list[Path]:
     return [] if listed is None else sorted(listed[0], key=_sort_key)
 
 
-def _walk_dir(path: Path, out: Inputs) -> None:
-    """A partition dir holds only files; any other dir (a log dir, or a tree of them) is walked."""
+def _holds_segments(files: list[Path]) -> bool:
+    return any(classify(p) in _SEGMENT_ORDER and p.name != BOOTSTRAP_CHECKPOINT for p in files)
+
+
+def _is_log_dir_root(files: list[Path]) -> bool:
+    """Only a log dir's own files (meta.properties, offset checkpoints): an empty broker log dir."""
+    return not _holds_segments(files) and any(classify(p) in _LOG_DIR_KINDS for p in files)
+
+
+def _walk_dir(path: Path, out: Inputs, *, named: bool = False) -> None:
+    """A directory without sub-directories, or named like a partition and holding segments, is a partition; any
+    other is a log dir (or a tree of them): its own files, then each sub-directory."""
     listed = _list_dir(path, out)
     if listed is None:
         return
     files, subdirs = listed
-    fragments = quarantine_entries(path)
-    if not subdirs:
-        out.files.extend(_input(p, str(p), fragments, True) for p in sorted(files, key=_sort_key))
+    fragments = quarantine_entries(path)  # a kctl recover quarantine of one partition
+    parsed = parse_partition_dir_name(path.name)
+    if not fragments and ((subdirs and (parsed is None or not _holds_segments(files)))
+                          or (not subdirs and _is_log_dir_root(files))):
+        # Kafka reads only the sub-directories of a log dir: files beside them (a stray segment) are its own
+        out.files.extend(_input(p, str(p), fragments, True) for p in files)
+        for sub in subdirs:
+            _walk_dir(sub, out)
         return
-    out.files.extend(_input(p, str(p), fragments, True) for p in files)
-    for sub in subdirs:
-        _walk_dir(sub, out)
+    if parsed is None and not fragments:  # a quarantine keeps the name of the partition it holds
+        if not named:
+            out.warnings.append(Problem(str(path), None, None, "not read: not a partition directory (not named "
+                                        "<topic>-<partition>); Kafka refuses to load a log dir holding it",
+                                        NOT_A_PARTITION, Severity.WARNING))
+            return
+        out.warnings.append(Problem(str(path), None, None, "read as a partition directory, but it is not named "
+                                    "<topic>-<partition>: Kafka would not load it", NOT_A_PARTITION, Severity.WARNING))
+    for sub in subdirs:  # Kafka's LogLoader reads only the files of a partition directory
+        out.warnings.append(Problem(str(sub), None, None, f"not read: a directory inside the partition directory "
+                                    f"{path.name} (Kafka reads only its files)", NOT_A_PARTITION, Severity.WARNING))
+    topic, partition = parsed if parsed is not None else (None, None)
+    out.partitions.append(PartitionDir(path, topic, partition, partition_dir_marker(path.name), named))
+    out.files.extend(_input(p, str(p), fragments, True) for p in sorted(files, key=_sort_key))
 
 
 def _no_data_error(given: str, skipped: list[Skipped]) -> InputError:
@@ -205,12 +266,25 @@ def collect_inputs(paths: list[str]) -> Inputs:
         if not os.access(path, os.R_OK | os.X_OK):
             raise InputError("Permission denied", path=given)
         part = Inputs()
-        _walk_dir(path, part)
+        _walk_dir(path, part, named=True)
         if not any(f.kind is not FileKind.UNKNOWN for f in part.files):
-            raise _no_data_error(given, part.skipped)
+            raise _no_data_error(given, part.skipped + [Skipped(w.file, w.reason) for w in part.warnings])
         out.files.extend(part.files)
         out.skipped.extend(part.skipped)
+        out.partitions.extend(part.partitions)
+        out.warnings.extend(part.warnings)
     return out
+
+
+def log_dir_partitions(log_dir: str | os.PathLike[str]) -> dict[tuple[str, int], Path]:
+    """(topic, partition) -> directory of the partitions a broker would serve from ``log_dir`` (those named
+    ``<topic>-<partition>``, not renamed ``-delete``/``-future``/``-stray``), by ``collect_inputs``' rules; empty
+    for a log dir holding none (or that cannot be listed)."""
+    root = Path(log_dir)
+    found = Inputs()
+    _walk_dir(root, found)
+    return {(p.topic, p.partition): p.path for p in found.partitions  # type: ignore[misc]
+            if p.path.parent == root and p.kafka_name and p.marker is None}
 
 
 def expand_inputs(paths: list[str]) -> list[InputFile]:

@@ -32,6 +32,7 @@ from kcli.records.consumer_offsets import (
     encode_offset_commit,
     partition_for_group,
 )
+from kcli.storage.checked import CheckedBatchReader
 from kcli.storage.checkpoint import read_partition_entry, write_partition_entry
 from kcli.storage.files import (
     CLEAN_SHUTDOWN,
@@ -42,12 +43,11 @@ from kcli.storage.files import (
     FileKind,
     classify,
     offset_from_filename,
-    parse_partition_dir_name,
     segment_path,
 )
 from kcli.storage.log import PartitionLog
 from kcli.storage.offsets_topic import iter_offsets_topic
-from kcli.storage.segment import FileBatchReader
+from kcli.tools.inputs import log_dir_partitions
 from kcli.tools.report import Problem
 
 TopicPartition = tuple[str, int]
@@ -529,11 +529,7 @@ class LogDirOffsetStore:
             os.close(self._fd)
             raise LogDirLockedError(f"a running broker holds {self.log_dir / LOCK_FILE}: stop it first (offline "
                                     "mode appends to the log directly)", path=str(self.log_dir)) from None
-        self._dirs: dict[TopicPartition, Path] = {}
-        for child in self.log_dir.iterdir():
-            parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
-            if parsed is not None and child.name == f"{parsed[0]}-{parsed[1]}":  # not -delete/-future/-stray
-                self._dirs[parsed] = child
+        self._dirs: dict[TopicPartition, Path] = log_dir_partitions(self.log_dir)
         self.offsets_partitions = sum(1 for t, _ in self._dirs if t == OFFSETS_TOPIC)
         if not self.offsets_partitions:
             if offsets_partitions is None:
@@ -581,7 +577,7 @@ class LogDirOffsetStore:
         committed: dict[str, Offsets] = {}
         directory = self._dirs.get((OFFSETS_TOPIC, index))
         # Aborted TxnOffsetCommits are skipped; group metadata of newer versions is not offsets.
-        for _offset, key, value in iter_offsets_topic(directory) if directory else ():
+        for _offset, key, value in iter_offsets_topic(directory, checked=True) if directory else ():
             if isinstance(key, OffsetCommitKey):
                 tps = committed.setdefault(key.group, {})
                 if value is None:
@@ -637,7 +633,7 @@ def log_range(directory: Path) -> tuple[int, int]:
     if not bases:
         return 0, 0
     end = bases[-1]
-    for batch in FileBatchReader(segment_path(directory, bases[-1], LOG_SUFFIX)):
+    for batch in CheckedBatchReader(segment_path(directory, bases[-1], LOG_SUFFIX)):  # damage raises, with its place
         end = batch.last_offset + 1
     start = bases[0]
     recorded = read_partition_entry(directory, LOG_START_OFFSET_CHECKPOINT)

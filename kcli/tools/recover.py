@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kcli.errors import InputError, KcliError
-from kcli.storage.files import DELETE_DIR_SUFFIX, LOCK_FILE, FileKind, offset_from_filename, partition_dir_marker
+from kcli.storage.files import DELETE_DIR_SUFFIX, LOCK_FILE, FileKind, offset_from_filename
 from kcli.storage.recovery import (
     ActionKind,
     QuarantineRun,
@@ -29,7 +29,7 @@ from kcli.storage.recovery import (
     run_manifests,
 )
 from kcli.tools.inputs import collect_inputs, file_size
-from kcli.tools.report import UNREADABLE, Problem, as_problem, os_problem
+from kcli.tools.report import UNREADABLE, Problem, Severity, as_problem, os_problem
 
 _SEGMENT_KINDS = (FileKind.LOG, FileKind.INDEX, FileKind.TIME_INDEX, FileKind.TXN_INDEX)
 
@@ -80,7 +80,7 @@ class RecoverReport:
     segments: int = 0
     bytes: int = 0
     seconds: float = 0.0
-    unreadable: list[Problem] = field(default_factory=list)  # entries that could not be read at all
+    unreadable: list[Problem] = field(default_factory=list)  # entries that could not be read at all, and warnings
     locked: list[str] = field(default_factory=list)  # dry run: .lock files another process (a broker) holds
 
     @property
@@ -116,8 +116,8 @@ class RecoverReport:
         return [f"kctl recover --restore {shlex.quote(run)}" for run in self.quarantine_runs]
 
     def is_ok(self) -> bool:
-        """Nothing left to repair: no problems remain, and a dry run found nothing to do."""
-        return not self.problems
+        """Nothing left to repair: no errors remain, and a dry run found nothing to do."""
+        return not any(p.severity is Severity.ERROR for p in self.problems)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -158,7 +158,7 @@ def recover(paths: list[str], *, dry_run: bool, quarantine: str | os.PathLike[st
                     report.locked.append(str(log_dir / LOCK_FILE))
                 continue
             locks.enter_context(log_dir_lock(log_dir, "recovery"))
-        blocked = {Path(p.file).parent.absolute() for p in report.unreadable}
+        blocked = {Path(p.file).parent.absolute() for p in report.unreadable if p.unreadable}
         for directory, recovery_point in partitions.items():
             if directory in blocked:  # a segment-like entry we cannot read: its data would be misjudged
                 report.partitions.append(PartitionRecovery(str(directory), None, [], [Problem(
@@ -202,11 +202,11 @@ def restore(path: str | os.PathLike[str]) -> list[RestoreResult]:
     return restore_run(run_manifests(path))
 
 
-def find_partitions(paths: list[str], unreadable: list[Problem] | None = None) -> dict[Path, int | None]:
-    """Partition dir -> recovery point (None: every segment). A directory holding segments is a partition; any
-    other directory is searched (log dirs, trees of them), skipping partitions marked for deletion and quarantines.
-    Entries that look like Kafka data but cannot be read go to ``unreadable``; a path holding no Kafka data at
-    all is an InputError."""
+def find_partitions(paths: list[str], problems: list[Problem] | None = None) -> dict[Path, int | None]:
+    """Partition dir -> recovery point (None: every segment), for the partitions ``collect_inputs`` finds that hold
+    a segment, leaving out those renamed ``-delete`` (the broker deletes them). Entries that look like Kafka data
+    but cannot be read go to ``problems`` (code ``unreadable``), with warnings about directories Kafka would not
+    load as partitions; a path holding no Kafka data at all is an InputError."""
     found: dict[Path, int | None] = {}
 
     def add(directory: Path, point: int | None) -> None:
@@ -218,16 +218,17 @@ def find_partitions(paths: list[str], unreadable: list[Problem] | None = None) -
 
     for given in paths:
         inputs = collect_inputs([given])
-        if unreadable is not None:
-            unreadable.extend(Problem(s.path, None, None, s.reason, UNREADABLE) for s in inputs.unreadable)
+        if problems is not None:
+            problems.extend(Problem(s.path, None, None, s.reason, UNREADABLE) for s in inputs.unreadable)
+            problems.extend(inputs.warnings)
         if len(inputs.files) == 1 and inputs.files[0].given == given:  # a file named on its own
             item = inputs.files[0]
             add(item.path.parent, offset_from_filename(item.path.name) if item.kind in _SEGMENT_KINDS else None)
             continue
-        for item in inputs.files:
-            parent = item.path.parent
-            if item.kind is FileKind.LOG and partition_dir_marker(parent.name) != DELETE_DIR_SUFFIX:
-                add(parent, None)
+        with_segments = {f.path.parent for f in inputs.files if f.kind is FileKind.LOG}
+        for partition in inputs.partitions:
+            if partition.path in with_segments and partition.marker != DELETE_DIR_SUFFIX:
+                add(partition.path, None)
     return found
 
 

@@ -36,7 +36,11 @@ CHECKPOINT_CORRUPT = "checkpoint_corrupt"
 
 
 def code_for_error(exc: KcliError) -> str:
-    """The shared code of a library error met while reading data."""
+    """The shared code of a library error met while reading data (an error that names verify's code for the
+    check it failed, as kcli.storage.checked's do, keeps it)."""
+    code = getattr(exc, "code", None)
+    if isinstance(code, str):
+        return code
     if isinstance(exc, InputError):
         return UNREADABLE
     if isinstance(exc, UnsupportedCodecError):

@@ -25,8 +25,10 @@ source. Both follow these definitions (man/kctl-scan.1 repeats them), so they gi
   largest timestamp of the earlier records of the partition in log order (segment, byte position, record);
   ``future`` - later than the reference time (``reference_time``: when the scan started, unless given);
   ``before_2000`` - before 2000-01-01T00:00:00Z.
-* Damage: a batch failing its CRC or whose records do not decode is skipped and reported (file, byte
-  position, code ``crc_mismatch`` / ``corrupt_records``); a torn or zero-filled tail ends the segment
+* Damage: a batch failing verify's checks of its bytes (kcli.storage.checked: CRC, magic, header) or whose
+  records do not decode is skipped and reported (file, byte position, verify's code: ``crc_mismatch``,
+  ``unknown_magic``, ``bad_batch_header``, ``corrupt_records``); offsets outside the segment or going backwards
+  are reported as verify reports them (the batch is counted); a torn or zero-filled tail ends the segment
   (``truncated_batch``, ``invalid_bytes_at_end``, ``corrupt_batch_size``). Everything before and after a
   skipped batch is counted.
 
@@ -55,11 +57,12 @@ from kcli.records import StopReason, make_batch
 from kcli.records.compression import Codec
 from kcli.records.layout import entry_size
 from kcli.records.record_set import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_RECORD_OVERHEAD
+from kcli.storage.checked import batch_integrity, header_problem, offset_problem
 from kcli.storage.files import FileKind, offset_from_filename, parse_partition_dir_name
 from kcli.storage.segment import FileBatchReader
 from kcli.tools.inputs import collect_inputs, file_size
 from kcli.tools.render import encode_bytes
-from kcli.tools.report import UNREADABLE, Problem, os_problem
+from kcli.tools.report import UNREADABLE, Problem, Severity, os_problem
 
 DEFAULT_TOP = 5
 YEAR_2000_MS = 946_684_800_000  # 2000-01-01T00:00:00Z
@@ -99,12 +102,14 @@ def topic_partition(directory: str | os.PathLike[str]) -> tuple[str, int]:
 
 def list_segments(paths: list[str], skipped: list[Problem] | None = None) -> list[SegmentFile]:
     """The ``.log`` segments under ``paths`` in Kafka's order (directory, then base offset); entries that
-    look like Kafka data but cannot be read are appended to ``skipped`` as ``unreadable`` problems."""
+    look like Kafka data but cannot be read are appended to ``skipped`` as ``unreadable`` problems, directories
+    Kafka would not load as partitions as warnings."""
     out = []
     # Absolute, normalised names: the same strings the kafka-log data source gives its `segment` column.
     inputs = collect_inputs([os.path.abspath(p) for p in paths])
     if skipped is not None:
         skipped.extend(Problem(s.path, None, None, s.reason, UNREADABLE) for s in inputs.unreadable)
+        skipped.extend(inputs.warnings)  # directories Kafka would not load as partitions
     for item in inputs.files:
         if item.kind is not FileKind.LOG:
             continue
@@ -226,7 +231,7 @@ class ScanReport:
     output: str | None = None
 
     def is_ok(self) -> bool:
-        return not self.problems
+        return not any(p.severity is Severity.ERROR for p in self.problems)
 
     @property
     def ok(self) -> bool:
@@ -261,7 +266,7 @@ class QueryResult:
     seconds: float = 0.0
 
     def is_ok(self) -> bool:
-        return not self.problems
+        return not any(p.severity is Severity.ERROR for p in self.problems)
 
     @property
     def ok(self) -> bool:
@@ -358,6 +363,7 @@ def scan_segment(task: _SegmentTask) -> SegmentPartial:
     elif task.sqlite_path:
         writer = _SqliteSegmentWriter(task.sqlite_path, seg)
     reader = FileBatchReader(path)
+    previous_last: int | None = None
     try:
         for chunk, local, total in reader.spans():
             pos = reader.window_position + local
@@ -366,10 +372,18 @@ def scan_segment(task: _SegmentTask) -> SegmentPartial:
             except KcliError as exc:  # a magic 0/1 message too short for its own header
                 part.problems.append(Problem(path, pos, None, exc.reason, "corrupt_records"))
                 continue
-            if not batch.is_valid:
-                part.problems.append(Problem(path, pos, _safe_base(batch), batch.invalid_reason() or "invalid batch",
-                                             "crc_mismatch"))
+            damage = batch_integrity(batch) or header_problem(batch)  # the checked reading path's checks
+            if damage is not None:
+                part.problems.append(Problem(path, pos, _safe_base(batch), damage[1], damage[0]))
                 continue
+            first = _safe_base(batch)
+            # Offsets out of the segment or going backwards: reported (as verify does), the batch still counted.
+            order = None if first is None else offset_problem(first, batch.last_offset, base_offset=seg.base_offset,
+                                                              previous_last=previous_last)
+            if order is not None:
+                part.problems.append(Problem(path, pos, first, order[1], order[0]))
+            if previous_last is None or batch.last_offset > previous_last:
+                previous_last = batch.last_offset
             magic = batch.magic
             try:
                 decoded = batch.records()

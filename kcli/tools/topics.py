@@ -28,6 +28,8 @@ Never prints; the CLI renders ``TopicsReport``.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,11 +47,12 @@ from kcli.storage.files import (
     classify,
     offset_from_filename,
     parse_partition_dir_name,
-    partition_dir_marker,
     segment_path,
+    special_file_reason,
 )
 from kcli.storage.index import OffsetIndex, TimeIndex
-from kcli.storage.segment import FileBatchReader
+from kcli.storage.checked import CheckedBatchReader
+from kcli.tools.inputs import collect_inputs
 from kcli.tools.report import UNREADABLE, Problem, Severity, code_for_error, os_problem, tail_code
 from kcli.tools.scan import codec_name
 
@@ -153,32 +156,36 @@ class TopicsReport:
 
 # -- finding partitions --------------------------------------------------------------------------------
 def partition_dirs(paths: list[str], problems: list[Problem] | None = None) -> list[Path]:
-    """The partition directories named by ``paths`` (log dirs or partition dirs), sorted by topic and partition.
-    Renamed ones (``-delete``, ``-future``, ``-stray``) are left out with a warning."""
-    found: list[Path] = []
+    """The partition directories under ``paths`` (log dirs, partition dirs, trees of log dirs), found as every
+    offline tool finds them (``kcli.tools.inputs``), sorted by topic and partition. Renamed ones (``-delete``,
+    ``-future``, ``-stray``) are left out with a warning; so are directories Kafka would not load as partitions.
+    One holding an entry that cannot be read (a FIFO named like a segment, say) is left out: ``problems`` gets
+    that entry as ``unreadable``."""
+    problems = problems if problems is not None else []
     for text in paths:
-        path = Path(text)
-        if not path.exists():
-            raise InputError("No such file or directory", path=text)
-        if not path.is_dir():
-            raise InputError("not a directory: give a log dir or a partition dir", path=text)
-        if parse_partition_dir_name(path.name) is not None and partition_dir_marker(path.name) is None:
-            found.append(path)
-            continue
         try:
-            children = sorted(path.iterdir())
+            mode = os.stat(text).st_mode
+        except FileNotFoundError:
+            raise InputError("No such file or directory", path=text) from None
         except OSError as exc:
-            raise InputError(f"cannot list: {exc.strerror}", path=text) from None
-        for child in children:
-            if not child.is_dir() or parse_partition_dir_name(child.name) is None:
-                continue
-            if partition_dir_marker(child.name) is not None:
-                if problems is not None:
-                    problems.append(Problem(str(child), None, None, f"left out: a {partition_dir_marker(child.name)} "
-                                            "partition dir", "marked_dir", Severity.WARNING))
-                continue
-            found.append(child)
-    if not found:
+            raise InputError(f"cannot read: {exc.strerror or exc}", path=text) from None
+        if stat.S_ISDIR(mode):
+            continue
+        if not stat.S_ISREG(mode):
+            raise InputError(special_file_reason(mode), path=text)
+        raise InputError("not a directory: give a log dir or a partition dir", path=text)
+    inputs = collect_inputs(paths)
+    problems.extend(Problem(s.path, None, None, s.reason, UNREADABLE) for s in inputs.unreadable)
+    problems.extend(inputs.warnings)
+    blocked = {Path(s.path).parent for s in inputs.unreadable}
+    found: list[Path] = []
+    for partition in inputs.partitions:
+        if partition.marker is not None:
+            problems.append(Problem(str(partition.path), None, None, f"left out: a {partition.marker} partition dir",
+                                    "marked_dir", Severity.WARNING))
+        elif partition.path not in blocked:  # its segments cannot all be read: no answer from part of them
+            found.append(partition.path)
+    if not found and not inputs.unreadable:
         raise InputError("no partition directories (<topic>-<n>) found", path=", ".join(paths))
     return sorted(found, key=lambda p: (parse_partition_dir_name(p.name) or (p.name, -1)))
 
@@ -271,13 +278,13 @@ def _segment_facts(directory: Path, base: int, *, exact: bool, want_first: bool,
     facts.max_timestamp = _time_index_max(directory, base)
     start = 0 if exact else _tail_position(directory, base, size)
     if not exact and (want_first or start > 0):
-        head = FileBatchReader(log_path, 0, min(size, HEAD_BYTES))
+        head = CheckedBatchReader(log_path, 0, min(size, HEAD_BYTES))
         for chunk, local, total in head.spans():
             if want_first:
                 facts.first_timestamp = _first_record_timestamp(chunk, local, total)
             _batch_facts(facts, chunk, local, total, count=False)
             break
-    reader = FileBatchReader(log_path, start)
+    reader = CheckedBatchReader(log_path, start)  # each batch read is checked as verify checks it
     first = exact and want_first
     for chunk, local, total in reader.spans():
         if first:
@@ -318,14 +325,18 @@ def summarize_partition(directory: Path, *, exact: bool = False,
     want_first = True
     end: int | None = bases[-1] if bases else summary.log_start_offset
     for base in bases:
+        log_path = segment_path(directory, base, ".log")
         try:
             facts = _segment_facts(directory, base, exact=exact, want_first=want_first, problems=problems)
         except OSError as exc:
-            problems.append(os_problem(segment_path(directory, base, ".log"), exc))
+            problems.append(os_problem(log_path, exc))
             continue
-        except KcliError as exc:
-            # InputError (permission denied) is "unreadable" (exit 3), not damage
-            problems.append(Problem(exc.path or str(directory), exc.position, None, exc.reason, code_for_error(exc)))
+        except InputError as exc:  # permission denied, not a regular file, gone since listed: exit 3
+            problems.append(Problem(exc.path or str(log_path), None, None, exc.reason, UNREADABLE))
+            continue
+        except KcliError as exc:  # damage: the batch's file, byte position and verify's code for it
+            problems.append(Problem(exc.path or str(log_path), exc.position, exc.base_offset, exc.reason,
+                                    code_for_error(exc)))
             continue
         summary.bytes += facts.size
         summary.codecs |= facts.codecs
@@ -392,7 +403,7 @@ def read_kraft_topic_configs(log_dir: Path) -> dict[str, dict[str, str]] | None:
     configs: dict[str, dict[str, str]] = {}
     for path in files:
         snapshot = path.name.endswith(KRAFT_CHECKPOINT_SUFFIX)
-        for batch in FileBatchReader(path):
+        for batch in CheckedBatchReader(path):
             if batch.is_control or (not snapshot and batch.last_offset < start):
                 continue
             for record in batch.records():

@@ -20,6 +20,7 @@ from kcli.records.crc import crc32c
 from kcli.records.control import ControlRecordType, parse_control_type
 from kcli.records.layout import MAGIC_OFFSET
 from kcli.records.types import INT32_MAX
+from kcli.storage.checked import batch_integrity, header_problem, offset_problem
 from kcli.storage.files import FileKind, offset_from_filename
 from kcli.storage.index import OffsetIndex, TimeIndex, TransactionIndex
 from kcli.storage.index_check import NEVER, IndexFinding, OffsetIndexMatcher, TimeIndexMatcher
@@ -94,6 +95,8 @@ class _SegmentResult:
     valid_bytes: int = 0
     size: int = 0
     last_epoch: int = -1
+    damaged_head: bool = False  # bytes that cannot be trusted before the first batch that can
+    damaged_tail: bool = False  # ... after the last one
 
 
 @dataclass
@@ -141,7 +144,7 @@ class _Verifier:
                     self.problem(log.path, f"segment base offset {segment.base_offset} overlaps the previous segment, "
                                  f"which ends at offset {previous.last_offset}", "segment_overlap", position=0,
                                  base_offset=segment.base_offset)
-                elif result.first_offset > previous.last_offset + 1:
+                elif result.first_offset > previous.last_offset + 1 and not (previous.damaged_tail or result.damaged_head):
                     self.problem(log.path, f"offsets {previous.last_offset + 1}..{result.first_offset - 1} are missing "
                                  "between segments (normal after compaction or retention)", "offset_gap", position=0,
                                  base_offset=result.first_offset, severity=Severity.WARNING)
@@ -220,6 +223,9 @@ class _Verifier:
         top = base + INT32_MAX
         batches = records = 0
         first_offset = last_offset = None
+        # A batch that cannot be trusted since the last one that could: the offsets between them are in damaged
+        # bytes (reported as such), not a gap compaction left.
+        damaged = False
         try:
             # Hot loop: a plain valid v2 batch with offsets in order is checked straight from the window (one
             # header unpack, one CRC over a memoryview, a few comparisons); anything else takes the slow path
@@ -235,7 +241,8 @@ class _Verifier:
                     if (not attrs & 0x37 or attrs & 0x37 <= 4) and 0 <= count <= delta + 1 and (
                             crc == crc32c(view[local + crc_from : local + total])):
                         records += count
-                        if (prev_last is not None and first == prev_last + 1 and base <= first and last <= top
+                        if (prev_last is not None and first == prev_last + 1 and not damaged and base <= first
+                                and last <= top
                                 and last < time_next and pos - progressed <= 4194304):
                             if pos < index_next:
                                 prev_last = last_offset = last  # in order, nothing to feed the index checks
@@ -252,12 +259,14 @@ class _Verifier:
                         checked = self._check_batch(path, make_batch(bytes(chunk[local : local + total]), pos),
                                                     segment, txn)
                         if checked is None:
+                            damaged = True
                             continue
                         first, last, max_ts = checked
                 else:
                     checked = self._check_batch(path, make_batch(bytes(chunk[local : local + total]), pos),
                                                 segment, txn)
                     if checked is None:
+                        damaged = True
                         continue
                     first, last, max_ts = checked
                 if index is not None and pos >= index_next:
@@ -268,19 +277,17 @@ class _Verifier:
                 if time_index is not None and last >= time_next:
                     time_index.feed(first, last, max_ts)
                     time_next = time_index.next_offset
-                if first < base:
-                    self.problem(path, f"batch offset {first} is below the segment base offset {base}",
-                                 "offset_below_segment_base", position=pos, base_offset=first)
-                elif last > top:
-                    self.problem(path, f"offset {last} does not fit the segment (relative offset above Int.MAX)",
-                                 "offset_overflow", position=pos, base_offset=first)
-                if prev_last is not None:
-                    if first <= prev_last:
-                        self.problem(path, f"offsets go backwards: batch starts at {first} after offset {prev_last}",
-                                     "offset_not_increasing", position=pos, base_offset=first)
-                    elif first > prev_last + 1:
-                        self.problem(path, f"offsets {prev_last + 1}..{first - 1} are missing (normal after compaction)",
-                                     "offset_gap", position=pos, base_offset=first, severity=Severity.WARNING)
+                # The checks of the checked reading path (kcli.storage.checked), each reported here.
+                for found in (offset_problem(first, last, base_offset=base, previous_last=None),
+                              offset_problem(first, last, base_offset=None, previous_last=prev_last)):
+                    if found is not None:
+                        self.problem(path, found[1], found[0], position=pos, base_offset=first)
+                if prev_last is not None and first > prev_last + 1 and not damaged:
+                    self.problem(path, f"offsets {prev_last + 1}..{first - 1} are missing (normal after compaction)",
+                                 "offset_gap", position=pos, base_offset=first, severity=Severity.WARNING)
+                if first_offset is None:
+                    result.damaged_head = damaged
+                damaged = False
                 if prev_last is None or last > prev_last:
                     prev_last = last
                 if first_offset is None:
@@ -295,6 +302,7 @@ class _Verifier:
             # A size below 14 (a zero-filled tail, usually): recovery truncates here.
             self.problem(path, exc.reason, "corrupt_batch_size", position=exc.position)
             result.valid_bytes = exc.position or 0
+            damaged = True
         else:
             result.valid_bytes = reader.valid_bytes
             trailing = result.size - reader.valid_bytes
@@ -307,6 +315,7 @@ class _Verifier:
                     reason = f"Found {trailing} invalid bytes at the end of {path.name}"
                     code = "invalid_bytes_at_end"
                 self.problem(path, reason, code, position=reader.valid_bytes)
+                damaged = True
         finally:
             view.release()
             if index is not None:
@@ -316,6 +325,7 @@ class _Verifier:
             if first_offset is not None:
                 result.first_offset = first_offset
             result.last_offset = last_offset
+            result.damaged_tail = damaged
         self.progress(result.size - progressed)
         report.bytes += result.size
         if index is not None:
@@ -328,22 +338,17 @@ class _Verifier:
         """Everything but the plain valid v2 batch: returns (first, last offset, max timestamp) for the checks,
         or None when the batch cannot be trusted for them."""
         pos = batch.position
-        if not batch.is_valid:
-            self.problem(path, batch.invalid_reason() or "invalid batch", "crc_mismatch", position=pos,
-                         base_offset=batch.base_offset)
+        untrusted = batch_integrity(batch)  # the checked reading path's checks (kcli.storage.checked)
+        if untrusted is not None:
+            self.problem(path, untrusted[1], untrusted[0], position=pos, base_offset=batch.base_offset)
             return None
         magic = batch.magic
-        if magic > 2:
-            self.problem(path, f"unknown magic {magic}", "unknown_magic", position=pos, base_offset=batch.base_offset)
-            return None
         if batch.codec_id > 4:
             self.problem(path, f"Unknown compression type id: {batch.codec_id}", "unknown_codec", position=pos,
                          base_offset=batch.base_offset)
-        if magic == 2 and (batch.last_offset_delta < 0 or batch.records_count < 0
-                           or batch.records_count > batch.last_offset_delta + 1):
-            self.problem(path, f"inconsistent header: lastOffsetDelta {batch.last_offset_delta}, "
-                         f"recordsCount {batch.records_count}", "bad_batch_header", position=pos,
-                         base_offset=batch.base_offset)
+        inconsistent = header_problem(batch)
+        if inconsistent is not None:
+            self.problem(path, inconsistent[1], inconsistent[0], position=pos, base_offset=batch.base_offset)
         if magic == 2:
             self._track_transactions(batch, segment, txn)
         if self.deep:
@@ -539,6 +544,7 @@ def verify(paths: list[str], *, deep: bool = False, strict: bool = False,
     report = VerifyReport(list(paths), deep=deep, strict=strict)
     inputs = collect_inputs(paths)
     report.problems.extend(skipped_problems(inputs))
+    report.problems.extend(inputs.warnings)  # directories Kafka would not load as partitions
     verifier = _Verifier(report, deep, progress)
     groups: dict[Path, list[InputFile]] = {}
     for item in inputs.files:

@@ -27,6 +27,8 @@ COMMANDS = {
     "recover": ["recover"],
     "compact-dry-run": ["compact", "--dry-run", "-j", "1", "--config", "cleanup.policy=compact"],
     "compact": ["compact", "-j", "1", "--config", "cleanup.policy=compact"],
+    "topics": ["topics", "--records"],
+    "for-time": ["offsets", "for-time", "0"],
 }
 
 
@@ -105,6 +107,8 @@ def _check(command: str, condition: str, returncode: int, stdout: str, stderr: s
 def test_real_filesystem_conditions(command, condition, tmp_path):
     """In-process (fast): real FIFOs, dangling symlinks, directories named *.log, unrelated data."""
     path, statuses, expected = _setup(condition, tmp_path)
+    if command in ("topics", "for-time") and condition == "unrelated_file_given":
+        expected = "not a directory"  # they take directories only
     result = _run([*COMMANDS[command], str(path)])
     _check(command, condition, result.exit_code, result.stdout, result.stderr, statuses, expected)
 

@@ -315,7 +315,8 @@ def test_kcli_runs_the_pure_cleaner_without_the_extension(tmp_path):
     """KCLI_NO_EXTENSIONS=1 (and an install whose build failed) leaves the pure path, which still compacts."""
     partition = build_partition(tmp_path / "logs" / "t-0", batches=30, transactions=False)
     code = ("import sys; from kcli.storage.cleaner import native_cleaner; from kcli.tools.compact import compact; "
-            "assert native_cleaner() is None; r = compact(sys.argv[1:], verify_after=True, include_active=True); "
+            "assert native_cleaner() is None; r = compact(sys.argv[1:], verify_after=True, include_active=True, "
+            "config_overrides={'cleanup.policy': 'compact'}); "
             "assert r.is_ok() and r.total('records_dropped') > 0, r.to_json()")
     env = {**os.environ, "KCLI_NO_EXTENSIONS": "1", "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
     proc = subprocess.run([sys.executable, "-c", code, str(partition)], capture_output=True, text=True, env=env,
