@@ -83,6 +83,9 @@ def _render(report: CompactReport) -> None:
                       f"{'' if p.complete or not report.dry_run else '; more passes needed (offset map full)'}\n")
     for problem in report.problems:
         err_console.print(f"{problem.severity.value}: {problem.describe()}", markup=False)
+    for lock in report.locked:
+        err_console.print(f"note: {lock} is held by another process (a running broker?): this dry run read the "
+                          "files as they were; stop it before compacting", markup=False)
     failed = {p.directory for p in report.partitions if p.issues}
     done = [p for p in report.partitions if p.directory not in failed]
     summary = f"{len(done)} partition{'s' if len(done) != 1 else ''}"

@@ -476,7 +476,9 @@ def prepare_compaction(partition_dir: str | os.PathLike[str], *, now_ms: int, co
     # Producers' last batches over the whole log (ProducerStateManager.activeProducers), gathered in the same
     # pass that lists the segments.
     state = ProducerStateManager()
-    segments = list_segments(directory, state)
+    # Checked (CRC, magic, header, offsets): a damaged batch stops the plan before anything is rewritten; the
+    # rewrite would otherwise drop it as superseded or copy its records under a fresh CRC, hiding the damage.
+    segments = list_segments(directory, state, checked=True)
     if not segments:
         raise InputError("no .log segments in this directory", path=str(directory))
     log_start, log_end = segments[0].base_offset, segments[-1].next_offset

@@ -34,9 +34,9 @@ from kcli.storage.cleanup_policy import (
     log_dir_policies,
     resolve_policy,
 )
-from kcli.storage.files import CLEANER_OFFSET_CHECKPOINT, holds_log_dir_metadata, parse_partition_dir_name
-from kcli.tools.recover import find_partitions, log_dir_lock
-from kcli.tools.report import UNREADABLE, Problem, Severity, as_problem, os_problem
+from kcli.storage.files import CLEANER_OFFSET_CHECKPOINT, LOCK_FILE, holds_log_dir_metadata, parse_partition_dir_name
+from kcli.tools.recover import find_partitions, log_dir_in_use, log_dir_lock
+from kcli.tools.report import UNREADABLE, Problem, Severity, as_problem, code_for_error, os_problem
 
 _TOTALS = ("bytes_before", "bytes_after", "records_before", "records_kept", "records_dropped", "keyless_dropped",
            "tombstones_kept", "tombstones_dropped", "aborted_dropped", "markers_dropped", "empty_batches_kept")
@@ -101,6 +101,7 @@ class CompactReport:
     partitions: list[PartitionCompaction] = field(default_factory=list)
     seconds: float = 0.0
     unreadable: list[Problem] = field(default_factory=list)  # entries that could not be read at all, and warnings
+    locked: list[str] = field(default_factory=list)  # dry run: .lock files another process (a broker) holds
 
     @property
     def mismatches(self) -> list[str]:
@@ -129,6 +130,7 @@ class CompactReport:
             "config": self.config.to_json(),
             **{name: self.total(name) for name in _TOTALS},
             "seconds": round(self.seconds, 3),
+            "locked": self.locked,
             "partitions": [p.to_json() for p in self.partitions],
             "problems": [p.to_json() for p in self.problems],
         }
@@ -178,6 +180,10 @@ def compaction_targets(paths: list[str], report: CompactReport, *, force: bool =
     partitions = list(find_partitions(paths, report.unreadable))
     with ExitStack() as locks:
         for log_dir in sorted({d.resolve().parent for d in partitions}):
+            if report.dry_run:  # changes nothing: allowed beside a running broker, which the report says
+                if log_dir_in_use(log_dir):
+                    report.locked.append(str(log_dir / LOCK_FILE))
+                continue
             locks.enter_context(log_dir_lock(log_dir, "compaction"))
         blocked = {Path(p.file).parent.absolute() for p in report.unreadable if p.unreadable}
         in_dir: dict[Path, list[KnownPolicies]] = {}
@@ -256,8 +262,11 @@ def compact(paths: list[str], *, dry_run: bool = False, config_overrides: dict[s
                 report.partitions.append(PartitionCompaction(str(directory), [], problems=[
                     Problem(str(exc.path or directory), None, None, exc.reason, UNREADABLE)]))
                 continue
-            except KcliError as exc:
-                report.partitions.append(PartitionCompaction(str(directory), [], problems=[exc.describe()]))
+            except KcliError as exc:  # damage: nothing is rewritten until `kctl recover` has dealt with it
+                report.partitions.append(PartitionCompaction(str(directory), [], problems=[Problem(
+                    str(exc.path or directory), exc.position, exc.base_offset,
+                    f"not compacted: {exc.reason}; check with `kctl verify`, repair with `kctl recover` first",
+                    code_for_error(exc))]))
                 continue
             result = PartitionCompaction(str(directory), [plan])
             report.partitions.append(result)

@@ -114,6 +114,12 @@ def test_refuses_a_locked_log_dir(log_dir):
         proc = kctl("compact", str(log_dir))
         assert proc.returncode == 1 and "lock" in proc.stderr
         assert _tree(log_dir) == before
+        # a dry run changes nothing: it runs, and says the log dir is held (as recover --dry-run does)
+        dry = kctl("compact", "--dry-run", "--json", str(log_dir))
+        assert dry.returncode == 0, dry.stderr
+        assert json.loads(dry.stdout)["locked"] == [str(log_dir / ".lock")]
+        assert "is held by another process" in kctl("compact", "--dry-run", str(log_dir)).stderr
+        assert _tree(log_dir) == before
     finally:
         holder.kill()
         holder.wait()
@@ -341,3 +347,20 @@ def test_kctl_broker_dynamic_default_policy(log_dir):
     report = compact([str(log_dir / "u-0")], dry_run=True)
     assert [i.code for i in report.partitions[0].issues] == ["cleanup_policy_delete"]
     assert KCTL_BROKER_CONFIGS in report.partitions[0].issues[0].reason
+
+
+def test_a_damaged_batch_stops_compaction_before_anything_is_rewritten(kraft_copy):
+    """A CRC-corrupt batch in a compacted topic (connect-offsets: one key) was compacted away with exit 0 and the
+    rewritten partition verified clean: the damage vanished. Planning now reads through the checked path and
+    refuses the partition, naming the file, byte position and verify's code, and nothing changes."""
+    partition = kraft_copy / "connect-offsets-14"
+    segment = partition / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    data[40000] ^= 0xFF  # inside the records of the batch at byte 39860 (offset 214)
+    segment.write_bytes(bytes(data))
+    before = _tree(partition)
+    for flags in ([], ["--dry-run"]):
+        proc = kctl("compact", "--include-active", *flags, str(partition))
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert f"{segment}:39860" in proc.stderr and "[crc_mismatch]" in proc.stderr and "kctl recover" in proc.stderr
+    assert _tree(partition) == before
