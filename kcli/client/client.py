@@ -464,8 +464,10 @@ class KafkaClient:
                     m, "OffsetCommitRequestPartition", partition_index=partition, committed_offset=offset,
                     committed_leader_epoch=-1, committed_metadata=metadata, commit_timestamp=-1))
             body = connection.call(ApiKey.OFFSET_COMMIT, _build(
-                m, "OffsetCommitRequest", group_id=group, generation_id_or_member_epoch=-1, generation_id=-1,
-                member_id="", group_instance_id=None, retention_time_ms=-1,
+                # generation -1 and no member: a commit from outside the group (kafka-consumer-groups' own);
+                # retention_time (v2-v4) keeps its default, -1: the broker's offsets.retention.minutes
+                m, "OffsetCommitRequest", group_id=group, generation_id_or_member_epoch=-1,
+                member_id="", group_instance_id=None,
                 topics=tuple(_build(m, "OffsetCommitRequestTopic", name=t, partitions=tuple(ps))
                              for t, ps in per.items())))
             result = {(t.name, int(p.partition_index)): ErrorCode(p.error_code)

@@ -295,6 +295,7 @@ class ApplyResult:
     partition_errors: dict[str, dict[str, str]] = field(default_factory=dict)  # group -> "t-p" -> error
     not_attempted: list[str] = field(default_factory=list)
     verified: bool = False
+    nothing_to_verify: bool = False  # no group was written or found unchanged (all refused, or none planned)
     differences: list[Difference] = field(default_factory=list)
     no_previous: int = 0  # partitions the target had no offset for (a roll-back from the backup cannot remove them)
     elapsed_s: float = 0.0
@@ -302,8 +303,8 @@ class ApplyResult:
 
     @property
     def ok(self) -> bool:
-        return (self.plan.ok and self.error is None and not self.partition_errors and self.verified
-                and not self.differences)
+        return (self.plan.ok and self.error is None and not self.partition_errors
+                and (self.verified or self.nothing_to_verify) and not self.differences)
 
     @property
     def problems(self) -> list[Problem]:
@@ -394,9 +395,12 @@ def apply_plan(plan: TransferPlan, target: OffsetStore, *, backup: Path | None,
             progress(1)
         if on_group is not None:
             on_group(group.group)
+    checked = [g for g in plan.groups if g.status in ("commit", "unchanged")]
     try:
-        result.differences = verify(plan, target, [g for g in plan.groups if g.status in ("commit", "unchanged")])
-        result.verified = True
+        result.differences = verify(plan, target, checked)
+        # "verified" means offsets were read back and compared: never said of a run whose groups were all refused
+        result.verified = bool(checked)
+        result.nothing_to_verify = not checked
     except KcliError as exc:
         result.error, result.exception = f"verification failed: {exc.describe()}", exc
     result.elapsed_s = time.monotonic() - started
@@ -530,8 +534,19 @@ class LogDirOffsetStore:
             raise LogDirLockedError(f"a running broker holds {self.log_dir / LOCK_FILE}: stop it first (offline "
                                     "mode appends to the log directly)", path=str(self.log_dir)) from None
         self._dirs: dict[TopicPartition, Path] = log_dir_partitions(self.log_dir)
-        self.offsets_partitions = sum(1 for t, _ in self._dirs if t == OFFSETS_TOPIC)
-        if not self.offsets_partitions:
+        present = [p for t, p in self._dirs if t == OFFSETS_TOPIC]
+        # Groups hash over the topic's partition count, which is not the number of directories here (a broker of
+        # a cluster holds only the partitions it replicates): the count given, else the highest partition the log
+        # dir knows (its directories and checkpoint files) + 1. A group whose partition is not here is refused.
+        known = present + [p for t, p in _checkpointed_partitions(self.log_dir) if t == OFFSETS_TOPIC]
+        self.offsets_partitions = max(known) + 1 if present else 0
+        if offsets_partitions is not None and present:
+            if offsets_partitions <= max(known):
+                self.close()
+                raise OffsetsError(f"--offsets-partitions {offsets_partitions} is not more than partition "
+                                   f"{max(known)} of {OFFSETS_TOPIC} this log dir knows", path=str(self.log_dir))
+            self.offsets_partitions = offsets_partitions
+        if not present:
             if offsets_partitions is None:
                 self.close()
                 raise OffsetsError(f"no {OFFSETS_TOPIC} partitions in the log dir: give --offsets-partitions N "
@@ -576,8 +591,12 @@ class LogDirOffsetStore:
             return cached
         committed: dict[str, Offsets] = {}
         directory = self._dirs.get((OFFSETS_TOPIC, index))
+        if directory is None:  # not here: "no offsets" would be a wrong answer given in silence
+            raise OffsetsError(f"{OFFSETS_TOPIC}-{index} is not in this log dir (a partition another broker "
+                               f"holds?): the groups hashed to it (of {self.offsets_partitions} partitions) cannot "
+                               "be read or written here", path=str(self.log_dir))
         # Aborted TxnOffsetCommits are skipped; group metadata of newer versions is not offsets.
-        for _offset, key, value in iter_offsets_topic(directory, checked=True) if directory else ():
+        for _offset, key, value in iter_offsets_topic(directory, checked=True):
             if isinstance(key, OffsetCommitKey):
                 tps = committed.setdefault(key.group, {})
                 if value is None:
@@ -588,8 +607,9 @@ class LogDirOffsetStore:
         return committed
 
     def list_groups(self) -> list[str]:
-        return sorted({g for i in range(self.offsets_partitions) for g, tps in self._partition_offsets(i).items()
-                       if tps})
+        """The groups with offsets in the partitions held here."""
+        held = sorted(p for t, p in self._dirs if t == OFFSETS_TOPIC)
+        return sorted({g for i in held for g, tps in self._partition_offsets(i).items() if tps})
 
     def read(self, groups: Sequence[str], progress: Progress | None = None) -> dict[str, Offsets]:
         out = {}
@@ -605,6 +625,7 @@ class LogDirOffsetStore:
 
     def write(self, group: str, offsets: Offsets) -> dict[TopicPartition, str | None]:
         index = partition_for_group(group, self.offsets_partitions)
+        self._partition_offsets(index)  # refuses a partition not held here, by name
         directory = self._dirs[(OFFSETS_TOPIC, index)]
         clean = (self.log_dir / CLEAN_SHUTDOWN).exists()
         now = int(time.time() * 1000)
@@ -621,6 +642,20 @@ class LogDirOffsetStore:
     def _checkpoint_recovery_point(self, tp: TopicPartition, end: int) -> None:
         directory = self._dirs.get(tp, self.log_dir / f"{tp[0]}-{tp[1]}")
         write_partition_entry(directory, RECOVERY_POINT_CHECKPOINT, end, create=False)
+
+
+def _checkpointed_partitions(log_dir: Path) -> set[TopicPartition]:
+    """The partitions a log dir's offset checkpoints name (a broker writes every partition it holds there)."""
+    from kcli.storage.checkpoint import OffsetCheckpointFile
+    from kcli.storage.files import OFFSET_CHECKPOINTS
+
+    found: set[TopicPartition] = set()
+    for name in sorted(OFFSET_CHECKPOINTS):
+        try:
+            found.update(OffsetCheckpointFile(log_dir / name).read_offsets())
+        except (OSError, KcliError):
+            continue  # absent or damaged: verify reports it; the directories still count
+    return found
 
 
 def _segment_bases(directory: Path) -> list[int]:

@@ -90,13 +90,20 @@ def test_cat_on_healthy_partitions_writes_nothing_to_stderr(fixtures_dir, tmp_pa
 def test_refused_reset_never_prints_verified(zk_log_dir, tmp_path):
     """Every group refused (a topic the log dir does not have): nothing was written or read back, yet the
     output ended with "verified: the target holds exactly the planned offsets"."""
+    from kcli.records.consumer_offsets import partition_for_group
+
+    held = {int(p.name.rsplit("-", 1)[1]) for p in zk_log_dir.glob("__consumer_offsets-*")}
+    group = next(f"orders-app{i}" for i in range(1000) if partition_for_group(f"orders-app{i}", 50) in held)
     plan = tmp_path / "reset.csv"
-    plan.write_text("orders-app,no_such_topic,0,3\n")
+    plan.write_text(f"{group},no_such_topic,0,3\n")
     result = _run("offsets", "import", str(plan), "--log-dir", str(zk_log_dir), "--execute",
                   "--backup", str(tmp_path / "backup.csv"))
     assert result.exit_code == 1, result.output
     assert "refuse-unknown-topic" in result.stdout and "verified" not in result.output.lower()
     assert "committed 0 groups" in result.stdout
+    document = json.loads(_run("offsets", "import", str(plan), "--log-dir", str(zk_log_dir), "--execute", "--json",
+                               "--backup", str(tmp_path / "backup2.csv")).stdout)
+    assert document["ok"] is False and document["verified"] is False  # nothing was read back
 
 
 @pytest.fixture
@@ -131,3 +138,26 @@ def test_recover_dry_run_beside_a_running_broker(zk_log_dir, broker_lock):
     doc = json.loads(_run("recover", "--dry-run", "--json", str(zk_log_dir)).stdout)
     assert doc["ok"] and doc["locked"] == [str(broker_lock)]
     assert sorted((p.relative_to(zk_log_dir), p.stat().st_size) for p in zk_log_dir.rglob("*")) == before
+
+
+def test_offline_offsets_hash_over_the_topic_s_partition_count(zk_log_dir, tmp_path):
+    """The log dir holds 6 of __consumer_offsets' 50 partitions (its checkpoints name all 50): groups hash over
+    50, as the broker does. Before, they hashed over the 6 directories found, and a write whose group hashed
+    past them ended in "internal error: KeyError"; a group whose partition is not here is refused by name, never
+    answered "no offsets"."""
+    from kcli.records.consumer_offsets import partition_for_group
+
+    held = {int(p.name.rsplit("-", 1)[1]) for p in zk_log_dir.glob("__consumer_offsets-*")}
+    assert len(held) == 6
+    here = next(f"g{i}" for i in range(1000) if partition_for_group(f"g{i}", 50) in held)
+    away = next(f"g{i}" for i in range(1000) if partition_for_group(f"g{i}", 50) not in held)
+    plan = tmp_path / "plan.csv"
+    plan.write_text(f"{here},first_topic,0,3\n")
+    done = _run("offsets", "import", str(plan), "--log-dir", str(zk_log_dir), "--execute", "--json")
+    assert done.exit_code == 0, done.output
+    listed = _run("groups", "list", "--log-dir", str(zk_log_dir), "--json")
+    assert here in listed.stdout
+    plan.write_text(f"{away},first_topic,0,3\n")
+    refused = _run("offsets", "import", str(plan), "--log-dir", str(zk_log_dir), "--execute")
+    assert refused.exit_code == 1, refused.output
+    assert f"__consumer_offsets-{partition_for_group(away, 50)} is not in this log dir" in refused.output
