@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +102,35 @@ def test_log_flush_interval_ms_flushes_on_schedule(tmp_path):
             managed = b.log()
             await eventually(lambda: managed.log.recovery_point == 3, "the scheduled flush")
             assert managed.unflushed_messages == 0
+
+    run(main())
+
+
+def test_a_roll_does_not_fsync_on_the_request_path_and_the_flush_follows(tmp_path, monkeypatch):
+    # Kafka's roll does no fsync under the log's lock (KAFKA-15046): a broker whose appends wait on the disk
+    # stops answering everyone (librdkafka's 0077 rolls every 10 kB; ApiVersions then timed out after 10 s).
+    async def main() -> None:
+        async with running(str(tmp_path / "logs")) as b:
+            b.server.admin.create_topic(TOPIC, 1, 1, configs={"segment.bytes": "1024"})
+            assert (await b.produce(b"first")).error_code == ErrorCode.none  # leader epoch and its checkpoint
+            loop_thread = threading.get_ident()
+            on_the_loop: list[int] = []
+            fsync = os.fsync
+
+            def watched_fsync(fd: int) -> None:
+                if threading.get_ident() == loop_thread:
+                    on_the_loop.append(fd)
+                fsync(fd)
+            monkeypatch.setattr(os, "fsync", watched_fsync)
+            for i in range(10):
+                assert (await b.produce(bytes(300), bytes(300))).error_code == ErrorCode.none
+            managed = b.log()
+            assert len(managed.log.segments) > 3  # it rolled
+            assert on_the_loop == []
+            # the closed segments are made durable in the background, and only then the recovery point moves
+            await eventually(lambda: managed.log.recovery_point >= managed.log.segment.base_offset,
+                             "the flush after the rolls")
+            assert managed.log.unflushed_inactive() == []
 
     run(main())
 
