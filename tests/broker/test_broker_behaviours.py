@@ -135,6 +135,38 @@ def test_a_roll_does_not_fsync_on_the_request_path_and_the_flush_follows(tmp_pat
     run(main())
 
 
+# -- fairness between connections -------------------------------------------------------------------------
+def test_a_pipelining_client_does_not_hold_up_the_other_connections(tmp_path):
+    # Kafka's processors take one request per connection at a time: a client with 100 requests in flight is
+    # served in turn with the others, not before them (a producer's backlog held ApiVersions for 10 s).
+    async def main() -> None:
+        async with running(str(tmp_path / "logs")) as b:
+            b.server.admin.create_topic(TOPIC, 1, 1)
+            sockets = b.server.socket_server
+            order: list[str] = []
+            answer = sockets._answer
+
+            async def recording(conn: Any, request: Any, client_host: str) -> Any:
+                order.append(request.client_id)
+                return await answer(conn, request, client_host)
+            sockets._answer = recording  # type: ignore[method-assign]
+            host, port = sockets.bound[0]
+            (busy_r, busy_w), (other_r, other_w) = [await asyncio.open_connection(host, port) for _ in range(2)]
+            metadata = minimal_request(ApiKey.METADATA, 12, topic=TOPIC)
+            busy_w.write(b"".join(encode_request(ApiKey.METADATA, 12, i, "busy", metadata) for i in range(100)))
+            other_w.write(encode_request(ApiKey.API_VERSIONS, 3, 0, "other",
+                                         minimal_request(ApiKey.API_VERSIONS, 3)))
+            for reader, count in ((busy_r, 100), (other_r, 1)):
+                for _ in range(count):
+                    size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 30), "big")
+                    await reader.readexactly(size)
+            for writer in (busy_w, other_w):
+                writer.close()
+            assert order.count("busy") == 100 and order.index("other") < 5, order.index("other")
+
+    run(main())
+
+
 # -- OFFSET_OUT_OF_RANGE ------------------------------------------------------------------------------------
 def _on_the_wire(request: Any, response: Any) -> Any:
     """The response as a client decodes it from the frame the broker would send."""
