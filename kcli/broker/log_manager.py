@@ -40,6 +40,7 @@ from kcli.storage.files import (
     PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    fsync_dir,
     parse_partition_dir_name,
 )
 from kcli.storage.loader import LogDirCheckpoints
@@ -91,6 +92,7 @@ class ManagedLog:
 
     def __post_init__(self) -> None:
         self.log.leader_epochs.flush_on_change = True  # leader-epoch-checkpoint current on disk at every change
+        self.log.sync_roll = False  # a roll must not fsync on the request path: flush() does it, in a thread
 
     @property
     def directory(self) -> Path:
@@ -368,7 +370,10 @@ class LogManager:
         self._schedule_delete(renamed, partition.log.config.file_delete_delay_ms)
 
     def flush_due(self, partition: ManagedLog) -> bool:
-        """flush.messages / flush.ms of the log's topic (log.flush.interval.* by default; LONG_MAX: never)."""
+        """A segment rolled since the last flush (Kafka flushes it in the background after a roll), or
+        flush.messages / flush.ms of the log's topic (log.flush.interval.* by default; LONG_MAX: never)."""
+        if partition.log.segment.base_offset > partition.log.recovery_point:
+            return True
         if not partition.unflushed_messages:
             return False
         config = partition.log.config
@@ -385,8 +390,13 @@ class LogManager:
             pending = partition.unflushed_messages
             end, truncations = partition.log.log_end_offset, partition.log.truncations
             inactive = partition.log.unflushed_inactive()
+            snapshots = partition.log.take_unsynced_snapshots()
         try:
             PartitionLog.fsync_unflushed_inactive(inactive)
+            for snapshot in snapshots:
+                _fsync_file(snapshot)
+            if snapshots:
+                fsync_dir(partition.directory)  # their renames
             os.fsync(fd)
             try:
                 segment.indexes.flush()
@@ -543,3 +553,14 @@ def _describe_action(action: RecoveryAction, result: RecoveryResult, index: int)
     zeros = f" ({stored} bytes, then {action.bytes - stored} zeros)" if stored < action.bytes else ""
     where = f"old bytes kept in {kept}{zeros}" if kept is not None else "nothing to keep"
     return f"{verb} {name} {span} ({action.bytes} bytes, {offsets}): {action.reason}; {where}"
+
+
+def _fsync_file(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:  # deleted meanwhile (retention, truncation): nothing to make durable
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -85,6 +85,9 @@ class SocketServer:
                 else:
                     writer.write(frame)
                 await writer.drain()
+                # One request per connection per turn, as Kafka's processors serve them: a client pipelining
+                # produces would otherwise be answered a whole buffer (1 MiB of requests) before anyone else.
+                await asyncio.sleep(0)
         except ProtocolError as exc:
             # Malformed frames close this connection only; everyone else is served on.
             log.warning("closing connection from %s: %s", peer, exc)

@@ -32,6 +32,11 @@ def run_cmd(
         help="key=value for every broker's server.properties (repeatable), e.g. num.partitions=3.")] = None,
     racks: Annotated[int, typer.Option("--racks", min=0, help="Spread the brokers over this many racks, "
                                        "broker.rack r0, r1, ... round robin (0: no racks).")] = 0,
+    rack_prefix: Annotated[str, typer.Option("--rack-prefix", help="What the rack names start with: "
+                                             "--rack-prefix RACK gives RACK0, RACK1, ...")] = "r",
+    start_timeout: Annotated[float, typer.Option(
+        "--start-timeout", min=1, help="Seconds each broker has to answer after it is started (a loaded "
+                                       "machine may need more).")] = 60.0,
     exit_on_failure: Annotated[bool, typer.Option(
         "--exit-on-failure", help="Stop the whole cluster and exit 1 when a broker exits on its own (default: "
                                   "report it and keep the others).")] = False,
@@ -60,7 +65,8 @@ def run_cmd(
     from kcli.processes import stop_on_signals
 
     spec = ClusterSpec(brokers=brokers, data_dir=data_dir, base_port=base_port, zookeeper_port=zookeeper_port,
-                       overrides=tuple(override or ()), racks=racks, exit_on_failure=exit_on_failure)
+                       overrides=tuple(override or ()), racks=racks, rack_prefix=rack_prefix,
+                       start_timeout_s=start_timeout, exit_on_failure=exit_on_failure)
     with stop_on_signals() as stop:
         result = run_cluster(spec, stop=stop, on_event=lambda event: _render(event, as_json))
     raise typer.Exit(int(ExitCode.OK if result.ok else ExitCode.PROBLEMS))

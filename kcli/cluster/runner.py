@@ -67,6 +67,7 @@ class ClusterSpec:
     zookeeper_port: int | None = None
     overrides: tuple[str, ...] = ()
     racks: int = 0
+    rack_prefix: str = "r"
     exit_on_failure: bool = False
     start_timeout_s: float = 60.0
     stop_timeout_s: float = 30.0
@@ -205,6 +206,11 @@ def broker_properties(broker_id: int, port: int, log_dir: Path, zookeeper: str, 
     return props
 
 
+def broker_rack(broker_id: int, spec: ClusterSpec) -> str | None:
+    """broker.rack of broker ``broker_id``: the racks dealt round robin, named prefix + number."""
+    return f"{spec.rack_prefix}{broker_id % spec.racks}" if spec.racks else None
+
+
 class LocalCluster:
     """Starts, watches and stops one local cluster; ``run()`` does all three until ``stop`` is set."""
 
@@ -262,7 +268,7 @@ class LocalCluster:
         overrides = parse_overrides(spec.overrides, racks=spec.racks)
         try:  # what a broker would refuse at start, refused before anything starts
             build_config(broker_properties(0, 9092, Path("/"), "127.0.0.1:2181/kctl", spec.brokers,
-                                           "r0" if spec.racks else None, overrides))
+                                           broker_rack(0, spec), overrides))
         except ConfigError as exc:
             raise UsageError(f"--override: {exc.reason}") from None
         return overrides
@@ -364,7 +370,7 @@ class LocalCluster:
 
         zookeeper = f"{LOOPBACK}:{zk_port}{CHROOT}"
         for i, port in sorted(ports.items()):
-            rack = f"r{i % self.spec.racks}" if self.spec.racks else None
+            rack = broker_rack(i, self.spec)
             broker = _Broker(i, port, rack, self.data_dir / f"broker-{i}", self.data_dir / f"server-{i}.properties")
             props = broker_properties(i, port, broker.log_dir, zookeeper, self.spec.brokers, rack, self.overrides)
             broker.config.write_text("# written by kctl cluster run at every start: edits are lost, use --override\n"

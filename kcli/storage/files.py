@@ -227,16 +227,19 @@ def open_regular(path: str | os.PathLike[str]) -> int:
     return fd
 
 
-def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    """Kafka's checkpoint write: `<path>.tmp`, fsync, rename over `path`, fsync the directory."""
+def write_atomically(path: str | os.PathLike[str], data: bytes, *, sync: bool = True) -> None:
+    """Kafka's checkpoint write: `<path>.tmp`, fsync, rename over `path`, fsync the directory (both fsyncs
+    left to the caller with ``sync=False``)."""
     path = Path(path)
     tmp = path.with_name(path.name + TMP_SUFFIX)
     with open(tmp, "wb") as out:
         out.write(data)
         out.flush()
-        os.fsync(out.fileno())
+        if sync:
+            os.fsync(out.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:

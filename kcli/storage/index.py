@@ -216,11 +216,13 @@ class AbstractIndex(ABC, Generic[E]):
         if self._file is not None:
             os.fsync(self._file.fileno())
 
-    def close(self) -> None:
-        """Trim a writable index to its valid entries (Kafka `close`), flush and release the file."""
+    def close(self, *, sync: bool = True) -> None:
+        """Trim a writable index to its valid entries (Kafka `close`), flush (unless ``sync`` is False: the
+        caller fsyncs the file later) and release the file."""
         if self._writable and self._file is not None:
             self.trim_to_valid_size()
-            self.flush()
+            if sync:
+                self.flush()
         self._unmap()
         if self._file is not None:
             self._file.close()

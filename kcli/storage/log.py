@@ -92,7 +92,15 @@ class PartitionLog:
     """Append-only writer for one ``<topic>-<partition>`` directory: a new one, or (``open``) an existing one.
 
     ``log_segments`` are the LogSegments by base offset (the last, ``segment``, is active and open);
-    ``segments`` their base offsets."""
+    ``segments`` their base offsets.
+
+    ``sync_roll``: a roll fsyncs the segment it closes and its producer snapshot. A broker sets it False, as
+    Kafka's roll does no fsync under the log's lock since 3.6 (KAFKA-15046): appends would wait on the disk.
+    Its flush (``unflushed_inactive``, ``take_unsynced_snapshots``) then makes them durable in the background,
+    and the recovery point moves only then."""
+
+    sync_roll = True
+    _unsynced_snapshots: tuple[Path, ...] = ()
 
     def __init__(self, directory: str | os.PathLike, *, config: LogConfig | None = None, base_offset: int = 0,
                  topic_id: uuid.UUID | None = None) -> None:
@@ -277,6 +285,11 @@ class PartitionLog:
         start = max(bisect.bisect_right(self.segments, self.recovery_point) - 1, 0)
         return [s.log_path for s in self.log_segments[start:] if s.base_offset < active and not s.is_open]
 
+    def take_unsynced_snapshots(self) -> list[Path]:
+        """Producer snapshots written by rolls without fsync since the last call (``sync_roll`` False)."""
+        taken, self._unsynced_snapshots = list(self._unsynced_snapshots), ()
+        return taken
+
     @staticmethod
     def fsync_unflushed_inactive(paths: list[Path]) -> None:
         """fsync these segments' .log and index files (Kafka `LogSegment.flush` of an inactive segment)."""
@@ -302,10 +315,16 @@ class PartitionLog:
     def roll(self, new_base_offset: int | None = None) -> None:
         base = self.log_end_offset if new_base_offset is None else new_base_offset
         end = self.log_end_offset
-        self.fsync_unflushed_inactive(self.unflushed_inactive())
-        self.segment.close()  # fsyncs it
-        self.recovery_point = max(self.recovery_point, end)  # Kafka flushes up to the new segment on a roll
-        self.write_producer_snapshot(base)
+        if self.sync_roll:
+            self.fsync_unflushed_inactive(self.unflushed_inactive())
+            self.segment.close()  # fsyncs it
+            self.recovery_point = max(self.recovery_point, end)  # Kafka flushes up to the new segment on a roll
+            self.write_producer_snapshot(base)
+        else:  # the owner's background flush fsyncs both (unflushed_inactive lists the closed segment)
+            self.segment.close(sync=False)
+            snapshot = segment_path(self.directory, base, PRODUCER_SNAPSHOT_SUFFIX)
+            write_producer_snapshot(snapshot, self.producer_state.entries(), sync=False)
+            self._unsynced_snapshots = (*self._unsynced_snapshots, snapshot)
         self.segment = LogSegment.open(self.directory, base, self.config)
         self.log_segments.append(self.segment)
 

@@ -264,14 +264,16 @@ class SegmentIndexes:
         self.time_index.flush()
         self.txn_index.flush()
 
-    def close(self) -> None:
-        """Final time-index entry, indexes trimmed to their entries, everything fsynced."""
+    def close(self, *, sync: bool = True) -> None:
+        """Final time-index entry, indexes trimmed to their entries, everything fsynced (unless ``sync`` is
+        False)."""
         final = self.indexer.final_time_entry()
         if final is not None:
             self.time_index.maybe_append(final.timestamp, final.offset, skip_full_check=True)
-        self.index.close()
-        self.time_index.close()
-        self.txn_index.flush()
+        self.index.close(sync=sync)
+        self.time_index.close(sync=sync)
+        if sync:
+            self.txn_index.flush()
         self.txn_index.close()
 
 
@@ -487,15 +489,17 @@ class LogSegment:
         if self.indexes is not None:
             self.indexes.flush()
 
-    def close(self) -> None:
-        """Final time-index entry, trimmed indexes, fsync; the segment becomes read-only."""
+    def close(self, *, sync: bool = True) -> None:
+        """Final time-index entry, trimmed indexes, fsync (unless ``sync`` is False: the bytes are handed to
+        the OS and the caller fsyncs the files later); the segment becomes read-only."""
         if self.log is not None:
             self.log.flush()
-            os.fsync(self.log.fileno())
+            if sync:
+                os.fsync(self.log.fileno())
             self.log.close()
             self.log = None
         if self.indexes is not None:
-            self.indexes.close()
+            self.indexes.close(sync=sync)
             self.indexes = None
         self._size = None
 

@@ -191,9 +191,11 @@ def read_producer_snapshot(path: str | os.PathLike[str]) -> ProducerSnapshot:
     return snapshot
 
 
-def write_producer_snapshot(path: str | os.PathLike[str], entries: Iterable[ProducerStateEntry]) -> None:
-    """Write atomically (tmp file, fsync, rename); Kafka itself writes in place and fsyncs."""
-    write_atomically(path, encode_producer_snapshot(entries))
+def write_producer_snapshot(path: str | os.PathLike[str], entries: Iterable[ProducerStateEntry], *,
+                            sync: bool = True) -> None:
+    """Write atomically (tmp file, fsync, rename); Kafka itself writes in place and fsyncs. ``sync=False``
+    skips the fsync (the caller fsyncs the file later)."""
+    write_atomically(path, encode_producer_snapshot(entries), sync=sync)
 
 
 def _underflowing_field(layout: struct.Struct, names: tuple[str, ...], available: int) -> tuple[str, int]:

@@ -121,6 +121,43 @@ def test_admin_create_delete_topics(broker):
         admin.create_topics([NewTopic("../escape", num_partitions=1, replication_factor=1)])["../escape"].result(30)
 
 
+def _first_offset_after_reset(broker, topic: str, start: int) -> int:
+    """A librdkafka consumer assigned at ``start`` with auto.offset.reset=earliest: the offset of its first record."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": _topic("reset"),
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, start)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                return msg.offset()
+        raise AssertionError(f"no record from {topic} after assigning offset {start}: the consumer never reset")
+    finally:
+        consumer.close()
+
+
+def test_out_of_range_consumers_reset_by_auto_offset_reset(broker):
+    # OFFSET_OUT_OF_RANGE comes with an empty record set: librdkafka then applies auto.offset.reset (a null
+    # one it cannot parse, and it retries the same fetch forever).
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = _topic("reset")
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        producer.produce(topic, value=b"v%d" % i)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 5)]).values():
+        assert future.result(30).low_watermark == 5
+    assert _first_offset_after_reset(broker, topic, 2) == 5  # behind retention: to the log start
+    # past the end, as a consumer of a topic that was deleted and created again is
+    assert _first_offset_after_reset(broker, topic, 1000) == 5
+
+
 def test_offsets_for_times(broker):
     from confluent_kafka import Consumer, Producer, TopicPartition
 

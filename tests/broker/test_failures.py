@@ -224,3 +224,75 @@ def test_no_live_isr_member_goes_offline_unless_unclean_election_is_allowed(clus
     wait_for(lambda: sorted(cluster.state("unclean", 0)["isr"]) == [1, 2], 60, "broker 1 follows the new leader")
     wait_for(lambda: len(set(replica_bytes(cluster, "unclean", 0).values())) == 1, 30,
              "broker 1 truncated to the unclean leader's log")
+
+
+def _group_call(broker, api_key, version, body):
+    from broker_support import read_response
+    from kcli.protocol import decode_response, encode_request
+
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=20) as sock:
+        sock.sendall(encode_request(api_key, version, 3, "coordinator-probe", body))
+        frame = read_response(sock)
+    assert frame is not None, f"broker closed the connection on {api_key.name} v{version}"
+    return decode_response(api_key, version, frame)[1]
+
+
+def _coordinator(broker, group) -> tuple[int, int]:
+    """FindCoordinator v4 to ``broker``: (error code, node id)."""
+    from kcli.protocol import ApiKey, minimal_request
+
+    [found] = _group_call(broker, ApiKey.FIND_COORDINATOR, 4,
+                          minimal_request(ApiKey.FIND_COORDINATOR, 4, group_id=group)).coordinators
+    return found.error_code, found.node_id
+
+
+def _commit(broker, group, topic, offset: int) -> int:
+    """A simple commit (no generation, as an empty group takes it) of ``offset`` for partition 0: its error code."""
+    import dataclasses
+
+    from kcli.protocol import ApiKey, minimal_request
+
+    body = minimal_request(ApiKey.OFFSET_COMMIT, 8, group_id=group, topic=topic)
+    [t] = body.topics
+    body = dataclasses.replace(body, topics=(dataclasses.replace(t, partitions=(
+        dataclasses.replace(t.partitions[0], committed_offset=offset),)),))
+    [t] = _group_call(broker, ApiKey.OFFSET_COMMIT, 8, body).topics
+    return t.partitions[0].error_code
+
+
+def _committed(broker, group, topic) -> tuple[int, int | None]:
+    """OffsetFetch v7 of every offset of ``group``: (group error code, the committed offset of partition 0)."""
+    from kcli.protocol import ApiKey, minimal_request
+
+    response = _group_call(broker, ApiKey.OFFSET_FETCH, 7, minimal_request(ApiKey.OFFSET_FETCH, 7, group_id=group))
+    offsets = {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions}
+    return response.error_code, offsets.get((topic, 0))
+
+
+def test_other_brokers_say_not_coordinator_and_a_new_coordinator_serves_commits_after_kill_9(cluster):
+    from kio.schema.errors import ErrorCode
+
+    create_topic(cluster, "coord", partitions=1, rf=3)
+    group = "failover-group"
+    wait_for(lambda: _coordinator(cluster.brokers[0], group)[0] == ErrorCode.none, 30, "a coordinator for the group")
+    old = _coordinator(cluster.brokers[0], group)[1]
+    assert _commit(cluster.brokers[old], group, "coord", 7) == ErrorCode.none
+    for other in (b for i, b in enumerate(cluster.brokers) if i != old):
+        assert _commit(other, group, "coord", 8) == ErrorCode.not_coordinator
+        assert _committed(other, group, "coord")[0] == ErrorCode.not_coordinator
+    assert _committed(cluster.brokers[old], group, "coord") == (ErrorCode.none, 7)
+
+    cluster.brokers[old].kill()
+    alive = next(b for i, b in enumerate(cluster.brokers) if i != old)
+
+    def moved() -> int | None:
+        error, node = _coordinator(alive, group)
+        return node if error == ErrorCode.none and node not in (old, -1) else None
+    new = wait_for(moved, SESSION_MS / 1000 + 30, "the group's coordinator moves off the killed broker")
+    # the commit acknowledged by the old coordinator is there (commits wait for the ISR), and commits go on
+    wait_for(lambda: _committed(cluster.brokers[new], group, "coord") == (ErrorCode.none, 7), 30,
+             "the new coordinator serves the offset committed before the kill")
+    assert _commit(cluster.brokers[new], group, "coord", 9) == ErrorCode.none
+    assert _committed(cluster.brokers[new], group, "coord") == (ErrorCode.none, 9)
+    _restart(cluster, old)
+    wait_for(lambda: _full_isrs(cluster, "coord", 1), 60, "the killed broker rejoins")

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import datetime
 import itertools
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,10 @@ from kio.schema.sync_group.v3 import request as sync_req
 from broker_support import free_port
 from kcli.broker.config import build_config
 from kcli.broker.errors import IllegalGroupStateError
-from kcli.broker.group_coordinator import VALID_PREVIOUS_STATES, Group, GroupState
+from kcli.broker.group_coordinator import OFFSETS_TOPIC, VALID_PREVIOUS_STATES, Group, GroupCoordinator, GroupState
 from kcli.broker.kafka_apis import KafkaApis
+from kcli.broker.partition import LeaderAndIsrState
+from kcli.broker.replica_manager import FetchParams, FetchPartition
 from kcli.broker.server import KafkaServer
 from kcli.protocol import ApiKey
 
@@ -363,3 +366,84 @@ def test_offset_commit_metadata_round_trips_through_offset_fetch_and_a_restart(t
     expected = {0: (10, "checkpoint=10;host=a"), 1: (20, ""), 2: (30, "")}  # null metadata is stored as ""
     assert run(commit_and_fetch()) == expected
     assert run(fetch_after_restart()) == expected
+
+
+# -- loading and committing ------------------------------------------------------------------------------
+def test_group_requests_get_coordinator_load_in_progress_until_the_offsets_are_replayed(tmp_path, monkeypatch):
+    release = threading.Event()
+    replay = GroupCoordinator.load
+
+    def held_load(self) -> None:  # the replay of __consumer_offsets, held until the test lets it go
+        release.wait(30)
+        replay(self)
+
+    async def main() -> None:
+        async with running(tmp_path / "logs") as b:
+            b.server.admin.create_topic("t", 1, 1)
+            assert await b.commit("", -1, offsets={0: (42, "before")}) == [ErrorCode.none]
+        monkeypatch.setattr(GroupCoordinator, "load", held_load)
+        config = build_config({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}", "log.dirs": str(tmp_path / "logs"),
+                               "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1"})
+        server = KafkaServer(config)
+        await server.start()
+        try:
+            b = Broker(server)
+            assert server.groups.loading
+            loading = ErrorCode.coordinator_load_in_progress
+            assert await b.commit("", -1, offsets={0: (43, None)}) == [loading]
+            assert (await b.join("", None)).error_code == loading
+            fetched = await b.call(ApiKey.OFFSET_FETCH, 6, fetch_req.OffsetFetchRequest(group_id=GROUP, topics=(
+                fetch_req.OffsetFetchRequestTopic(name="t", partition_indexes=(0,)),)))
+            assert fetched.error_code == loading
+            assert (await b.call(ApiKey.LIST_GROUPS, 4, list_req.ListGroupsRequest(states_filter=()))).error_code \
+                == loading
+            release.set()
+            while server.groups.loading:
+                await asyncio.sleep(0.01)
+            # served only once replayed: the commit made before the restart is there, and commits go on
+            assert await b.fetch("t", [0]) == {0: (42, "before")}
+            assert await b.commit("", -1, offsets={0: (43, None)}) == [ErrorCode.none]
+            assert await b.fetch("t", [0]) == {0: (43, "")}
+        finally:
+            release.set()
+            await server.stop()
+
+    run(main())
+
+
+async def _offsets_partition_with_a_silent_follower(b: Broker) -> Any:
+    """The group's __consumer_offsets partition, led here with broker 1 in its ISR, which never fetches by
+    itself: the high watermark stays where it is until the test fetches as broker 1."""
+    b.server.admin.create_topic("t", 1, 1)
+    assert await b.commit("", -1, offsets={0: (1, None)}) == [ErrorCode.none]  # __consumer_offsets exists now
+    partition = b.server.replica_manager.find(OFFSETS_TOPIC, b.server.groups.partition_for(GROUP))
+    assert partition.make_leader(LeaderAndIsrState(controller_epoch=1, leader=0, leader_epoch=partition.leader_epoch + 1,
+                                                   isr=[0, 1], partition_epoch=1, replicas=[0, 1]))
+    return partition
+
+
+def test_offset_commit_fails_after_offsets_commit_timeout_ms_without_the_isr(tmp_path):
+    async def main() -> None:
+        async with running(tmp_path / "logs", **{"offsets.commit.timeout.ms": "300"}) as b:
+            await _offsets_partition_with_a_silent_follower(b)
+            assert await b.commit("", -1, offsets={0: (2, None)}) == [ErrorCode.request_timed_out]
+            assert await b.fetch("t", [0]) == {0: (1, "")}  # a commit not acknowledged is not served
+
+    run(main())
+
+
+def test_offset_commit_is_answered_once_the_isr_has_it(tmp_path):
+    async def main() -> None:
+        async with running(tmp_path / "logs", **{"offsets.commit.timeout.ms": "60000"}) as b:
+            partition = await _offsets_partition_with_a_silent_follower(b)
+            commit = asyncio.create_task(b.commit("", -1, offsets={0: (2, None)}))
+            await asyncio.sleep(0.2)
+            assert not commit.done()  # appended here, not yet on broker 1
+            params = FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, read_committed=False, replica_id=1,
+                                 client_rack=None)
+            await b.server.replica_manager.fetch_messages(params, [FetchPartition(
+                OFFSETS_TOPIC, partition.index, partition.log_end_offset, 1 << 20, partition.topic_id)])
+            assert await asyncio.wait_for(commit, 30) == [ErrorCode.none]
+            assert await b.fetch("t", [0]) == {0: (2, "")}
+
+    run(main())

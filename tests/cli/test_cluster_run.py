@@ -338,3 +338,13 @@ def test_a_directory_in_use_is_refused(cluster_run, tmp_path):
         run = cluster_run("--brokers", "1", "--zookeeper-port", str(free_port()))
         assert run.wait() == 1, run.stderr
     assert "another kctl cluster run (pid 4242)" in run.stderr
+
+
+def test_rack_names_are_dealt_round_robin_with_the_prefix():
+    from kcli.cluster.runner import ClusterSpec, broker_rack
+
+    # librdkafka's tests expect trivup's naming, RACK<broker id> (0101 sets client.rack to a follower's).
+    trivup = ClusterSpec(brokers=3, racks=3, rack_prefix="RACK")
+    assert [broker_rack(i, trivup) for i in range(3)] == ["RACK0", "RACK1", "RACK2"]
+    assert [broker_rack(i, ClusterSpec(brokers=3, racks=2)) for i in range(3)] == ["r0", "r1", "r0"]
+    assert broker_rack(0, ClusterSpec(brokers=3)) is None

@@ -1,0 +1,566 @@
+#!/usr/bin/env python3
+"""librdkafka's own integration test suite (tests/test-runner) against `kctl broker run` and a 3-broker
+`kctl cluster run`.
+
+librdkafka's tests/ directory holds ~170 tests, compiled into one program, `test-runner`, that reads the brokers
+from `test.conf` and picks tests by number (`TESTS=0045`). Which of them are "broker tests", the set run here:
+
+* every entry of tests/test.c's test table, less those flagged TEST_F_LOCAL (need no broker: unit tests, the
+  mock cluster, configuration), TEST_F_MANUAL (run by hand only);
+* less TEST_F_SOCKEM (they put librdkafka's socket emulator between client and broker to inject delays and
+  disconnects: they test the client's network handling, not the broker);
+* less TEST_F_KNOWN_ISSUE (librdkafka marks them broken; its own runner skips them unless -k);
+* less the tests whose name ends in `_mock` but lack the local flag (0139, 0150 in 2.12.0): they start
+  librdkafka's mock cluster and never talk to test.conf's brokers.
+
+With librdkafka 2.12.0 (what `node-rdkafka@3.6.1` bundles, the default source) that is 97 tests. Some of them
+skip themselves here by design, and are reported as skip: the SSL/SASL/OIDC ones (0097, 0126, 0135, 0142:
+no SSL or SASL listener), 0098 (its Java producer needs RapidJSON and Kafka's jars), 0153 (KIP-848 consumer
+groups only), parts of 0016 (broker JMX). The 4 tests of the `noautocreate` scenario (0045 two of them, 0107,
+0111) run with `-s noautocreate` against a second start of the target with auto.create.topics.enable=false,
+as librdkafka's trivup scenarios do.
+
+Targets, configured as librdkafka's trivup clusters are (tests/scenarios/*.json, cluster_testing.py):
+num.partitions=4, default.replication.factor min(brokers, 3), auto.create.topics.enable per scenario,
+broker.rack=RACK<broker id> and replica.selector.class=RackAwareReplicaSelector (0101 sets client.rack to
+"RACK<id>" of a follower and checks that the follower serves its fetches):
+
+* single:  `kctl broker run` (one broker, standalone);
+* cluster: `kctl cluster run --brokers 3 --racks 3 --rack-prefix RACK` (ZooKeeper mode; Debian's zookeeper).
+
+Each test number runs in its own `test-runner` process (`TESTS=<number> ./test-runner -L -E -p1`; several
+names share a number, e.g. 0045's, and then run one after the other in that process), niced, under a
+wall-clock timeout, --jobs at a time. Not with -Q (librdkafka's CI's quick mode) unless --quick: it skips every
+sub-test not marked quick, and 0045_subscribe_update, for one, then does nothing and passes. test.conf sets
+bootstrap.servers and test.timeout.multiplier; TEST_KAFKA_VERSION is Kafka's version kctl follows (3.7.0). Tests that shell out to Kafka's scripts
+(kafka-topics.sh: 0045, 0052, 0077; kafka-acls.sh: 0115, 0119) get KAFKA_PATH=<workdir>/kafka whose bin/ holds
+stand-ins that do the same through the Admin API (confluent-kafka, a test dependency of kcli).
+
+Results: a table of pass/fail/skip/timeout per test and target and the totals; every failing process's output
+and the brokers' logs are kept under --out (default ~/.cache/kcli-bench/librdkafka-suite-runs/<time>/), the
+table also as results.json there.
+
+The suite is built once into ~/.cache/kcli-bench/librdkafka-suite-<version>/ (or $XDG_CACHE_HOME/...), about
+6 minutes on 2 cores: librdkafka's source from `npm pack node-rdkafka@3.6.1` (as bench_rdkafka.py gets it) or
+--librdkafka-src DIR (a clone or `git archive` of confluentinc/librdkafka), `./configure --disable-gssapi
+--disable-curl --disable-zstd --disable-lz4-ext` (and --disable-ssl without OpenSSL's headers), `make libs`,
+`make -C tests build`. Needs gcc, g++, make, zlib's headers, npm for the default source.
+
+Usage: bench/librdkafka_suite.py [--targets single,cluster] [--tests 0001,0045,...] [--jobs 2]
+         [--timeout 900] [--timeout-multiplier 2] [--quick] [--librdkafka-src DIR] [--build-only] [--list]
+         [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+import bench_broker as bb  # noqa: E402  (free_port, wait_listening, stop_process, tail)
+import bench_rdkafka as br  # noqa: E402  (cache_root, source_version, the npm source, _run)
+
+KAFKA_VERSION = "3.7.0"  # the Kafka kctl follows: TEST_KAFKA_VERSION gates tests and their sub-tests
+SCENARIOS = ("default", "noautocreate")
+CONFIGURE = ["--disable-gssapi", "--disable-curl", "--disable-zstd", "--disable-lz4-ext"]
+# trivup's broker config for librdkafka's tests (scenarios/*.json, cluster_testing.py)
+TRIVUP_OVERRIDES = ("num.partitions=4",
+                    "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector")
+EXCLUDED_FLAGS = {
+    "TEST_F_LOCAL": "needs no broker",
+    "TEST_F_MANUAL": "manual",
+    "TEST_F_SOCKEM": "socket emulation (client network faults)",
+    "TEST_F_KNOWN_ISSUE": "librdkafka's known issue",
+}
+STATES = {"PASSED": "pass", "FAILED": "fail", "SKIPPED": "skip", "RUNNING": "fail", "NOT_STARTED": "skip"}
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+SUMMARY_LINE = re.compile(r"^\|\s*(\S+)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING|NOT_STARTED)\s*\|\s*([\d.]+)s\s*\|"
+                          r"\s*(.*)$")
+
+
+# -- building test-runner ------------------------------------------------------------------------------
+def suite_home(version: str) -> Path:
+    return br.cache_root() / f"librdkafka-suite-{version}"
+
+
+def build_suite(source: Path | None) -> Path:
+    """librdkafka's tests/ directory with test-runner built (cached); building takes minutes on 2 cores."""
+    version = br.source_version(source.resolve()) if source is not None else br.NODE_RDKAFKA_LIBRDKAFKA
+    home = suite_home(version)
+    tree = home / "librdkafka"
+    stamp = home / "built"
+    if stamp.is_file() and (tree / "tests" / "test-runner").is_file():
+        return tree / "tests"
+    missing = [tool for tool in ("gcc", "g++", "make") if shutil.which(tool) is None]
+    if missing or not Path("/usr/include/zlib.h").exists():
+        raise RuntimeError(f"building librdkafka's test-runner needs gcc, g++, make and zlib's headers "
+                           f"(apt-get install -y build-essential zlib1g-dev); missing: {missing or 'zlib.h'}")
+    home.mkdir(parents=True, exist_ok=True)
+    log = home / "build.log"
+    shutil.rmtree(tree, ignore_errors=True)
+    print(f"building librdkafka {version} and its test-runner in {home}; log {log} ...", flush=True)
+    started = time.monotonic()
+    if source is not None:
+        shutil.copytree(source.resolve(), tree, ignore=shutil.ignore_patterns(".git"))
+    else:
+        unpacked = br._npm_source(home / "npm", log)
+        unpacked.rename(tree)
+        shutil.rmtree(home / "npm", ignore_errors=True)
+    configure = CONFIGURE + ([] if Path("/usr/include/openssl/ssl.h").exists() else ["--disable-ssl"])
+    jobs = f"-j{os.cpu_count() or 1}"
+    br._run(["./configure"] + configure, tree, log)
+    br._run(["make", jobs, "libs"], tree, log, timeout=3600)
+    br._run(["make", jobs, "-C", "tests", "build"], tree, log, timeout=3600)
+    stamp.write_text(f"librdkafka {version}, configure {' '.join(configure)}\n")
+    print(f"built {tree / 'tests' / 'test-runner'} in {time.monotonic() - started:.0f}s", flush=True)
+    return tree / "tests"
+
+
+# -- which tests -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SuiteTest:
+    name: str  # 0045_subscribe_update
+    flags: frozenset[str]
+    scenario: str  # the scenario it runs in here: default or noautocreate
+
+    @property
+    def number(self) -> str:
+        return self.name.split("_", 1)[0]
+
+
+def parse_test_table(test_c: Path) -> list[tuple[str, frozenset[str], str]]:
+    """tests/test.c's `struct test tests[]`: (name, flags, scenario) per _TEST(...) entry."""
+    text = test_c.read_text(errors="replace")
+    start = text.index("struct test tests[]")
+    body = text[start:text.index("\n};", start)]
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    entries = []
+    for m in re.finditer(r"_TEST\(\s*(\w+)\s*,", body):
+        depth, i = 1, m.end()
+        while depth and i < len(body):  # the entry's arguments, to its closing parenthesis
+            depth += {"(": 1, ")": -1}.get(body[i], 0)
+            i += 1
+        args = body[m.end():i - 1]
+        flags = frozenset(re.findall(r"\bTEST_F_\w+", args))
+        scenario = re.search(r'\.scenario\s*=\s*"([^"]*)"', args)
+        entries.append((m.group(1), flags, scenario.group(1) if scenario else "default"))
+    return entries
+
+
+def exclusion(name: str, flags: frozenset[str]) -> str | None:
+    for flag, why in EXCLUDED_FLAGS.items():
+        if flag in flags:
+            return why
+    if name.endswith("_mock") or "_mock_" in name:
+        return "librdkafka's mock cluster only"
+    return None
+
+
+def select_tests(tests_dir: Path) -> tuple[list[SuiteTest], dict[str, str]]:
+    """The broker tests (see the module's doc) and, for the others, why they are left out."""
+    chosen, left_out = [], {}
+    for name, flags, scenario in parse_test_table(tests_dir / "test.c"):
+        if name == "0000_unittests":
+            left_out[name] = "unit tests"
+            continue
+        why = exclusion(name, flags)
+        if why:
+            left_out[name] = why
+            continue
+        # "default,ak23" runs in the default scenario; only noautocreate needs another broker config
+        chosen.append(SuiteTest(name, flags, "noautocreate" if "noautocreate" in scenario.split(",")
+                                and "default" not in scenario.split(",") else "default"))
+    return chosen, left_out
+
+
+# -- Kafka's scripts, done with the Admin API --------------------------------------------------------
+SHIM = """#!/bin/sh
+# Written by kcli's bench/librdkafka_suite.py: Kafka's {script} for librdkafka's tests, through the Admin API.
+exec {python} {runner} --shim {script} "$@"
+"""
+
+
+def write_kafka_path(workdir: Path) -> Path:
+    kafka = workdir / "kafka"
+    (kafka / "bin").mkdir(parents=True, exist_ok=True)
+    for script in ("kafka-topics.sh", "kafka-acls.sh"):
+        path = kafka / "bin" / script
+        path.write_text(SHIM.format(script=script, python=sys.executable, runner=Path(__file__).resolve()))
+        path.chmod(0o755)
+    return kafka
+
+
+def _shim_args(argv: list[str]) -> tuple[dict[str, list[str]], set[str]]:
+    """--key value / --flag arguments as the Kafka scripts take them."""
+    values: dict[str, list[str]] = {}
+    flags: set[str] = set()
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            values.setdefault(arg[2:], []).append(argv[i + 1])
+            i += 2
+        else:
+            flags.add(arg.lstrip("-"))
+            i += 1
+    return values, flags
+
+
+def shim(script: str, argv: list[str]) -> int:
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                       NewPartitions, NewTopic, ResourcePatternType, ResourceType)
+
+    values, flags = _shim_args(argv)
+    bootstrap = (values.get("bootstrap-server") or [""])[0]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = (values.get("topic") or [""])[0]
+    if script == "kafka-topics.sh":
+        if "create" in flags:
+            configs = dict(c.split("=", 1) for c in values.get("config", []))
+            futures = admin.create_topics([NewTopic(topic, int(values.get("partitions", ["-1"])[0]),
+                                                    int(values.get("replication-factor", ["-1"])[0]),
+                                                    config=configs)], operation_timeout=30)
+        elif "alter" in flags and "partitions" in values:
+            futures = admin.create_partitions([NewPartitions(topic, int(values["partitions"][0]))],
+                                              operation_timeout=30)
+        elif "delete" in flags:
+            futures = admin.delete_topics([topic], operation_timeout=30)
+        else:
+            print(f"{script} stand-in: unsupported arguments {argv}", file=sys.stderr)
+            return 2
+    elif script == "kafka-acls.sh":
+        allow = "allow-principal" in values
+        principal = (values.get("allow-principal") or values.get("deny-principal"))[0]
+        host = (values.get("allow-host") or values.get("deny-host") or ["*"])[0]
+        operation = getattr(AclOperation, values["operation"][0].upper())
+        acl = (ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, host, operation,
+               AclPermissionType.ALLOW if allow else AclPermissionType.DENY)
+        if "add" in flags:
+            futures = admin.create_acls([AclBinding(*acl)], request_timeout=30)
+        else:
+            futures = admin.delete_acls([AclBindingFilter(*acl)], request_timeout=30)
+    else:
+        return 2
+    try:
+        for future in futures.values():
+            future.result()
+    except Exception as exc:  # the script's exit status is what the tests check
+        print(f"{script} stand-in: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# -- targets -----------------------------------------------------------------------------------------
+class Single:
+    """One `kctl broker run`, standalone."""
+
+    name = "single"
+    brokers = 1
+
+    def __init__(self, workdir: Path, scenario: str) -> None:
+        self.dir = workdir / f"single-{scenario}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.scenario = scenario
+        self.port = bb.free_port()
+        self.proc: subprocess.Popen | None = None
+        self.log = self.dir / "broker.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{bb.LOOPBACK}:{self.port}"
+
+    def start(self) -> None:
+        overrides = [f"listeners=PLAINTEXT://{bb.LOOPBACK}:{self.port}", f"log.dirs={self.dir / 'logs'}",
+                     "broker.rack=RACK0", f"auto.create.topics.enable={str(self.scenario == 'default').lower()}",
+                     *TRIVUP_OVERRIDES]
+        command = kctl() + ["broker", "run"] + [x for o in overrides for x in ("--override", o)]
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=kctl_env(), cwd=self.dir, start_new_session=True)
+        bb.wait_listening(self.proc, self.port, 90, self.log)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        bb.stop_process(self.proc, 30)
+
+    def logs(self) -> list[Path]:
+        return [self.log]
+
+
+class Cluster:
+    """`kctl cluster run --brokers 3 --racks 3 --rack-prefix RACK`: racks RACK0..RACK2 as trivup names them."""
+
+    name = "cluster"
+    brokers = 3
+
+    def __init__(self, workdir: Path, scenario: str) -> None:
+        self.dir = workdir / f"cluster-{scenario}"
+        self.scenario = scenario
+        self.proc: subprocess.Popen | None = None
+        self.info: dict | None = None
+        self.out = workdir / f"cluster-{scenario}.out"
+
+    @property
+    def bootstrap(self) -> str:
+        return self.info["bootstrap"]
+
+    def start(self) -> None:
+        overrides = [f"auto.create.topics.enable={str(self.scenario == 'default').lower()}", *TRIVUP_OVERRIDES]
+        # --start-timeout: on a loaded machine three Python brokers starting at once take a while
+        command = kctl() + ["cluster", "run", "--brokers", "3", "--racks", "3", "--rack-prefix", "RACK",
+                            "--start-timeout", "300", "--data-dir", str(self.dir), "--json"] + [x for o in overrides for x in ("--override", o)]
+        err = open(self.out, "wb")
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+                                     env=kctl_env(), start_new_session=True)
+        err.close()
+        deadline = time.monotonic() + 600
+        line = b""
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 1)
+            if ready:
+                line = self.proc.stdout.readline()
+                break
+        if not line:
+            self.stop()
+            raise RuntimeError(f"kctl cluster run did not start:\n{bb.tail(self.out, 30)}")
+        self.info = json.loads(line)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        bb.stop_process(self.proc, 90)
+
+    def logs(self) -> list[Path]:
+        return [self.out] + sorted(self.dir.glob("broker-*/broker.log"))
+
+
+def kctl() -> list[str]:
+    exe = Path(sys.executable).parent / "kctl"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kcli"]
+
+
+def kctl_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+# -- running -------------------------------------------------------------------------------------------
+@dataclass
+class Result:
+    state: str  # pass, fail, skip, timeout
+    seconds: float = 0.0
+    reason: str = ""
+    log: str | None = None
+
+
+@dataclass
+class Job:
+    number: str
+    scenario: str
+    names: list[str] = field(default_factory=list)
+
+
+def failure_reason(output: str, name: str) -> str:
+    """The first failure message the test-runner printed for `name` (its `### Test ... failed at ...` block)."""
+    m = re.search(r"### Test \"" + re.escape(name) + r"[^\n]*failed at ([^\n]*)\n\s*([^\n]*)", output)
+    if m:
+        return f"{m.group(2).strip()} ({m.group(1).split(' at ')[0].strip()})"
+    m = re.search(r"TEST FAILURE[^\n]*\n[^\n]*" + re.escape(name) + r"[^\n]*\n\s*([^\n]*)", output)
+    return m.group(1).strip() if m else ""
+
+
+def run_job(job: Job, tests_dir: Path, conf: Path, env: dict[str, str], timeout: float, quick: bool,
+            logdir: Path, nice: int) -> dict[str, Result]:
+    log = logdir / f"{job.number}-{job.scenario}.log"
+    report = logdir / f"{job.number}-{job.scenario}.json"
+    command = ["nice", "-n", str(nice), "./test-runner", "-L", "-E", "-p1", "-s", job.scenario]
+    if quick:
+        command.append("-Q")
+    run_env = dict(env, TESTS=job.number, TEST_REPORT=str(report), RDKAFKA_TEST_CONF=str(conf),
+                   TEST_SCENARIO=job.scenario)
+    started = time.monotonic()
+    timed_out = False
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(command, cwd=tests_dir, env=run_env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the test-runner and its children only
+            proc.wait()
+    elapsed = time.monotonic() - started
+    output = ANSI.sub("", log.read_text(errors="replace"))
+    results: dict[str, Result] = {}
+    for line in output.splitlines():
+        m = SUMMARY_LINE.match(line.strip())
+        if m and m.group(1) in job.names:
+            # the summary's durations are often 0.000s: the process's wall time is shown instead
+            results[m.group(1)] = Result(STATES[m.group(2)], float(m.group(3)) or elapsed, m.group(4).strip())
+    for name in job.names:
+        r = results.get(name)
+        if r is None:
+            state = "timeout" if timed_out else "fail"
+            why = f"no result after {elapsed:.0f}s (killed)" if timed_out else f"no result (exit {proc.returncode})"
+            results[name] = r = Result(state, elapsed, failure_reason(output, name) or why)
+        elif r.state == "fail":
+            r.reason = failure_reason(output, name) or r.reason
+    if any(r.state in ("fail", "timeout") for r in results.values()):
+        for r in results.values():
+            r.log = str(log)
+    else:
+        log.unlink(missing_ok=True)
+    report.unlink(missing_ok=True)
+    return results
+
+
+def run_target(kind: type, jobs: list[Job], tests_dir: Path, workdir: Path, out: Path, args) -> dict[str, Result]:
+    results: dict[str, Result] = {}
+    kafka_path = write_kafka_path(workdir)
+    for scenario in SCENARIOS:
+        todo = [j for j in jobs if j.scenario == scenario]
+        if not todo:
+            continue
+        target = kind(workdir, scenario)
+        print(f"[{kind.name}/{scenario}] starting ...", flush=True)
+        try:
+            target.start()
+        except Exception as exc:  # its tests count as failed; the other scenario and target still run
+            print(f"[{kind.name}/{scenario}] !! did not start: {exc}", flush=True)
+            for job in todo:
+                for name in job.names:
+                    results[name] = Result("fail", 0.0, f"target did not start: {str(exc)[:200]}")
+            continue
+        logdir = out / kind.name
+        logdir.mkdir(parents=True, exist_ok=True)
+        conf = workdir / f"{kind.name}-{scenario}-test.conf"
+        conf.write_text(f"bootstrap.servers={target.bootstrap}\ntest.timeout.multiplier={args.timeout_multiplier}\n"
+                        "test.topic.random=true\n")
+        env = dict(os.environ, TEST_KAFKA_VERSION=KAFKA_VERSION, BROKERS=target.bootstrap, KAFKA_PATH=str(kafka_path),
+                   LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(tests_dir.parent / "src"),
+                                                                 str(tests_dir.parent / "src-cpp"),
+                                                                 os.environ.get("LD_LIBRARY_PATH")])))
+        env.pop("CI", None)  # CI=... makes test-runner shorten timeouts and cap concurrency
+        print(f"[{kind.name}/{scenario}] {target.bootstrap}: {sum(len(j.names) for j in todo)} tests in "
+              f"{len(todo)} processes, {args.jobs} at a time", flush=True)
+        lock = threading.Lock()
+        try:
+            with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+                futures = {pool.submit(run_job, j, tests_dir, conf, env, args.timeout, args.quick, logdir,
+                                       args.nice): j for j in todo}
+                for future in concurrent.futures.as_completed(futures):
+                    job = futures[future]
+                    with lock:
+                        for name, r in sorted(future.result().items()):
+                            results[name] = r
+                            print(f"[{kind.name}] {name:<48} {r.state:<7} {r.seconds:7.1f}s  {r.reason[:90]}",
+                                  flush=True)
+                        if not target.alive():
+                            print(f"[{kind.name}] !! the target exited (after {job.number})", flush=True)
+        finally:
+            target.stop()
+            for log in target.logs():
+                if log.exists():
+                    shutil.copy2(log, logdir / f"{scenario}-{log.parent.name}-{log.name}")
+    return results
+
+
+def print_table(tests: list[SuiteTest], results: dict[str, dict[str, Result]]) -> None:
+    targets = list(results)
+    print("\n" + f"{'test':<48}" + "".join(f"{t:<10}" for t in targets))
+    for t in tests:
+        print(f"{t.name:<48}" + "".join(f"{results[k].get(t.name, Result('-')).state:<10}" for k in targets))
+    print()
+    for k in targets:
+        counts = {s: sum(1 for r in results[k].values() if r.state == s) for s in ("pass", "fail", "timeout", "skip")}
+        print(f"{k}: {counts['pass']} pass, {counts['fail']} fail, {counts['timeout']} timeout, {counts['skip']} "
+              f"skip, of {len(results[k])}")
+        for name, r in sorted(results[k].items()):
+            if r.state in ("fail", "timeout"):
+                print(f"  {name}: {r.state}: {r.reason[:160]}  [{r.log}]")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--targets", default="single,cluster", help="single, cluster or both (comma-separated)")
+    ap.add_argument("--tests", help="only these test numbers (comma-separated, e.g. 0001,0045)")
+    ap.add_argument("--jobs", type=int, default=2, help="test-runner processes at a time")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds at most for one test-runner process")
+    ap.add_argument("--timeout-multiplier", type=float, default=2.0, help="test.timeout.multiplier in test.conf")
+    ap.add_argument("--quick", action="store_true", help="test-runner -Q, as librdkafka's CI runs: skips every "
+                    "sub-test not marked quick (0045_subscribe_update then does nothing and passes)")
+    ap.add_argument("--nice", type=int, default=10)
+    ap.add_argument("--librdkafka-src", type=Path, help="build from this librdkafka source tree (default: the "
+                    "release node-rdkafka bundles, with npm pack)")
+    ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--list", action="store_true", help="list the selected tests and those left out, and why")
+    ap.add_argument("--out", type=Path, help="where logs and results.json go")
+    if sys.argv[1:2] == ["--shim"]:  # a stand-in for one of Kafka's scripts: the rest are that script's arguments
+        return shim(sys.argv[2], sys.argv[3:])
+    args = ap.parse_args()
+
+    tests_dir = build_suite(args.librdkafka_src)
+    if args.build_only:
+        print(tests_dir / "test-runner")
+        return 0
+    tests, left_out = select_tests(tests_dir)
+    if args.tests:
+        wanted = set(args.tests.split(","))
+        tests = [t for t in tests if t.number in wanted or t.name in wanted]
+    if args.list:
+        for t in tests:
+            print(f"{t.name:<48} {t.scenario}")
+        print(f"{len(tests)} selected; left out:")
+        for name, why in left_out.items():
+            print(f"  {name:<46} {why}")
+        return 0
+    jobs: dict[tuple[str, str], Job] = {}
+    for t in tests:
+        jobs.setdefault((t.number, t.scenario), Job(t.number, t.scenario)).names.append(t.name)
+    out = (args.out or br.cache_root() / "librdkafka-suite-runs" / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # the finally blocks must still stop the brokers
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
+    kinds = {"single": Single, "cluster": Cluster}
+    results: dict[str, dict[str, Result]] = {}
+    workdir = Path(tempfile.mkdtemp(prefix="kcli-librdkafka-suite-"))
+    print(f"librdkafka tests in {tests_dir}; {len(tests)} tests; output in {out}; workdir {workdir}", flush=True)
+    try:
+        for name in args.targets.split(","):
+            try:
+                results[name] = run_target(kinds[name], sorted(jobs.values(), key=lambda j: j.number), tests_dir,
+                                           workdir, out, args)
+            except Exception as exc:  # a target that would not start: its tests count as failed, the next runs
+                print(f"[{name}] !! {exc}", flush=True)
+                results[name] = {t.name: Result("fail", 0.0, f"target did not start: {str(exc)[:200]}")
+                                 for t in tests}
+            (out / "results.json").write_text(json.dumps(
+                {k: {n: vars(r) for n, r in v.items()} for k, v in results.items()}, indent=1))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print_table(tests, results)
+    print(f"\nlogs and results.json in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
