@@ -14,7 +14,14 @@ from concurrent.futures import Future
 
 import pytest
 
-from controller_support import live_ids, partitions_of, read_json, start_broker, wait_for
+from controller_support import (
+    live_ids,
+    partitions_of,
+    read_json,
+    start_broker,
+    wait_for,
+    wait_for_metadata_delivered,
+)
 from kcli.broker.controller.context import ReplicaAssignment
 from kcli.broker.controller.events import ListPartitionReassignments, ZkPartitionReassignment
 from kcli.broker.errors import InvalidReplicaAssignmentError, NoReassignmentInProgressError, UnknownTopicOrPartitionError
@@ -46,12 +53,7 @@ def brokers(zookeeper, chroot, root):
         KafkaZkClient.for_registration(started[1].registration).create_topic("orders", ORDERS, TOPIC_ID)
         wait_for(lambda: all(root.exists(f"{chroot}/brokers/topics/orders/partitions/{p}/state") for p in ORDERS),
                  what="the partition states")
-        # Each broker's requests arrive in order (one queue per broker): an UpdateMetadata with the new partitions
-        # comes after the LeaderAndIsr before it. Clearing sooner leaves late ones to the test (a loaded machine).
-        for broker in started.values():
-            wait_for(lambda b=broker: any({("orders", p) for p in ORDERS} <= set(partitions_of(u))
-                                          for u in b.server.requests(ApiKey.UPDATE_METADATA)),
-                     what=f"broker {broker.id} learning the orders partitions")
+        wait_for_metadata_delivered(started.values(), started[0].runner.controller, [P0, P1])
         for broker in started.values():
             broker.server.clear()
         yield started
