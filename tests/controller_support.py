@@ -153,15 +153,17 @@ def wait_for_metadata_delivered(brokers, controller, partitions) -> None:
     ``partitions``, what was queued for it before has arrived too. Wait for this before clearing the recorded
     requests, or late ones from the step before land in the next (as they do on a loaded machine)."""
     def current(tp):
-        leader_and_isr = controller.ctx.partition_leader_and_isr(tp)
-        return leader_and_isr.leader, leader_and_isr.leader_epoch, list(leader_and_isr.isr)
+        leader_and_isr = controller.ctx.partition_leader_and_isr(tp)  # None until the controller elected one
+        return None if leader_and_isr is None else (leader_and_isr.leader, leader_and_isr.leader_epoch,
+                                                    list(leader_and_isr.isr))
 
     def delivered(broker) -> bool:
         seen = {}
         for update in broker.server.requests(ApiKey.UPDATE_METADATA):
             for key, s in partitions_of(update).items():
                 seen.setdefault(key, []).append((s.leader, s.leader_epoch, list(s.isr)))
-        return all(current(tp) in seen.get((tp.topic, tp.partition), []) for tp in partitions)
+        return all((now := current(tp)) is not None and now in seen.get((tp.topic, tp.partition), [])
+                   for tp in partitions)
 
     for broker in brokers:
         wait_for(lambda b=broker: delivered(b), what=f"broker {broker.id} up to date with the controller")
