@@ -44,16 +44,16 @@ async def leader_and_isr(ctx: RequestContext, req: Any) -> Any:
 
     error, errors = services.replica_manager.apply_leader_and_isr(
         int(req.controller_epoch), int(getattr(req, "broker_epoch", -1)), states, ensure)
+    # v5 (the only version served) answers per topic id; the flat partition_errors with topic names are v0-v4's
     by_topic: dict[str, list[Any]] = {}
     for (topic, index), code in errors.items():
         by_topic.setdefault(topic, []).append(
-            build(R, "LeaderAndIsrPartitionError", topic_name=topic, partition_index=index, error_code=code))
+            build(R, "LeaderAndIsrPartitionError", partition_index=index, error_code=code))
     if error != ErrorCode.none:
-        return build(R, "LeaderAndIsrResponse", error_code=error, topics=(), partition_errors=())
+        return build(R, "LeaderAndIsrResponse", error_code=error, topics=())
     return build(R, "LeaderAndIsrResponse", error_code=ErrorCode.none,
                  topics=tuple(build(R, "LeaderAndIsrTopicError", topic_id=topic_ids.get(t, ZERO_UUID),
-                                    partition_errors=tuple(parts)) for t, parts in by_topic.items()),
-                 partition_errors=tuple(p for parts in by_topic.values() for p in parts))
+                                    partition_errors=tuple(parts)) for t, parts in by_topic.items()))
 
 
 async def update_metadata(ctx: RequestContext, req: Any) -> Any:
