@@ -34,7 +34,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 120.0) -> None:  # returns once serving: only a loaded machine takes long
         tiers.require("broker_process", f"a kctl broker process on port {self.port}")
         self.stderr_path = self.log_dir.parent / f"broker-{self.port}-{int(time.time() * 1000)}.log"
         args = [sys.executable, "-m", "kcli", "broker", "run",

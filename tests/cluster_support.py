@@ -104,7 +104,7 @@ def metadata(cluster, topic=None):
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    return admin.list_topics(topic=topic, timeout=10)
+    return admin.list_topics(topic=topic, timeout=30)
 
 
 def create_topic(cluster, name, partitions=3, rf=3, assignment=None, config=None):
@@ -116,14 +116,15 @@ def create_topic(cluster, name, partitions=3, rf=3, assignment=None, config=None
         new = NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment, config=config or {})
     else:
         new = NewTopic(name, num_partitions=partitions, replication_factor=rf, config=config or {})
-    futures = admin.create_topics([new], operation_timeout=30)
-    futures[name].result(60)
+    # Generous: the broker answers once the controller elected every leader, which a loaded machine can make slow.
+    futures = admin.create_topics([new], operation_timeout=120, request_timeout=150)
+    futures[name].result(180)
 
     def ready():
         topic = metadata(cluster, name).topics.get(name)
         return topic is not None and topic.error is None and topic.partitions and all(
             p.leader >= 0 and len(p.isrs) == len(p.replicas) for p in topic.partitions.values())
-    wait_for(ready, 60, f"leaders and full ISRs for {name}")
+    wait_for(ready, 120, f"leaders and full ISRs for {name}")
     return metadata(cluster, name).topics[name]
 
 

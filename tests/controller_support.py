@@ -147,6 +147,28 @@ def wait_for(condition, timeout: float = 20.0, what: str = "condition") -> None:
         time.sleep(0.02)
 
 
+def wait_for_metadata_delivered(brokers, controller, partitions) -> None:
+    """Each broker gets the controller's requests in the order they were queued (one queue and sender thread per
+    broker): once it got an UpdateMetadata with the controller's current leader, leader epoch and ISR of each of
+    ``partitions``, what was queued for it before has arrived too. Wait for this before clearing the recorded
+    requests, or late ones from the step before land in the next (as they do on a loaded machine)."""
+    def current(tp):
+        leader_and_isr = controller.ctx.partition_leader_and_isr(tp)  # None until the controller elected one
+        return None if leader_and_isr is None else (leader_and_isr.leader, leader_and_isr.leader_epoch,
+                                                    list(leader_and_isr.isr))
+
+    def delivered(broker) -> bool:
+        seen = {}
+        for update in broker.server.requests(ApiKey.UPDATE_METADATA):
+            for key, s in partitions_of(update).items():
+                seen.setdefault(key, []).append((s.leader, s.leader_epoch, list(s.isr)))
+        return all((now := current(tp)) is not None and now in seen.get((tp.topic, tp.partition), [])
+                   for tp in partitions)
+
+    for broker in brokers:
+        wait_for(lambda b=broker: delivered(b), what=f"broker {broker.id} up to date with the controller")
+
+
 def read_json(root, path: str):
     data, stat = root.get(path)
     return json.loads(data), stat.version

@@ -8,7 +8,15 @@ import logging
 
 import pytest
 
-from controller_support import Broker, live_ids, partitions_of, read_json, start_broker, wait_for
+from controller_support import (
+    Broker,
+    live_ids,
+    partitions_of,
+    read_json,
+    start_broker,
+    wait_for,
+    wait_for_metadata_delivered,
+)
 from kcli.broker.controller import elections
 from kcli.broker.controller.elections import ElectionType
 from kcli.broker.errors import (
@@ -80,6 +88,8 @@ def bounce_preferred_leader(cluster, root, chroot, config: dict, *, rejoin: bool
                                                expected_version=version) == version + 1
         leader_zk.propagate_isr_changes([("orders", 0)])
         wait_for(lambda: controller.ctx.partition_leader_and_isr(P0).isr == (2, 1), what="p0's ISR [2, 1]")
+    # Broker 1's restart sent it LeaderAndIsr: cleared before it arrives, it would count as the next step's.
+    wait_for_metadata_delivered(brokers.values(), controller, [TopicPartition("orders", p) for p in ORDERS])
     for broker in brokers.values():
         broker.server.clear()
     return brokers

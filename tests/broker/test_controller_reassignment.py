@@ -9,11 +9,21 @@ reassignment.
 from __future__ import annotations
 
 import json
+import threading
+from concurrent.futures import Future
 
 import pytest
 
-from controller_support import live_ids, partitions_of, read_json, start_broker, wait_for
+from controller_support import (
+    live_ids,
+    partitions_of,
+    read_json,
+    start_broker,
+    wait_for,
+    wait_for_metadata_delivered,
+)
 from kcli.broker.controller.context import ReplicaAssignment
+from kcli.broker.controller.events import ListPartitionReassignments, ZkPartitionReassignment
 from kcli.broker.errors import InvalidReplicaAssignmentError, NoReassignmentInProgressError, UnknownTopicOrPartitionError
 from kcli.protocol import ApiKey
 from kcli.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
@@ -43,7 +53,7 @@ def brokers(zookeeper, chroot, root):
         KafkaZkClient.for_registration(started[1].registration).create_topic("orders", ORDERS, TOPIC_ID)
         wait_for(lambda: all(root.exists(f"{chroot}/brokers/topics/orders/partitions/{p}/state") for p in ORDERS),
                  what="the partition states")
-        wait_for(lambda: all(ApiKey.UPDATE_METADATA in b.server.kinds() for b in started.values()))
+        wait_for_metadata_delivered(started.values(), started[0].runner.controller, [P0, P1])
         for broker in started.values():
             broker.server.clear()
         yield started
@@ -154,6 +164,62 @@ def test_zookeeper_trigger_is_consumed_entry_by_entry_and_watched_again(brokers,
     add_to_isr(brokers, root, chroot, 0, 3)
     wait_for(lambda: not root.exists(node), what="the node deleted after completion")
     assert settled(root, chroot) and topic_znode(root, chroot)["partitions"]["0"] == [1, 2, 3]
+    assert state(root, chroot, 0)[0] == {"version": 1, "leader": 1, "leader_epoch": 2, "controller_epoch": 1,
+                                         "isr": [1, 2, 3]}
+
+
+class HeldController:
+    """Holds the controller-event thread inside one event (the answer callback of a ListPartitionReassignments,
+    which runs on that thread) until released: what is put meanwhile lines up behind it, in a chosen order."""
+
+    def __init__(self, controller) -> None:
+        self.entered, self._released = threading.Event(), threading.Event()
+        answer: Future = Future()
+        answer.add_done_callback(lambda _: (self.entered.set(), self._released.wait(60)))
+        controller.put(ListPartitionReassignments(None, answer))
+
+    def release(self) -> None:
+        self._released.set()
+
+
+def test_a_trigger_written_again_before_the_controller_looks_is_reassigned_once(brokers, root, chroot, monkeypatch):
+    """Kafka enqueues ZkPartitionReassignment once as the controller deletes /admin/reassign_partitions (and once
+    per creation seen by its watch, which only that event sets again): a node written again before the event
+    runs is read once, so phase A bumps the leader epoch once. The event thread is held while the node goes and
+    comes back, the interleaving a loaded machine produced (leader epoch 3 where Kafka writes 2)."""
+    controller = brokers[0].runner.controller
+    put, seen = controller.put, []
+    monkeypatch.setattr(controller, "put", lambda event: (seen.append(event), put(event))[1])
+    node = chroot + REASSIGN
+    held: list[HeldController] = []
+    try:
+        first = HeldController(controller)
+        held.append(first)
+        assert first.entered.wait(20)
+        root.create(node, b'{"version":1,"partitions":[{"topic":"orders","partition":1,"replicas":[1,2]}]}',
+                    makepath=True)
+        wait_for(lambda: any(isinstance(e, ZkPartitionReassignment) for e in seen), what="the creation seen")
+        second = HeldController(controller)
+        held.append(second)
+        first.release()
+        assert second.entered.wait(20)
+        assert not root.exists(node)  # the reorder completed at once, the node went: its event waits behind `second`
+        # kazoo runs watch callbacks in order on one thread: once ours for the next creation ran, the controller's for
+        # the deletion (if it had one) has run too. (The broker's client is chrooted.)
+        created = threading.Event()
+        brokers[0].registration.zk_client.exists(REASSIGN, watch=lambda _: created.set())
+        root.create(node, b'{"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[1,2,3]}]}')
+        assert created.wait(20)
+    finally:
+        for each in held:  # a failure above must not leave the controller's thread held
+            each.release()
+    # A round trip on the event thread: every event put before it has run.
+    assert brokers[0].runner.list_partition_reassignments().result(20) == {P0: ReplicaAssignment((1, 2, 3), (3,))}
+    assert state(root, chroot, 0)[0]["leader_epoch"] == 1  # phase A, once
+    wait_for(lambda: len(leader_and_isr_for(brokers[3], 0)) == 2, what="A1 and A2's LeaderAndIsr to broker 3")
+    assert [s.leader_epoch for s in leader_and_isr_for(brokers[3], 0)] == [1, 1]
+    add_to_isr(brokers, root, chroot, 0, 3)
+    wait_for(lambda: not root.exists(node), what="the node deleted after completion")
     assert state(root, chroot, 0)[0] == {"version": 1, "leader": 1, "leader_epoch": 2, "controller_epoch": 1,
                                          "isr": [1, 2, 3]}
 

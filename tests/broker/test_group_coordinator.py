@@ -345,7 +345,8 @@ def test_initial_rebalance_delay_zero_completes_at_once(tmp_path):
             first = await b.join()
             joined = await b.join(first.member_id)
             assert joined.error_code == ErrorCode.none and joined.leader == joined.member_id
-            assert time.monotonic() - started < 1.0
+            # Not waited: Kafka's default delay (3 s), had the 0 not been read. Below that, load may take its time.
+            assert time.monotonic() - started < 3.0
 
     run(main())
 

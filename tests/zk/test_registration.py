@@ -332,7 +332,9 @@ def test_topic_changes_wait_for_the_connection(proxy, register, root, chroot):
     started = time.monotonic()
     registration.topic_created("late", 2, uuid.uuid4())  # the broker is not held up by a missing ZooKeeper
     registration.topic_deleted("gone")
-    assert time.monotonic() - started < 1
+    # Queued, not written: a write would wait for the connection (the 6 s session at most). Not a tight bound: a
+    # loaded machine may take a second to run two method calls.
+    assert time.monotonic() - started < 4
     assert root.exists(chroot + "/brokers/topics/late") is None
     proxy.restore()
     wait_for(lambda: root.exists(chroot + "/brokers/topics/late/partitions/1/state") is not None, timeout=30)
@@ -341,14 +343,16 @@ def test_topic_changes_wait_for_the_connection(proxy, register, root, chroot):
     assert root.exists(chroot + "/brokers/ids/0") is not None
 
 
-def test_stop_while_disconnected_is_quick(proxy, chroot):
+def test_stop_while_disconnected_is_quick(proxy, chroot, caplog):
     registration = BrokerRegistration(proxy.connect + chroot, 0, endpoints=PLAINTEXT, session_timeout_ms=6000)
     registration.start(None)
     proxy.cut()
     wait_for(lambda: registration._client.state != "CONNECTED")
     started = time.monotonic()
     registration.stop()
-    assert time.monotonic() - started < 2
+    # Nothing is deleted through a dead connection (that waits STOP_TIMEOUT_S per node), nor the session awaited.
+    assert time.monotonic() - started < 5
+    assert "could not delete" not in caplog.text
 
 
 def test_unreachable_zookeeper_fails_quickly():
@@ -357,7 +361,7 @@ def test_unreachable_zookeeper_fails_quickly():
     started = time.monotonic()
     with pytest.raises(KcliError, match=rf"ZooKeeper unreachable at 127\.0\.0\.1:{port}/kafka"):
         registration.start(None)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 9  # a refused connection, not the 18 s session timeout
     registration.stop()  # nothing to undo
 
 

@@ -610,10 +610,13 @@ class KafkaController:
 
     def _process_zk_partition_reassignment(self) -> set[TopicPartition]:
         """/admin/reassign_partitions: watch its creation; if it is there, start each entry (not validated, as in
-        Kafka) and drop the entries that failed. Returns the partitions started."""
+        Kafka) and drop the entries that failed. Returns the partitions started.
+
+        Only a creation enqueues this event, as in Kafka: deleting the node, the controller enqueues it itself. A
+        deletion watch as well made two events, and a node written again before both ran was reassigned twice
+        (phase A twice: two leader epoch bumps where Kafka makes one)."""
         if not self.active or not self.zk.register_change_handler_and_check_existence(
-                paths.REASSIGN_PARTITIONS, ZNodeChangeHandler(on_created=lambda: self.put(ZkPartitionReassignment()),
-                                                              on_deleted=lambda: self.put(ZkPartitionReassignment()))):
+                paths.REASSIGN_PARTITIONS, ZNodeChangeHandler(on_created=lambda: self.put(ZkPartitionReassignment()))):
             return set()
         results: dict[TopicPartition, Exception | None] = {}
         to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
