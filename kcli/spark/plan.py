@@ -36,6 +36,7 @@ from kcli.storage.files import (
     segment_path,
 )
 from kcli.storage.index import OffsetIndex, TimeIndex
+from kcli.tools.inputs import NOT_KAFKA_DIRS
 
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
 MIN_SPLIT_BYTES = 4 * 1024 * 1024  # minPartitions never cuts splits smaller than this
@@ -246,9 +247,14 @@ def expand_paths(paths: Iterable[str]) -> list[PartitionDir]:
         has_segments = any(c.is_file() and classify(c) is FileKind.LOG for c in children)
         subdirs = [c for c in children if c.is_dir()]
         if has_segments or (not subdirs and parse_partition_dir_name(directory.name) is not None):
-            # Renamed dirs (-delete, -future, -stray) are not part of the live log: read them only when named.
-            if named or partition_dir_marker(directory.name) is None:
+            # Renamed dirs (-delete, -future, -stray) are not part of the live log: read them only when named;
+            # nor is a directory of a log dir not named <topic>-<partition> (Kafka refuses to load it), as in
+            # kcli.tools.inputs
+            if named or (partition_dir_marker(directory.name) is None
+                         and parse_partition_dir_name(directory.name) is not None):
                 add_dir(directory)
+            return
+        if directory.name in NOT_KAFKA_DIRS and not named:
             return
         for sub in subdirs:
             walk(sub, False)

@@ -15,7 +15,7 @@ import time
 from kcli import errors
 from kcli.errors import KcliError
 from kcli.spark.session import local_python
-from kcli.tools.verify import VerifyReport, group_inputs, merge_reports, verify_group
+from kcli.tools.verify import VerifyReport, merge_reports, plan_groups, verify_group
 
 
 def _check(item, deep: bool):
@@ -30,7 +30,7 @@ def _check(item, deep: bool):
 def verify_spark(spark, paths: list[str], *, deep: bool = False) -> VerifyReport:
     """``kcli.tools.verify.verify`` on ``spark``: the same VerifyReport (``seconds`` aside)."""
     started = time.perf_counter()
-    groups = group_inputs(paths)
+    groups, notes = plan_groups(paths)  # skipped entries and warnings: reported as the local engine does
     parts: list[VerifyReport | None] = [None] * len(groups)
     if groups:
         with local_python(spark):
@@ -49,7 +49,7 @@ def verify_spark(spark, paths: list[str], *, deep: bool = False) -> VerifyReport
                 cls = KcliError
             raise cls(reason, path=path, position=position, base_offset=base_offset)
     return merge_reports(paths, [p for p in parts if p is not None], deep=deep,
-                         seconds=time.perf_counter() - started)
+                         seconds=time.perf_counter() - started, notes=notes)
 
 
 __all__ = ["verify_spark"]

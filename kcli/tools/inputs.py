@@ -47,7 +47,7 @@ _SEGMENT_ORDER = {
 }
 # Directories a log dir may hold that are never Kafka data: a filesystem's own, tiered storage's index cache
 # (LogManager.loadLogs skips RemoteIndexCache.DIR_NAME), and kcli's quarantines (by their suffix).
-_NOT_KAFKA_DIRS = ("lost+found", "remote-log-index-cache")
+NOT_KAFKA_DIRS = ("lost+found", "remote-log-index-cache")  # skipped quietly (Kafka skips them too)
 # What only a log dir's root holds (a partition dir never does)
 _LOG_DIR_KINDS = (FileKind.META_PROPERTIES, FileKind.OFFSET_CHECKPOINT, FileKind.CLEAN_SHUTDOWN)
 NOT_A_PARTITION = "not_a_partition_dir"  # Problem code of the warnings about directories Kafka would not load
@@ -173,7 +173,7 @@ def _list_dir(path: Path, out: Inputs) -> tuple[list[Path], list[Path]] | None:
         if what == "file":
             files.append(child)
         elif what == "dir":
-            if name in _NOT_KAFKA_DIRS or name.endswith(QUARANTINE_DIR_SUFFIX):
+            if name in NOT_KAFKA_DIRS or name.endswith(QUARANTINE_DIR_SUFFIX):
                 out.skipped.append(Skipped(str(child), "not Kafka data"))
             elif _kafka_named(name):
                 out.skipped.append(Skipped(str(child), "a directory named like a Kafka file", unreadable=True))

@@ -558,10 +558,17 @@ def verify(paths: list[str], *, deep: bool = False, strict: bool = False,
 # -- pieces of ``verify`` for engines that spread the partitions over workers (kcli.spark.verify) ------------
 def group_inputs(paths: list[str]) -> list[list[InputFile]]:
     """The inputs of ``verify(paths)`` grouped as it checks them: one group per directory, in its order."""
+    return plan_groups(paths)[0]
+
+
+def plan_groups(paths: list[str]) -> tuple[list[list[InputFile]], list[Problem]]:
+    """``group_inputs`` and the problems ``verify`` reports before the groups' own: entries skipped or unreadable,
+    directories Kafka would not load as partitions (warnings)."""
+    inputs = collect_inputs(paths)
     groups: dict[Path, list[InputFile]] = {}
-    for item in collect_inputs(paths).files:
+    for item in inputs.files:
         groups.setdefault(item.path.parent, []).append(item)
-    return list(groups.values())
+    return list(groups.values()), [*skipped_problems(inputs), *inputs.warnings]
 
 
 def verify_group(files: list[InputFile], *, deep: bool = False) -> VerifyReport:
@@ -571,9 +578,12 @@ def verify_group(files: list[InputFile], *, deep: bool = False) -> VerifyReport:
     return report
 
 
-def merge_reports(paths: list[str], parts: list[VerifyReport], *, deep: bool = False, seconds: float = 0.0) -> VerifyReport:
-    """Reports of the groups, in ``group_inputs`` order, as the one report ``verify(paths)`` returns."""
+def merge_reports(paths: list[str], parts: list[VerifyReport], *, deep: bool = False, seconds: float = 0.0,
+                  notes: list[Problem] | None = None) -> VerifyReport:
+    """Reports of the groups, in ``group_inputs`` order, as the one report ``verify(paths)`` returns (``notes``:
+    the problems ``plan_groups`` found before them)."""
     report = VerifyReport(list(paths), deep=deep, seconds=seconds)
+    report.problems.extend(notes or ())
     for part in parts:
         report.files += part.files
         report.segments += part.segments

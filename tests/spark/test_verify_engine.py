@@ -50,11 +50,14 @@ def test_damaged_inputs(spark, tmp_path):
     (broken / "orders-1" / "00000000000000000183.index").write_bytes(bytes(raw))
     (broken / "payments-0" / "00000000000000099999.snapshot").write_bytes(
         (broken / "payments-0").glob("*.snapshot").__next__().read_bytes())
+    # a directory Kafka would not load as a partition: not read, with the local engine's warning
+    shutil.copytree(broken / "orders-1", broken / "backup")
     paths = [str(SAMPLES / "corrupt-logs"), str(broken)]
     local = verify(paths)
     remote = verify_spark(spark, paths)
     assert _comparable(remote.to_json()) == _comparable(local.to_json())
     assert len(local.errors) >= 4 and len(local.warnings) >= 1
+    assert any(p.code == "not_a_partition_dir" for p in remote.problems)
     assert _comparable(verify_spark(spark, paths, deep=True).to_json(strict=True)) == _comparable(
         verify(paths, deep=True).to_json(strict=True))
 
