@@ -386,6 +386,7 @@ class LogManager:
         to this partition go on meanwhile (blocking, so call it from a worker thread, never the event loop)."""
         with partition.lock:
             segment = partition.log.segment
+            indexes = segment.indexes  # a roll meanwhile sets the segment's to None (closing flushed them)
             fd = os.dup(segment.log.fileno())
             pending = partition.unflushed_messages
             end, truncations = partition.log.log_end_offset, partition.log.truncations
@@ -399,7 +400,8 @@ class LogManager:
                 fsync_dir(partition.directory)  # their renames
             os.fsync(fd)
             try:
-                segment.indexes.flush()
+                if indexes is not None:
+                    indexes.flush()
             except (ValueError, OSError):
                 pass  # the segment rolled meanwhile: closing it flushed its indexes
         finally:

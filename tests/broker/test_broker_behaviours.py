@@ -135,6 +135,30 @@ def test_a_roll_does_not_fsync_on_the_request_path_and_the_flush_follows(tmp_pat
     run(main())
 
 
+def test_a_roll_during_a_flush_is_not_an_error(tmp_path, monkeypatch):
+    """The flush fsyncs outside the log's lock: the segment it captured may roll meanwhile (closing sets its
+    indexes to None). That raised AttributeError in the flush task and logged a traceback (seen under load)."""
+    from kcli.storage.log import PartitionLog
+
+    async def main() -> None:
+        async with running(str(tmp_path / "logs")) as b:
+            b.server.admin.create_topic(TOPIC, 1, 1, configs={"segment.bytes": "1024"})
+            assert (await b.produce(b"first")).error_code == ErrorCode.none
+            managed = b.log()
+            real = PartitionLog.fsync_unflushed_inactive
+
+            def roll_meanwhile(inactive):  # runs after the lock was released: an append rolls the segment now
+                with managed.lock:
+                    managed.log.roll()
+                return real(inactive)
+            monkeypatch.setattr(PartitionLog, "fsync_unflushed_inactive", staticmethod(roll_meanwhile))
+            before = len(managed.log.segments)
+            await asyncio.to_thread(b.server.log_manager.flush, managed)
+            assert len(managed.log.segments) == before + 1
+
+    run(main())
+
+
 # -- fairness between connections -------------------------------------------------------------------------
 def test_a_pipelining_client_does_not_hold_up_the_other_connections(tmp_path):
     # Kafka's processors take one request per connection at a time: a client with 100 requests in flight is
