@@ -4,7 +4,8 @@
 Start-up order follows Kafka's: log dirs are locked and loaded (with recovery after an unclean stop), the
 services are built, the listeners open at once, and the group coordinator loads `__consumer_offsets` in the
 background, answering group requests with COORDINATOR_LOAD_IN_PROGRESS meanwhile. Disk work that can take
-time (fsyncs, retention, the cleaner, checkpoints) runs in worker threads, never on the event loop.
+time (fsyncs, retention, the cleaner, checkpoints, creating and deleting logs) runs in worker threads, never
+on the event loop.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class KafkaServer:
             config.log_dirs, broker_id=self.broker_id,
             log_config=LogConfig(segment_bytes=config["log.segment.bytes"],
                                  index_interval_bytes=config["log.index.interval.bytes"],
-                                 segment_index_bytes=config["log.index.size.max.bytes"]))
+                                 segment_index_bytes=config["log.index.size.max.bytes"],
+                                 file_delete_delay_ms=config["log.segment.delete.delay.ms"]))
         self.replica_manager = ReplicaManager(self.log_manager, local_broker_id=self.broker_id,
                                               replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
                                               on_flush_due=self._schedule_flush)
@@ -363,6 +365,7 @@ class KafkaServer:
         await asyncio.gather(*self._background, return_exceptions=True)
         self.replica_manager.shutdown()
         await self.socket_server.stop()
+        await self.admin.drain()  # topics still being created or deleted in worker threads
         self.log_manager.shutdown()
         ledger = os.environ.get("KCTL_BROKER_API_LEDGER")
         if ledger:  # tests collect which API versions real clients used

@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from broker_support import kcat
+from kcli.storage.files import parse_partition_dir_name
 from kcli.tools.dump import DumpOptions, DumpRun
 from kcli.tools.verify import verify
 
@@ -116,7 +117,12 @@ def test_admin_create_delete_topics(broker):
     assert len(admin.list_topics(topic, timeout=30).topics[topic].partitions) == 5
     for future in admin.delete_topics([topic]).values():
         future.result(30)
-    assert not any(p.name.startswith(topic + "-") for p in broker.log_dir.iterdir())
+    assert topic not in admin.list_topics(timeout=30).topics
+    # Kafka's asyncDelete: each log renamed <topic>-<p>.<uuid>-delete before the answer, its files removed
+    # log.segment.delete.delay.ms (60 s here) later
+    left = sorted(p.name for p in broker.log_dir.iterdir() if p.name.startswith(topic + "-"))
+    assert all(name.endswith("-delete") for name in left), left
+    assert sorted(parse_partition_dir_name(name) for name in left) == [(topic, i) for i in range(5)]
     with pytest.raises(Exception, match="INVALID_TOPIC|illegal|invalid"):
         admin.create_topics([NewTopic("../escape", num_partitions=1, replication_factor=1)])["../escape"].result(30)
 
