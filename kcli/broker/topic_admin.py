@@ -91,6 +91,7 @@ class TopicAdmin:
         self._tasks: set[asyncio.Task] = set()
         self._grow_lock = asyncio.Lock()
         self._executor: ThreadPoolExecutor | None = None
+        self.logs_created: Any = None  # (count) -> None: the server's hook after new logs (KafkaServer)
         self._overrides_file_lock = threading.Lock()
         self._overrides_version = self._overrides_written = 0
 
@@ -387,6 +388,7 @@ class TopicAdmin:
             return created
         self._register(name, created.topic_id)
         self._announce(name)
+        self._logs_created(created.num_partitions)
         log.info("created topic %s with %d partitions%s", name, created.num_partitions,
                  f" and configs {clean}" if clean else "")
         return created
@@ -421,6 +423,11 @@ class TopicAdmin:
         ids = {n: topic_ids[n] for n in configs if n in topic_ids and topic_ids[n].int}
         wanted_logs = [tp for tp in missing if tp[0] in configs]
         await self.off_loop(lambda: self.logs.get_or_create_logs(wanted_logs, ids, configs.__getitem__))
+        self._logs_created(len(wanted_logs))
+
+    def _logs_created(self, count: int) -> None:
+        if self.logs_created is not None and count:
+            self.logs_created(count)
 
     def ensure_replica(self, name: str, index: int, topic_id: uuid.UUID, *, create: bool = True) -> Partition:
         """The Partition for a replica the controller assigned here (LeaderAndIsr), its log created if new
@@ -557,8 +564,9 @@ class TopicAdmin:
         """CreatePartitions, inline (see create_partitions_async)."""
         work = self._begin_create_partitions(name, total, assignments, validate_only)
         if work is not None:
+            current = len(self.metadata.topics[name].partitions)
             work()
-            self._finish_create_partitions(name)
+            self._finish_create_partitions(name, total - current)
 
     async def create_partitions_async(self, name: str, total: int, assignments: list[list[int]] | None = None, *,
                                       validate_only: bool = False) -> None:
@@ -567,13 +575,14 @@ class TopicAdmin:
         async with self._grow_lock:
             work = self._begin_create_partitions(name, total, assignments, validate_only)
             if work is not None:
+                current = len(self.metadata.topics[name].partitions)
                 self._busy.setdefault(name, "growing")
                 try:
                     await self.off_loop(work)
                 finally:
                     if self._busy.get(name) == "growing":
                         del self._busy[name]
-                self._finish_create_partitions(name)
+                self._finish_create_partitions(name, total - current)
 
     def _begin_create_partitions(self, name: str, total: int, assignments: list[list[int]] | None,
                                  validate_only: bool) -> Any:
@@ -602,10 +611,11 @@ class TopicAdmin:
         config = self.topic_config(name)
         return lambda: self.logs.add_partitions(name, total, config)
 
-    def _finish_create_partitions(self, name: str) -> None:
+    def _finish_create_partitions(self, name: str, added: int) -> None:
         if self.zk is None and name in self.logs.topics and name in self.metadata.topics:  # not deleted meanwhile
             self._register(name, self.logs.topics[name].topic_id)
             self._announce(name)
+            self._logs_created(added)
 
     def _add_partitions_in_zookeeper(self, topic: TopicMetadata, total: int, assignments: list[list[int]] | None,
                                      validate_only: bool) -> Any:
