@@ -43,7 +43,9 @@ from kcli.storage.log_config import CONFIG_KEYS, ConfigEntry, ConfigType, LogCon
 log = logging.getLogger("kcli.broker")
 
 TOPIC_CONFIGS_FILE = KCTL_TOPIC_CONFIGS  # read offline by kctl compact (kcli.storage.cleanup_policy)
-ADMIN_THREADS = 2  # topics created or deleted at once; each creates its partitions' logs in parallel (LogManager)
+# One topic operation's file work at a time (Kafka's controller is one thread too): every thread running
+# Python competes with the event loop for the GIL (LogManager._create_logs).
+ADMIN_THREADS = 1
 
 
 @dataclass

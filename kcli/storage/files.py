@@ -199,16 +199,28 @@ def holds_log_dir_metadata(path: str | os.PathLike[str]) -> bool:
     return any((path / name).is_file() for name in (META_PROPERTIES, *OFFSET_CHECKPOINTS))
 
 
-def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    """Kafka's checkpoint write: `<path>.tmp`, fsync, rename over `path`, fsync the directory."""
+def write_atomically(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+    """Kafka's checkpoint write: `<path>.tmp`, fsync, rename over `path`, fsync the directory. Without
+    ``durable`` the two fsyncs are left to the caller (who makes many files durable at once)."""
     path = Path(path)
     tmp = path.with_name(path.name + TMP_SUFFIX)
     with open(tmp, "wb") as out:
         out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
+        if durable:
+            out.flush()
+            os.fsync(out.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """fsync a file or a directory by its path."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:
