@@ -681,10 +681,27 @@ class LogManager:
             due = [path for when, path in self._pending_deletes if force or when <= now]
             self._pending_deletes = [(w, p) for w, p in self._pending_deletes if not (force or w <= now)]
         for path in due:
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)  # a deleted log (delete_partitions)
+            if path.name.endswith(DELETE_DIR_SUFFIX):
+                _remove_log_dir(path)  # a deleted log (delete_partitions)
             else:
                 path.unlink(missing_ok=True)
+
+
+def _remove_log_dir(path: Path) -> None:
+    """Remove a deleted log's directory: its files, then itself, with as little Python per file as possible
+    (shutil.rmtree's walk took twice the CPU, which the event loop's thread waits for: the GIL)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for name in os.listdir(fd):
+                os.unlink(name, dir_fd=fd)
+        finally:
+            os.close(fd)
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:  # something unexpected inside (a subdirectory): the general walk
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def delete_dir_name(topic: str, index: int) -> str:
