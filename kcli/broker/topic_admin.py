@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kcli.broker.errors import (
+    BrokerError,
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidRequestError,
@@ -277,23 +278,29 @@ class TopicAdmin:
     def start_create_topic(self, creation: TopicCreation) -> asyncio.Task:
         """create_topic_async as a task of its own: it finishes even when the request's timeout passes first
         (Kafka: the topic is then created anyway; the client sees REQUEST_TIMED_OUT). Shutdown waits for it."""
-        task = asyncio.get_running_loop().create_task(self.create_topic_async(creation))
+        return self.start(self.create_topic_async(creation))
+
+    def start(self, operation: Any) -> asyncio.Task:
+        """A topic operation (a coroutine) as a task that outlives its request; shutdown waits for it."""
+        task = asyncio.get_running_loop().create_task(operation)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
         return task
 
     def _task_done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("topic operation failed: %s", task.exception())
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:  # a refused request is the client's business; anything else is worth a line
+            log.log(logging.DEBUG if isinstance(exc, BrokerError) else logging.WARNING, "topic operation failed: %s",
+                    exc)
 
     async def drain(self) -> None:
         """Wait for the topic operations still in worker threads (before the logs are closed at shutdown)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+        executor, self._executor = self._executor, None
+        if executor is not None:  # also the work of requests whose connections closed meanwhile
+            await asyncio.to_thread(executor.shutdown, True)
 
     async def off_loop(self, work: Any) -> Any:
         """Run blocking topic work (files, ZooKeeper) in the admin's own worker threads: a burst of creations

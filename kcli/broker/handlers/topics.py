@@ -116,22 +116,33 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
 
 async def create_partitions(ctx: RequestContext, req: Any) -> Any:
     """The new partitions' logs (standalone) or assignment (ZooKeeper mode) are written in a worker thread;
-    standalone they reach the metadata once their logs exist."""
+    standalone they reach the metadata once their logs exist. Past ``timeout_ms`` the answer is
+    REQUEST_TIMED_OUT and the growth goes on (Kafka's DelayedCreatePartitions)."""
     R = response_module(req)
+    admin = ctx.services.admin
+    loop = asyncio.get_running_loop()
+    timeout = ms(req.timeout)
+    deadline = loop.time() + max(0, timeout) / 1000
     results = []
     for t in req.topics:
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
-        try:
-            await ctx.services.admin.create_partitions_async(t.name, t.count, assignments,
-                                                             validate_only=req.validate_only)
+        task = admin.start(admin.create_partitions_async(t.name, t.count, assignments,
+                                                         validate_only=req.validate_only))
+        await asyncio.sleep(0)  # its checks run now: they fail before any file work
+        if timeout > 0:
+            await asyncio.wait([task], timeout=max(0.0, deadline - loop.time()))
+        if task.done() and task.exception() is not None:
+            error, message = error_code_for(task.exception()), error_message_for(task.exception())
+        elif task.done() or timeout <= 0:  # Kafka: with no timeout the answer follows the checks
             error, message = ErrorCode.none, None
-        except Exception as exc:
-            error, message = error_code_for(exc), error_message_for(exc)
+        else:
+            error, message = ErrorCode.request_timed_out, "the new partitions' logs are still being created"
         results.append(dict(name=t.name, error_code=error, error_message=message, count=t.count))
-    if ctx.services.clustered and not req.validate_only:
+    if ctx.services.clustered and not req.validate_only and timeout > 0:
         grown = [v for v in results if v["error_code"] == ErrorCode.none]
         if not await ctx.services.await_metadata(
-                lambda: all(ctx.services.topic_ready(v["name"], v["count"]) for v in grown), ms(req.timeout)):
+                lambda: all(ctx.services.topic_ready(v["name"], v["count"]) for v in grown),
+                int(max(0.0, deadline - loop.time()) * 1000)):
             for v in grown:
                 if not ctx.services.topic_ready(v["name"], v["count"]):
                     v.update(error_code=ErrorCode.request_timed_out)
