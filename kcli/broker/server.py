@@ -39,14 +39,16 @@ CHECKPOINT_INTERVAL_S = 60.0
 LOGS_PER_FREEZE = 500
 
 
-def _freeze_long_lived() -> None:
+def _freeze_long_lived(*, full: bool = False) -> None:
     """Keep CPython's full garbage collections short as partitions pile up. A hosted partition is ~30 objects
     the collector tracks for as long as the log lives, and a full collection traverses every tracked object
     while holding the GIL: with 5,000 partitions one took ~190 ms (every client waited). After the logs are
     loaded, and after every LOGS_PER_FREEZE new logs, the garbage is collected and what is left moved to the
     permanent generation (gc.freeze), which later collections skip. Frozen objects are still freed by
-    reference counting when their log is deleted (logs and partitions hold no reference cycles)."""
-    gc.collect()
+    reference counting when their log is deleted (logs and partitions hold no reference cycles). Only the
+    start-up freeze collects every generation first (a full pass then is what this avoids later); the others
+    collect the young ones, where a request's short-lived cycles are."""
+    gc.collect() if full else gc.collect(1)
     gc.freeze()
 
 
@@ -128,7 +130,7 @@ class KafkaServer:
                 log.warning("startup recovery: %s", line)
         self.metadata.cluster_id = self.log_manager.cluster_id
         self.admin.load()
-        _freeze_long_lived()
+        _freeze_long_lived(full=True)
         self.producer_ids.next_producer_id = 1 + max(
             (pid for p in self.replica_manager.partitions.values() for pid in p.log.producers), default=-1)
         if self.zk is None:  # standalone: every __transaction_state partition is led here; loaded below
