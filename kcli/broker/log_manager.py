@@ -260,12 +260,13 @@ class LogManager:
 
     # -- topics ------------------------------------------------------------------------------------
     # Creation and deletion do file work (directories, files, fsyncs), so the broker runs them in worker
-    # threads (asyncio.to_thread), never on its event loop; they take `_topics_lock` (Kafka's
+    # threads (TopicAdmin.off_loop), never on its event loop; they take `_topics_lock` (Kafka's
     # logCreationOrDeletionLock) only for the in-memory steps. `topics` and each Topic's partition list are
     # replaced, never changed in place, so a reader's `list(...)` or reference stays a consistent snapshot.
     def create_topic(self, name: str, partitions: int, config: LogConfig | None = None,
                      topic_id: uuid.UUID | None = None) -> Topic:
-        """A new topic's logs, every partition hosted here (standalone). Blocking: call it from a worker thread."""
+        """A new topic's logs, every partition hosted here (standalone). Blocking: the broker's requests call it
+        from a worker thread (internal topics created on first use, inline)."""
         validate_topic_name(name)
         if partitions < 1:
             raise TopicError(f"Number of partitions must be larger than 0, got {partitions}")
@@ -309,9 +310,9 @@ class LogManager:
 
     def get_or_create_logs(self, wanted: list[tuple[str, int]], topic_ids: dict[str, uuid.UUID],
                            config_of: Any) -> dict[tuple[str, int], ManagedLog]:
-        """The logs of these replicas, those absent created empty, in parallel (Kafka's getOrCreateLog as
-        makeLeaders / makeFollowers meet new partitions). ``config_of(topic)`` gives a topic's LogConfig.
-        Blocking: call it from a worker thread. A partition another thread is creating is waited for."""
+        """The logs of these replicas, those absent created empty (Kafka's getOrCreateLog as makeLeaders /
+        makeFollowers meet new partitions). ``config_of(topic)`` gives a topic's LogConfig. Blocking: call it
+        from a worker thread. A partition another thread is creating is waited for."""
         for name in {t for t, _ in wanted}:
             validate_topic_name(name)
         with self._creation_done:
