@@ -70,6 +70,9 @@ class Standalone(bb.Ours):
 
     def command(self) -> list[str]:
         command = super().command() + [arg for o in self.overrides for arg in ("--override", o)]
+        if self.stalls is not None:  # the same broker, with an event-loop stall watcher (stall_watch.py)
+            command = [sys.executable, str(Path(__file__).resolve().parent / "stall_watch.py"), str(self.stalls)] + \
+                command[command.index("broker"):]
         if self._profiled is not None:  # bench_broker's Peer.start would wrap it without --threads --idle
             command = [bb.py_spy(), "record", "--format", "raw", "--rate", "100", "--nonblocking", "--threads",
                        *self.profile_flags, "--output", str(self._profiled), "--"] + command
@@ -84,6 +87,7 @@ class Standalone(bb.Ours):
 
     _profiled: Path | None = None
     profile_flags: list[str] = []
+    stalls: Path | None = None  # --watch-stalls: where stall_watch.py writes the event loop's stalls
 
     def env(self) -> dict[str, str]:
         env = super().env()
@@ -162,11 +166,10 @@ def run_producer(bootstrap: str, interval_ms: float, ready, stop, out) -> None:
         producer.produce(LATENCY_TOPIC, value, on_delivery=report(time.time(), time.perf_counter()))
         producer.poll(0)
         next_at += interval_ms / 1000
-        delay = next_at - time.perf_counter()
-        if delay > 0:
-            producer.poll(delay)
-        else:
+        if next_at < time.perf_counter():
             next_at = time.perf_counter()  # fell behind (a stall): no burst to catch up
+        while (delay := next_at - time.perf_counter()) > 0:
+            producer.poll(delay)  # returns early on a delivery report
     producer.flush(120)
     out.put(("producer", {"samples": samples, "errors": errors[0]}))
 
@@ -343,9 +346,15 @@ def measure(peer, partitions: int, args) -> dict:
             error = f"{type(exc).__name__}: {exc}"
             print(f"  creation stopped: {error}", flush=True)
         fds_peak, rss_peak = broker_fds_and_rss(peer.broker_pids)
+        if error is not None:
+            # which topics exist: a Metadata request for all topics, outside the measured phases (it is an
+            # O(partitions) request of its own, ~100 ms of the event loop with 10,000 partitions)
+            listed = admin.list_topics(timeout=60).topics
+            existing = [n for n in names + probe if n in listed]
+        else:
+            existing = names + probe
+        time.sleep(1)
         t_delete = time.time()
-        listed = admin.list_topics(timeout=60).topics
-        existing = [n for n in names + probe if n in listed]
         deleted = delete_all(admin, existing, per_topic, args.topics_per_request, args.request_timeout)
         t_end = time.time()
         time.sleep(args.after_seconds)  # the deleted logs' files go (log.segment.delete.delay.ms)
@@ -372,11 +381,27 @@ def measure(peer, partitions: int, args) -> dict:
                                             / max(1, sum(r["partitions"] for r in deleted))),
               "producer_errors": prod["errors"], "consumer_errors": cons["errors"][:5],
               "rebalances": max(0, cons["assigned"] - 1) + cons["revoked"], "phases": {}}
+    stalls = read_stalls(getattr(peer, "stalls", None))
     for phase, (start, end) in phases.items():
         report["phases"][phase] = {"produce": latency_figures(prod["samples"], start, end),
                                    "end_to_end": latency_figures(cons["samples"], start, end),
                                    "heartbeats": heartbeat_figures(cons["stats"], start, end)}
+        if stalls is not None:
+            inside = sorted((s for s in stalls if start <= s["at"] < end and "gc" not in s), key=lambda s: -s["ms"])
+            gcs = sorted((s for s in stalls if start <= s["at"] < end and "gc" in s), key=lambda s: -s["ms"])
+            report["phases"][phase]["stalls"] = {"count": len(inside), "total_ms": sum(s["ms"] for s in inside),
+                                                 "longest": inside[:3], "gc_over_20ms": len(gcs),
+                                                 "gc_ms": sum(s["ms"] for s in gcs), "longest_gc": gcs[:2]}
     return report
+
+
+def read_stalls(path: Path | None) -> list[dict] | None:
+    if path is None:
+        return None
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except OSError:
+        return []
 
 
 def median_report(runs: list[dict]) -> dict:
@@ -408,6 +433,15 @@ def print_report(name: str, r: dict) -> None:
               f"{fmt(e['p50_ms']):>9}/{fmt(e['p99_ms']):>6}/{fmt(e['max_ms']):>7}"
               f"{fmt(h['sent'], 0):>15}/{fmt(h['expected'], 0):>5}/{fmt(h['missed'], 0):>5}"
               f"{fmt(h['coordinator_rtt_max_ms']):>13} ms")
+    for phase, f in r["phases"].items():
+        stalls = f.get("stalls")
+        if stalls:
+            print(f"  {phase}: {stalls['count']} event-loop stalls over 50 ms, {stalls['total_ms']:.0f} ms in all; "
+                  f"{stalls['gc_over_20ms']} garbage collections over 20 ms, {stalls['gc_ms']:.0f} ms")
+            for s in stalls["longest"]:
+                print(f"    {s['ms']:.0f} ms in " + " <- ".join(reversed(s["stack"][-4:])))
+            for s in stalls["longest_gc"]:
+                print(f"    gc gen {s['gc']} {s['ms']:.0f} ms in {s['thread']}")
     creation = ", ".join(f"{v['ms_per_partition']:.2f} ms at {v['present']}" for v in r["creation"].values()
                          if v is not None)
     print(f"creation per partition: {creation}; deletion {r['deletion_ms_per_partition']:.2f} ms/partition")
@@ -432,6 +466,9 @@ def main() -> int:
     ap.add_argument("--baseline-partitions", type=int, default=2500)
     ap.add_argument("--skip-ours", action="store_true", help="only the baseline")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--watch-stalls", action="store_true",
+                    help="standalone: record the broker's event-loop stalls over 50 ms with the loop thread's stack "
+                    "(bench/stall_watch.py) and report the longest per phase")
     ap.add_argument("--profile", type=Path, help="run our standalone broker under `py-spy record --threads` (raw "
                     "format, to this file; py-spy slows the broker: take no figures from such a run)")
     ap.add_argument("--profile-flags", default="--idle", help="more py-spy record flags: --idle (what the event-loop "
@@ -453,6 +490,8 @@ def main() -> int:
                 overrides = [f"log.segment.delete.delay.ms={args.delete_delay_ms}"]
                 peer = (Cluster(workdir, tree, overrides, args.cluster) if args.cluster
                         else Standalone(workdir, tree, overrides))
+                if args.watch_stalls and not args.cluster:
+                    peer.stalls = workdir / "stalls.jsonl"
                 if args.profile and tree is None and not args.cluster:
                     peer.profile, peer.profile_flags = args.profile, args.profile_flags.split()
                 print(f"run {attempt + 1}/{args.repeat}: {name} ({partitions} partitions)", flush=True)
