@@ -52,8 +52,8 @@ def _install(out_path: str) -> None:
                         stack = [f"{f.name} ({f.filename.rsplit('/', 2)[-1]}:{f.lineno})"
                                  for f in traceback.extract_stack(frame)][-12:] if frame is not None else []
                 elif stalled_since is not None:
-                    out.write(json.dumps({"at": time.time() - (now - stalled_since), "ms": 1000 * (mark[0] - stalled_since),
-                                          "stack": stack}) + "\n")
+                    out.write(json.dumps({"at": time.time() - (now - stalled_since),
+                                          "ms": 1000 * (mark[0] - stalled_since), "stack": stack}) + "\n")
                     stalled_since = None
 
         threading.Thread(target=watch, name="stall-watch", daemon=True).start()
