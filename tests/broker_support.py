@@ -149,3 +149,70 @@ def read_response(sock: socket.socket) -> bytes | None:
     """One size-prefixed response frame (without the prefix), or None when the broker closed the connection."""
     head = read_exactly(sock, 4)
     return None if head is None else read_exactly(sock, struct.unpack(">i", head)[0])
+
+
+# -- raw requests on a socket (kio bodies) -------------------------------------------------------------------
+def send_request(sock, api_key, version: int, body, correlation_id: int = 1) -> None:
+    from kcli.protocol import encode_request
+
+    sock.sendall(encode_request(api_key, version, correlation_id, "kctl-test", body))
+
+
+def receive_response(sock, api_key, version: int):
+    from kcli.protocol import decode_response
+
+    frame = read_response(sock)
+    assert frame is not None, f"the broker closed the connection instead of answering {api_key.name}"
+    return decode_response(api_key, version, frame)[1]
+
+
+def create_topics_body(names: list[str], partitions: int, timeout_ms: int = 120_000):
+    import datetime
+
+    from kio.schema.create_topics.v7 import request as m
+
+    return m.CreateTopicsRequest(topics=tuple(m.CreatableTopic(name=n, num_partitions=partitions, replication_factor=1,
+                                                               assignments=(), configs=()) for n in names),
+                                 timeout=datetime.timedelta(milliseconds=timeout_ms), validate_only=False)
+
+
+def metadata_body(names: list[str]):
+    from kio.schema.metadata.v12 import request as m
+
+    return m.MetadataRequest(topics=tuple(m.MetadataRequestTopic(topic_id=None, name=n) for n in names),
+                             allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+
+def produce_body(targets: list[tuple[str, int]]):
+    import datetime
+
+    from kio.schema.produce.v9 import request as m
+
+    from kcli.records import Record, build_record_batch
+
+    batch = build_record_batch([Record(0, int(time.time() * 1000), None, b"v")])
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in targets:
+        by_topic.setdefault(topic, []).append(index)
+    return m.ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10), topic_data=tuple(
+        m.TopicProduceData(name=t, partition_data=tuple(m.PartitionProduceData(index=i, records=batch) for i in idx))
+        for t, idx in by_topic.items()))
+
+
+def whole_or_absent_topics(sock, names: list[str], partitions: int = 100) -> set[str]:
+    """Metadata for ``names`` on ``sock``: the topics it shows; each shown one must be whole (``partitions``
+    partitions, every one led by broker 0), the others UNKNOWN_TOPIC_OR_PARTITION."""
+    from kio.schema.errors import ErrorCode
+
+    from kcli.protocol import ApiKey
+
+    send_request(sock, ApiKey.METADATA, 12, metadata_body(names))
+    shown = set()
+    for t in receive_response(sock, ApiKey.METADATA, 12).topics:
+        if t.error_code == ErrorCode.none:
+            assert sorted(p.partition_index for p in t.partitions) == list(range(partitions)), t.name
+            assert {(p.error_code, p.leader_id) for p in t.partitions} == {(ErrorCode.none, 0)}, t.name
+            shown.add(t.name)
+        else:
+            assert t.error_code == ErrorCode.unknown_topic_or_partition and not t.partitions, t
+    return shown

@@ -59,19 +59,25 @@ class MetadataCache:
         self.controller_id, self.controller_epoch = controller_id, controller_epoch
         self.brokers = {b.broker_id: b for b in brokers}
         touched: set[str] = set()
+        # merged per topic, once: one UpdateMetadata may carry thousands of partitions of one topic
+        merged: dict[str, dict[int, PartitionState | None]] = {}
         for name, topic_id, state in states:
             topic = self.topics.get(name)
             if state.leader == LEADER_DURING_DELETE:
                 if topic is not None:
-                    topic.partitions = [p for p in topic.partitions if p.index != state.index]
+                    merged.setdefault(name, {})[state.index] = None
                     touched.add(name)
                 continue
             if topic is None:
                 topic = self.topics[name] = TopicMetadata(name, topic_id or uuid.UUID(int=0), [])
             elif topic_id is not None and topic_id.int:
                 topic.topic_id = topic_id
-            topic.partitions = sorted([p for p in topic.partitions if p.index != state.index] + [state],
-                                      key=lambda p: p.index)
+            merged.setdefault(name, {})[state.index] = state
+        for name, changes in merged.items():
+            topic = self.topics[name]
+            by_index: dict[int, PartitionState | None] = {p.index: p for p in topic.partitions}
+            by_index.update(changes)
+            topic.partitions = [p for _, p in sorted(by_index.items()) if p is not None]
         removed = [name for name in touched if not self.topics[name].partitions]
         for name in removed:
             del self.topics[name]

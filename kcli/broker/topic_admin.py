@@ -9,16 +9,20 @@ first log dir (`kctl-topic-configs.json`), written atomically.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kcli.broker.errors import (
+    BrokerError,
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidRequestError,
@@ -31,7 +35,7 @@ from kcli.broker.errors import (
 from kcli.broker.admin_utils import BrokerMetadata, assign_replicas_to_brokers, create_new_partitions_assignment
 from kcli.broker.config import BrokerConfig
 from kcli.broker.dynamic_config import BROKER_CONFIGS_FILE, DynamicBrokerConfig
-from kcli.broker.log_manager import LogManager, TopicError, validate_topic_name
+from kcli.broker.log_manager import LogDirError, LogManager, TopicError, validate_topic_name
 from kcli.broker.metadata_cache import MetadataCache, PartitionState, TopicMetadata
 from kcli.broker.partition import Partition
 from kcli.broker.replica_manager import ReplicaManager
@@ -48,6 +52,9 @@ TOPIC_CONFIGS_FILE = KCTL_TOPIC_CONFIGS  # read offline by kctl compact (kcli.st
 REMOTE_STORAGE_DISABLED = ("Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
                            "with remote log storage.")
 THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+# One topic operation's file work at a time (Kafka's controller is one thread too): every thread running
+# Python competes with the event loop for the GIL (LogManager._create_logs).
+ADMIN_THREADS = 1
 
 
 @dataclass
@@ -57,6 +64,20 @@ class CreatedTopic:
     num_partitions: int
     replication_factor: int
     configs: list[Any]  # described entries (name, value, source, ...)
+
+
+@dataclass
+class TopicCreation:
+    """A checked CreateTopics entry with its name reserved: ``work`` (blocking: logs or znodes) is still to run,
+    unless ``done`` (validate_only)."""
+
+    result: CreatedTopic
+    config: LogConfig
+    work: Any  # () -> None
+    done: bool = False
+
+    def run(self) -> None:
+        self.work()
 
 
 class TopicAdmin:
@@ -79,6 +100,14 @@ class TopicAdmin:
         self.broker_defaults, self.broker_sources = self.dynamic.log_defaults()
         self.overrides: dict[str, dict[str, str]] = {}
         self._effective: dict[str, LogConfig] = {}
+        # Topics whose creation, deletion or growth is in a worker thread: "creating", "deleting", "growing".
+        self._busy: dict[str, str] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._grow_lock = asyncio.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self.logs_created: Any = None  # (count) -> None: the server's hook after new logs (KafkaServer)
+        self._overrides_file_lock = threading.Lock()
+        self._overrides_version = self._overrides_written = 0
 
     # -- startup -----------------------------------------------------------------------------------
     def load(self) -> None:
@@ -248,26 +277,108 @@ class TopicAdmin:
         if self.zk is not None:
             self.zk.set_topic_config(name, self.overrides.get(name, {}))
             return
+        self._overrides_writer()()
+
+    def _overrides_writer(self) -> Any:
+        """Standalone: the overrides as they are now, to be written by the returned call (in a worker thread,
+        maybe): a newer snapshot already written is never replaced by an older one."""
+        self._overrides_version += 1
+        version = self._overrides_version
+        data = json.dumps({"version": 1, "topics": {t: c for t, c in sorted(self.overrides.items()) if c}},
+                          indent=1, sort_keys=True)
         path = self._config_file()
-        tmp = path.with_name(path.name + ".tmp")
-        data = {"version": 1, "topics": {t: c for t, c in sorted(self.overrides.items()) if c}}
-        with open(tmp, "w") as out:
-            json.dump(data, out, indent=1, sort_keys=True)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+
+        def write() -> None:
+            with self._overrides_file_lock:
+                if version <= self._overrides_written:
+                    return
+                tmp = path.with_name(path.name + ".tmp")
+                with open(tmp, "w") as out:
+                    out.write(data)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, path)
+                self._overrides_written = version
+        return write
 
     # -- topics ------------------------------------------------------------------------------------
+    # Each operation is checked on the event loop (validation, the name reserved), its file or ZooKeeper work
+    # then runs in a worker thread (``*_async``), and its outcome is published on the event loop: the topic
+    # reaches the ReplicaManager and the MetadataCache only once its logs exist, so Metadata shows it when it
+    # can take produce requests, and a produce before that is UNKNOWN_TOPIC_OR_PARTITION (retriable). The
+    # synchronous forms do the same work inline (internal topics, tests).
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      assignments: Mapping[int, list[int]] | None = None, configs: Mapping[str, str] | None = None,
                      *, validate_only: bool = False) -> CreatedTopic:
+        creation = self.begin_create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                           validate_only=validate_only)
+        if creation.done:
+            return creation.result
+        try:
+            creation.run()
+        finally:
+            self._release(creation)
+        return self._finish_create(creation)
+
+    async def create_topic_async(self, creation: TopicCreation) -> CreatedTopic:
+        """The file work (standalone: the logs; ZooKeeper mode: the topic's znodes) in a worker thread."""
+        if creation.done:
+            return creation.result
+        try:
+            await self.off_loop(creation.run)
+        finally:
+            self._release(creation)
+        return self._finish_create(creation)
+
+    def start_create_topic(self, creation: TopicCreation) -> asyncio.Task:
+        """create_topic_async as a task of its own: it finishes even when the request's timeout passes first
+        (Kafka: the topic is then created anyway; the client sees REQUEST_TIMED_OUT). Shutdown waits for it."""
+        return self.start(self.create_topic_async(creation))
+
+    def start(self, operation: Any) -> asyncio.Task:
+        """A topic operation (a coroutine) as a task that outlives its request; shutdown waits for it."""
+        task = asyncio.get_running_loop().create_task(operation)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:  # a refused request is the client's business; anything else is worth a line
+            log.log(logging.DEBUG if isinstance(exc, BrokerError) else logging.WARNING, "topic operation failed: %s",
+                    exc)
+
+    async def drain(self) -> None:
+        """Wait for the topic operations still in worker threads (before the logs are closed at shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        executor, self._executor = self._executor, None
+        if executor is not None:  # also the work of requests whose connections closed meanwhile
+            await asyncio.to_thread(executor.shutdown, True)
+
+    async def off_loop(self, work: Any) -> Any:
+        """Run blocking topic work (files, ZooKeeper) in the admin's own worker threads: a burst of creations
+        and deletions must not queue ahead of the default executor's work (flushes, ISR writes, loads)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(ADMIN_THREADS, thread_name_prefix="kcli-topic-admin")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, work)
+
+    def begin_create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           assignments: Mapping[int, list[int]] | None = None,
+                           configs: Mapping[str, str] | None = None, *, validate_only: bool = False
+                           ) -> TopicCreation:
         """Kafka's createTopics checks, in its order: name, existence, partitions/replication or explicit
-        assignment, configs. One broker: every replica must be this broker."""
+        assignment, configs (one broker: every replica must be this broker). Raises the first failed check;
+        else the name is reserved (TOPIC_ALREADY_EXISTS for a second creation meanwhile) until the creation
+        is run and finished, or done at once (validate_only)."""
         try:
             validate_topic_name(name)
         except TopicError as exc:
             raise InvalidTopicError(exc.reason) from None
-        if name in self.metadata.topics or name in self.logs.topics:
+        if name in self.metadata.topics or name in self.logs.topics or name in self._busy:
+            if self._busy.get(name) == "deleting":
+                raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
             raise TopicExistsError(f"Topic '{name}' already exists.")
         if assignments:
             if num_partitions != -1 or replication_factor != -1:
@@ -300,94 +411,248 @@ class TopicAdmin:
         self.check_supported(configs or {})
         config = self._log_config(name, configs or {})
         described = list(config.describe())
-        if self.zk is not None:
-            return self._create_in_zookeeper(name, num_partitions, replication_factor, assignments, config,
-                                             described, validate_only)
-        if validate_only:
-            return CreatedTopic(name, uuid.UUID(int=0), num_partitions, replication_factor, described)
-        clean = config.overrides()
-        self._effective[name] = config
-        if clean:
-            self.overrides[name] = clean
-            self._write_overrides(name)
-        try:
-            topic = self.logs.create_topic(name, num_partitions)
-        except TopicError as exc:
-            raise InvalidTopicError(exc.reason) from None
-        self._register(name, topic.topic_id)
-        self._announce(name)
-        log.info("created topic %s with %d partitions%s", name, num_partitions,
-                 f" and configs {clean}" if clean else "")
-        return CreatedTopic(name, topic.topic_id, num_partitions, replication_factor, described)
-
-    def _create_in_zookeeper(self, name: str, num_partitions: int, replication_factor: int,
-                             assignments: Mapping[int, list[int]] | None, config: LogConfig,
-                             described: list[Any], validate_only: bool) -> CreatedTopic:
-        """ZooKeeper mode (Kafka's ZkAdminManager.createTopics): the assignment is computed over the live
-        brokers (AdminUtils, rack-aware when every broker has a rack) or taken as given, then the config
-        node and the topic node are written; the controller does the rest."""
-        if not assignments:
+        if self.zk is not None and not assignments:
             brokers = [BrokerMetadata(b.broker_id, b.rack) for b in self.metadata.alive_brokers()]
             assignments = assign_replicas_to_brokers(brokers, num_partitions, replication_factor)
         if validate_only:
-            return CreatedTopic(name, uuid.UUID(int=0), num_partitions, replication_factor, described)
-        topic_id = uuid.uuid4()
+            result = CreatedTopic(name, uuid.UUID(int=0), num_partitions, replication_factor, described)
+            return TopicCreation(result, config, None, done=True)
+        result = CreatedTopic(name, uuid.uuid4(), num_partitions, replication_factor, described)
         clean = config.overrides()
-        self.overrides[name] = clean
         self._effective[name] = config
-        self.zk.create_topic(name, {p: list(r) for p, r in assignments.items()}, topic_id, clean)
-        log.info("created topic %s with %d partitions, replication factor %d%s", name, num_partitions,
-                 replication_factor, f" and configs {clean}" if clean else "")
-        return CreatedTopic(name, topic_id, num_partitions, replication_factor, described)
+        if self.zk is not None:
+            self.overrides[name] = clean
+            zk = self.zk
+            work = lambda: zk.create_topic(name, {p: list(r) for p, r in (assignments or {}).items()},  # noqa: E731
+                                           result.topic_id, clean)
+        else:
+            persist = None
+            if clean:
+                self.overrides[name] = clean
+                persist = self._overrides_writer()
 
-    def ensure_replica(self, name: str, index: int, topic_id: uuid.UUID) -> Partition:
-        """The Partition for a replica the controller assigned here (LeaderAndIsr), its log created if new,
-        its high watermark from replication-offset-checkpoint."""
+            def work() -> None:
+                if persist is not None:
+                    persist()
+                self.logs.create_topic(name, num_partitions, config, result.topic_id)
+        self._busy[name] = "creating"
+        return TopicCreation(result, config, work)
+
+    def _release(self, creation: TopicCreation) -> None:
+        if self._busy.get(creation.result.name) == "creating":
+            del self._busy[creation.result.name]
+
+    def _finish_create(self, creation: TopicCreation) -> CreatedTopic:
+        """On the event loop, after the work: standalone, the Partitions and the metadata (produce-ready)."""
+        created = creation.result
+        name = created.name
+        clean = creation.config.overrides()
+        if self.zk is not None:
+            log.info("created topic %s with %d partitions, replication factor %d%s", name, created.num_partitions,
+                     created.replication_factor, f" and configs {clean}" if clean else "")
+            return created
+        self._register(name, created.topic_id)
+        self._announce(name)
+        self._logs_created(created.num_partitions)
+        log.info("created topic %s with %d partitions%s", name, created.num_partitions,
+                 f" and configs {clean}" if clean else "")
+        return created
+
+    def is_busy(self, name: str) -> bool:
+        """The topic is being created or deleted by a worker thread."""
+        return name in self._busy
+
+    async def prepare_replicas(self, wanted: list[tuple[str, int]], topic_ids: Mapping[str, uuid.UUID]) -> None:
+        """LeaderAndIsr: the logs of the replicas new to this broker, created in worker threads before the
+        request's leader and follower transitions run on the event loop (Kafka's makeLeaders/makeFollowers
+        create them as they meet them, in a request handler thread). A topic whose configs do not parse is left
+        to ensure_replica, which reports it per partition."""
+        missing = [tp for tp in wanted if self.replicas.find(*tp) is None and self.logs.partition(*tp) is None]
+        if not missing:
+            return
+        names = sorted({t for t, _ in missing})
+        unknown = [n for n in names if n not in self.overrides]
+        if unknown and self.zk is not None:
+            zk = self.zk
+            fetched = await self.off_loop(lambda: {n: zk.topic_config(n) for n in unknown})
+            for n, overrides in fetched.items():
+                if n not in self.overrides:
+                    self.overrides[n] = overrides
+                    self._effective.pop(n, None)
+        configs: dict[str, LogConfig] = {}
+        for n in names:
+            try:
+                configs[n] = self.topic_config(n)
+            except InvalidConfigError:
+                continue
+        ids = {n: topic_ids[n] for n in configs if n in topic_ids and topic_ids[n].int}
+        wanted_logs = [tp for tp in missing if tp[0] in configs]
+        await self.off_loop(lambda: self.logs.get_or_create_logs(wanted_logs, ids, configs.__getitem__))
+        self._logs_created(len(wanted_logs))
+
+    def _logs_created(self, count: int) -> None:
+        if self.logs_created is not None and count:
+            self.logs_created(count)
+
+    def ensure_replica(self, name: str, index: int, topic_id: uuid.UUID, *, create: bool = True) -> Partition:
+        """The Partition for a replica the controller assigned here (LeaderAndIsr), its log created if new
+        (``create``; else it must exist: prepare_replicas made it), its high watermark from
+        replication-offset-checkpoint."""
         partition = self.replicas.find(name, index)
         if partition is not None:
             return partition
         if name not in self.overrides and self.zk is not None:
             self.overrides[name] = self.zk.topic_config(name)
             self._effective.pop(name, None)
-        if not topic_id.int:
+        config = self.topic_config(name)
+        if create:
             existing = self.logs.topics.get(name)
-            topic_id = existing.topic_id if existing is not None else uuid.uuid4()
-        managed = self.logs.get_or_create_log(name, index, topic_id, self.topic_config(name))
-        managed.log.replace_config(self.topic_config(name))
+            log_topic_id = topic_id if topic_id.int else existing.topic_id if existing is not None else uuid.uuid4()
+            managed = self.logs.get_or_create_log(name, index, log_topic_id, config)
+        else:
+            found = self.logs.partition(name, index)
+            if found is None:
+                raise LogDirError(f"the log of {name}-{index} could not be created", path=str(self.logs.log_dirs[0]))
+            managed = found
+        if not topic_id.int:
+            topic_id = managed.log.topic_id or uuid.uuid4()
+        managed.log.replace_config(config)
         partition = Partition(name, index, topic_id, managed, local_broker_id=self.broker_id)
         partition.initialize_high_watermark(self.logs.checkpointed_high_watermarks.get((name, index)))
         self.replicas.add_partition(partition)
         return partition
 
     def delete_replica(self, name: str, index: int) -> None:
-        """StopReplica with delete=true: this broker's log of the partition goes."""
+        """StopReplica with delete=true: this broker's log of the partition goes (inline; see delete_replicas)."""
         self.logs.delete_partition(name, index)
-        if name not in self.logs.topics:
-            self._effective.pop(name, None)
+        self._forget_deleted([name])
+
+    async def delete_replicas(self, partitions: list[tuple[str, int]]) -> None:
+        """StopReplica with delete=true: the logs closed and renamed `-delete` in a worker thread (Kafka's
+        asyncDelete); their files are removed log.segment.delete.delay.ms later."""
+        await self.off_loop(lambda: self.logs.delete_partitions(partitions))
+        self._forget_deleted([t for t, _ in partitions])
+
+    def _forget_deleted(self, names: list[str]) -> None:
+        for name in set(names):
+            if name not in self.logs.topics:
+                self._effective.pop(name, None)
 
     def delete_topic(self, name: str) -> uuid.UUID:
+        """DeleteTopics, inline (see delete_topic_async)."""
+        topic_id, work = self._begin_delete(name)
+        try:
+            if work is not None:
+                work()
+        finally:
+            self._end_delete(name)
+        return topic_id
+
+    async def delete_topic_async(self, name: str) -> uuid.UUID:
+        """DeleteTopics. ZooKeeper mode: /admin/delete_topics/<t>, the controller deletes it everywhere.
+        Standalone: the topic leaves the metadata and the ReplicaManager at once (Metadata no longer shows it,
+        produce and fetch get UNKNOWN_TOPIC_OR_PARTITION); its logs are then closed and renamed `-delete` in a
+        worker thread, the answer waits for that (the name is free again after it), and the files are removed
+        log.segment.delete.delay.ms later."""
+        topic_id, work = self._begin_delete(name)
+        try:
+            if work is not None:
+                await self.off_loop(work)
+        finally:
+            self._end_delete(name)
+        return topic_id
+
+    async def delete_topics_async(self, names: list[str]) -> list[uuid.UUID | Exception]:
+        """DeleteTopics for several topics: every one leaves the metadata first, then their logs go."""
+        begun: list[tuple[uuid.UUID, Any] | Exception] = []
+        for name in names:
+            try:
+                begun.append(self._begin_delete(name))
+            except Exception as exc:
+                begun.append(exc)
+
+        async def finish(name: str, work: Any) -> None:
+            try:
+                await self.off_loop(work)
+            finally:
+                self._end_delete(name)
+
+        runs = {i: asyncio.ensure_future(finish(names[i], b[1])) for i, b in enumerate(begun)
+                if not isinstance(b, Exception)}
+        if runs:
+            await asyncio.wait(runs.values())
+        out: list[uuid.UUID | Exception] = []
+        for i, b in enumerate(begun):
+            if isinstance(b, Exception):
+                out.append(b)
+            else:
+                exc = runs[i].exception()
+                out.append(exc if exc is not None else b[0])
+        return out
+
+    def _begin_delete(self, name: str) -> tuple[uuid.UUID, Any]:
         topic = self.metadata.topic(name)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
         if self.zk is not None:
-            self.zk.delete_topic(name)  # /admin/delete_topics/<t>: the controller deletes it everywhere
-            log.info("marked topic %s for deletion", name)
-            return topic.topic_id
+            zk = self.zk
+            self._busy[name] = "deleting"
+
+            def mark() -> None:
+                zk.delete_topic(name)  # /admin/delete_topics/<t>: the controller deletes it everywhere
+                log.info("marked topic %s for deletion", name)
+            return topic.topic_id, mark
         self.replicas.remove_topic(name)
         self.metadata.remove_topic(name)
-        self.logs.delete_topic(name)
+        persist = None
         if self.overrides.pop(name, None) is not None:
-            self._effective.pop(name, None)
-            self._write_overrides(name)
-        if self.registry is not None:
+            persist = self._overrides_writer()
+        self._effective.pop(name, None)
+        self._busy[name] = "deleting"
+
+        def delete() -> None:
+            if name in self.logs.topics:
+                self.logs.delete_topic(name)
+            if persist is not None:
+                persist()
+            log.info("deleted topic %s", name)
+        return topic.topic_id, delete
+
+    def _end_delete(self, name: str) -> None:
+        if self._busy.get(name) == "deleting":
+            del self._busy[name]
+        if self.zk is None and self.registry is not None:
             self.registry.topic_deleted(name)
-        log.info("deleted topic %s", name)
-        return topic.topic_id
 
     def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None, *,
                           validate_only: bool = False) -> None:
+        """CreatePartitions, inline (see create_partitions_async)."""
+        work = self._begin_create_partitions(name, total, assignments, validate_only)
+        if work is not None:
+            current = len(self.metadata.topics[name].partitions)
+            work()
+            self._finish_create_partitions(name, total - current)
+
+    async def create_partitions_async(self, name: str, total: int, assignments: list[list[int]] | None = None, *,
+                                      validate_only: bool = False) -> None:
+        """CreatePartitions: the new logs (standalone) or the new assignment (ZooKeeper) written in a worker
+        thread; the new partitions reach the metadata once their logs exist. One topic grows at a time."""
+        async with self._grow_lock:
+            work = self._begin_create_partitions(name, total, assignments, validate_only)
+            if work is not None:
+                current = len(self.metadata.topics[name].partitions)
+                self._busy.setdefault(name, "growing")
+                try:
+                    await self.off_loop(work)
+                finally:
+                    if self._busy.get(name) == "growing":
+                        del self._busy[name]
+                self._finish_create_partitions(name, total - current)
+
+    def _begin_create_partitions(self, name: str, total: int, assignments: list[list[int]] | None,
+                                 validate_only: bool) -> Any:
         topic = self.metadata.topic(name)
-        if topic is None:
+        if topic is None or self._busy.get(name) == "deleting":
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
         current = len(topic.partitions)
         if total < current:
@@ -405,16 +670,20 @@ class TopicAdmin:
                 if unknown or not replicas:
                     raise InvalidReplicaAssignmentError(f"Unknown broker(s) {unknown} in the replica assignment")
         if self.zk is not None:
-            self._add_partitions_in_zookeeper(topic, total, assignments, validate_only)
-            return
+            return self._add_partitions_in_zookeeper(topic, total, assignments, validate_only)
         if validate_only:
-            return
-        self.logs.add_partitions(name, total)
-        self._register(name, topic.topic_id)
-        self._announce(name)
+            return None
+        config = self.topic_config(name)
+        return lambda: self.logs.add_partitions(name, total, config)
+
+    def _finish_create_partitions(self, name: str, added: int) -> None:
+        if self.zk is None and name in self.logs.topics and name in self.metadata.topics:  # not deleted meanwhile
+            self._register(name, self.logs.topics[name].topic_id)
+            self._announce(name)
+            self._logs_created(added)
 
     def _add_partitions_in_zookeeper(self, topic: TopicMetadata, total: int, assignments: list[list[int]] | None,
-                                     validate_only: bool) -> None:
+                                     validate_only: bool) -> Any:
         """Kafka's AdminZkClient.createNewPartitionsAssignment: the new partitions continue the existing
         layout (start index from partition 0's first replica), then the whole assignment is rewritten."""
         existing = {p.index: list(p.replicas) for p in topic.partitions}
@@ -423,8 +692,9 @@ class TopicAdmin:
         proposed = None if assignments is None else {current + i: list(r) for i, r in enumerate(assignments)}
         new = create_new_partitions_assignment(topic.name, existing, brokers, total, proposed)
         if validate_only:
-            return
-        self.zk.add_partitions(topic.name, {**existing, **new})
+            return None
+        zk = self.zk
+        return lambda: zk.add_partitions(topic.name, {**existing, **new})
 
     def _announce(self, name: str) -> None:
         topic = self.logs.topics.get(name)

@@ -300,11 +300,11 @@ def read_partition_metadata(path: str | os.PathLike[str]) -> PartitionMetadata:
     return PartitionMetadata(topic_id, version)
 
 
-def write_partition_metadata(path: str | os.PathLike[str], topic_id: uuid.UUID) -> None:
+def write_partition_metadata(path: str | os.PathLike[str], topic_id: uuid.UUID, *, sync: bool = True) -> None:
     if topic_id == ZERO_UUID:
         raise ValueError("the all-zero topic id is reserved")
     text = f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {uuid_to_base64(topic_id)}"  # no final newline
-    write_atomically(path, text.encode("utf-8"))
+    write_atomically(path, text.encode("utf-8"), sync=sync)
 
 
 # Properties.load/store escapes: `\t \n \r \f` by letter, the separators and comment markers by backslash.

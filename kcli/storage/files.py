@@ -228,8 +228,8 @@ def open_regular(path: str | os.PathLike[str]) -> int:
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes, *, sync: bool = True) -> None:
-    """Kafka's checkpoint write: `<path>.tmp`, fsync, rename over `path`, fsync the directory (both fsyncs
-    left to the caller with ``sync=False``)."""
+    """Kafka's checkpoint write: `<path>.tmp`, fsync, rename over `path`, fsync the directory. Without ``sync``
+    the two fsyncs are left to the caller (a roll, or many files made durable at once)."""
     path = Path(path)
     tmp = path.with_name(path.name + TMP_SUFFIX)
     with open(tmp, "wb") as out:
@@ -240,6 +240,15 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, sync: bool = 
     os.replace(tmp, path)
     if sync:
         fsync_dir(path.parent)
+
+
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """fsync a file or a directory by its path."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:

@@ -210,6 +210,14 @@ class AbstractIndex(ABC, Generic[E]):
     def trim_to_valid_size(self) -> None:
         self.resize(self.entry_count * self.ENTRY.size)
 
+    def close_handlers(self) -> None:
+        """Release the map and the file without trimming or flushing (Kafka `closeHandler`): the index is
+        being deleted with its log."""
+        self._unmap()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
     def flush(self) -> None:
         if self._mm is not None and self._writable:
             self._mm.flush()

@@ -475,6 +475,12 @@ class PartitionLog:
         if self.topic_id is not None:
             write_partition_metadata(self.directory / PARTITION_METADATA, self.topic_id)
 
+    def close_handlers(self) -> None:
+        """Kafka `UnifiedLog.closeHandlers`: release the files, nothing flushed or written (the log is being
+        deleted: a clean close's fsyncs, snapshot and checkpoints would be wasted on it)."""
+        for segment in self.log_segments:
+            segment.close_handlers()
+
     def __enter__(self) -> PartitionLog:
         return self
 

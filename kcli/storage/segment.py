@@ -229,26 +229,61 @@ class SegmentIndexer:
 
 
 class SegmentIndexes:
-    """A segment's writable .index, .timeindex and .txnindex, fed one batch at a time."""
+    """A segment's writable .index, .timeindex and .txnindex, fed one batch at a time.
+
+    ``lazy`` (a new, empty segment): the .index and .timeindex files are created empty and opened, resized and
+    mapped only when first used, as Kafka's LazyIndex does. An open writable index holds two file descriptors
+    (its file and the map's); a broker hosting thousands of partitions that never received a record holds
+    none of them (with 5 descriptors per partition, 10,000 partitions would pass a 20,000 `ulimit -n`). An
+    index is first used once `index.interval.bytes` were appended, by a truncation, or at the close of a
+    non-empty segment (its final time entry).
+    """
 
     def __init__(self, base_offset: int, config: LogConfig, *, index_path: Path, time_index_path: Path,
-                 txn_index_path: Path) -> None:
+                 txn_index_path: Path, lazy: bool = False) -> None:
         self.base_offset = base_offset
-        self.index = OffsetIndex(index_path, base_offset, writable=True, max_index_size=config.segment_index_bytes)
-        self.time_index = TimeIndex(time_index_path, base_offset, writable=True, max_index_size=config.segment_index_bytes)
+        self.index_path, self.time_index_path = index_path, time_index_path
+        self._max_index_size = config.segment_index_bytes
+        self._index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        if not (lazy and _created_empty(index_path) and _created_empty(time_index_path)):
+            self._index = self.index
+            self._time_index = self.time_index
         self.txn_index = TransactionIndex(txn_index_path, base_offset)  # the file appears with its first entry
+        time_index = self._time_index
         self.indexer = SegmentIndexer(
             base_offset, config.index_interval_bytes,
-            last_time_entry=self.time_index.last_entry if self.time_index.entry_count else None,
+            last_time_entry=time_index.last_entry if time_index is not None and time_index.entry_count else None,
         )
 
+    @property
+    def index(self) -> OffsetIndex:
+        if self._index is None:
+            self._index = OffsetIndex(self.index_path, self.base_offset, writable=True,
+                                      max_index_size=self._max_index_size)
+        return self._index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self._time_index = TimeIndex(self.time_index_path, self.base_offset, writable=True,
+                                         max_index_size=self._max_index_size)
+        return self._time_index
+
+    @property
+    def is_full(self) -> bool:
+        """Either index is full (a roll is due); an index not opened yet holds no entry."""
+        return ((self._index is not None and self._index.is_full)
+                or (self._time_index is not None and self._time_index.is_full))
+
     @classmethod
-    def for_segment(cls, directory: Path, base_offset: int, config: LogConfig, *, suffix: str = "") -> SegmentIndexes:
+    def for_segment(cls, directory: Path, base_offset: int, config: LogConfig, *, suffix: str = "",
+                    lazy: bool = False) -> SegmentIndexes:
         """The indexes of segment `base_offset`; `suffix` names temporary copies (`.index.tmp`)."""
         return cls(base_offset, config,
                    index_path=segment_path(directory, base_offset, INDEX_SUFFIX + suffix),
                    time_index_path=segment_path(directory, base_offset, TIME_INDEX_SUFFIX + suffix),
-                   txn_index_path=segment_path(directory, base_offset, TXN_INDEX_SUFFIX + suffix))
+                   txn_index_path=segment_path(directory, base_offset, TXN_INDEX_SUFFIX + suffix), lazy=lazy)
 
     def append(self, batch: Any, position: int, aborted: AbortedTxn | None = None) -> None:
         entry, time_entry = self.indexer.append(batch, position)
@@ -260,8 +295,9 @@ class SegmentIndexes:
             self.txn_index.append(aborted)
 
     def flush(self) -> None:
-        self.index.flush()
-        self.time_index.flush()
+        for index in (self._index, self._time_index):
+            if index is not None:  # one never opened is the empty file it was created as
+                index.flush()
         self.txn_index.flush()
 
     def close(self, *, sync: bool = True) -> None:
@@ -270,11 +306,28 @@ class SegmentIndexes:
         final = self.indexer.final_time_entry()
         if final is not None:
             self.time_index.maybe_append(final.timestamp, final.offset, skip_full_check=True)
-        self.index.close(sync=sync)
-        self.time_index.close(sync=sync)
+        for index in (self._index, self._time_index):  # opened lazily: None when never used
+            if index is not None:
+                index.close(sync=sync)
         if sync:
             self.txn_index.flush()
         self.txn_index.close()
+
+    def close_handlers(self) -> None:
+        """Release every file and map, nothing trimmed or flushed (the segment is being deleted)."""
+        for index in (self._index, self._time_index):
+            if index is not None:
+                index.close_handlers()
+        self.txn_index.close()
+
+
+def _created_empty(path: Path) -> bool:
+    """Create ``path`` if absent (no descriptor kept); True when it is empty."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        return os.fstat(fd).st_size == 0
+    finally:
+        os.close(fd)
 
 
 def batch_offsets(chunk: bytes, local: int, total: int) -> tuple[int, int]:
@@ -377,7 +430,7 @@ class LogSegment:
         segment = cls(segment_path(Path(directory), base_offset, LOG_SUFFIX), base_offset)
         segment.log = open(segment.log_path, "ab")
         segment._size = segment.log.tell()
-        segment.indexes = SegmentIndexes.for_segment(Path(directory), base_offset, config)
+        segment.indexes = SegmentIndexes.for_segment(Path(directory), base_offset, config, lazy=not resume)
         if resume:
             segment._resume()
         return segment
@@ -458,7 +511,7 @@ class LogSegment:
         if self.first_timestamp is not None and self.first_timestamp >= 0 and \
                 max_timestamp - self.first_timestamp > config.segment_ms - jitter_ms:
             return True
-        if self.indexes is not None and (self.indexes.index.is_full or self.indexes.time_index.is_full):
+        if self.indexes is not None and self.indexes.is_full:
             return True
         return last_offset - self.base_offset > 2**31 - 1
 
@@ -500,6 +553,16 @@ class LogSegment:
             self.log = None
         if self.indexes is not None:
             self.indexes.close(sync=sync)
+            self.indexes = None
+        self._size = None
+
+    def close_handlers(self) -> None:
+        """Kafka `LogSegment.closeHandlers`: release the files without flushing (the log is being deleted)."""
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+        if self.indexes is not None:
+            self.indexes.close_handlers()
             self.indexes = None
         self._size = None
 

@@ -10,7 +10,15 @@ import uuid
 
 import pytest
 
-from broker_support import kcat
+from broker_support import (
+    create_topics_body,
+    kcat,
+    produce_body,
+    receive_response,
+    send_request,
+    whole_or_absent_topics,
+)
+from kcli.storage.files import parse_partition_dir_name
 from kcli.tools.dump import DumpOptions, DumpRun
 from kcli.tools.verify import verify
 
@@ -116,7 +124,12 @@ def test_admin_create_delete_topics(broker):
     assert len(admin.list_topics(topic, timeout=30).topics[topic].partitions) == 5
     for future in admin.delete_topics([topic]).values():
         future.result(30)
-    assert not any(p.name.startswith(topic + "-") for p in broker.log_dir.iterdir())
+    assert topic not in admin.list_topics(timeout=30).topics
+    # Kafka's asyncDelete: each log renamed <topic>-<p>.<uuid>-delete before the answer, its files removed
+    # log.segment.delete.delay.ms (60 s here) later
+    left = sorted(p.name for p in broker.log_dir.iterdir() if p.name.startswith(topic + "-"))
+    assert all(name.endswith("-delete") for name in left), left
+    assert sorted(parse_partition_dir_name(name) for name in left) == [(topic, i) for i in range(5)]
     with pytest.raises(Exception, match="INVALID_TOPIC|illegal|invalid"):
         admin.create_topics([NewTopic("../escape", num_partitions=1, replication_factor=1)])["../escape"].result(30)
 
@@ -460,3 +473,112 @@ def test_remote_storage_topic_is_refused_as_kafka_refuses_it(broker):
     assert error.code() == KafkaError.INVALID_CONFIG
     assert "Tiered Storage functionality is disabled in the broker" in error.str()
     assert topic not in admin.list_topics(timeout=30).topics
+
+
+# -- topic administration off the request path (issue 23.1) ------------------------------------------------
+def test_other_connections_are_served_while_a_large_create_topics_runs(broker):
+    """The logs of a CreateTopics are created in worker threads: ApiVersions, Metadata and Produce on another
+    connection are answered before the CreateTopics answer (on the old code the event loop created every log
+    first). Meanwhile a topic is all or nothing: Metadata shows a topic only with every partition led, and a
+    produce to a topic Metadata does not show yet is UNKNOWN_TOPIC_OR_PARTITION (retriable), never another
+    error. After the answer every topic takes produce requests; the topics are deleted again."""
+    import select
+    import socket
+
+    from kio.schema.errors import ErrorCode
+
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    from kcli.protocol import ApiKey
+
+    existing = _topic("served")
+    _send_and_wait_create(broker, [existing], 1)
+    names = [_topic("bulk") for _ in range(20)]
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=120) as admin, \
+            socket.create_connection(("127.0.0.1", broker.port), timeout=60) as other:
+        send_request(admin, ApiKey.CREATE_TOPICS, 7, create_topics_body(names, 100))
+        deadline = time.monotonic() + 60
+        while not (broker.log_dir / f"{names[0]}-0").exists():  # the broker is at it
+            assert time.monotonic() < deadline, "CreateTopics did not start"
+            time.sleep(0.002)
+        send_request(other, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t",
+                                                                client_software_version="1"))
+        assert receive_response(other, ApiKey.API_VERSIONS, 3).error_code == ErrorCode.none
+        shown = whole_or_absent_topics(other, names)
+        send_request(other, ApiKey.PRODUCE, 9, produce_body([(existing, 0)] + [(n, 99) for n in names]))
+        produced = {(t.name, p.index): p.error_code for t in receive_response(other, ApiKey.PRODUCE, 9).responses
+                    for p in t.partition_responses}
+        # all three answered while the CreateTopics answer is still to come
+        assert select.select([admin], [], [], 0)[0] == [], "the CreateTopics answer came first"
+        assert produced[(existing, 0)] == ErrorCode.none
+        for n in names:
+            if n in shown:
+                assert produced[(n, 99)] == ErrorCode.none, n
+            else:
+                assert produced[(n, 99)] in (ErrorCode.none, ErrorCode.unknown_topic_or_partition), n
+        created = receive_response(admin, ApiKey.CREATE_TOPICS, 7)
+        assert {(t.name, t.error_code, t.num_partitions) for t in created.topics} == {
+            (n, ErrorCode.none, 100) for n in names}
+        assert set(whole_or_absent_topics(other, names)) == set(names)
+        send_request(other, ApiKey.PRODUCE, 9, produce_body([(n, 99) for n in names]))
+        assert {p.error_code for t in receive_response(other, ApiKey.PRODUCE, 9).responses
+                for p in t.partition_responses} == {ErrorCode.none}
+    _delete(broker, names + [existing])
+
+
+def _send_and_wait_create(broker, names: list[str], partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
+        future.result(60)
+
+
+def _delete(broker, names: list[str]) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_topics(names, operation_timeout=60).values():
+        future.result(90)
+
+
+def test_new_partitions_go_to_the_log_dir_with_fewest_and_deleted_logs_go_later(make_broker, tmp_path):
+    """Kafka's nextLogDirs with two log.dirs: each new partition goes to the dir holding fewer partitions (the
+    first on a tie), counting those loaded at startup and forgetting deleted ones. A deleted topic leaves
+    Metadata at once; its logs are renamed <topic>-<p>.<uuid>-delete in their dir, then removed after
+    log.segment.delete.delay.ms."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    broker = make_broker(f"log.dirs={first},{second}", "log.segment.delete.delay.ms=1000")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def create(name: str, partitions: int) -> None:
+        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(30)
+
+    def placed(name: str) -> dict[int, str]:
+        return {int(p.name.rsplit("-", 1)[1]): d.name for d in (first, second) for p in d.iterdir()
+                if p.is_dir() and p.name.rsplit("-", 1)[0] == name}
+
+    create("five", 5)  # 0 first, 1 second, 2 first, 3 second, 4 first
+    assert placed("five") == {0: "first", 1: "second", 2: "first", 3: "second", 4: "first"}
+    create("one", 1)  # first holds 3, second 2
+    assert placed("one") == {0: "second"}
+    for future in admin.delete_topics(["five"], operation_timeout=30).values():
+        future.result(30)
+    assert "five" not in admin.list_topics(timeout=30).topics
+    assert placed("five") == {}
+    renamed = sorted(p.name.split(".")[0] for d in (first, second) for p in d.iterdir() if p.name.endswith("-delete"))
+    assert renamed == ["five-0", "five-1", "five-2", "five-3", "five-4"]
+    create("three", 3)  # now first holds 0, second 1
+    assert placed("three") == {0: "first", 1: "first", 2: "second"}
+    deadline = time.monotonic() + 60
+    while any(p.name.endswith("-delete") for d in (first, second) for p in d.iterdir()):
+        assert time.monotonic() < deadline, "the deleted logs were not removed"
+        time.sleep(0.1)
+    # a restart counts the partitions it loads: first 2, second 2 -> the next goes to first
+    broker.stop()
+    broker.start()
+    create("after", 1)
+    assert placed("after") == {0: "first"}

@@ -181,3 +181,45 @@ def test_offset_commit_v0_is_kept_in_zookeeper(make_broker, zk_override, zk):
         old.close()
         newer.close()
     assert "internal error" not in broker.log() and "Traceback" not in broker.log()
+
+
+def test_leader_and_isr_creates_logs_off_the_event_loop_and_stop_replica_deletes_later(make_broker, zk_override):
+    """ZooKeeper mode: one LeaderAndIsr makes this broker create 1,000 logs; it does that in worker threads,
+    so ApiVersions and Metadata on another connection are answered while the logs are still being created
+    (on the old code, once all were). Metadata shows the topic only once every log exists. DeleteTopics: the
+    topic leaves Metadata, StopReplica renames its logs <topic>-<p>.<uuid>-delete, and they are removed
+    log.segment.delete.delay.ms later."""
+    import socket
+
+    from confluent_kafka.admin import AdminClient
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    from kio.schema.errors import ErrorCode
+
+    from broker_support import create_topics_body, receive_response, send_request, whole_or_absent_topics
+    from kcli.protocol import ApiKey
+
+    broker = make_broker(zk_override, "log.segment.delete.delay.ms=3000")
+    topic = f"zk-bulk-{uuid.uuid4().hex[:8]}"
+
+    def logs(suffix: str = "") -> list[str]:
+        return [p.name for p in broker.log_dir.iterdir() if p.name.startswith(topic + "-") and p.name.endswith(suffix)]
+
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=120) as admin, \
+            socket.create_connection(("127.0.0.1", broker.port), timeout=60) as other:
+        send_request(admin, ApiKey.CREATE_TOPICS, 7, create_topics_body([topic], 1000))
+        wait_for(lambda: (broker.log_dir / f"{topic}-0").exists(), 60)  # the LeaderAndIsr is being applied
+        send_request(other, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t",
+                                                                       client_software_version="1"))
+        assert receive_response(other, ApiKey.API_VERSIONS, 3).error_code == ErrorCode.none
+        assert len(logs()) < 1000, "ApiVersions was answered only once every log existed"
+        whole_or_absent_topics(other, [topic], 1000)
+        created = receive_response(admin, ApiKey.CREATE_TOPICS, 7)
+        assert [(t.name, t.error_code) for t in created.topics] == [(topic, ErrorCode.none)]
+        assert whole_or_absent_topics(other, [topic], 1000) == {topic}
+    assert len(logs()) == 1000
+    client = AdminClient({"bootstrap.servers": broker.bootstrap})
+    client.delete_topics([topic], operation_timeout=60)[topic].result(90)
+    assert topic not in client.list_topics(timeout=30).topics
+    wait_for(lambda: len(logs("-delete")) == 1000, 60)
+    assert len(logs()) == 1000  # all renamed, none removed yet ...
+    wait_for(lambda: logs() == [], 60)  # ... then removed

@@ -441,7 +441,7 @@ def test_runs_started_in_the_same_second_do_not_share_a_directory(tmp_path):
     from kcli.storage.recovery import QuarantineRun
 
     log_dir = tmp_path / "logs"
-    _killed(log_dir, ["t-0", "t-1"], records=5)
+    _killed(log_dir, ["t-0", "t-1"], records=20)  # past index.interval.bytes: the indexes were opened (preallocated)
     now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     first, second = QuarantineRun.beside(log_dir, now), QuarantineRun.beside(log_dir, now)
     assert first.directory == second.directory  # both chose the free name before either used it

@@ -198,3 +198,50 @@ def test_legacy_offsets_before_answers_segment_bases_by_modification_time(tmp_pa
     log.log_start_offset = bases[0] + 1  # a DeleteRecords inside the first segment: its entry is the log start
     assert log.legacy_offsets_before(-2, 100, now_ms=now) == [bases[0] + 1]
     log.close()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_new_segment_opens_its_indexes_on_first_use(tmp_path):
+    """Kafka's LazyIndex: a new segment's .index and .timeindex exist (empty) but are opened and mapped only
+    when an entry is due, so a partition that never got index.interval.bytes holds one file descriptor (the
+    .log) instead of five; the close trims and keeps what was written as before."""
+    before = _open_fds()
+    log = PartitionLog(tmp_path / "t-0", config=LogConfig(index_interval_bytes=1000))
+    index = tmp_path / "t-0" / "00000000000000000000.index"
+    time_index = tmp_path / "t-0" / "00000000000000000000.timeindex"
+    assert _open_fds() == before + 1
+    assert index.stat().st_size == 0 and time_index.stat().st_size == 0
+    fill(log, 4)  # ~500 bytes: no entry due yet
+    assert _open_fds() == before + 1
+    fill(log, 10)
+    assert _open_fds() == before + 5 and log.segment.indexes.index.entry_count > 0
+    entries = list(log.segment.indexes.index.entries())
+    log.close()
+    assert _open_fds() == before
+    reopened = PartitionLog.open(tmp_path / "t-0", config=LogConfig(index_interval_bytes=1000))
+    assert reopened.recovery is None and list(reopened.segment.indexes.index.entries()) == entries
+    reopened.close()
+
+
+def test_an_empty_log_closes_with_empty_indexes_and_reopens_clean(tmp_path):
+    log = PartitionLog(tmp_path / "t-0", config=LogConfig())
+    log.close()
+    assert (tmp_path / "t-0" / "00000000000000000000.index").stat().st_size == 0
+    reopened = PartitionLog.open(tmp_path / "t-0", config=LogConfig())
+    assert reopened.recovery is None and reopened.log_end_offset == 0
+    reopened.close()
+
+
+def test_close_handlers_releases_every_file_without_writing(tmp_path):
+    before = _open_fds()
+    log = PartitionLog(tmp_path / "t-0", config=LogConfig(index_interval_bytes=100))
+    fill(log, 10)
+    log.roll()
+    fill(log, 10)
+    assert _open_fds() > before
+    log.close_handlers()
+    assert _open_fds() == before
+    assert not (tmp_path / "t-0" / "leader-epoch-checkpoint").exists()  # a clean close would have written it

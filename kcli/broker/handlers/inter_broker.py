@@ -40,10 +40,21 @@ async def leader_and_isr(ctx: RequestContext, req: Any) -> Any:
         services.remember_endpoint(int(leader.broker_id), leader.host_name, int(leader.port))
 
     def ensure(topic: str, index: int, state: LeaderAndIsrState):
-        return services.admin.ensure_replica(topic, index, topic_ids.get(topic, ZERO_UUID))
+        return services.admin.ensure_replica(topic, index, topic_ids.get(topic, ZERO_UUID), create=False)
 
-    error, errors = services.replica_manager.apply_leader_and_isr(
-        int(req.controller_epoch), int(getattr(req, "broker_epoch", -1)), states, ensure)
+    controller_epoch, broker_epoch = int(req.controller_epoch), int(getattr(req, "broker_epoch", -1))
+    replicas = services.replica_manager
+    if replicas.check_controller(controller_epoch, broker_epoch) == ErrorCode.none:
+        # The file work first, in worker threads: the logs of replicas new here. Then the transitions, on the
+        # event loop (they only change memory); the leader-epoch checkpoints they change are written in worker
+        # threads before the answer. The event loop serves every other client meanwhile.
+        local = [tp for tp, s in states.items() if replicas.local_broker_id in s.replicas]
+        await services.admin.prepare_replicas(local, topic_ids)
+    logs = [m for tp in states if (m := services.log_manager.partition(*tp)) is not None]
+    with services.log_manager.leader_epoch_checkpoints_deferred(logs) as changed:
+        error, errors = replicas.apply_leader_and_isr(controller_epoch, broker_epoch, states, ensure)
+    if changed:
+        await services.admin.off_loop(lambda: services.log_manager.write_leader_epoch_checkpoints(changed))
     # v5 (the one version served) groups the errors by topic id; v0-v4's flat list with names is not served
     by_topic: dict[str, list[Any]] = {}
     for (topic, index), code in errors.items():
@@ -88,19 +99,28 @@ async def stop_replica(ctx: RequestContext, req: Any) -> Any:
     error = services.replica_manager.check_controller(int(req.controller_epoch), int(getattr(req, "broker_epoch", -1)))
     if error != ErrorCode.none:
         return build(R, "StopReplicaResponse", error_code=error, partition_errors=())
-    results = []
+    codes: dict[tuple[str, int], Any] = {}
+    deletes: list[tuple[str, int]] = []
     for topic in req.topic_states:
         for p in topic.partition_states:
-            index = int(p.partition_index)
+            tp = (topic.topic_name, int(p.partition_index))
             try:
-                services.replica_manager.stop_replica(topic.topic_name, index, int(p.leader_epoch))
+                services.replica_manager.stop_replica(tp[0], tp[1], int(p.leader_epoch))
                 if p.delete_partition:
-                    services.admin.delete_replica(topic.topic_name, index)
-                code = ErrorCode.none
+                    deletes.append(tp)
+                codes[tp] = ErrorCode.none
             except Exception as exc:
-                code = error_code_for(exc)
-            results.append(build(R, "StopReplicaPartitionError", topic_name=topic.topic_name, partition_index=index,
-                                 error_code=code))
+                codes[tp] = error_code_for(exc)
+    if deletes:
+        # Kafka's asyncDelete: closed and renamed `-delete` in a worker thread before the answer, the files
+        # removed log.segment.delete.delay.ms later; the event loop serves on meanwhile.
+        try:
+            await services.admin.delete_replicas(deletes)
+        except Exception as exc:
+            for tp in deletes:
+                codes[tp] = error_code_for(exc)
+    results = [build(R, "StopReplicaPartitionError", topic_name=t, partition_index=i, error_code=code)
+               for (t, i), code in codes.items()]
     return build(R, "StopReplicaResponse", error_code=ErrorCode.none, partition_errors=tuple(results))
 
 

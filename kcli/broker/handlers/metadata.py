@@ -6,7 +6,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kcli.broker.errors import error_code_for
+from kcli.broker.errors import TopicExistsError, error_code_for
 from kcli.protocol import requested_topics
 from kcli.broker.handlers.common import (
     CLUSTER_OPERATIONS,
@@ -46,8 +46,12 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
         topic = cache.topic(name)
         if topic is None and name and requested is not None and auto_create and not name.startswith("__"):
             try:
-                services.admin.create_topic(name, -1, -1)
-                error = ErrorCode.leader_not_available  # as Kafka: created, leaders not known to the client yet
+                # Kafka's auto-creation: LEADER_NOT_AVAILABLE now, the logs created in a worker thread; the
+                # client asks again and finds the topic once it takes produce requests
+                services.admin.start_create_topic(services.admin.begin_create_topic(name, -1, -1))
+                error = ErrorCode.leader_not_available
+            except TopicExistsError:
+                error = ErrorCode.leader_not_available  # being created (Kafka: "let it go")
             except Exception as exc:
                 error = error_code_for(exc)
                 if error == ErrorCode.topic_already_exists:
