@@ -58,6 +58,58 @@ def _append(manager: ReplicaManager, count: int) -> None:
         assert manager.append_records(-1, {TP: _batch(offset)})[TP].error == ErrorCode.none
 
 
+# -- cause 2: a re-elected leader keeps its followers' fetch state ----------------------------------------------
+def _led_with_followers_at(tmp_path, positions: dict[int, int], end: int) -> tuple[ReplicaManager, Partition]:
+    """Broker 0 leads at epoch 0 (ISR 0, 1, 2) with ``end`` records; each follower last fetched at its position."""
+    manager, partition = _replica(tmp_path, 0)
+    partition.make_leader(_state(0, 0, [0, 1, 2]))
+    _append(manager, end)
+    for replica, offset in positions.items():
+        partition.update_follower_fetch_state(replica, offset, 0, partition.log_end_offset)
+    return manager, partition
+
+
+def test_a_leader_reelected_at_the_next_epoch_keeps_its_followers_fetch_state(tmp_path):
+    """The controller drops dead follower 2 from the ISR with an epoch bump, the leader unchanged (kafka-cluster.md
+    3.2). Follower 1 has every record already: the high watermark moves at once and the produce waiting on it
+    completes, without waiting for follower 1's next fetch (Kafka's Replica.resetReplicaState, isNewLeader false)."""
+    manager, partition = _led_with_followers_at(tmp_path, {1: 8, 2: 5}, 8)
+    assert partition.high_watermark == 5  # follower 2 holds it
+
+    async def go():
+        waiting = asyncio.ensure_future(manager.append_and_wait(-1, 30_000, {TP: _batch(8)}))
+        await asyncio.sleep(0)
+        partition.update_follower_fetch_state(1, 9, 0, partition.log_end_offset)  # 1 has the new record too
+        errors, leaders, _ = manager.become_leader_or_follower({TP: _state(0, 1, [0, 1])}, lambda *_: partition)
+        assert errors == {TP: ErrorCode.none} and leaders == [partition]
+        assert partition.high_watermark == 9
+        result = await asyncio.wait_for(waiting, 5)
+        return result[TP]
+
+    appended = asyncio.run(go())
+    assert appended.error == ErrorCode.none
+    follower = partition.remote[1]
+    assert (follower.log_end_offset, follower.log_start_offset) == (9, 0)
+    assert partition.remote[2].last_caught_up_time_ms == 0  # out of the ISR: holds nothing back
+
+
+def test_a_new_leader_or_an_epoch_gap_starts_from_unknown_follower_state(tmp_path):
+    """A broker that becomes leader knows nothing of its followers (Kafka's isNewLeader); a leader told of an epoch
+    two above its own missed one, in which another broker may have led: it forgets too (stricter than Kafka)."""
+    manager, partition = _led_with_followers_at(tmp_path, {1: 8, 2: 8}, 8)
+    assert partition.high_watermark == 8
+    _append(manager, 2)
+    partition.update_follower_fetch_state(1, 10, 0, partition.log_end_offset)
+    partition.make_leader(_state(0, 2, [0, 1]))  # epoch 1 was never seen here
+    assert partition.remote[1].log_end_offset == -1 and partition.high_watermark == 8
+
+    other_manager, other = _replica(tmp_path, 1)
+    other.make_follower(_state(0, 0, [0, 1, 2]))
+    other_manager.log_manager.append_as_follower(other.managed, _batch(0))
+    other.make_leader(_state(1, 1, [1, 2]))
+    assert all(r.log_end_offset == -1 for r in other.remote.values())
+
+
 # -- cause 4: an ISR write ZooKeeper never took names the connection loss ----------------------------------------
 class _Unreachable:
     def update_leader_and_isr(self, *args, **kwargs):
