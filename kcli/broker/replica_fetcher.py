@@ -11,7 +11,10 @@ log end offsets, with the last fetched epoch so that the leader can still say wh
 (truncation on fetch, KIP-595 / IBP 2.7-IV1), appends the leader's batches unchanged (replicas stay
 byte-identical; their epochs go into this replica's leader-epoch cache) and keeps the high watermark the leader
 sent. A partition that errs backs off replica.fetch.backoff.ms; a lost connection is re-opened after the same
-backoff.
+backoff. A leader answers a replica's Fetch within replica.fetch.wait.max.ms, so a request left unanswered
+replica.fetch.response.timeout.ms longer (or a connection not made within it) means a dead connection, such as
+one opened before a network partition, which stays stalled long after the partition heals: it is closed and a
+new one opened (Kafka waits for request.timeout.ms, 30 s).
 
 Kafka at IBP >= 2.7-IV1 skips the Truncating state when the local epoch cache is not empty and leaves the
 divergence to the first fetch's DivergingEpoch; kctl asks first, so the truncation point is settled before any
@@ -63,6 +66,20 @@ class FetchSettings:
     partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+    # replica.fetch.response.timeout.ms (kctl's): how long past replica.fetch.wait.max.ms a leader may leave a
+    # request unanswered, or a connection unmade, before the connection is taken for dead
+    response_timeout_ms: int = 3000
+
+    @property
+    def connect_timeout_s(self) -> float:
+        return min(self.socket_timeout_ms, self.response_timeout_ms) / 1000
+
+    def request_timeout_s(self, max_wait_ms: int) -> float:
+        """A leader answers a replica's Fetch within its MaxWaitMs (DelayedFetch) and an OffsetForLeaderEpoch at
+        once, so silence well past that is a stalled connection, not a slow leader. Kafka waits for
+        request.timeout.ms (30 s) there, and a link that healed meanwhile stays stalled until TCP's next
+        retransmission, seconds to tens of seconds later; a new connection works at once."""
+        return min(max_wait_ms + self.response_timeout_ms, max_wait_ms + self.socket_timeout_ms) / 1000
 
 
 class ReplicaFetcher:
@@ -140,6 +157,14 @@ class ReplicaFetcher:
                 response = await self._fetch(fetching)
             except asyncio.CancelledError:
                 raise
+            except TimeoutError:
+                log.warning("%s: broker %d did not answer within replica.fetch.wait.max.ms + "
+                            "replica.fetch.response.timeout.ms (%d + %d ms): the connection is taken for dead; "
+                            "reconnecting", self.name, self.leader_id, settings.max_wait_ms,
+                            settings.response_timeout_ms)
+                self._close()
+                await asyncio.sleep(settings.backoff_ms / 1000)
+                continue
             except Exception as exc:  # connection refused or dropped, a malformed answer: retry later
                 log.warning("%s: request to broker %d failed: %s", self.name, self.leader_id, exc)
                 self._close()
@@ -164,8 +189,12 @@ class ReplicaFetcher:
             endpoint = self.manager.endpoint(self.leader_id)
             if endpoint is None:
                 raise ConnectionError(f"no endpoint known for broker {self.leader_id}")
-            async with asyncio.timeout(self.manager.settings.socket_timeout_ms / 1000):
-                self._connection = await asyncio.open_connection(*endpoint)
+            try:
+                async with asyncio.timeout(self.manager.settings.connect_timeout_s):
+                    self._connection = await asyncio.open_connection(*endpoint)
+            except TimeoutError:
+                raise ConnectionError(f"no connection to {endpoint[0]}:{endpoint[1]} within "
+                                      f"{self.manager.settings.connect_timeout_s * 1000:.0f} ms") from None
         return self._connection
 
     def _close(self) -> None:
@@ -270,7 +299,7 @@ class ReplicaFetcher:
     async def _roundtrip(self, api_key: ApiKey, version: int, body: Any, max_wait_ms: int) -> Any:
         reader, writer = await self._connect()
         return await exchange(reader, writer, api_key, version, body, client_id=self.name,
-                              timeout=(max_wait_ms + self.manager.settings.socket_timeout_ms) / 1000)
+                              timeout=self.manager.settings.request_timeout_s(max_wait_ms))
 
     def _process(self, sent: dict[tuple[str, int], Partition], response: Any) -> None:
         """Kafka's processPartitionData for each partition still fetched from this leader at this offset."""

@@ -201,7 +201,8 @@ class KafkaServer:
                                  max_bytes=c["replica.fetch.response.max.bytes"],
                                  partition_max_bytes=c["replica.fetch.max.bytes"],
                                  backoff_ms=c["replica.fetch.backoff.ms"],
-                                 socket_timeout_ms=c["replica.socket.timeout.ms"])
+                                 socket_timeout_ms=c["replica.socket.timeout.ms"],
+                                 response_timeout_ms=c["replica.fetch.response.timeout.ms"])
         self.replica_manager.fetchers = ReplicaFetcherManager(
             self.broker_id, self.log_manager, settings, self.services.endpoint, on_append=self._follower_appended,
             on_high_watermark=self.replica_manager.follower_high_watermark_moved)

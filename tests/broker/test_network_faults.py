@@ -58,6 +58,108 @@ def _append(manager: ReplicaManager, count: int) -> None:
         assert manager.append_records(-1, {TP: _batch(offset)})[TP].error == ErrorCode.none
 
 
+# -- cause 1: a fetch connection that stalls is abandoned and re-opened ---------------------------------------------
+class StallingRelay:
+    """Relays TCP to ``upstream``, except the first connection: it takes the follower's requests and never
+    answers, never closes (what a connection opened before a network partition looks like after the heal, while
+    TCP's retransmission timer is backed off)."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.connections = 0
+        self.swallowed = 0  # bytes the stalled connection took
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    async def start(self) -> tuple[str, int]:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self._server.sockets[0].getsockname()[:2]
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            if self.connections == 1:
+                while chunk := await reader.read(65536):
+                    self.swallowed += len(chunk)
+                return
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+
+            async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+                while chunk := await source.read(65536):
+                    sink.write(chunk)
+                    await sink.drain()
+                sink.close()
+            await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+def test_a_fetch_left_unanswered_is_abandoned_and_the_connection_reopened(tmp_path, caplog):
+    """The leader answers a replica's Fetch within replica.fetch.wait.max.ms; one unanswered for
+    replica.fetch.response.timeout.ms longer means a dead connection: the fetcher closes it and fetches over a new
+    one, long before replica.socket.timeout.ms (30 s here)."""
+    leader_manager, led = _replica(tmp_path, 0)
+    led.make_leader(_state(0, 0, [0, 1], [0, 1]))
+    leader_manager.append_records(1, {TP: _batch(0)})
+    leader_manager.append_records(1, {TP: _batch(1)})
+    manager, follower = _replica(tmp_path, 1)
+    follower.make_follower(_state(0, 0, [0, 1], [0, 1]))
+    settings = FetchSettings(max_wait_ms=20, backoff_ms=50, socket_timeout_ms=30_000)
+    settings.response_timeout_ms = 300  # set as an attribute: the test then times out on a fetcher without it
+    caplog.set_level(logging.WARNING, logger="kcli.broker.replica")
+
+    async def go() -> StallingRelay:
+        server = SocketServer(KafkaApis(SimpleNamespace(replica_manager=leader_manager, metadata=MetadataCache())),
+                              max_frame_bytes=100 << 20)
+        await server.start([("127.0.0.1", 0)])
+        relay = StallingRelay(server.bound[0])
+        endpoint = await relay.start()
+        fetchers = ReplicaFetcherManager(1, manager.log_manager, settings, lambda broker_id: endpoint)
+        fetchers.add_fetchers([follower])
+        deadline = time.monotonic() + 10  # a third of replica.socket.timeout.ms
+        try:
+            while follower.log_end_offset < 2:
+                assert time.monotonic() < deadline, (
+                    f"still waiting on the stalled connection ({relay.connections} connection(s) made)")
+                await asyncio.sleep(0.02)
+        finally:
+            await fetchers.shutdown()
+            await relay.stop()
+            leader_manager.shutdown()
+            await server.stop()
+        return relay
+
+    relay = asyncio.run(go())
+    assert relay.swallowed > 0 and relay.connections >= 2  # the request went out, went unanswered, and a new
+    # connection brought the records
+    assert follower.log_end_offset == led.log_end_offset == 2
+    assert any("the connection is taken for dead" in r.getMessage() for r in caplog.records)
+
+
+def test_the_response_timeout_is_a_broker_config():
+    from kcli.broker.config import build_config
+
+    assert build_config({})["replica.fetch.response.timeout.ms"] == 3000
+    settings = FetchSettings(max_wait_ms=500, socket_timeout_ms=30_000, response_timeout_ms=3000)
+    assert settings.request_timeout_s(500) == 3.5 and settings.request_timeout_s(0) == 3.0
+    assert settings.connect_timeout_s == 3.0
+    # replica.socket.timeout.ms still bounds both when it is the smaller
+    short = FetchSettings(socket_timeout_ms=1000, response_timeout_ms=3000)
+    assert short.request_timeout_s(500) == 1.5 and short.connect_timeout_s == 1.0
+
+
 # -- cause 2: a re-elected leader keeps its followers' fetch state ----------------------------------------------
 def _led_with_followers_at(tmp_path, positions: dict[int, int], end: int) -> tuple[ReplicaManager, Partition]:
     """Broker 0 leads at epoch 0 (ISR 0, 1, 2) with ``end`` records; each follower last fetched at its position."""
