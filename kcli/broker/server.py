@@ -280,6 +280,7 @@ class KafkaServer:
         await self.start()
         try:
             await self._stopping.wait()
+            self.replica_manager.shutting_down = True  # before the controlled shutdown, as Kafka's isShuttingDown
             if self.zk is not None and self.config["controlled.shutdown.enable"]:
                 await self.controlled_shutdown()
         finally:
@@ -349,9 +350,12 @@ class KafkaServer:
         return False
 
     async def stop(self) -> None:
+        self.replica_manager.shutting_down = True
         if self.config_changes is not None:
             self.config_changes.stop()
         if self.controller is not None:
+            # First: the controller resigns and gives up /controller, so that another broker controls the
+            # cluster while this one closes its logs (which can take seconds).
             await asyncio.to_thread(self.controller.shutdown)
         if self.replica_manager.fetchers is not None:
             await self.replica_manager.fetchers.shutdown()

@@ -131,6 +131,7 @@ class BrokerRegistration:
         self._client: KazooClient | None = None
         self._lock = threading.RLock()  # the broker's thread and kazoo's watch threads share the state
         self._stopping = False
+        self._candidate = True  # bids for /controller; False once the broker's controller has shut down
         self._registered = False  # the /brokers/ids node is (to be) ours: start(register=False) defers it
         self._session_lost = False
         self._pending: dict[str, TopicChange] = {}  # topic changes waiting for the connection to come back
@@ -195,6 +196,7 @@ class BrokerRegistration:
             if self._client is not None:
                 raise KcliError(f"broker {self.broker_id} is already registered in ZooKeeper at {self.connect.text}")
             self._stopping = False
+            self._candidate = True
             self._registered = False
             self._session_lost = False
             self._pending.clear()
@@ -276,6 +278,28 @@ class BrokerRegistration:
             self._close()
             self._stop_notifier()
             log.info("broker %d unregistered from ZooKeeper %s", self.broker_id, self.connect.servers)
+
+    def resign_controller(self) -> None:
+        """Bid for /controller no more and give it up if this broker holds it: a stopping broker whose controller
+        has resigned lets another broker take over now, not when its session closes at the end of the shutdown
+        (closing the logs alone can take seconds). Kafka holds /controller until zkClient.close(); nobody can act
+        as controller meanwhile. Watching who the controller is goes on."""
+        self._candidate = False
+        with self._lock:
+            client = self._client
+            if client is None:
+                return
+            self._set_active(False)
+            if not client.connected:
+                return  # the session, and /controller with it, goes when ZooKeeper expires it or stop() closes it
+            try:
+                if self._delete_if_ours(paths.CONTROLLER, min(STOP_TIMEOUT_S, self._timeout)):
+                    log.info("broker %d gave up %s", self.broker_id, self.connect.absolute(paths.CONTROLLER))
+                self.controller_id = None
+                self._follow_controller()  # the winner watched nothing: learn the next one
+            except (KazooException, KazooTimeoutError) as exc:
+                log.warning("could not delete %s from ZooKeeper: %s", self.connect.absolute(paths.CONTROLLER),
+                            _describe(exc))
 
     # -- the old consumers' offsets (OffsetCommit/OffsetFetch v0 on a ZooKeeper-mode broker) ----------------
     def consumer_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
@@ -467,6 +491,9 @@ class BrokerRegistration:
         for _ in range(ELECTION_ATTEMPTS):
             if self._stopping:
                 return
+            if not self._candidate:
+                self._follow_controller()  # who it is, for the controlled shutdown of a broker that resigned
+                return
             try:
                 data, stat = self._wait(client.get_async(paths.CONTROLLER_EPOCH))
                 epoch, version = self._parse_epoch(data), stat.version
@@ -644,14 +671,16 @@ class BrokerRegistration:
         except NoNodeError:
             pass
 
-    def _delete_if_ours(self, path: str, timeout: float) -> None:
+    def _delete_if_ours(self, path: str, timeout: float) -> bool:
         client = self._require()
         stat: ZnodeStat | None = self._wait(client.exists_async(path), timeout)
         if stat is not None and stat.ephemeralOwner == self._session_id():
             try:
                 self._wait(client.delete_async(path, stat.version), timeout)
             except NoNodeError:
-                pass
+                return False
+            return True
+        return False
 
     # -- kazoo's threads ---------------------------------------------------------------------------
     def _on_state(self, state: str) -> None:

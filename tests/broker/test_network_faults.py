@@ -212,6 +212,22 @@ def test_a_new_leader_or_an_epoch_gap_starts_from_unknown_follower_state(tmp_pat
     assert all(r.log_end_offset == -1 for r in other.remote.values())
 
 
+# -- cause 3: a stopping broker does not fetch again --------------------------------------------------------------
+def test_a_stopping_broker_becomes_follower_without_fetchers(tmp_path):
+    """Kafka's makeFollowers skips the adding-fetcher step while the broker shuts down: a broker whose controlled
+    shutdown moved its leaderships away must not fetch, or the new leaders take it back into their ISRs."""
+    manager, partition = _replica(tmp_path, 0)
+    partition.make_leader(_state(0, 0, [0, 1, 2]))
+    added, removed = [], []
+    manager.fetchers = SimpleNamespace(add_fetchers=lambda ps: added.extend(ps),
+                                       remove_fetchers=lambda tps: removed.extend(tps))
+    manager.shutting_down = True
+    error, errors = manager.apply_leader_and_isr(1, -1, {TP: _state(1, 1, [1, 2])}, lambda *_: partition)
+    assert error == ErrorCode.none and errors == {TP: ErrorCode.none}
+    assert partition.leader_id == 1 and not partition.is_leader
+    assert added == [] and TP in removed
+
+
 # -- cause 4: an ISR write ZooKeeper never took names the connection loss ----------------------------------------
 class _Unreachable:
     def update_leader_and_isr(self, *args, **kwargs):
