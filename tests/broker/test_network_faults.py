@@ -148,6 +148,46 @@ def test_a_fetch_left_unanswered_is_abandoned_and_the_connection_reopened(tmp_pa
     assert any("the connection is taken for dead" in r.getMessage() for r in caplog.records)
 
 
+def test_a_leader_that_cannot_be_reached_is_tried_again_soon_and_the_outage_logged_once(tmp_path, caplog):
+    """While a network is cut, connecting fails at once: the fetcher tries again every RECONNECT_BACKOFF_MS, so
+    that a healed link is used at once, not replica.fetch.backoff.ms (5 s here) later. One warning for the outage,
+    one line when the leader answers again."""
+    from kcli.processes import free_port
+
+    leader_manager, led = _replica(tmp_path, 0)
+    led.make_leader(_state(0, 0, [0, 1], [0, 1]))
+    leader_manager.append_records(1, {TP: _batch(0)})
+    manager, follower = _replica(tmp_path, 1)
+    follower.make_follower(_state(0, 0, [0, 1], [0, 1]))
+    settings = FetchSettings(max_wait_ms=20, backoff_ms=5000)
+    port = free_port()
+    caplog.set_level(logging.INFO, logger="kcli.broker.replica")
+
+    async def go() -> float:
+        server = SocketServer(KafkaApis(SimpleNamespace(replica_manager=leader_manager, metadata=MetadataCache())),
+                              max_frame_bytes=100 << 20)
+        fetchers = ReplicaFetcherManager(1, manager.log_manager, settings, lambda broker_id: ("127.0.0.1", port))
+        fetchers.add_fetchers([follower])
+        try:
+            await asyncio.sleep(0.5)  # refused, over and over
+            await server.start([("127.0.0.1", port)])
+            listening = time.monotonic()
+            while follower.log_end_offset < 1:
+                assert time.monotonic() - listening < 3, "not fetched again before replica.fetch.backoff.ms"
+                await asyncio.sleep(0.01)
+            return time.monotonic() - listening
+        finally:
+            await fetchers.shutdown()
+            leader_manager.shutdown()
+            await server.stop()
+
+    asyncio.run(go())
+    lines = [r for r in caplog.records if r.name == "kcli.broker.replica"]
+    warnings = [r.getMessage() for r in lines if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "cannot connect" in warnings[0], warnings
+    assert any("answers again, after" in r.getMessage() for r in lines if r.levelno == logging.INFO)
+
+
 def test_the_response_timeout_is_a_broker_config():
     from kcli.broker.config import build_config
 
