@@ -283,23 +283,26 @@ class BrokerRegistration:
         """Bid for /controller no more and give it up if this broker holds it: a stopping broker whose controller
         has resigned lets another broker take over now, not when its session closes at the end of the shutdown
         (closing the logs alone can take seconds). Kafka holds /controller until zkClient.close(); nobody can act
-        as controller meanwhile. Watching who the controller is goes on."""
+        as controller meanwhile. Who the controller is stays watched. Without a connection now, the next
+        reconnection gives it up (if the session outlived the outage)."""
         self._candidate = False
         with self._lock:
-            client = self._client
-            if client is None:
+            if self._client is None:
                 return
             self._set_active(False)
-            if not client.connected:
-                return  # the session, and /controller with it, goes when ZooKeeper expires it or stop() closes it
+            if not self._client.connected:
+                return
             try:
-                if self._delete_if_ours(paths.CONTROLLER, min(STOP_TIMEOUT_S, self._timeout)):
-                    log.info("broker %d gave up %s", self.broker_id, self.connect.absolute(paths.CONTROLLER))
-                self.controller_id = None
-                self._follow_controller()  # the winner watched nothing: learn the next one
+                self._give_up_controller()
             except (KazooException, KazooTimeoutError) as exc:
                 log.warning("could not delete %s from ZooKeeper: %s", self.connect.absolute(paths.CONTROLLER),
                             _describe(exc))
+
+    def _give_up_controller(self) -> None:
+        if self._delete_if_ours(paths.CONTROLLER, min(STOP_TIMEOUT_S, self._timeout)):
+            log.info("broker %d gave up %s", self.broker_id, self.connect.absolute(paths.CONTROLLER))
+        self.controller_id = None
+        self._follow_controller()  # a winner watches nothing: learn the next one
 
     # -- the old consumers' offsets (OffsetCommit/OffsetFetch v0 on a ZooKeeper-mode broker) ----------------
     def consumer_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
@@ -492,7 +495,7 @@ class BrokerRegistration:
             if self._stopping:
                 return
             if not self._candidate:
-                self._follow_controller()  # who it is, for the controlled shutdown of a broker that resigned
+                self._give_up_controller()  # still ours if the connection was down when the broker resigned
                 return
             try:
                 data, stat = self._wait(client.get_async(paths.CONTROLLER_EPOCH))
@@ -546,7 +549,7 @@ class BrokerRegistration:
         if self.controller_id == self.broker_id:
             self.controller_epoch_zk_version = epoch_version
         log.info("broker %s is the controller (epoch %d)", self.controller_id, self.controller_epoch)
-        self._set_active(self.controller_id == self.broker_id)
+        self._set_active(self.controller_id == self.broker_id and self._candidate)
         return True
 
     def _read_controller_epoch(self) -> int:

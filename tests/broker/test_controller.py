@@ -195,7 +195,8 @@ def test_a_stopping_controller_hands_over_before_its_broker_goes(three_brokers, 
     other = brokers[2] if new is brokers[1] else brokers[1]
     wait_for(lambda: other.runner.is_active, what="the third broker controlling")
     assert json.loads(root.get(f"{chroot}/controller")[0])["brokerid"] == other.id
-    assert brokers[0].registration.controller_id == other.id
+    wait_for(lambda: brokers[0].registration.controller_id == other.id, what="broker 0 following the controller")
+    assert not brokers[0].registration.is_controller
 
 
 def test_isr_change_notification_reaches_every_broker(three_brokers, root, chroot):
