@@ -146,6 +146,8 @@ class ReplicaFetcher:
         while True:
             ready = self._ready()
             if not ready:
+                if not self.partitions:
+                    self._failures = 0  # nothing fetched from this leader now: a later outage is a new one
                 self._wake.clear()
                 wait = self._next_ready_in()
                 try:
@@ -163,6 +165,8 @@ class ReplicaFetcher:
                 fetching = {tp: p for tp, p in self._ready().items() if self.state(tp) == FETCHING}
                 if not fetching:
                     continue
+                # what each partition is fetched at: built into the request below, before anything awaits
+                requested = {tp: (p.leader_epoch, p.log_end_offset) for tp, p in fetching.items()}
                 response = await self._fetch(fetching)
             except asyncio.CancelledError:
                 raise
@@ -186,7 +190,7 @@ class ReplicaFetcher:
                 self._close()
                 await asyncio.sleep(settings.backoff_ms / 1000)
                 continue
-            self._process(fetching, response)
+            self._process(fetching, requested, response)
 
     def _ready(self) -> dict[tuple[str, int], Partition]:
         now = time.monotonic()
@@ -341,19 +345,25 @@ class ReplicaFetcher:
         self._answered()
         return response
 
-    def _process(self, sent: dict[tuple[str, int], Partition], response: Any) -> None:
-        """Kafka's processPartitionData for each partition still fetched from this leader at this offset."""
+    def _process(self, sent: dict[tuple[str, int], Partition], requested: dict[tuple[str, int], tuple[int, int]],
+                 response: Any) -> None:
+        """Kafka's processPartitionData for each partition still fetched from this leader, at the leader epoch and
+        offset it was fetched at: one re-added at a new leader epoch (or truncated) while the request was out
+        ignores the answer, so an error meant for the old epoch (FENCED_LEADER_EPOCH from a leader that moved on
+        during a network partition, say) does not hold the new one back replica.fetch.backoff.ms (Kafka's
+        processFetchRequest: only partitions ready for fetch at the requested offset)."""
+        current = {tp for tp, partition in sent.items() if self._still_at(tp, partition, requested[tp])}
         if response.error_code != ErrorCode.none:
             log.warning("%s: fetch error %s", self.name, response.error_code.name)
-            for tp in sent:
+            for tp in current:
                 self._delay(tp)
             return
         for topic in response.responses:
             for data in topic.partitions:
                 tp = (topic.topic, int(data.partition_index))
-                partition = self.partitions.get(tp)
-                if partition is None or partition is not sent.get(tp):
-                    continue  # moved away meanwhile
+                if tp not in current:
+                    continue  # moved away, re-added or truncated meanwhile
+                partition = sent[tp]
                 try:
                     self.manager.process_partition_data(partition, data)
                 except Exception as exc:
@@ -362,6 +372,11 @@ class ReplicaFetcher:
                     continue
                 if data.error_code != ErrorCode.none:
                     self._delay(tp)
+
+    def _still_at(self, tp: tuple[str, int], partition: Partition, requested: tuple[int, int]) -> bool:
+        fetch_state = self.states.get(tp)
+        return (self.partitions.get(tp) is partition and fetch_state is not None and fetch_state.state == FETCHING
+                and (partition.leader_epoch, partition.log_end_offset) == requested)
 
 
 class ReplicaFetcherManager:

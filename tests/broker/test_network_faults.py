@@ -188,6 +188,77 @@ def test_a_leader_that_cannot_be_reached_is_tried_again_soon_and_the_outage_logg
     assert any("answers again, after" in r.getMessage() for r in lines if r.levelno == logging.INFO)
 
 
+class DelayingRelay(StallingRelay):
+    """Relays TCP to ``upstream``; the first connection's answers are held until ``release`` is set."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        super().__init__(upstream)
+        self.release = asyncio.Event()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        first = self.connections == 1
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+
+        async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, hold: bool) -> None:
+            while chunk := await source.read(65536):
+                if hold:
+                    await self.release.wait()
+                sink.write(chunk)
+                await sink.drain()
+            sink.close()
+        try:
+            await asyncio.gather(pump(reader, up_writer, False), pump(up_reader, writer, first))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+def test_an_answer_for_an_older_leader_epoch_does_not_hold_the_new_one_back(tmp_path):
+    """A fetch sent at leader epoch 0 is answered FENCED_LEADER_EPOCH (the leader is at 1) after the follower was
+    told of epoch 1 (its LeaderAndIsr came first, as after a heal): the answer is ignored, not a reason to back
+    the partition off replica.fetch.backoff.ms (5 s here); the follower fetches at epoch 1 at once (Kafka's
+    processFetchRequest)."""
+    leader_manager, led = _replica(tmp_path, 0)
+    led.make_leader(_state(0, 1, [0, 1], [0, 1]))
+    leader_manager.append_records(1, {TP: _batch(0)})
+    manager, follower = _replica(tmp_path, 1)
+    follower.make_follower(_state(0, 0, [0, 1], [0, 1]))
+    settings = FetchSettings(max_wait_ms=20, backoff_ms=5000)
+
+    async def go() -> None:
+        server = SocketServer(KafkaApis(SimpleNamespace(replica_manager=leader_manager, metadata=MetadataCache())),
+                              max_frame_bytes=100 << 20)
+        await server.start([("127.0.0.1", 0)])
+        relay = DelayingRelay(server.bound[0])
+        endpoint = await relay.start()
+        fetchers = ReplicaFetcherManager(1, manager.log_manager, settings, lambda broker_id: endpoint)
+        fetchers.add_fetchers([follower])
+        try:
+            while relay.connections == 0:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)  # the epoch-0 fetch is out, its answer held
+            follower.make_follower(_state(0, 1, [0, 1], [0, 1]))
+            fetchers.add_fetchers([follower])
+            relay.release.set()
+            released = time.monotonic()
+            while follower.log_end_offset < 1:
+                assert time.monotonic() - released < 3, "backed off by the answer meant for epoch 0"
+                await asyncio.sleep(0.01)
+        finally:
+            await fetchers.shutdown()
+            await relay.stop()
+            leader_manager.shutdown()
+            await server.stop()
+
+    asyncio.run(go())
+    assert follower.log_end_offset == 1
+
+
 def test_the_response_timeout_is_a_broker_config():
     from kcli.broker.config import build_config
 
