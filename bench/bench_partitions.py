@@ -17,7 +17,7 @@ Scenarios, in this order, each started once every ISR is full and every partitio
   leader-cut     the leader of partition 0 cut from the other brokers (all still reach ZooKeeper);
   zombie         the leader of partition 0 cut from the other brokers and from ZooKeeper (clients still reach it);
   controller-zk  the controller cut from ZooKeeper only;
-  random         --rounds (6) rounds: a random split of {zk, b0, b1, b2} into two non-empty groups, each cut from
+  random         --rounds (8) rounds: a random split of {zk, b0, b1, b2} into two non-empty groups, each cut from
                  the other for a random 10-20 s, then healed (and the next round once the ISRs are full again).
 For each cut (a "fault window", from the cut to the heal):
   acks available   share of the window's 250 ms slots in which a partition got at least one acknowledgement,
@@ -28,6 +28,9 @@ For each cut (a "fault window", from the cut to the heal):
   heal -> full ISR from the heal until ZooKeeper shows every partition's ISR with all 3 replicas (polled 50 ms);
   heal -> acks     from the heal until the first acknowledgement of each partition that had none in the second
                    before the heal; the largest (n/a: none stalled).
+The table gives, per scenario kind (the random rounds together), medians over the runs of: acks available and
+majority reach (time-weighted), acks available in the windows where a majority was reachable (acks|maj), and the
+median and largest heal -> full ISR and heal -> acks.
 At the end the producer is flushed and the topic read back from the beginning: acknowledged records missing
 (lost), read twice (duplicates), out of order within a partition, or read at another offset than acknowledged.
 
@@ -36,7 +39,7 @@ At the end the producer is flushed and the topic read back from the beginning: a
 each tree N times and prints medians. Every namespace and process is removed at the end, also after a failure.
 
 Usage: sudo bench/bench_partitions.py [--baseline-tree PATH] [--repeat 3] [--scenarios leader-cut,zombie,...]
-         [--rounds 6] [--hold 15] [--partitions 6] [--rate 600] [--session-timeout-ms 6000] [--lag-ms 5000]
+         [--rounds 8] [--hold 15] [--partitions 6] [--rate 600] [--session-timeout-ms 6000] [--lag-ms 5000]
          [--seed N] [--json FILE] [--keep]
 """
 
@@ -46,6 +49,7 @@ import argparse
 import json
 import random
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -347,7 +351,8 @@ def format_window(w: dict) -> str:
 
 def summarize(runs: list[Run]) -> dict:
     """Per scenario kind (random rounds together), medians over runs of: acks available and majority reach
-    (time-weighted over the windows of a run), heal->full ISR and heal->acks (median and max over windows)."""
+    (time-weighted over the windows of a run), acks available over the windows a majority was reachable in
+    (acks|maj), heal->full ISR and heal->acks (median and max over windows)."""
     out: dict[str, dict] = {}
     for kind in SCENARIOS:
         per_run = []
@@ -358,7 +363,11 @@ def summarize(runs: list[Run]) -> dict:
             total = sum(w["seconds"] for w in ws)
             isr = [w["heal_to_full_isr"] for w in ws if w["heal_to_full_isr"] is not None]
             acks = [w["heal_to_acks"] for w in ws if w["heal_to_acks"] is not None]
+            reach = [w for w in ws if w["majority_reachable"] >= 0.5]
+            reach_total = sum(w["seconds"] for w in reach)
             per_run.append({"acks_available": sum(w["acks_available"] * w["seconds"] for w in ws) / total,
+                            "acks_when_reachable": (sum(w["acks_available"] * w["seconds"] for w in reach)
+                                                    / reach_total) if reach_total else None,
                             "majority_reachable": sum(w["majority_reachable"] * w["seconds"] for w in ws) / total,
                             "isr_median": statistics.median(isr) if isr else None, "isr_max": max(isr, default=None),
                             "acks_median": statistics.median(acks) if acks else None,
@@ -377,8 +386,8 @@ def print_table(results: dict[str, list[Run]]) -> None:
     labels = list(results)
     summaries = {label: summarize(runs) for label, runs in results.items()}
     print(f"\nmedians over {max(len(r) for r in results.values())} run(s); windows per scenario kind")
-    header = f"{'scenario':<14} {'':<7} {'acks avail':>10} {'majority':>9} {'ISR med':>8} {'ISR max':>8} " \
-             f"{'acks med':>9} {'acks max':>9}"
+    header = f"{'scenario':<14} {'':<7} {'acks avail':>10} {'majority':>9} {'acks|maj':>9} {'ISR med':>8} " \
+             f"{'ISR max':>8} {'acks med':>9} {'acks max':>9}"
     print(header)
     for kind in SCENARIOS:
         for label in labels:
@@ -386,7 +395,8 @@ def print_table(results: dict[str, list[Run]]) -> None:
             if s is None:
                 continue
             print(f"{kind:<14} {label:<7} {_fmt(s['acks_available'], True):>10} "
-                  f"{_fmt(s['majority_reachable'], True):>9} {_fmt(s['isr_median']):>8} {_fmt(s['isr_max']):>8} "
+                  f"{_fmt(s['majority_reachable'], True):>9} {_fmt(s['acks_when_reachable'], True):>9} "
+                  f"{_fmt(s['isr_median']):>8} {_fmt(s['isr_max']):>8} "
                   f"{_fmt(s['acks_median']):>9} {_fmt(s['acks_max']):>9}")
     print("\nsafety (each run): acknowledged / lost / duplicates / out of order / moved")
     for label, runs in results.items():
@@ -402,7 +412,7 @@ def main() -> int:
     parser.add_argument("--baseline-tree", type=Path, help="a kcli source tree to run as 'before'")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--hold", type=float, default=15.0)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--rate", type=int, default=600)
@@ -416,6 +426,10 @@ def main() -> int:
     unknown = set(args.scenarios) - set(SCENARIOS)
     if unknown:
         parser.error(f"unknown scenarios {sorted(unknown)}")
+    def interrupt(signum, frame):  # SIGTERM/SIGHUP as Ctrl-C: the labs are removed in `finally`
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGHUP, interrupt)
     why = unavailable()
     if why:
         print(f"bench_partitions: {why}", file=sys.stderr)
