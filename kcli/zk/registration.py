@@ -58,8 +58,11 @@ SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
 PROBE_TIMEOUT_S = 2.0
 ELECTION_ATTEMPTS = 5
 STOP_TIMEOUT_S = 2.0  # closing the session removes the ephemeral nodes anyway: shutdown must not wait longer
-# Reconnect at least every second, as ZooKeeper's Java client does; kazoo's default backs off to an hour.
-RECONNECT_MAX_DELAY_S = 1.0
+# Reconnect every quarter second at most (kazoo's default backs off to an hour; ZooKeeper's Java client sleeps up
+# to a second): after a network partition heals, a broker whose session expired meanwhile learns it (and that it
+# leads nothing any more) within that, and clients' requests parked on it as a zombie leader are answered. While
+# ZooKeeper cannot be reached an attempt fails at once or times out, and costs the server nothing.
+RECONNECT_MAX_DELAY_S = 0.25
 
 TopicChange = tuple[int, uuid.UUID] | None  # (partitions, topic id) to write, or None to remove
 
