@@ -28,9 +28,11 @@ For each cut (a "fault window", from the cut to the heal):
   heal -> full ISR from the heal until ZooKeeper shows every partition's ISR with all 3 replicas (polled 50 ms);
   heal -> acks     from the heal until the first acknowledgement of each partition that had none in the second
                    before the heal; the largest (n/a: none stalled).
+  +10s acks / maj  the same two over the window and the 10 s after its heal, when everything is reachable: what
+                   the heal left to recover counts too.
 The table gives, per scenario kind (the random rounds together), medians over the runs of: acks available and
-majority reach (time-weighted), acks available in the windows where a majority was reachable (acks|maj), and the
-median and largest heal -> full ISR and heal -> acks.
+majority reach (time-weighted), acks available in the windows where a majority was reachable (acks|maj), both
+again with the 10 s after each heal (+10s), and the median and largest heal -> full ISR and heal -> acks.
 At the end the producer is flushed and the topic read back from the beginning: acknowledged records missing
 (lost), read twice (duplicates), out of order within a partition, or read at another offset than acknowledged.
 
@@ -66,6 +68,7 @@ from netns_lab import NetnsLab, reachable_seconds, unavailable  # noqa: E402
 
 TOPIC = "faults"
 SLOT_S = 0.25
+AFTER_HEAL_S = 10.0  # "with recovery": a window and the 10 s after its heal
 MIN_ISR = 2
 SCENARIOS = ("leader-cut", "zombie", "controller-zk", "random")
 
@@ -267,11 +270,15 @@ class Run:
         while first_acks_after(producer.acks, heal, ack_deadline) == ack_deadline - heal and \
                 time.monotonic() < ack_deadline:
             time.sleep(0.2)
+        heal_to_acks = first_acks_after(producer.acks, heal, min(ack_deadline, time.monotonic()))
+        end = heal + AFTER_HEAL_S  # the window with what the heal left to recover
+        time.sleep(max(0.0, end - time.monotonic()))
         window = {"scenario": name, "cut_at": cut_at, "heal_at": heal_at, "seconds": heal - start,
                   "acks_available": availability(producer.acks, start, heal),
                   "majority_reachable": reachable_seconds(lab.timeline, start, heal, 3, MIN_ISR) / (heal - start),
-                  "heal_to_full_isr": to_isr,
-                  "heal_to_acks": first_acks_after(producer.acks, heal, min(ack_deadline, time.monotonic()))}
+                  "acks_available_healed": availability(producer.acks, start, end),
+                  "majority_reachable_healed": reachable_seconds(lab.timeline, start, end, 3, MIN_ISR) / (end - start),
+                  "heal_to_full_isr": to_isr, "heal_to_acks": heal_to_acks}
         self.windows.append(window)
         print(f"  [{self.label}] {name}: {format_window(window)}", flush=True)
 
@@ -345,7 +352,8 @@ def _fmt(value, pct: bool = False) -> str:
 
 def format_window(w: dict) -> str:
     return (f"acks {_fmt(w['acks_available'], True)} of {w['seconds']:.0f}s, majority reach "
-            f"{_fmt(w['majority_reachable'], True)}, heal->full ISR {_fmt(w['heal_to_full_isr'])}, heal->acks "
+            f"{_fmt(w['majority_reachable'], True)} (+10s: {_fmt(w['acks_available_healed'], True)}, "
+            f"{_fmt(w['majority_reachable_healed'], True)}), heal->full ISR {_fmt(w['heal_to_full_isr'])}, heal->acks "
             f"{_fmt(w['heal_to_acks'])}")
 
 
@@ -365,7 +373,12 @@ def summarize(runs: list[Run]) -> dict:
             acks = [w["heal_to_acks"] for w in ws if w["heal_to_acks"] is not None]
             reach = [w for w in ws if w["majority_reachable"] >= 0.5]
             reach_total = sum(w["seconds"] for w in reach)
+            healed_total = total + AFTER_HEAL_S * len(ws)
             per_run.append({"acks_available": sum(w["acks_available"] * w["seconds"] for w in ws) / total,
+                            "acks_healed": sum(w["acks_available_healed"] * (w["seconds"] + AFTER_HEAL_S)
+                                               for w in ws) / healed_total,
+                            "majority_healed": sum(w["majority_reachable_healed"] * (w["seconds"] + AFTER_HEAL_S)
+                                                   for w in ws) / healed_total,
                             "acks_when_reachable": (sum(w["acks_available"] * w["seconds"] for w in reach)
                                                     / reach_total) if reach_total else None,
                             "majority_reachable": sum(w["majority_reachable"] * w["seconds"] for w in ws) / total,
@@ -386,8 +399,8 @@ def print_table(results: dict[str, list[Run]]) -> None:
     labels = list(results)
     summaries = {label: summarize(runs) for label, runs in results.items()}
     print(f"\nmedians over {max(len(r) for r in results.values())} run(s); windows per scenario kind")
-    header = f"{'scenario':<14} {'':<7} {'acks avail':>10} {'majority':>9} {'acks|maj':>9} {'ISR med':>8} " \
-             f"{'ISR max':>8} {'acks med':>9} {'acks max':>9}"
+    header = f"{'scenario':<14} {'':<7} {'acks avail':>10} {'majority':>9} {'acks|maj':>9} {'+10s acks':>10} " \
+             f"{'+10s maj':>9} {'ISR med':>8} {'ISR max':>8} {'acks med':>9} {'acks max':>9}"
     print(header)
     for kind in SCENARIOS:
         for label in labels:
@@ -396,6 +409,7 @@ def print_table(results: dict[str, list[Run]]) -> None:
                 continue
             print(f"{kind:<14} {label:<7} {_fmt(s['acks_available'], True):>10} "
                   f"{_fmt(s['majority_reachable'], True):>9} {_fmt(s['acks_when_reachable'], True):>9} "
+                  f"{_fmt(s['acks_healed'], True):>10} {_fmt(s['majority_healed'], True):>9} "
                   f"{_fmt(s['isr_median']):>8} {_fmt(s['isr_max']):>8} "
                   f"{_fmt(s['acks_median']):>9} {_fmt(s['acks_max']):>9}")
     print("\nsafety (each run): acknowledged / lost / duplicates / out of order / moved")
