@@ -6,19 +6,24 @@ idempotent acks=all producer writes and, at the end, a consumer reads everything
 Needs root and `ip netns`. The lab: 10.23.0.0/24 inside the lab's namespaces only; ZooKeeper (tickTime 500 ms) at
 .2, brokers at .10-.12, the clients (this process, which enters that namespace) at .100, never cut. Brokers:
 zookeeper.session.timeout.ms=--session-timeout-ms (6000), replica.lag.time.max.ms=--lag-ms (5000),
-min.insync.replicas=2, topic `faults` with --partitions (6) partitions at RF 3; otherwise Kafka's defaults
-(replica.fetch.wait.max.ms 500, replica.fetch.backoff.ms 1000). The producer (confluent-kafka,
+min.insync.replicas=2, topic `faults` with --partitions (6) partitions at RF 3 (and, with --idle-partitions N, a
+topic `idle` of N partitions at RF 3 nobody writes to: more logs to close, more to follow); otherwise Kafka's
+defaults (replica.fetch.wait.max.ms 500, replica.fetch.backoff.ms 1000). The producer (confluent-kafka,
 enable.idempotence, acks=all, linger.ms 5, request.timeout.ms 10000, message.timeout.ms 300000, metadata
 refreshed every second, retry backoff 100 ms without librdkafka's exponential growth) sends --rate (600)
 records/s round robin over the partitions, values "<partition>:<seq>"; the time of every delivery report is kept.
 
-Scenarios, in this order, each started once every ISR is full and every partition is acknowledging, and held
---hold seconds (15) unless said otherwise, then healed:
+Scenarios, in this order, each started once every ISR is full and every partition is acknowledging; the cuts are
+held --hold seconds (15) unless said otherwise, then healed:
   leader-cut     the leader of partition 0 cut from the other brokers (all still reach ZooKeeper);
   zombie         the leader of partition 0 cut from the other brokers and from ZooKeeper (clients still reach it);
   controller-zk  the controller cut from ZooKeeper only;
   random         --rounds (8) rounds: a random split of {zk, b0, b1, b2} into two non-empty groups, each cut from
                  the other for a random 10-20 s, then healed (and the next round once the ISRs are full again).
+  rolling        each broker in turn: SIGTERM (a controlled shutdown), started again, until every ISR is full:
+                 acks available over the whole restart; for the controller's stop, the time from its log's
+                 "controlled shutdown succeeded" line to another broker in /controller, and to its exit; the
+                 time from a restarted broker serving to full ISRs.
 For each cut (a "fault window", from the cut to the heal):
   acks available   share of the window's 250 ms slots in which a partition got at least one acknowledgement,
                    averaged over the partitions;
@@ -40,14 +45,16 @@ At the end the producer is flushed and the topic read back from the beginning: a
 `git worktree add` or `git archive | tar -x`), printed as "before" beside "after" (this checkout). --repeat N runs
 each tree N times and prints medians. Every namespace and process is removed at the end, also after a failure.
 
-Usage: sudo bench/bench_partitions.py [--baseline-tree PATH] [--repeat 3] [--scenarios leader-cut,zombie,...]
-         [--rounds 8] [--hold 15] [--partitions 6] [--rate 600] [--session-timeout-ms 6000] [--lag-ms 5000]
-         [--seed N] [--json FILE] [--keep]
+Usage: sudo bench/bench_partitions.py [--baseline-tree PATH] [--repeat 3] [--scenarios leader-cut,...,rolling]
+         [--rounds 8] [--hold 15] [--partitions 6] [--idle-partitions 0] [--rate 600]
+         [--session-timeout-ms 6000] [--lag-ms 5000] [--seed N] [--json FILE] [--keep]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
 import json
 import random
 import shutil
@@ -70,7 +77,7 @@ TOPIC = "faults"
 SLOT_S = 0.25
 AFTER_HEAL_S = 10.0  # "with recovery": a window and the 10 s after its heal
 MIN_ISR = 2
-SCENARIOS = ("leader-cut", "zombie", "controller-zk", "random")
+SCENARIOS = ("leader-cut", "zombie", "controller-zk", "random", "rolling")
 
 
 class Producer:
@@ -213,6 +220,8 @@ class Run:
                   "offsets.topic.num.partitions": "3", "auto.leader.rebalance.enable": "false"}
         self.lab = NetnsLab(workdir, 3, tree=tree, broker_config=config)
         self.windows: list[dict] = []
+        self.restarts: list[dict] = []  # the rolling restart, one per broker
+        self.rolling: dict = {}
         self.check: dict = {}
 
     def go(self) -> None:
@@ -234,6 +243,8 @@ class Run:
         args, lab = self.args, self.lab
         admin = AdminClient({"bootstrap.servers": lab.bootstrap()})
         admin.create_topics([NewTopic(TOPIC, args.partitions, 3)])[TOPIC].result(60)
+        if args.idle_partitions:  # logs to close at a broker's stop, replicas to follow: a busier broker
+            admin.create_topics([NewTopic("idle", args.idle_partitions, 3)])["idle"].result(120)
         observer = Observer(lab, args.partitions)
         try:
             wait_until(observer.full_isrs, 60, "full ISRs after creation")
@@ -310,6 +321,68 @@ class Run:
             hold = self.rng.uniform(10, 20)
             self._window(f"random {'+'.join(side)} | {'+'.join(other)}",
                          lambda side=side, other=other: self.lab.partition(side, other), observer, producer, hold)
+
+
+    def _rolling(self, observer: Observer, producer: Producer) -> None:
+        """SIGTERM each broker in turn (a controlled shutdown), start it again, wait for full ISRs."""
+        lab = self.lab
+        self._settle(observer, producer)
+        start = time.monotonic()
+        for broker_id in range(lab.brokers):
+            self._settle(observer, producer)
+            was_controller = observer.controller() == broker_id
+            log = lab.broker_log(broker_id)
+            since = log.stat().st_size
+            proc = lab.procs[lab.node_of(broker_id)]
+            sent_wall, sent = time.time(), time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            new_controller = None
+            while proc.poll() is None:
+                if was_controller and new_controller is None:
+                    with contextlib.suppress(Exception):
+                        if observer.controller() != broker_id:
+                            new_controller = time.monotonic() - sent
+                time.sleep(0.02)
+            exited = time.monotonic() - sent
+            if was_controller and new_controller is None:
+                wait_until(lambda: _controller_other_than(observer, broker_id), 60, "another controller", 0.02)
+                new_controller = time.monotonic() - sent
+            with open(log, "rb") as f:
+                f.seek(since)
+                text = f.read().decode(errors="replace")
+            succeeded = next((_wall(line) - sent_wall for line in text.splitlines()
+                              if "controlled shutdown succeeded" in line), None)
+            restarted = time.monotonic()
+            lab.start_broker(broker_id)
+            serving = time.monotonic() - restarted
+            to_isr = wait_until(observer.full_isrs, 120, "full ISRs after a restart", 0.05)
+            row = {"broker": broker_id, "controller": was_controller, "sigterm_to_exit": exited,
+                   "sigterm_to_succeeded": succeeded, "sigterm_to_new_controller": new_controller,
+                   "succeeded_to_new_controller": (new_controller - succeeded
+                                                   if new_controller is not None and succeeded is not None else None),
+                   "succeeded_to_exit": exited - succeeded if succeeded is not None else None,
+                   "start_to_serving": serving, "serving_to_full_isr": to_isr}
+            self.restarts.append(row)
+            print(f"  [{self.label}] rolling: broker {broker_id}{' (controller)' if was_controller else ''}: "
+                  f"controlled shutdown succeeded {_fmt(succeeded)} after SIGTERM, exit {_fmt(exited)}"
+                  + (f", new controller {_fmt(row['succeeded_to_new_controller'])} after the success"
+                     if was_controller else "") + f"; restarted, full ISRs {_fmt(to_isr)} after serving",
+                  flush=True)
+        end = time.monotonic()
+        self.rolling = {"seconds": end - start, "acks_available": availability(producer.acks, start, end)}
+        print(f"  [{self.label}] rolling: acks {_fmt(self.rolling['acks_available'], True)} of "
+              f"{self.rolling['seconds']:.0f}s", flush=True)
+
+
+def _controller_other_than(observer: Observer, broker_id: int) -> bool:
+    try:
+        return observer.controller() != broker_id
+    except Exception:
+        return False
+
+
+def _wall(line: str) -> float:
+    return datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
 def read_back(bootstrap: str, partitions: int, producer: Producer) -> dict:
@@ -414,6 +487,20 @@ def print_table(results: dict[str, list[Run]]) -> None:
                   f"{_fmt(s['acks_healed'], True):>10} {_fmt(s['majority_healed'], True):>9} "
                   f"{_fmt(s['isr_median']):>8} {_fmt(s['isr_max']):>8} "
                   f"{_fmt(s['acks_median']):>9} {_fmt(s['acks_max']):>9}")
+    if any(r.rolling for runs in results.values() for r in runs):
+        print("\nrolling restart (SIGTERM, start, full ISRs; each broker once), medians over the runs")
+        for label, runs in results.items():
+            done = [r for r in runs if r.rolling]
+            if not done:
+                continue
+            ctl = [row for r in done for row in r.restarts if row["controller"]]
+            rows = [row for r in done for row in r.restarts]
+            print(f"  {label:<7} acks {_fmt(_median([r.rolling['acks_available'] for r in done]), True)}; the "
+                  f"controller's stop: controlled shutdown done -> new controller "
+                  f"{_fmt(_median([c['succeeded_to_new_controller'] for c in ctl]))}, -> exit "
+                  f"{_fmt(_median([c['succeeded_to_exit'] for c in ctl]))}; any broker: serving again -> full ISRs "
+                  f"{_fmt(_median([row['serving_to_full_isr'] for row in rows]))} (max "
+                  f"{_fmt(max((row['serving_to_full_isr'] for row in rows), default=None))})")
     print("\nsafety (each run): acknowledged / lost / duplicates / out of order / moved")
     for label, runs in results.items():
         for i, run in enumerate(runs):
@@ -431,6 +518,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--hold", type=float, default=15.0)
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--idle-partitions", type=int, default=0,
+                        help="a second topic of this many partitions (RF 3) nobody writes to")
     parser.add_argument("--rate", type=int, default=600)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--lag-ms", type=int, default=5000)
@@ -463,7 +552,8 @@ def main() -> int:
                 results[label].append(run)
         print_table(results)
         if args.json:
-            args.json.write_text(json.dumps({label: [{"windows": r.windows, "check": r.check} for r in runs]
+            args.json.write_text(json.dumps({label: [{"windows": r.windows, "restarts": r.restarts,
+                                                       "rolling": r.rolling, "check": r.check} for r in runs]
                                              for label, runs in results.items()}, indent=1))
     finally:
         if args.keep:
