@@ -144,6 +144,9 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "replica.fetch.backoff.ms": (_int(0, INT32_MAX), 1000),
     "replica.high.watermark.checkpoint.interval.ms": (_int(1), 5000),
     "replica.socket.timeout.ms": (_int(1, INT32_MAX), 30_000),
+    # kctl's own: a replica fetcher's request unanswered this long past replica.fetch.wait.max.ms (or a connection
+    # not made within it) is a dead connection, re-opened (Kafka waits request.timeout.ms; see replica_fetcher)
+    "replica.fetch.response.timeout.ms": (_int(1, INT32_MAX), 3000),
     # KIP-392: unset = consumers fetch from leaders only; RackAwareReplicaSelector sends them to their rack
     "replica.selector.class": (parse_selector_class, None),
     "request.timeout.ms": (_int(0, INT32_MAX), 30_000),

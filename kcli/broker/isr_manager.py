@@ -18,6 +18,7 @@ from typing import Any
 
 from kcli.broker.partition import Partition
 from kcli.broker.replica_manager import ReplicaManager
+from kcli.zk.registration import ZooKeeperConnectionError
 
 log = logging.getLogger("kcli.broker.isr")
 
@@ -52,18 +53,32 @@ class ZkIsrManager:
 
     async def _write(self, partition: Partition, new_isr: list[int]) -> None:
         epoch_then = partition.leader_epoch
+        failure: str | None = None
         try:
             version = await asyncio.to_thread(
                 self.zk.update_leader_and_isr, partition.topic, partition.index, partition.local_broker_id,
                 partition.leader_epoch, new_isr, partition.controller_epoch, partition.partition_epoch)
+        except ZooKeeperConnectionError as exc:
+            # Not a refusal: nothing is known of the znode. Kafka's ZooKeeper client retries until it is connected
+            # again; here the change goes back to pending-free, so the next fetch or expiration check proposes it
+            # again (Partition.handleAlterPartitionError retries unknown errors).
+            version, failure = None, f"ZooKeeper unreachable ({exc.reason})"
         except Exception as exc:
-            log.warning("%s-%d: ISR change to %s not written: %s", partition.topic, partition.index, new_isr, exc)
-            version = None
+            version, failure = None, f"the write failed ({exc})"
         if partition.leader_epoch != epoch_then or not partition.is_leader:
+            if failure is not None:
+                log.warning("%s-%d: ISR change to %s not written: %s", partition.topic, partition.index, new_isr,
+                            failure)
             return  # a LeaderAndIsr came meanwhile: it holds the truth
         if version is None:
-            log.info("%s-%d: ISR change to %s refused (the partition changed in ZooKeeper); waiting for the "
-                     "controller", partition.topic, partition.index, new_isr)
+            if failure is not None:
+                log.warning("%s-%d: ISR change to %s not written: %s; it will be proposed again",
+                            partition.topic, partition.index, new_isr, failure)
+            else:
+                # INVALID_UPDATE_VERSION: the controller changed the partition (ZkIsrManager, not retried).
+                log.info("%s-%d: ISR change to %s refused: the state znode is no longer at partition epoch %d (the "
+                         "controller changed the partition); waiting for its LeaderAndIsr", partition.topic,
+                         partition.index, new_isr, partition.partition_epoch)
             self.replica_manager.isr_committed(partition, None, None)
             return
         self.replica_manager.isr_committed(partition, new_isr, version)

@@ -72,6 +72,19 @@ class ReplicaState:
         self.last_fetch_time_ms = at_ms
 
 
+def _reset_replica_state(previous: ReplicaState | None, broker_id: int, now: int, leader_end: int,
+                         in_sync: bool) -> ReplicaState:
+    """Kafka's Replica.resetReplicaState at a new leader epoch: caught up now if in the ISR, else never (so a
+    follower out of the ISR does not hold the high watermark back). ``previous`` is the follower's state under
+    the epoch before, kept by a re-elected leader; None for a new leader, which waits for a fetch."""
+    caught_up = now if in_sync else 0
+    if previous is None:
+        return ReplicaState(broker_id, last_caught_up_time_ms=caught_up)
+    return ReplicaState(broker_id, log_end_offset=previous.log_end_offset, log_start_offset=previous.log_start_offset,
+                        last_fetch_time_ms=now if in_sync else 0, last_fetch_leader_log_end_offset=leader_end,
+                        last_caught_up_time_ms=caught_up)
+
+
 @dataclass
 class LeaderAndIsrState:
     """One partition's state in a LeaderAndIsr request (the controller's decision)."""
@@ -162,7 +175,14 @@ class Partition:
             with self.managed.lock:
                 self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
                 self.leader_epoch_start_offset = self.log.log_end_offset
-            self.remote = {r: ReplicaState(r, last_caught_up_time_ms=now if r in self.isr else 0)
+            # Kafka's Replica.resetReplicaState: a new leader knows nothing of its followers yet; a re-elected one
+            # (the controller bumped the epoch to drop a dead follower from the ISR, say) keeps each follower's
+            # log start and end, so the high watermark does not wait for every follower's next fetch.
+            # Stricter than Kafka: only when the new epoch directly follows ours. Across a gap some epoch was
+            # never seen here, another broker may have led in it, and a follower may have appended what this
+            # broker does not have below the end it last fetched from here (a zombie leader re-elected).
+            kept = self.remote if was_leader and state.leader_epoch == self.leader_epoch + 1 else {}
+            self.remote = {r: _reset_replica_state(kept.get(r), r, now, self.log.log_end_offset, r in self.isr)
                            for r in self.replicas if r != self.local_broker_id}
         else:
             for r in self.replicas:

@@ -11,7 +11,12 @@ log end offsets, with the last fetched epoch so that the leader can still say wh
 (truncation on fetch, KIP-595 / IBP 2.7-IV1), appends the leader's batches unchanged (replicas stay
 byte-identical; their epochs go into this replica's leader-epoch cache) and keeps the high watermark the leader
 sent. A partition that errs backs off replica.fetch.backoff.ms; a lost connection is re-opened after the same
-backoff.
+backoff, and a connection that cannot be made is tried again every RECONNECT_BACKOFF_MS (100 ms). A leader
+answers a replica's Fetch within replica.fetch.wait.max.ms, so a request left unanswered
+replica.fetch.response.timeout.ms longer (or a connection not made within it) means a dead connection, such as
+one opened before a network partition, which stays stalled long after the partition heals: it is closed and a
+new one opened (Kafka waits for request.timeout.ms, 30 s). An outage is logged once, and once more when the
+leader answers again.
 
 Kafka at IBP >= 2.7-IV1 skips the Truncating state when the local epoch cache is not empty and leaves the
 divergence to the first fetch's DivergingEpoch; kctl asks first, so the truncation point is settled before any
@@ -43,6 +48,11 @@ log = logging.getLogger("kcli.broker.replica")
 FETCH_VERSION = 12  # the replica Fetch of IBP 2.7-IV1 .. 3.0 (LastFetchedEpoch / DivergingEpoch)
 EPOCH_VERSION = 4  # OffsetForLeaderEpoch of IBP >= 2.8-IV0 (v3+ carries the follower's replica_id)
 TRUNCATING, FETCHING = "Truncating", "Fetching"
+RECONNECT_BACKOFF_MS = 100  # between attempts to connect to a leader, at most replica.fetch.backoff.ms
+
+
+class _ConnectFailed(ConnectionError):
+    """The connection to the leader could not be made (refused, unreachable, cut, or not within the timeout)."""
 
 
 @dataclass
@@ -63,6 +73,20 @@ class FetchSettings:
     partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+    # replica.fetch.response.timeout.ms (kctl's): how long past replica.fetch.wait.max.ms a leader may leave a
+    # request unanswered, or a connection unmade, before the connection is taken for dead
+    response_timeout_ms: int = 3000
+
+    @property
+    def connect_timeout_s(self) -> float:
+        return min(self.socket_timeout_ms, self.response_timeout_ms) / 1000
+
+    def request_timeout_s(self, max_wait_ms: int) -> float:
+        """A leader answers a replica's Fetch within its MaxWaitMs (DelayedFetch) and an OffsetForLeaderEpoch at
+        once, so silence well past that is a stalled connection, not a slow leader. Kafka waits for
+        request.timeout.ms (30 s) there, and a link that healed meanwhile stays stalled until TCP's next
+        retransmission, seconds to tens of seconds later; a new connection works at once."""
+        return min(max_wait_ms + self.response_timeout_ms, max_wait_ms + self.socket_timeout_ms) / 1000
 
 
 class ReplicaFetcher:
@@ -77,6 +101,8 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._failures = 0  # requests failed in a row (connection outages are logged once)
+        self._failing_since = 0.0
         self.name = f"ReplicaFetcher-{manager.local_broker_id}-from-{leader_id}"
 
     def start(self) -> None:
@@ -120,6 +146,8 @@ class ReplicaFetcher:
         while True:
             ready = self._ready()
             if not ready:
+                if not self.partitions:
+                    self._failures = 0  # nothing fetched from this leader now: a later outage is a new one
                 self._wake.clear()
                 wait = self._next_ready_in()
                 try:
@@ -137,15 +165,32 @@ class ReplicaFetcher:
                 fetching = {tp: p for tp, p in self._ready().items() if self.state(tp) == FETCHING}
                 if not fetching:
                     continue
+                # what each partition is fetched at: built into the request below, before anything awaits
+                requested = {tp: (p.leader_epoch, p.log_end_offset) for tp, p in fetching.items()}
                 response = await self._fetch(fetching)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # connection refused or dropped, a malformed answer: retry later
-                log.warning("%s: request to broker %d failed: %s", self.name, self.leader_id, exc)
+            except _ConnectFailed as exc:
+                self._failed(f"cannot connect: {exc}")
+                # A connection that cannot be made costs the leader nothing and fails at once while the network
+                # is cut: tried again soon, so that a healed link is used within RECONNECT_BACKOFF_MS, not up
+                # to replica.fetch.backoff.ms later (Kafka's replica fetcher NetworkClient has no reconnect
+                # backoff of its own; its thread delays the partitions replica.fetch.backoff.ms).
+                await asyncio.sleep(min(settings.backoff_ms, RECONNECT_BACKOFF_MS) / 1000)
+                continue
+            except TimeoutError:
+                self._failed(f"no answer within replica.fetch.wait.max.ms + replica.fetch.response.timeout.ms "
+                             f"({settings.max_wait_ms} + {settings.response_timeout_ms} ms): the connection is "
+                             "taken for dead")
                 self._close()
                 await asyncio.sleep(settings.backoff_ms / 1000)
                 continue
-            self._process(fetching, response)
+            except Exception as exc:  # connection dropped, a malformed answer: retry later
+                self._failed(f"request failed: {exc!r}")
+                self._close()
+                await asyncio.sleep(settings.backoff_ms / 1000)
+                continue
+            self._process(fetching, requested, response)
 
     def _ready(self) -> dict[tuple[str, int], Partition]:
         now = time.monotonic()
@@ -156,6 +201,26 @@ class ReplicaFetcher:
             return None
         return max(0.0, min(self.delayed_until.values()) - time.monotonic())
 
+    def _failed(self, reason: str) -> None:
+        """One line when requests to the leader start failing, then quiet (DEBUG) until one works again."""
+        self._failures += 1
+        if self._failures == 1:
+            self._failing_since = time.monotonic()
+            log.warning("%s: broker %d at %s: %s; reconnecting (until it answers again, further failures are "
+                        "logged at DEBUG)", self.name, self.leader_id, self._where(), reason)
+        else:
+            log.debug("%s: broker %d: %s (failure %d)", self.name, self.leader_id, reason, self._failures)
+
+    def _answered(self) -> None:
+        if self._failures:
+            log.info("%s: broker %d answers again, after %d failed attempts in %.1fs", self.name, self.leader_id,
+                     self._failures, time.monotonic() - self._failing_since)
+            self._failures = 0
+
+    def _where(self) -> str:
+        endpoint = self.manager.endpoint(self.leader_id)
+        return f"{endpoint[0]}:{endpoint[1]}" if endpoint is not None else "an unknown endpoint"
+
     def _delay(self, tp: tuple[str, int]) -> None:
         self.delayed_until[tp] = time.monotonic() + self.manager.settings.backoff_ms / 1000
 
@@ -163,9 +228,15 @@ class ReplicaFetcher:
         if self._connection is None:
             endpoint = self.manager.endpoint(self.leader_id)
             if endpoint is None:
-                raise ConnectionError(f"no endpoint known for broker {self.leader_id}")
-            async with asyncio.timeout(self.manager.settings.socket_timeout_ms / 1000):
-                self._connection = await asyncio.open_connection(*endpoint)
+                raise _ConnectFailed(f"no endpoint known for broker {self.leader_id}")
+            try:
+                async with asyncio.timeout(self.manager.settings.connect_timeout_s):
+                    self._connection = await asyncio.open_connection(*endpoint)
+            except TimeoutError:
+                raise _ConnectFailed(f"no connection within {self.manager.settings.connect_timeout_s * 1000:.0f} "
+                                     "ms") from None
+            except OSError as exc:
+                raise _ConnectFailed(exc.strerror or repr(exc)) from None
         return self._connection
 
     def _close(self) -> None:
@@ -269,22 +340,30 @@ class ReplicaFetcher:
 
     async def _roundtrip(self, api_key: ApiKey, version: int, body: Any, max_wait_ms: int) -> Any:
         reader, writer = await self._connect()
-        return await exchange(reader, writer, api_key, version, body, client_id=self.name,
-                              timeout=(max_wait_ms + self.manager.settings.socket_timeout_ms) / 1000)
+        response = await exchange(reader, writer, api_key, version, body, client_id=self.name,
+                                  timeout=self.manager.settings.request_timeout_s(max_wait_ms))
+        self._answered()
+        return response
 
-    def _process(self, sent: dict[tuple[str, int], Partition], response: Any) -> None:
-        """Kafka's processPartitionData for each partition still fetched from this leader at this offset."""
+    def _process(self, sent: dict[tuple[str, int], Partition], requested: dict[tuple[str, int], tuple[int, int]],
+                 response: Any) -> None:
+        """Kafka's processPartitionData for each partition still fetched from this leader, at the leader epoch and
+        offset it was fetched at: one re-added at a new leader epoch (or truncated) while the request was out
+        ignores the answer, so an error meant for the old epoch (FENCED_LEADER_EPOCH from a leader that moved on
+        during a network partition, say) does not hold the new one back replica.fetch.backoff.ms (Kafka's
+        processFetchRequest: only partitions ready for fetch at the requested offset)."""
+        current = {tp for tp, partition in sent.items() if self._still_at(tp, partition, requested[tp])}
         if response.error_code != ErrorCode.none:
             log.warning("%s: fetch error %s", self.name, response.error_code.name)
-            for tp in sent:
+            for tp in current:
                 self._delay(tp)
             return
         for topic in response.responses:
             for data in topic.partitions:
                 tp = (topic.topic, int(data.partition_index))
-                partition = self.partitions.get(tp)
-                if partition is None or partition is not sent.get(tp):
-                    continue  # moved away meanwhile
+                if tp not in current:
+                    continue  # moved away, re-added or truncated meanwhile
+                partition = sent[tp]
                 try:
                     self.manager.process_partition_data(partition, data)
                 except Exception as exc:
@@ -293,6 +372,11 @@ class ReplicaFetcher:
                     continue
                 if data.error_code != ErrorCode.none:
                     self._delay(tp)
+
+    def _still_at(self, tp: tuple[str, int], partition: Partition, requested: tuple[int, int]) -> bool:
+        fetch_state = self.states.get(tp)
+        return (self.partitions.get(tp) is partition and fetch_state is not None and fetch_state.state == FETCHING
+                and (partition.leader_epoch, partition.log_end_offset) == requested)
 
 
 class ReplicaFetcherManager:

@@ -121,6 +121,8 @@ class ReplicaManager:
     metadata: Any = None  # the MetadataCache: live brokers and their racks (KIP-392 replica selection)
     replica_selector: Any = None  # replica.selector.class (kcli.broker.replica_selector); None: leader only
     controller_epoch: int = -1  # the newest controller epoch seen in LeaderAndIsr / StopReplica
+    # the broker is stopping (Kafka's isShuttingDown, set before the controlled shutdown): no new fetchers
+    shutting_down: bool = False
     # (new leaders, new followers) -> None: the coordinators take over or resign their partitions
     on_leadership_change: Callable[[list[Partition], list[Partition]], None] | None = None
 
@@ -421,7 +423,13 @@ class ReplicaManager:
         errors, leaders, followers = self.become_leader_or_follower(states, ensure_partition)
         if self.fetchers is not None:
             self.fetchers.remove_fetchers([(p.topic, p.index) for p in leaders])
-            self.fetchers.add_fetchers(followers)
+            if self.shutting_down:
+                # Kafka's makeFollowers skips "the adding-fetcher step ... since it is shutting down": a stopping
+                # broker that fetched would be taken back into the ISRs its controlled shutdown just left, and
+                # acks=all would wait for it until it is gone.
+                self.fetchers.remove_fetchers([(p.topic, p.index) for p in followers])
+            else:
+                self.fetchers.add_fetchers(followers)
         for partition in leaders:
             log.info("%s-%d: leader at epoch %d, ISR %s, replicas %s", partition.topic, partition.index,
                      partition.leader_epoch, partition.isr, partition.replicas)

@@ -222,7 +222,8 @@ class KafkaServer:
                                  max_bytes=c["replica.fetch.response.max.bytes"],
                                  partition_max_bytes=c["replica.fetch.max.bytes"],
                                  backoff_ms=c["replica.fetch.backoff.ms"],
-                                 socket_timeout_ms=c["replica.socket.timeout.ms"])
+                                 socket_timeout_ms=c["replica.socket.timeout.ms"],
+                                 response_timeout_ms=c["replica.fetch.response.timeout.ms"])
         self.replica_manager.fetchers = ReplicaFetcherManager(
             self.broker_id, self.log_manager, settings, self.services.endpoint, on_append=self._follower_appended,
             on_high_watermark=self.replica_manager.follower_high_watermark_moved)
@@ -300,6 +301,7 @@ class KafkaServer:
         await self.start()
         try:
             await self._stopping.wait()
+            self.replica_manager.shutting_down = True  # before the controlled shutdown, as Kafka's isShuttingDown
             if self.zk is not None and self.config["controlled.shutdown.enable"]:
                 await self.controlled_shutdown()
         finally:
@@ -369,9 +371,12 @@ class KafkaServer:
         return False
 
     async def stop(self) -> None:
+        self.replica_manager.shutting_down = True
         if self.config_changes is not None:
             self.config_changes.stop()
         if self.controller is not None:
+            # First: the controller resigns and gives up /controller, so that another broker controls the
+            # cluster while this one closes its logs (which can take seconds).
             await asyncio.to_thread(self.controller.shutdown)
         if self.replica_manager.fetchers is not None:
             await self.replica_manager.fetchers.shutdown()

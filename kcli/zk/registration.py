@@ -58,8 +58,11 @@ SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
 PROBE_TIMEOUT_S = 2.0
 ELECTION_ATTEMPTS = 5
 STOP_TIMEOUT_S = 2.0  # closing the session removes the ephemeral nodes anyway: shutdown must not wait longer
-# Reconnect at least every second, as ZooKeeper's Java client does; kazoo's default backs off to an hour.
-RECONNECT_MAX_DELAY_S = 1.0
+# Reconnect every quarter second at most (kazoo's default backs off to an hour; ZooKeeper's Java client sleeps up
+# to a second): after a network partition heals, a broker whose session expired meanwhile learns it (and that it
+# leads nothing any more) within that, and clients' requests parked on it as a zombie leader are answered. While
+# ZooKeeper cannot be reached an attempt fails at once or times out, and costs the server nothing.
+RECONNECT_MAX_DELAY_S = 0.25
 
 TopicChange = tuple[int, uuid.UUID] | None  # (partitions, topic id) to write, or None to remove
 
@@ -134,6 +137,7 @@ class BrokerRegistration:
         self._client: KazooClient | None = None
         self._lock = threading.RLock()  # the broker's thread and kazoo's watch threads share the state
         self._stopping = False
+        self._candidate = True  # bids for /controller; False once the broker's controller has shut down
         self._registered = False  # the /brokers/ids node is (to be) ours: start(register=False) defers it
         self._session_lost = False
         self._pending: dict[str, TopicChange] = {}  # topic changes waiting for the connection to come back
@@ -198,6 +202,7 @@ class BrokerRegistration:
             if self._client is not None:
                 raise KcliError(f"broker {self.broker_id} is already registered in ZooKeeper at {self.connect.text}")
             self._stopping = False
+            self._candidate = True
             self._registered = False
             self._session_lost = False
             self._pending.clear()
@@ -279,6 +284,31 @@ class BrokerRegistration:
             self._close()
             self._stop_notifier()
             log.info("broker %d unregistered from ZooKeeper %s", self.broker_id, self.connect.servers)
+
+    def resign_controller(self) -> None:
+        """Bid for /controller no more and give it up if this broker holds it: a stopping broker whose controller
+        has resigned lets another broker take over now, not when its session closes at the end of the shutdown
+        (closing the logs alone can take seconds). Kafka holds /controller until zkClient.close(); nobody can act
+        as controller meanwhile. Who the controller is stays watched. Without a connection now, the next
+        reconnection gives it up (if the session outlived the outage)."""
+        self._candidate = False
+        with self._lock:
+            if self._client is None:
+                return
+            self._set_active(False)
+            if not self._client.connected:
+                return
+            try:
+                self._give_up_controller()
+            except (KazooException, KazooTimeoutError) as exc:
+                log.warning("could not delete %s from ZooKeeper: %s", self.connect.absolute(paths.CONTROLLER),
+                            _describe(exc))
+
+    def _give_up_controller(self) -> None:
+        if self._delete_if_ours(paths.CONTROLLER, min(STOP_TIMEOUT_S, self._timeout)):
+            log.info("broker %d gave up %s", self.broker_id, self.connect.absolute(paths.CONTROLLER))
+        self.controller_id = None
+        self._follow_controller()  # a winner watches nothing: learn the next one
 
     # -- the old consumers' offsets (OffsetCommit/OffsetFetch v0 on a ZooKeeper-mode broker) ----------------
     def consumer_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
@@ -470,6 +500,9 @@ class BrokerRegistration:
         for _ in range(ELECTION_ATTEMPTS):
             if self._stopping:
                 return
+            if not self._candidate:
+                self._give_up_controller()  # still ours if the connection was down when the broker resigned
+                return
             try:
                 data, stat = self._wait(client.get_async(paths.CONTROLLER_EPOCH))
                 epoch, version = self._parse_epoch(data), stat.version
@@ -522,7 +555,7 @@ class BrokerRegistration:
         if self.controller_id == self.broker_id:
             self.controller_epoch_zk_version = epoch_version
         log.info("broker %s is the controller (epoch %d)", self.controller_id, self.controller_epoch)
-        self._set_active(self.controller_id == self.broker_id)
+        self._set_active(self.controller_id == self.broker_id and self._candidate)
         return True
 
     def _read_controller_epoch(self) -> int:
@@ -647,14 +680,16 @@ class BrokerRegistration:
         except NoNodeError:
             pass
 
-    def _delete_if_ours(self, path: str, timeout: float) -> None:
+    def _delete_if_ours(self, path: str, timeout: float) -> bool:
         client = self._require()
         stat: ZnodeStat | None = self._wait(client.exists_async(path), timeout)
         if stat is not None and stat.ephemeralOwner == self._session_id():
             try:
                 self._wait(client.delete_async(path, stat.version), timeout)
             except NoNodeError:
-                pass
+                return False
+            return True
+        return False
 
     # -- kazoo's threads ---------------------------------------------------------------------------
     def _on_state(self, state: str) -> None:

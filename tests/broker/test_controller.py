@@ -176,6 +176,29 @@ def test_failover_to_another_broker_reads_the_state_back(three_brokers, root, ch
         assert not partitions_of(from_new[0][1])
 
 
+def test_a_stopping_controller_hands_over_before_its_broker_goes(three_brokers, root, chroot):
+    """The controller's shutdown (the first step of a broker's stop) resigns and gives up /controller at once:
+    another broker controls the cluster while the stopping one is still registered, closing its logs (issue 23).
+    Kafka holds /controller until its ZooKeeper session closes, the last step."""
+    brokers = three_brokers
+    old_epoch = brokers[0].runner.epoch
+    brokers[0].runner.shutdown()
+
+    wait_for(lambda: brokers[1].runner.is_active or brokers[2].runner.is_active, what="a new controller")
+    assert root.exists(f"{chroot}/brokers/ids/0")  # broker 0 is still there
+    new = brokers[1] if brokers[1].runner.is_active else brokers[2]
+    assert new.runner.epoch == old_epoch + 1
+    assert json.loads(root.get(f"{chroot}/controller")[0])["brokerid"] == new.id
+    assert not brokers[0].registration.is_controller
+    # Broker 0 bids no more: when the new controller goes, the third broker takes over.
+    new.stop()
+    other = brokers[2] if new is brokers[1] else brokers[1]
+    wait_for(lambda: other.runner.is_active, what="the third broker controlling")
+    assert json.loads(root.get(f"{chroot}/controller")[0])["brokerid"] == other.id
+    wait_for(lambda: brokers[0].registration.controller_id == other.id, what="broker 0 following the controller")
+    assert not brokers[0].registration.is_controller
+
+
 def test_isr_change_notification_reaches_every_broker(three_brokers, root, chroot):
     brokers = three_brokers
     create_orders(brokers, root, chroot)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -78,6 +79,43 @@ def test_sigterm_of_a_leader_is_a_controlled_shutdown(cluster):
     counts = work.check()
     assert not work.errors, f"the producer saw errors: {work.errors[:5]}"
     assert counts["acked"] >= 500
+
+
+_ISR_CHANGE = re.compile(r"^(\S+ \S+) .*: ISR \[([\d, ]*)\] -> \[([\d, ]*)\]", re.M)
+
+
+def test_sigterm_of_the_controller_hands_over_first_and_it_fetches_no_more(cluster):
+    """A stopping controller resigns and gives up /controller before it closes its logs (the others need not
+    wait for its session to close), and once its controlled shutdown has moved its leaderships it fetches no more
+    (Kafka's isShuttingDown): no ISR takes it back (issue 23)."""
+    create_topic(cluster, "handover", partitions=3, rf=3)
+    work = Workload(cluster, "handover", 3).start()
+    try:
+        work.wait_acked(200)
+        victim = cluster.controller_id()
+        broker = cluster.brokers[victim]
+        assert broker.stop(signal.SIGTERM) == 0
+        log = broker.log()
+        assert "controlled shutdown succeeded" in log, log[-3000:]
+        gave_up = log.index(f"broker {victim} gave up ")
+        assert gave_up < log.index("unregistered from ZooKeeper")
+        succeeded = next(line[:23] for line in log.splitlines() if "controlled shutdown succeeded" in line)
+        wait_for(lambda: cluster.zk.exists(cluster.chroot + "/controller") and cluster.controller_id() != victim,
+                 15, "another controller")
+        for other, peer in enumerate(cluster.brokers):
+            if other == victim:
+                continue
+            rejoined = [m.group(0) for m in _ISR_CHANGE.finditer(peer.log()) if m.group(1) > succeeded
+                        and str(victim) in m.group(3).split(", ") and str(victim) not in m.group(2).split(", ")]
+            assert not rejoined, f"broker {other} took the stopped broker back: {rejoined}"
+        work.wait_acked(200)
+        _restart(cluster, victim)
+        wait_for(lambda: _full_isrs(cluster, "handover", 3), 60, "the restarted broker rejoins every ISR")
+        work.wait_acked(100)
+    finally:
+        work.stop()
+    work.check()
+    assert not work.errors, f"the producer saw errors: {work.errors[:5]}"
 
 
 def test_kill_9_of_leaders_loses_no_acknowledged_record(cluster):

@@ -79,12 +79,16 @@ class ControllerRunner:
             self._on_controller_change(True)
 
     def shutdown(self) -> None:
-        """Resign (if active) and stop the controller's threads; safe to call twice."""
+        """Resign (if active), stop the controller's threads, then give up /controller at once so that another
+        broker takes over while this one finishes stopping (BrokerRegistration.resign_controller); safe to call
+        twice."""
         self.registration.remove_controller_change(self._on_controller_change)
         with self._lock:
             controller, self.controller = self.controller, None
         if controller is not None:
             controller.shutdown()
+        # After the resignation: this broker sends no controller request once another one may be elected.
+        self.registration.resign_controller()
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Future[set[TopicPartition]]:
         """A ControlledShutdown request (v2+ carries the broker epoch, -1 before): the future gets the partitions
