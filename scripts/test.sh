@@ -22,13 +22,20 @@ PY=.venv/bin/python
 logs="$(mktemp -d "${TMPDIR:-/tmp}/kcli-tiers.XXXXXX")"
 started=$SECONDS
 
+# Each tier's wall budget (seconds): past it the tier is interrupted (SIGINT: pytest prints where it was and the
+# summary of what ran) and then killed, so a stuck tier shows its output instead of holding CI to its deadline.
+budget="${KCLI_TIER_BUDGET:-1800}"
+
 run_tier() {  # name, marker expression, pytest args...
   local name="$1" expr="$2"
   shift 2
   local t0=$SECONDS code=0
   # each tier its own basetemp: two pytest sessions never clean up each other's temporary directories
-  "$PY" -m pytest -m "$expr" -p no:cacheprovider --basetemp="$logs/$name-tmp" "$@" >"$logs/$name.log" 2>&1 || code=$?
+  timeout --signal=INT --kill-after=60 "$budget" \
+    "$PY" -m pytest -m "$expr" -p no:cacheprovider --basetemp="$logs/$name-tmp" --durations=15 "$@" \
+    >"$logs/$name.log" 2>&1 || code=$?
   [ "$code" = 5 ] && code=0  # no test selected in this tier (a narrowed run): not a failure
+  [ "$code" = 124 ] && echo "tier $name: interrupted after its budget of $budget s (KCLI_TIER_BUDGET)" >>"$logs/$name.log"
   echo "$code" >"$logs/$name.code"
   echo "tier $name: exit $code in $((SECONDS - t0)) s" >>"$logs/$name.log"
 }

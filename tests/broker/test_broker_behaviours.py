@@ -147,9 +147,13 @@ def test_a_roll_during_a_flush_is_not_an_error(tmp_path, monkeypatch):
             managed = b.log()
             real = PartitionLog.fsync_unflushed_inactive
 
+            rolled: list[bool] = []
+
             def roll_meanwhile(inactive):  # runs after the lock was released: an append rolls the segment now
-                with managed.lock:
-                    managed.log.roll()
+                if not rolled:  # once: the shutdown's own close calls it with the lock held
+                    rolled.append(True)
+                    with managed.lock:
+                        managed.log.roll()
                 return real(inactive)
             monkeypatch.setattr(PartitionLog, "fsync_unflushed_inactive", staticmethod(roll_meanwhile))
             before = len(managed.log.segments)
