@@ -1,39 +1,56 @@
 """A broker's requests to another broker over the Kafka protocol (Kafka's NetworkClient as the broker uses
-it): ``exchange`` is one request/response on an open connection (the replica fetchers keep theirs open);
-``send_request`` opens, exchanges once and closes (controlled shutdown, transaction markers)."""
+it): an asyncio transport around the sans-io ``kcli.protocol.ClientConnection``, which owns the framing, the
+maximum frame size, the correlation ids and the matching of responses to requests. ``BrokerConnection`` is one
+open connection (the replica fetchers keep theirs open); ``send_request`` opens one, exchanges once and closes
+it (controlled shutdown, transaction markers)."""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import struct
 from typing import Any
 
 from kcli.protocol import ApiKey
-from kcli.protocol.codec import decode_response, encode_request
+from kcli.protocol.codec import SIZE_PREFIX
+from kcli.protocol.connection import ClientConnection
+from kcli.protocol.errors import ProtocolError
 
-SIZE = struct.Struct(">i")
-_correlation = itertools.count(1)
 
+class BrokerConnection:
+    """One connection to another broker, one request at a time (the inter-broker senders never pipeline)."""
 
-async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_key: ApiKey, version: int,
-                   body: Any, *, client_id: str, timeout: float) -> Any:
-    """Send one request and read its response. The request must be sent, and the response must start, within
-    ``timeout`` seconds, and no stretch of the response may take longer to arrive: a connection that stalls (a
-    peer cut off by the network, whose TCP retransmissions back off for tens of seconds after it heals) is given
-    up rather than waited for. asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel. Raises
-    TimeoutError on a stall, ConnectionError on an out-of-turn answer."""
-    correlation = next(_correlation)
-    writer.write(encode_request(api_key, version, correlation, client_id, body))
-    async with asyncio.timeout(timeout):
-        await writer.drain()
-    async with asyncio.timeout(timeout):
-        size = SIZE.unpack(await reader.readexactly(4))[0]
-    frame = await _read_frame(reader, size, timeout)
-    got, response = decode_response(api_key, version, frame)
-    if got != correlation:
-        raise ConnectionError(f"response correlation id {got}, expected {correlation}")
-    return response
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, client_id: str,
+                 peer: str | None = None) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.protocol = ClientConnection(client_id, peer=peer)
+
+    @classmethod
+    async def open(cls, host: str, port: int, *, client_id: str, timeout: float) -> BrokerConnection:
+        """Connect within ``timeout`` seconds (TimeoutError / OSError otherwise)."""
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(host, port)
+        return cls(reader, writer, client_id=client_id, peer=f"{host}:{port}")
+
+    async def exchange(self, api_key: ApiKey, version: int, body: Any, *, timeout: float) -> Any:
+        """Send one request and read its response. The request must be sent, and the response must start, within
+        ``timeout`` seconds, and no stretch of the response may take longer to arrive: a connection that stalls
+        (a peer cut off by the network, whose TCP retransmissions back off for tens of seconds after it heals)
+        is given up rather than waited for. asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel.
+        Raises TimeoutError on a stall, ConnectionError on an answer out of turn or that does not decode (the
+        connection is then unusable: close it)."""
+        _, frame = self.protocol.send_request(api_key, version, body)
+        self.writer.write(frame)
+        async with asyncio.timeout(timeout):
+            await self.writer.drain()
+        try:
+            async with asyncio.timeout(timeout):
+                size = self.protocol.frame_size(await self.reader.readexactly(SIZE_PREFIX.size))
+            return self.protocol.receive_frame(await _read_frame(self.reader, size, timeout)).body
+        except ProtocolError as exc:
+            raise ConnectionError(str(exc)) from exc
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 async def _read_frame(reader: asyncio.StreamReader, size: int, idle_timeout: float) -> bytes:
@@ -56,8 +73,8 @@ async def send_request(host: str, port: int, api_key: ApiKey, version: int, body
     """One request/response exchange on a new connection within ``timeout`` seconds; raises OSError /
     TimeoutError / ConnectionError when the broker cannot be reached or answers out of turn."""
     async with asyncio.timeout(timeout):
-        reader, writer = await asyncio.open_connection(host, port)
+        connection = await BrokerConnection.open(host, port, client_id=client_id, timeout=timeout)
         try:
-            return await exchange(reader, writer, api_key, version, body, client_id=client_id, timeout=timeout)
+            return await connection.exchange(api_key, version, body, timeout=timeout)
         finally:
-            writer.close()
+            connection.close()

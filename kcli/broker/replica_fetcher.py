@@ -38,7 +38,7 @@ from kio.schema.offset_for_leader_epoch.v4 import request as epoch_request
 from kio.static.primitive import i8, i32, i64
 
 from kcli.broker.log_manager import LogManager
-from kcli.broker.network_client import exchange
+from kcli.broker.network_client import BrokerConnection
 from kcli.broker.partition import Partition
 from kcli.protocol import ApiKey
 from kcli.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
@@ -100,7 +100,7 @@ class ReplicaFetcher:
         self.delayed_until: dict[tuple[str, int], float] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._connection: BrokerConnection | None = None
         self._failures = 0  # requests failed in a row (connection outages are logged once)
         self._failing_since = 0.0
         self.name = f"ReplicaFetcher-{manager.local_broker_id}-from-{leader_id}"
@@ -224,24 +224,23 @@ class ReplicaFetcher:
     def _delay(self, tp: tuple[str, int]) -> None:
         self.delayed_until[tp] = time.monotonic() + self.manager.settings.backoff_ms / 1000
 
-    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self) -> BrokerConnection:
         if self._connection is None:
             endpoint = self.manager.endpoint(self.leader_id)
             if endpoint is None:
                 raise _ConnectFailed(f"no endpoint known for broker {self.leader_id}")
+            timeout = self.manager.settings.connect_timeout_s
             try:
-                async with asyncio.timeout(self.manager.settings.connect_timeout_s):
-                    self._connection = await asyncio.open_connection(*endpoint)
+                self._connection = await BrokerConnection.open(*endpoint, client_id=self.name, timeout=timeout)
             except TimeoutError:
-                raise _ConnectFailed(f"no connection within {self.manager.settings.connect_timeout_s * 1000:.0f} "
-                                     "ms") from None
+                raise _ConnectFailed(f"no connection within {timeout * 1000:.0f} ms") from None
             except OSError as exc:
                 raise _ConnectFailed(exc.strerror or repr(exc)) from None
         return self._connection
 
     def _close(self) -> None:
         if self._connection is not None:
-            self._connection[1].close()
+            self._connection.close()
             self._connection = None
 
     # -- Truncating: where does this replica's log agree with the leader's? ---------------------------
@@ -339,9 +338,9 @@ class ReplicaFetcher:
         return await self._roundtrip(ApiKey.FETCH, FETCH_VERSION, body, settings.max_wait_ms)
 
     async def _roundtrip(self, api_key: ApiKey, version: int, body: Any, max_wait_ms: int) -> Any:
-        reader, writer = await self._connect()
-        response = await exchange(reader, writer, api_key, version, body, client_id=self.name,
-                                  timeout=self.manager.settings.request_timeout_s(max_wait_ms))
+        connection = await self._connect()
+        response = await connection.exchange(api_key, version, body,
+                                             timeout=self.manager.settings.request_timeout_s(max_wait_ms))
         self._answered()
         return response
 

@@ -372,3 +372,41 @@ def test_a_failed_isr_write_logs_its_real_cause(tmp_path, caplog, zk, expected, 
     assert not_expected not in lines[0] and "changed in ZooKeeper" not in lines[0]
     # Either way the change is no longer pending: the next fetch or expiration check may propose it again.
     assert partition.pending_isr is None and partition.isr == [0, 1]
+
+
+def test_an_answer_out_of_turn_is_a_connection_error_and_the_frame_limit_holds():
+    """The inter-broker transport frames through kcli.protocol.ClientConnection: a response carrying another
+    correlation id, or announcing a frame above the maximum, makes the connection unusable (ConnectionError, the
+    fetcher closes it) instead of being taken for the answer."""
+    from kcli.broker.network_client import BrokerConnection
+    from kcli.protocol import ApiKey
+    from kcli.protocol.codec import SIZE_PREFIX
+    from kcli.protocol.schema import load_request_schema
+
+    async def main() -> None:
+        answers = [b"wrong-id", b"too-big"]
+
+        async def peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            size = SIZE_PREFIX.unpack(await reader.readexactly(4))[0]
+            await reader.readexactly(size)
+            if answers.pop(0) == b"too-big":
+                writer.write(SIZE_PREFIX.pack(200 * 1024 * 1024))
+            else:  # ApiVersions v0 response body: error_code 0, no api keys; correlation id 999 (1 was due)
+                body = (999).to_bytes(4, "big") + b"\x00\x00" + b"\x00\x00\x00\x00"
+                writer.write(SIZE_PREFIX.pack(len(body)) + body)
+            await writer.drain()
+
+        server = await asyncio.start_server(peer, "127.0.0.1", 0)
+        host, port = server.sockets[0].getsockname()[:2]
+        request = load_request_schema(ApiKey.API_VERSIONS, 0)()
+        try:
+            for expected in ("correlation id 999", "above the maximum"):
+                connection = await BrokerConnection.open(host, port, client_id="t", timeout=5)
+                with pytest.raises(ConnectionError, match=expected):
+                    await connection.exchange(ApiKey.API_VERSIONS, 0, request, timeout=5)
+                connection.close()
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(main())
