@@ -200,10 +200,13 @@ def test_a_running_brokers_log_dir(tmp_path):
 
     logs = []
     for n in range(6):
-        log = PartitionLog(tmp_path / "logs" / f"live-{n}", config=LogConfig(segment_bytes=4096),
+        # an index entry every 512 bytes: the active segment's (lazy) indexes are opened, so preallocated
+        log = PartitionLog(tmp_path / "logs" / f"live-{n}",
+                           config=LogConfig(segment_bytes=4096, index_interval_bytes=512),
                            topic_id=uuid.UUID(int=n + 1))
         for i in range(60):
             log.append([Record(0, 1700000000000 + i, b"k", b"v" * 100)])
+        log.flush_to_os()  # as the broker does after its appends
         logs.append(log)  # open, as a running broker holds them
     preallocated = [p for p in (tmp_path / "logs").rglob("*index") if p.stat().st_size > 10_000_000]
     assert len(preallocated) == 12
