@@ -4,11 +4,10 @@ At startup: the chroot and Kafka's persistent paths, ``/cluster/id`` (get or cre
 ``/brokers/ids/<id>`` registration (version 5 JSON) and a bid for the ephemeral ``/controller`` node, which
 bumps ``/controller_epoch`` in the same ZooKeeper transaction
 (KafkaZkClient.registerControllerAndIncrementControllerEpoch).
-Topics get ``/brokers/topics/<t>`` (version 3) and ``.../partitions/<p>/state``. A broker that lost the
-election watches ``/controller`` and bids again when it goes; a broker whose session expired registers again.
+A broker that lost the election watches ``/controller`` and bids again when it goes; a broker whose session
+expired registers again. Topics are written by KafkaZkClient (any broker's admin, the controller).
 
-Every call is synchronous and bounded by the session timeout; kazoo failures surface as KcliError. A topic
-change made while the connection is down is kept and written on reconnection rather than stalling the broker.
+Every call is synchronous and bounded by the session timeout; kazoo failures surface as KcliError.
 
 The broker's controller (kcli.broker.controller) runs over this registration's session: ``zk_client``, the
 broker epoch (the czxid of ``/brokers/ids/<id>``, KIP-380), the ``/controller_epoch`` zkVersion the winning
@@ -52,7 +51,6 @@ from kcli.zk import paths
 log = logging.getLogger("kcli.zk")
 
 BROKER_INFO_VERSION = 5  # BrokerIdZNode layout written by Kafka 2.7+ (IBP >= 2.7): adds "features"
-TOPIC_VERSION = 3  # TopicZNode layout of Kafka 2.8+: adds "topic_id"
 # Kafka's default listener.security.protocol.map maps these names to themselves.
 SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 PROBE_TIMEOUT_S = 2.0
@@ -63,9 +61,6 @@ STOP_TIMEOUT_S = 2.0  # closing the session removes the ephemeral nodes anyway: 
 # leads nothing any more) within that, and clients' requests parked on it as a zombie leader are answered. While
 # ZooKeeper cannot be reached an attempt fails at once or times out, and costs the server nothing.
 RECONNECT_MAX_DELAY_S = 0.25
-
-TopicChange = tuple[int, uuid.UUID] | None  # (partitions, topic id) to write, or None to remove
-
 
 class ZooKeeperConnectionError(KcliError):
     """ZooKeeper did not answer: unreachable, disconnected, or the session expired."""
@@ -140,7 +135,6 @@ class BrokerRegistration:
         self._candidate = True  # bids for /controller; False once the broker's controller has shut down
         self._registered = False  # the /brokers/ids node is (to be) ours: start(register=False) defers it
         self._session_lost = False
-        self._pending: dict[str, TopicChange] = {}  # topic changes waiting for the connection to come back
         self._listeners: list[Callable[[bool], None]] = []
         self._active = False  # what the listeners were last told
         self._active_lock = threading.Lock()  # never held across a ZooKeeper call: kazoo's threads take it
@@ -205,7 +199,6 @@ class BrokerRegistration:
             self._candidate = True
             self._registered = False
             self._session_lost = False
-            self._pending.clear()
             self._active = False
             self._probe()
             self._start_notifier()
@@ -253,14 +246,6 @@ class BrokerRegistration:
                  self.broker_id, self.connect.absolute(paths.broker(self.broker_id)), self.connect.servers,
                  self.cluster_id, self.controller_id, self.controller_epoch)
 
-    def topic_created(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
-        """Write the topic's assignment and a state node per partition; again with more partitions adds them."""
-        self._change_topic(name, (partitions, topic_id))
-
-    def topic_deleted(self, name: str) -> None:
-        """Remove the topic's assignment, partition states and config node; a missing topic is fine."""
-        self._change_topic(name, None)
-
     def stop(self) -> None:
         """Delete the ephemeral nodes this broker owns and close the session; safe to call twice."""
         self._stopping = True
@@ -270,9 +255,6 @@ class BrokerRegistration:
                 return
             client.remove_listener(self._on_state)
             self._set_active(False)
-            if self._pending:
-                log.warning("ZooKeeper at %s never came back: topic changes not written for %s", self.connect.text,
-                            ", ".join(sorted(self._pending)))
             if client.connected:
                 for path in (paths.broker(self.broker_id), paths.CONTROLLER):
                     try:
@@ -576,110 +558,6 @@ class BrokerRegistration:
             raise KcliError(f"{self.connect.absolute(paths.CONTROLLER_EPOCH)} in ZooKeeper at {self.connect.text} "
                             f"is not an integer: {data[:40]!r}") from None
 
-    def _change_topic(self, name: str, change: TopicChange) -> None:
-        paths.topic(name)  # a name that is no znode fails now, not on reconnection
-        doing = f"registering topic {name}" if change is not None else f"removing topic {name}"
-        with self._lock:
-            client = self._require()
-            if client.state != KazooState.CONNECTED:
-                self._defer(name, change, f"the connection to ZooKeeper at {self.connect.text} is down")
-                return
-            try:
-                with self._zk(doing):
-                    self._write_topic(name, change)
-            except ZooKeeperConnectionError as exc:
-                self._defer(name, change, exc.reason)
-                return
-            self._pending.pop(name, None)
-
-    def _defer(self, name: str, change: TopicChange, reason: str) -> None:
-        # The topic exists (or is gone) in the log dirs already; ZooKeeper catches up on reconnection.
-        self._pending[name] = change
-        log.warning("%s: topic %s will be %s in ZooKeeper on reconnection", reason, name,
-                    "registered" if change is not None else "removed")
-
-    def _flush_pending(self) -> None:
-        for name, change in list(self._pending.items()):
-            with self._zk(f"writing the deferred change of topic {name}"):
-                self._write_topic(name, change)
-            del self._pending[name]
-            log.info("topic %s %s in ZooKeeper after the reconnection", name,
-                     "registered" if change is not None else "removed")
-
-    def _write_topic(self, name: str, change: TopicChange) -> None:
-        if change is None:
-            self._delete_tree(paths.topic(name))
-            self._delete_tree(paths.topic_config(name))
-            return
-        partitions, topic_id = change
-        client = self._require()
-        # Kafka writes the topic's config node first (AdminZkClient.createTopicWithAssignment).
-        try:
-            self._wait(client.create_async(paths.topic_config(name), _json({"version": 1, "config": {}}),
-                                           makepath=True))
-        except NodeExistsError:
-            pass
-        assignment = {
-            "version": TOPIC_VERSION,
-            "partitions": {str(p): [self.broker_id] for p in range(partitions)},
-            "adding_replicas": {},
-            "removing_replicas": {},
-            "topic_id": uuid_to_base64(topic_id),
-        }
-        self._put(paths.topic(name), _json(assignment))
-        epoch = self._read_controller_epoch()
-        for index in range(partitions):
-            self._put_partition_state(name, index, epoch)
-        # Partitions beyond the count belong to an older incarnation of the topic.
-        try:
-            children = self._wait(client.get_children_async(paths.topic_partitions(name)))
-        except NoNodeError:
-            children = []
-        for child in children:
-            if not child.isdigit() or int(child) >= partitions:
-                self._delete_tree(paths.child(paths.topic_partitions(name), child))
-
-    def _put(self, path: str, value: bytes) -> None:
-        client = self._require()
-        try:
-            self._wait(client.create_async(path, value, makepath=True))
-        except NodeExistsError:
-            self._wait(client.set_async(path, value))
-
-    def _put_partition_state(self, name: str, index: int, controller_epoch: int) -> None:
-        client = self._require()
-        path = paths.partition_state(name, index)
-        state = {"version": 1, "leader": self.broker_id, "leader_epoch": 0, "controller_epoch": controller_epoch,
-                 "isr": [self.broker_id]}
-        try:
-            self._wait(client.create_async(path, _json(state), makepath=True))
-            return
-        except NodeExistsError:
-            pass
-        data, stat = self._wait(client.get_async(path))
-        current = _load(data)
-        if not isinstance(current, dict):
-            current = {}
-        if current.get("leader") == self.broker_id and current.get("isr") == [self.broker_id]:
-            return  # already ours: keep the leader epoch
-        # A new leader means a new leader epoch, as Kafka's controller writes it.
-        previous = current.get("leader_epoch")
-        state["leader_epoch"] = previous + 1 if isinstance(previous, int) else 0
-        self._wait(client.set_async(path, _json(state), stat.version))
-
-    def _delete_tree(self, path: str) -> None:
-        client = self._require()
-        try:
-            children = self._wait(client.get_children_async(path))
-        except NoNodeError:
-            return
-        for child in children:
-            self._delete_tree(paths.child(path, child))
-        try:
-            self._wait(client.delete_async(path))
-        except NoNodeError:
-            pass
-
     def _delete_if_ours(self, path: str, timeout: float) -> bool:
         client = self._require()
         stat: ZnodeStat | None = self._wait(client.exists_async(path), timeout)
@@ -709,14 +587,12 @@ class BrokerRegistration:
             client.handler.spawn(self._resync)
 
     def _resync(self) -> None:
-        """After a reconnection or a controller change: register again if the session was new, bid again,
-        write the topic changes that waited for the connection."""
+        """After a reconnection or a controller change: register again if the session was new, bid again."""
         try:
             with self._lock:
                 if self._stopping or self._client is None:
                     return
                 if not self._registered:  # still recovering logs: no node to restore, no bid yet
-                    self._flush_pending()
                     return
                 if self._session_lost:
                     with self._zk(f"registering broker {self.broker_id} again"):
@@ -726,7 +602,6 @@ class BrokerRegistration:
                                 self.connect.absolute(paths.broker(self.broker_id)))
                 with self._zk("electing the controller"):
                     self._elect()
-                self._flush_pending()
         except KcliError as exc:
             log.error("ZooKeeper: %s", exc)
         except Exception:  # a watch thread has nobody to raise to
