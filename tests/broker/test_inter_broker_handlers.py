@@ -31,7 +31,7 @@ def _services(tmp_path) -> SimpleNamespace:
     logs = LogManager([tmp_path / "logs"], broker_id=BROKER, log_config=LogConfig())
     manager = ReplicaManager(logs, local_broker_id=BROKER)
 
-    def ensure_replica(name: str, index: int, topic_id: uuid.UUID) -> Partition:
+    def ensure_replica(name: str, index: int, topic_id: uuid.UUID, *, create: bool = True) -> Partition:
         partition = manager.find(name, index)
         if partition is None:
             partition = Partition(name, index, topic_id, logs.get_or_create_log(name, index, topic_id, LogConfig()),
@@ -39,7 +39,11 @@ def _services(tmp_path) -> SimpleNamespace:
             manager.add_partition(partition)
         return partition
 
-    return SimpleNamespace(replica_manager=manager, admin=SimpleNamespace(ensure_replica=ensure_replica),
+    async def prepare_replicas(wanted, topic_ids) -> None:
+        pass  # ensure_replica creates the logs here
+
+    return SimpleNamespace(replica_manager=manager, log_manager=logs,
+                           admin=SimpleNamespace(ensure_replica=ensure_replica, prepare_replicas=prepare_replicas),
                            remember_endpoint=lambda *endpoint: None)
 
 
