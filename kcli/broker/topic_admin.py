@@ -82,7 +82,7 @@ class TopicCreation:
 
 class TopicAdmin:
     def __init__(self, config: BrokerConfig, log_manager: LogManager, replica_manager: ReplicaManager,
-                 metadata: MetadataCache) -> None:
+                 metadata: MetadataCache, *, zk: Any = None, logs_created: Any = None) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.logs = log_manager
@@ -91,7 +91,7 @@ class TopicAdmin:
         # ZooKeeper mode: kcli.zk.kafka_zk_client.KafkaZkClient. Topics then live in ZooKeeper (any broker
         # writes a new topic's assignment there; the controller elects leaders and tells the replicas with
         # LeaderAndIsr, which creates the logs: ensure_replica).
-        self.zk: Any = None
+        self.zk: Any = zk
         # the topic configs' broker synonyms: server.properties keys set explicitly (STATIC_BROKER_CONFIG), under
         # the dynamic broker configs (KIP-226), which move them at runtime
         self.dynamic = DynamicBrokerConfig(config)
@@ -104,7 +104,7 @@ class TopicAdmin:
         self._tasks: set[asyncio.Task] = set()
         self._grow_lock = asyncio.Lock()
         self._executor: ThreadPoolExecutor | None = None
-        self.logs_created: Any = None  # (count) -> None: the server's hook after new logs (KafkaServer)
+        self.logs_created: Any = logs_created  # (count) -> None: the server's hook after new logs (KafkaServer)
         self._overrides_file_lock = threading.Lock()
         self._overrides_version = self._overrides_written = 0
 

@@ -135,8 +135,10 @@ def _now_ms() -> str:
 class KafkaZkClient:
     """Kafka's znode operations over ``client`` (a started kazoo client, chrooted as the broker's)."""
 
-    def __init__(self, client: KazooClient, *, timeout: float, where: str = "ZooKeeper") -> None:
-        self._zk = client
+    def __init__(self, client: KazooClient | Callable[[], KazooClient], *, timeout: float,
+                 where: str = "ZooKeeper") -> None:
+        # a kazoo client, or where to find the session's (a registration's, which may not be connected yet)
+        self._client: Callable[[], KazooClient] = client if callable(client) else lambda: client
         self._timeout = timeout
         self._where = where
         self._lock = threading.Lock()
@@ -145,9 +147,14 @@ class KafkaZkClient:
 
     @classmethod
     def for_registration(cls, registration: BrokerRegistration) -> KafkaZkClient:
-        """A client over a started BrokerRegistration's session."""
-        return cls(registration.zk_client, timeout=registration.session_timeout_ms / 1000,
+        """A client over a BrokerRegistration's session: built before the registration starts (the broker's
+        services are given it at construction), usable once it has."""
+        return cls(lambda: registration.zk_client, timeout=registration.session_timeout_ms / 1000,
                    where=f"ZooKeeper at {registration.connect.text}")
+
+    @property
+    def _zk(self) -> KazooClient:
+        return self._client()
 
     # -- plumbing ----------------------------------------------------------------------------------------------
     @contextmanager
