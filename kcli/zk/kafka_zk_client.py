@@ -41,7 +41,8 @@ from kcli.errors import KcliError
 from kcli.storage.checkpoint import uuid_from_base64, uuid_to_base64
 from kcli.zk import models, paths
 from kcli.zk.models import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
-from kcli.zk.registration import BrokerRegistration, ZooKeeperConnectionError, _describe, new_cluster_id
+from kcli.zk.errors import ZooKeeperConnectionError
+from kcli.zk.errors import describe as _describe
 
 log = logging.getLogger("kcli.zk")
 
@@ -146,8 +147,8 @@ class KafkaZkClient:
         self._change_handlers: dict[str, ZNodeChangeHandler] = {}
 
     @classmethod
-    def for_registration(cls, registration: BrokerRegistration) -> KafkaZkClient:
-        """A client over a BrokerRegistration's session: built before the registration starts (the broker's
+    def for_registration(cls, registration: Any) -> KafkaZkClient:
+        """A client over a kcli.zk.registration.BrokerRegistration's session: built before the registration starts (the broker's
         services are given it at construction), usable once it has."""
         return cls(lambda: registration.zk_client, timeout=registration.session_timeout_ms / 1000,
                    where=f"ZooKeeper at {registration.connect.text}")
@@ -848,7 +849,7 @@ def _sequence_numbers(children: Iterable[str], prefix: str) -> list[str]:
 
 def _topic_id_text(topic_id: uuid.UUID | str | None) -> str:
     if topic_id is None:
-        return new_cluster_id()  # a random Kafka Uuid, never starting with "-"
+        return models.new_cluster_id()  # a random Kafka Uuid, never starting with "-"
     if isinstance(topic_id, uuid.UUID):
         return uuid_to_base64(topic_id)
     try:

@@ -3,7 +3,8 @@
 At startup: the chroot and Kafka's persistent paths, ``/cluster/id`` (get or create), the ephemeral
 ``/brokers/ids/<id>`` registration (version 5 JSON) and a bid for the ephemeral ``/controller`` node, which
 bumps ``/controller_epoch`` in the same ZooKeeper transaction
-(KafkaZkClient.registerControllerAndIncrementControllerEpoch).
+(KafkaZkClient.register_controller_and_increment_controller_epoch, Kafka's
+registerControllerAndIncrementControllerEpoch).
 A broker that lost the election watches ``/controller`` and bids again when it goes; a broker whose session
 expired registers again. Topics are written by KafkaZkClient (any broker's admin, the controller).
 
@@ -24,7 +25,6 @@ import queue
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -32,21 +32,21 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.retry import KazooRetry
 from kazoo.exceptions import (
-    BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
-    RolledBackError,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 from kcli.errors import KcliError
-from kcli.storage.checkpoint import uuid_to_base64
 from kcli.zk import paths
+from kcli.zk.errors import ZooKeeperConnectionError
+from kcli.zk.errors import describe as _describe
+from kcli.zk.models import new_cluster_id
 
 log = logging.getLogger("kcli.zk")
 
@@ -62,10 +62,6 @@ STOP_TIMEOUT_S = 2.0  # closing the session removes the ephemeral nodes anyway: 
 # ZooKeeper cannot be reached an attempt fails at once or times out, and costs the server nothing.
 RECONNECT_MAX_DELAY_S = 0.25
 
-class ZooKeeperConnectionError(KcliError):
-    """ZooKeeper did not answer: unreachable, disconnected, or the session expired."""
-
-
 class InvalidGroupIdError(KcliError):
     """A consumer group name that cannot name a znode under /consumers (empty, "/", "." or "..")."""
 
@@ -78,14 +74,6 @@ def _json(value: Any) -> bytes:
 
 def _now_ms() -> str:
     return str(int(time.time() * 1000))
-
-
-def new_cluster_id() -> str:
-    """A random UUID as Kafka prints it; never with a leading "-", which command lines take for an option."""
-    while True:
-        text = uuid_to_base64(uuid.uuid4())
-        if not text.startswith("-"):
-            return text
 
 
 def probe(connect, timeout: float) -> None:
@@ -477,8 +465,11 @@ class BrokerRegistration:
         raise KcliError(f"{self.connect.absolute(path)} keeps changing in ZooKeeper at {self.connect.text}")
 
     def _elect(self) -> None:
-        """Bid for /controller; the winner bumps /controller_epoch atomically with the create, as Kafka does."""
-        client = self._require()
+        """Bid for /controller; the winner bumps /controller_epoch in the same transaction
+        (KafkaZkClient.register_controller_and_increment_controller_epoch)."""
+        from kcli.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient  # it builds on this module
+
+        zk = KafkaZkClient(self._require(), timeout=self._timeout, where=f"ZooKeeper at {self.connect.text}")
         for _ in range(ELECTION_ATTEMPTS):
             if self._stopping:
                 return
@@ -486,33 +477,17 @@ class BrokerRegistration:
                 self._give_up_controller()  # still ours if the connection was down when the broker resigned
                 return
             try:
-                data, stat = self._wait(client.get_async(paths.CONTROLLER_EPOCH))
-                epoch, version = self._parse_epoch(data), stat.version
-            except NoNodeError:
-                epoch, version = 0, None
-            claim = _json({"version": 1, "brokerid": self.broker_id, "timestamp": _now_ms()})
-            transaction = client.transaction()
-            transaction.create(paths.CONTROLLER, claim, ephemeral=True)
-            if version is None:
-                transaction.create(paths.CONTROLLER_EPOCH, b"1")
-            else:
-                transaction.set_data(paths.CONTROLLER_EPOCH, str(epoch + 1).encode(), version)
-            results = self._wait(transaction.commit_async())
-            failures = [r for r in results if isinstance(r, Exception)]
-            if not failures:
-                self.controller_id, self.controller_epoch = self.broker_id, epoch + 1
-                # setData answers the new stat; a created /controller_epoch starts at version 0.
-                self.controller_epoch_zk_version = results[1].version if isinstance(results[1], ZnodeStat) else 0
-                log.info("broker %d is the controller (epoch %d)", self.broker_id, self.controller_epoch)
-                self._set_active(True)
-                return
-            if isinstance(results[0], NodeExistsError):
+                epoch, epoch_zk_version = zk.register_controller_and_increment_controller_epoch(self.broker_id)
+            except ControllerMovedError:
+                # another broker holds /controller, or moved the epoch first
                 if self._follow_controller():
                     return
                 continue  # the controller went away meanwhile: bid again
-            if isinstance(results[1], (BadVersionError, NodeExistsError)):
-                continue  # another bid moved the epoch first
-            raise next(f for f in failures if not isinstance(f, RolledBackError))
+            self.controller_id, self.controller_epoch = self.broker_id, epoch
+            self.controller_epoch_zk_version = epoch_zk_version
+            log.info("broker %d is the controller (epoch %d)", self.broker_id, self.controller_epoch)
+            self._set_active(True)
+            return
         raise KcliError(f"the controller election in ZooKeeper at {self.connect.text} did not settle after "
                         f"{ELECTION_ATTEMPTS} attempts")
 
@@ -633,7 +608,3 @@ def _registered_by(data: bytes) -> str:
             return endpoints[0].partition("://")[2] or endpoints[0]
     return "an unknown broker"
 
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text and text != "()" else type(exc).__name__
