@@ -220,7 +220,7 @@ class CommittedOffset:
 
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, log_manager: LogManager, replica_manager: ReplicaManager,
-                 admin: TopicAdmin) -> None:
+                 admin: TopicAdmin, *, clustered: bool = False) -> None:
         self.config = config
         self.log_manager = log_manager
         self.replicas = replica_manager
@@ -234,7 +234,7 @@ class GroupCoordinator:
         self.clock: Callable[[], float] = time.monotonic
         # ZooKeeper mode: this broker coordinates the groups of the __consumer_offsets partitions it leads;
         # each is replayed when it becomes leader (Kafka's onElection) and forgotten when it stops.
-        self.clustered = False
+        self.clustered = clustered
         self.loading_partitions: set[int] = set()
         # TxnOffsetCommits waiting for their transaction's marker: group -> producer id -> partition -> offset
         # (Kafka's GroupMetadata.pendingTransactionalOffsetCommits); invisible to OffsetFetch until COMMIT.

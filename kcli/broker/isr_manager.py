@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kcli.broker.partition import Partition
-from kcli.broker.replica_manager import ReplicaManager
 from kcli.zk.registration import ZooKeeperConnectionError
 
 log = logging.getLogger("kcli.broker.isr")
@@ -28,9 +28,10 @@ MAX_DELAY_S = 60.0
 
 
 class ZkIsrManager:
-    def __init__(self, zk: Any, replica_manager: ReplicaManager) -> None:
+    def __init__(self, zk: Any, isr_committed: Callable[[Partition, list[int] | None, int | None], None]) -> None:
         self.zk = zk  # kcli.zk.kafka_zk_client.KafkaZkClient
-        self.replica_manager = replica_manager
+        # ReplicaManager.isr_committed: the outcome of each write (Kafka's AlterPartitionItem callback)
+        self.isr_committed = isr_committed
         self._changed: set[tuple[str, int]] = set()
         self._last_change = 0.0
         self._last_propagation = time.monotonic()
@@ -79,9 +80,9 @@ class ZkIsrManager:
                 log.info("%s-%d: ISR change to %s refused: the state znode is no longer at partition epoch %d (the "
                          "controller changed the partition); waiting for its LeaderAndIsr", partition.topic,
                          partition.index, new_isr, partition.partition_epoch)
-            self.replica_manager.isr_committed(partition, None, None)
+            self.isr_committed(partition, None, None)
             return
-        self.replica_manager.isr_committed(partition, new_isr, version)
+        self.isr_committed(partition, new_isr, version)
         self._changed.add((partition.topic, partition.index))
         self._last_change = time.monotonic()
 

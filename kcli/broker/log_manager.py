@@ -120,7 +120,8 @@ class Topic:
 
 
 class LogManager:
-    def __init__(self, log_dirs: list[Path], *, broker_id: int, log_config: LogConfig) -> None:
+    def __init__(self, log_dirs: list[Path], *, broker_id: int, log_config: LogConfig,
+                 high_watermarks: Any = None) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.broker_id = broker_id
         # The broker's defaults; each log gets its topic's LogConfig (TopicAdmin: replace_config).
@@ -133,7 +134,7 @@ class LogManager:
         self.recoveries: list[QuarantineRun] = []  # startup recovery: one run per log dir that needed one
         # replication-offset-checkpoint: each partition's high watermark, from the ReplicaManager (cluster
         # mode); standalone, the log end offset is the high watermark.
-        self.high_watermarks: Any = None  # () -> dict[(topic, index), int]
+        self.high_watermarks: Any = high_watermarks  # () -> dict[(topic, index), int]
         self.checkpointed_high_watermarks: dict[tuple[str, int], int] = {}
         self._checkpoint_lock = threading.Lock()  # the root checkpoint files: one writer at a time
         self._topics_lock = threading.RLock()  # Kafka's logCreationOrDeletionLock: `topics` and the counts below
@@ -145,7 +146,11 @@ class LogManager:
         self._pool: ThreadPoolExecutor | None = None
 
     # -- startup / shutdown ------------------------------------------------------------------------
-    def startup(self) -> None:
+    def startup(self, cluster_id: str | None = None) -> None:
+        """Lock and load the log dirs. ``cluster_id``: ZooKeeper's (/cluster/id), which meta.properties must agree
+        with; None: the log dirs' own, or a new one."""
+        if cluster_id is not None:
+            self.cluster_id = cluster_id
         for directory in self.log_dirs:
             try:
                 directory.mkdir(parents=True, exist_ok=True)

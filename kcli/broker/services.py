@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,14 +22,23 @@ from kcli.broker.topic_admin import TopicAdmin
 
 @dataclass
 class ProducerIdManager:
-    """Hands out producer ids (Kafka's ProducerIdManager): standalone, one above the largest id in any log; in
-    a cluster, from blocks of 1000 taken from ZooKeeper's /latest_producer_id_block, so that no two brokers
-    give the same id (``allocate_block``)."""
+    """Hands out producer ids (Kafka's ProducerIdManager), standalone: one above the largest id in any log or in
+    ``__transaction_state`` (``reserve``, as they are loaded)."""
 
     next_producer_id: int = 0
     allocate_block: Callable[[], tuple[int, int]] | None = None
     block_end: int = -1
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def may_block(self) -> bool:
+        """``next_id`` may wait for ZooKeeper (call it off the event loop)."""
+        return self.allocate_block is not None
+
+    def reserve(self, taken: Iterable[int]) -> None:
+        """Ids in use (in the logs, in __transaction_state): the next one handed out is above them."""
+        with self._lock:
+            self.next_producer_id = max([self.next_producer_id, *(pid + 1 for pid in taken)])
 
     def next_id(self) -> int:
         with self._lock:
@@ -38,6 +47,14 @@ class ProducerIdManager:
             producer_id = self.next_producer_id
             self.next_producer_id += 1
             return producer_id
+
+
+class ZkProducerIdManager(ProducerIdManager):
+    """In a cluster (Kafka's ZkProducerIdManager): ids from blocks of 1000 taken from ZooKeeper's
+    /latest_producer_id_block, so that no two brokers give the same id."""
+
+    def __init__(self, broker_id: int, zk: Any) -> None:  # zk: kcli.zk.kafka_zk_client.KafkaZkClient
+        super().__init__(allocate_block=lambda: zk.allocate_producer_id_block(broker_id))
 
 
 @dataclass

@@ -82,17 +82,16 @@ class TopicCreation:
 
 class TopicAdmin:
     def __init__(self, config: BrokerConfig, log_manager: LogManager, replica_manager: ReplicaManager,
-                 metadata: MetadataCache, *, registry: Any = None) -> None:
+                 metadata: MetadataCache, *, zk: Any = None, logs_created: Any = None) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.logs = log_manager
         self.replicas = replica_manager
         self.metadata = metadata
-        self.registry = registry  # kcli.zk.registration.BrokerRegistration in ZooKeeper mode
         # ZooKeeper mode: kcli.zk.kafka_zk_client.KafkaZkClient. Topics then live in ZooKeeper (any broker
         # writes a new topic's assignment there; the controller elects leaders and tells the replicas with
         # LeaderAndIsr, which creates the logs: ensure_replica).
-        self.zk: Any = None
+        self.zk: Any = zk
         # the topic configs' broker synonyms: server.properties keys set explicitly (STATIC_BROKER_CONFIG), under
         # the dynamic broker configs (KIP-226), which move them at runtime
         self.dynamic = DynamicBrokerConfig(config)
@@ -105,7 +104,7 @@ class TopicAdmin:
         self._tasks: set[asyncio.Task] = set()
         self._grow_lock = asyncio.Lock()
         self._executor: ThreadPoolExecutor | None = None
-        self.logs_created: Any = None  # (count) -> None: the server's hook after new logs (KafkaServer)
+        self.logs_created: Any = logs_created  # (count) -> None: the server's hook after new logs (KafkaServer)
         self._overrides_file_lock = threading.Lock()
         self._overrides_version = self._overrides_written = 0
 
@@ -122,7 +121,6 @@ class TopicAdmin:
             return
         for name, topic in self.logs.topics.items():
             self._register(name, topic.topic_id)
-            self._announce(name)
 
     def _register(self, name: str, topic_id: uuid.UUID) -> None:
         topic = self.logs.topics[name]
@@ -452,7 +450,6 @@ class TopicAdmin:
                      created.replication_factor, f" and configs {clean}" if clean else "")
             return created
         self._register(name, created.topic_id)
-        self._announce(name)
         self._logs_created(created.num_partitions)
         log.info("created topic %s with %d partitions%s", name, created.num_partitions,
                  f" and configs {clean}" if clean else "")
@@ -621,8 +618,6 @@ class TopicAdmin:
     def _end_delete(self, name: str) -> None:
         if self._busy.get(name) == "deleting":
             del self._busy[name]
-        if self.zk is None and self.registry is not None:
-            self.registry.topic_deleted(name)
 
     def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None, *,
                           validate_only: bool = False) -> None:
@@ -679,7 +674,6 @@ class TopicAdmin:
     def _finish_create_partitions(self, name: str, added: int) -> None:
         if self.zk is None and name in self.logs.topics and name in self.metadata.topics:  # not deleted meanwhile
             self._register(name, self.logs.topics[name].topic_id)
-            self._announce(name)
             self._logs_created(added)
 
     def _add_partitions_in_zookeeper(self, topic: TopicMetadata, total: int, assignments: list[list[int]] | None,
@@ -695,9 +689,4 @@ class TopicAdmin:
             return None
         zk = self.zk
         return lambda: zk.add_partitions(topic.name, {**existing, **new})
-
-    def _announce(self, name: str) -> None:
-        topic = self.logs.topics.get(name)
-        if self.registry is not None and topic is not None:
-            self.registry.topic_created(name, len(topic.partitions), topic.topic_id)
 

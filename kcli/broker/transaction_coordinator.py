@@ -351,16 +351,19 @@ class TransactionCoordinator:
     kcli.broker.transaction_markers.TransactionMarkerChannelManager) writes the COMMIT/ABORT markers."""
 
     def __init__(self, config: BrokerConfig, replica_manager: Any, admin: Any, log_manager: Any,
-                 producer_ids: Any) -> None:
+                 producer_ids: Any, *, clustered: bool = False,
+                 markers: Callable[[TransactionCoordinator], Any] | None = None) -> None:
         self.config = config
         self.replicas = replica_manager
         self.admin = admin
         self.log_manager = log_manager
         self.producer_ids = producer_ids
-        self.markers: Any = None  # set by the server (kcli.broker.transaction_markers)
+        # kcli.broker.transaction_markers.TransactionMarkerChannelManager, built over this coordinator (as Kafka's
+        # TransactionCoordinator.apply builds its TransactionMarkerChannelManager)
+        self.markers: Any = markers(self) if markers is not None else None
         self.cache: dict[int, TxnPartitionCache] = {}
         self.loading: dict[int, int] = {}  # partition -> coordinator epoch being loaded
-        self.clustered = False
+        self.clustered = clustered
         self.active = False  # the standalone startup load is done (ListTransactions answers)
         self._timers: list[asyncio.Task] = []
         self._tasks: set[asyncio.Task] = set()
@@ -513,7 +516,7 @@ class TransactionCoordinator:
         return ErrorCode.none, result.producer_id, result.producer_epoch
 
     async def _next_producer_id(self) -> int:
-        if self.producer_ids.allocate_block is None:
+        if not self.producer_ids.may_block:
             return self.producer_ids.next_id()
         return await asyncio.to_thread(self.producer_ids.next_id)  # may take a block from ZooKeeper
 

@@ -41,7 +41,8 @@ from kcli.errors import KcliError
 from kcli.storage.checkpoint import uuid_from_base64, uuid_to_base64
 from kcli.zk import models, paths
 from kcli.zk.models import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
-from kcli.zk.registration import BrokerRegistration, ZooKeeperConnectionError, _describe, new_cluster_id
+from kcli.zk.errors import ZooKeeperConnectionError
+from kcli.zk.errors import describe as _describe
 
 log = logging.getLogger("kcli.zk")
 
@@ -135,8 +136,10 @@ def _now_ms() -> str:
 class KafkaZkClient:
     """Kafka's znode operations over ``client`` (a started kazoo client, chrooted as the broker's)."""
 
-    def __init__(self, client: KazooClient, *, timeout: float, where: str = "ZooKeeper") -> None:
-        self._zk = client
+    def __init__(self, client: KazooClient | Callable[[], KazooClient], *, timeout: float,
+                 where: str = "ZooKeeper") -> None:
+        # a kazoo client, or where to find the session's (a registration's, which may not be connected yet)
+        self._client: Callable[[], KazooClient] = client if callable(client) else lambda: client
         self._timeout = timeout
         self._where = where
         self._lock = threading.Lock()
@@ -144,10 +147,15 @@ class KafkaZkClient:
         self._change_handlers: dict[str, ZNodeChangeHandler] = {}
 
     @classmethod
-    def for_registration(cls, registration: BrokerRegistration) -> KafkaZkClient:
-        """A client over a started BrokerRegistration's session."""
-        return cls(registration.zk_client, timeout=registration.session_timeout_ms / 1000,
+    def for_registration(cls, registration: Any) -> KafkaZkClient:
+        """A client over a kcli.zk.registration.BrokerRegistration's session: built before the registration starts (the broker's
+        services are given it at construction), usable once it has."""
+        return cls(lambda: registration.zk_client, timeout=registration.session_timeout_ms / 1000,
                    where=f"ZooKeeper at {registration.connect.text}")
+
+    @property
+    def _zk(self) -> KazooClient:
+        return self._client()
 
     # -- plumbing ----------------------------------------------------------------------------------------------
     @contextmanager
@@ -323,6 +331,63 @@ class KafkaZkClient:
         """(epoch, zkVersion) of /controller_epoch, None if absent."""
         found = self.get_data_and_version(paths.CONTROLLER_EPOCH)
         return (models.parse_controller_epoch(paths.CONTROLLER_EPOCH, found[0]), found[1]) if found else None
+
+    def get_controller_claim(self) -> tuple[int | None, bool] | None:
+        """Who holds /controller and whether this session's ephemeral node it is (a claim made before a dropped
+        connection); None if nobody does. Sets the watch of a registered /controller change handler."""
+        try:
+            data, stat = self._one(self._zk.get_async(paths.CONTROLLER, watch=self._data_watch(paths.CONTROLLER)),
+                                   f"reading {paths.CONTROLLER}")
+        except NoNodeError:
+            return None
+        client_id = self._zk.client_id
+        ours = client_id is not None and stat.ephemeralOwner == client_id[0]
+        try:
+            broker_id: int | None = models.parse_controller(paths.CONTROLLER, data).broker_id
+        except KcliError:
+            broker_id = None
+        return broker_id, ours
+
+    def register_controller_and_increment_controller_epoch(self, controller_id: int) -> tuple[int, int]:
+        """Claim /controller for ``controller_id`` (ephemeral) and bump /controller_epoch in one transaction (Kafka's
+        KafkaZkClient.registerControllerAndIncrementControllerEpoch); returns the new epoch and the zkVersion of
+        /controller_epoch it left, the fencing token of every controller write after it. Raises
+        ControllerMovedError when another broker holds /controller or moved the epoch first."""
+        found = self.get_controller_epoch()
+        epoch, epoch_zk_version = found if found is not None else self._maybe_create_controller_epoch_znode()
+        new_epoch = epoch + 1
+        claim = json.dumps({"version": 1, "brokerid": controller_id, "timestamp": _now_ms()},
+                           separators=(",", ":")).encode()
+        transaction = self._zk.transaction()
+        transaction.create(paths.CONTROLLER, claim, ephemeral=True)
+        transaction.set_data(paths.CONTROLLER_EPOCH, str(new_epoch).encode(), epoch_zk_version)
+        results = self._gather([transaction.commit_async()], "electing the controller")[0]
+        if isinstance(results, Exception):
+            raise KcliError(f"{self._where} refused electing the controller: {_describe(results)}")
+        create, set_data = results
+        if not isinstance(create, Exception) and not isinstance(set_data, Exception):
+            return new_epoch, set_data.version
+        if isinstance(create, NodeExistsError) or isinstance(set_data, BadVersionError):
+            # Kafka's checkControllerAndEpoch: the transaction may be ours, retried after a dropped connection
+            claim_now = self.get_controller_claim()
+            now = self.get_controller_epoch()
+            if claim_now is not None and claim_now == (controller_id, True) and now is not None and now[0] == new_epoch:
+                return now
+            raise ControllerMovedError(f"the controller moved to broker {claim_now[0] if claim_now else None} in "
+                                       f"{self._where}: not elected")
+        failure = next(r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError))
+        raise KcliError(f"{self._where} refused electing the controller: {_describe(failure)}")
+
+    def _maybe_create_controller_epoch_znode(self) -> tuple[int, int]:
+        """/controller_epoch with Kafka's initial epoch 0 (KafkaZkClient.maybeCreateControllerEpochZNode)."""
+        try:
+            self._one(self._zk.create_async(paths.CONTROLLER_EPOCH, b"0"), f"creating {paths.CONTROLLER_EPOCH}")
+        except NodeExistsError:
+            found = self.get_controller_epoch()
+            if found is None:
+                raise KcliError(f"{paths.CONTROLLER_EPOCH} keeps changing in {self._where}") from None
+            return found
+        return 0, 0
 
     def delete_controller(self, expected_controller_epoch_zk_version: int) -> None:
         """Give up /controller, fenced (KafkaController.triggerControllerMove): the brokers elect again."""
@@ -784,7 +849,7 @@ def _sequence_numbers(children: Iterable[str], prefix: str) -> list[str]:
 
 def _topic_id_text(topic_id: uuid.UUID | str | None) -> str:
     if topic_id is None:
-        return new_cluster_id()  # a random Kafka Uuid, never starting with "-"
+        return models.new_cluster_id()  # a random Kafka Uuid, never starting with "-"
     if isinstance(topic_id, uuid.UUID):
         return uuid_to_base64(topic_id)
     try:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from kcli.errors import KcliError
+from kcli.storage.checkpoint import uuid_to_base64
 
 
 class ZnodeFormatError(KcliError):
@@ -490,3 +492,11 @@ def decode(data: bytes | None) -> Decoded:
     if any(ord(c) < 32 and c not in "\t\n\r" for c in text):  # control characters: show the bytes safely
         return Decoded("bytes", base64.b64encode(data).decode("ascii"), data.hex())
     return Decoded("text", text)
+
+
+def new_cluster_id() -> str:
+    """A random UUID as Kafka prints it; never with a leading "-", which command lines take for an option."""
+    while True:
+        text = uuid_to_base64(uuid.uuid4())
+        if not text.startswith("-"):
+            return text

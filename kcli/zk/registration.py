@@ -3,12 +3,12 @@
 At startup: the chroot and Kafka's persistent paths, ``/cluster/id`` (get or create), the ephemeral
 ``/brokers/ids/<id>`` registration (version 5 JSON) and a bid for the ephemeral ``/controller`` node, which
 bumps ``/controller_epoch`` in the same ZooKeeper transaction
-(KafkaZkClient.registerControllerAndIncrementControllerEpoch).
-Topics get ``/brokers/topics/<t>`` (version 3) and ``.../partitions/<p>/state``. A broker that lost the
-election watches ``/controller`` and bids again when it goes; a broker whose session expired registers again.
+(KafkaZkClient.register_controller_and_increment_controller_epoch, Kafka's
+registerControllerAndIncrementControllerEpoch).
+A broker that lost the election watches ``/controller`` and bids again when it goes; a broker whose session
+expired registers again. Topics are written by KafkaZkClient (any broker's admin, the controller).
 
-Every call is synchronous and bounded by the session timeout; kazoo failures surface as KcliError. A topic
-change made while the connection is down is kept and written on reconnection rather than stalling the broker.
+Every call is synchronous and bounded by the session timeout; kazoo failures surface as KcliError.
 
 The broker's controller (kcli.broker.controller) runs over this registration's session: ``zk_client``, the
 broker epoch (the czxid of ``/brokers/ids/<id>``, KIP-380), the ``/controller_epoch`` zkVersion the winning
@@ -25,7 +25,6 @@ import queue
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -33,26 +32,25 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.retry import KazooRetry
 from kazoo.exceptions import (
-    BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
-    RolledBackError,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 from kcli.errors import KcliError
-from kcli.storage.checkpoint import uuid_to_base64
 from kcli.zk import paths
+from kcli.zk.errors import ZooKeeperConnectionError
+from kcli.zk.errors import describe as _describe
+from kcli.zk.models import new_cluster_id
 
 log = logging.getLogger("kcli.zk")
 
 BROKER_INFO_VERSION = 5  # BrokerIdZNode layout written by Kafka 2.7+ (IBP >= 2.7): adds "features"
-TOPIC_VERSION = 3  # TopicZNode layout of Kafka 2.8+: adds "topic_id"
 # Kafka's default listener.security.protocol.map maps these names to themselves.
 SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 PROBE_TIMEOUT_S = 2.0
@@ -63,13 +61,6 @@ STOP_TIMEOUT_S = 2.0  # closing the session removes the ephemeral nodes anyway: 
 # leads nothing any more) within that, and clients' requests parked on it as a zombie leader are answered. While
 # ZooKeeper cannot be reached an attempt fails at once or times out, and costs the server nothing.
 RECONNECT_MAX_DELAY_S = 0.25
-
-TopicChange = tuple[int, uuid.UUID] | None  # (partitions, topic id) to write, or None to remove
-
-
-class ZooKeeperConnectionError(KcliError):
-    """ZooKeeper did not answer: unreachable, disconnected, or the session expired."""
-
 
 class InvalidGroupIdError(KcliError):
     """A consumer group name that cannot name a znode under /consumers (empty, "/", "." or "..")."""
@@ -83,14 +74,6 @@ def _json(value: Any) -> bytes:
 
 def _now_ms() -> str:
     return str(int(time.time() * 1000))
-
-
-def new_cluster_id() -> str:
-    """A random UUID as Kafka prints it; never with a leading "-", which command lines take for an option."""
-    while True:
-        text = uuid_to_base64(uuid.uuid4())
-        if not text.startswith("-"):
-            return text
 
 
 def probe(connect, timeout: float) -> None:
@@ -140,7 +123,6 @@ class BrokerRegistration:
         self._candidate = True  # bids for /controller; False once the broker's controller has shut down
         self._registered = False  # the /brokers/ids node is (to be) ours: start(register=False) defers it
         self._session_lost = False
-        self._pending: dict[str, TopicChange] = {}  # topic changes waiting for the connection to come back
         self._listeners: list[Callable[[bool], None]] = []
         self._active = False  # what the listeners were last told
         self._active_lock = threading.Lock()  # never held across a ZooKeeper call: kazoo's threads take it
@@ -205,7 +187,6 @@ class BrokerRegistration:
             self._candidate = True
             self._registered = False
             self._session_lost = False
-            self._pending.clear()
             self._active = False
             self._probe()
             self._start_notifier()
@@ -253,14 +234,6 @@ class BrokerRegistration:
                  self.broker_id, self.connect.absolute(paths.broker(self.broker_id)), self.connect.servers,
                  self.cluster_id, self.controller_id, self.controller_epoch)
 
-    def topic_created(self, name: str, partitions: int, topic_id: uuid.UUID) -> None:
-        """Write the topic's assignment and a state node per partition; again with more partitions adds them."""
-        self._change_topic(name, (partitions, topic_id))
-
-    def topic_deleted(self, name: str) -> None:
-        """Remove the topic's assignment, partition states and config node; a missing topic is fine."""
-        self._change_topic(name, None)
-
     def stop(self) -> None:
         """Delete the ephemeral nodes this broker owns and close the session; safe to call twice."""
         self._stopping = True
@@ -270,9 +243,6 @@ class BrokerRegistration:
                 return
             client.remove_listener(self._on_state)
             self._set_active(False)
-            if self._pending:
-                log.warning("ZooKeeper at %s never came back: topic changes not written for %s", self.connect.text,
-                            ", ".join(sorted(self._pending)))
             if client.connected:
                 for path in (paths.broker(self.broker_id), paths.CONTROLLER):
                     try:
@@ -495,8 +465,11 @@ class BrokerRegistration:
         raise KcliError(f"{self.connect.absolute(path)} keeps changing in ZooKeeper at {self.connect.text}")
 
     def _elect(self) -> None:
-        """Bid for /controller; the winner bumps /controller_epoch atomically with the create, as Kafka does."""
-        client = self._require()
+        """Bid for /controller; the winner bumps /controller_epoch in the same transaction
+        (KafkaZkClient.register_controller_and_increment_controller_epoch)."""
+        from kcli.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient  # it builds on this module
+
+        zk = KafkaZkClient(self._require(), timeout=self._timeout, where=f"ZooKeeper at {self.connect.text}")
         for _ in range(ELECTION_ATTEMPTS):
             if self._stopping:
                 return
@@ -504,33 +477,17 @@ class BrokerRegistration:
                 self._give_up_controller()  # still ours if the connection was down when the broker resigned
                 return
             try:
-                data, stat = self._wait(client.get_async(paths.CONTROLLER_EPOCH))
-                epoch, version = self._parse_epoch(data), stat.version
-            except NoNodeError:
-                epoch, version = 0, None
-            claim = _json({"version": 1, "brokerid": self.broker_id, "timestamp": _now_ms()})
-            transaction = client.transaction()
-            transaction.create(paths.CONTROLLER, claim, ephemeral=True)
-            if version is None:
-                transaction.create(paths.CONTROLLER_EPOCH, b"1")
-            else:
-                transaction.set_data(paths.CONTROLLER_EPOCH, str(epoch + 1).encode(), version)
-            results = self._wait(transaction.commit_async())
-            failures = [r for r in results if isinstance(r, Exception)]
-            if not failures:
-                self.controller_id, self.controller_epoch = self.broker_id, epoch + 1
-                # setData answers the new stat; a created /controller_epoch starts at version 0.
-                self.controller_epoch_zk_version = results[1].version if isinstance(results[1], ZnodeStat) else 0
-                log.info("broker %d is the controller (epoch %d)", self.broker_id, self.controller_epoch)
-                self._set_active(True)
-                return
-            if isinstance(results[0], NodeExistsError):
+                epoch, epoch_zk_version = zk.register_controller_and_increment_controller_epoch(self.broker_id)
+            except ControllerMovedError:
+                # another broker holds /controller, or moved the epoch first
                 if self._follow_controller():
                     return
                 continue  # the controller went away meanwhile: bid again
-            if isinstance(results[1], (BadVersionError, NodeExistsError)):
-                continue  # another bid moved the epoch first
-            raise next(f for f in failures if not isinstance(f, RolledBackError))
+            self.controller_id, self.controller_epoch = self.broker_id, epoch
+            self.controller_epoch_zk_version = epoch_zk_version
+            log.info("broker %d is the controller (epoch %d)", self.broker_id, self.controller_epoch)
+            self._set_active(True)
+            return
         raise KcliError(f"the controller election in ZooKeeper at {self.connect.text} did not settle after "
                         f"{ELECTION_ATTEMPTS} attempts")
 
@@ -576,110 +533,6 @@ class BrokerRegistration:
             raise KcliError(f"{self.connect.absolute(paths.CONTROLLER_EPOCH)} in ZooKeeper at {self.connect.text} "
                             f"is not an integer: {data[:40]!r}") from None
 
-    def _change_topic(self, name: str, change: TopicChange) -> None:
-        paths.topic(name)  # a name that is no znode fails now, not on reconnection
-        doing = f"registering topic {name}" if change is not None else f"removing topic {name}"
-        with self._lock:
-            client = self._require()
-            if client.state != KazooState.CONNECTED:
-                self._defer(name, change, f"the connection to ZooKeeper at {self.connect.text} is down")
-                return
-            try:
-                with self._zk(doing):
-                    self._write_topic(name, change)
-            except ZooKeeperConnectionError as exc:
-                self._defer(name, change, exc.reason)
-                return
-            self._pending.pop(name, None)
-
-    def _defer(self, name: str, change: TopicChange, reason: str) -> None:
-        # The topic exists (or is gone) in the log dirs already; ZooKeeper catches up on reconnection.
-        self._pending[name] = change
-        log.warning("%s: topic %s will be %s in ZooKeeper on reconnection", reason, name,
-                    "registered" if change is not None else "removed")
-
-    def _flush_pending(self) -> None:
-        for name, change in list(self._pending.items()):
-            with self._zk(f"writing the deferred change of topic {name}"):
-                self._write_topic(name, change)
-            del self._pending[name]
-            log.info("topic %s %s in ZooKeeper after the reconnection", name,
-                     "registered" if change is not None else "removed")
-
-    def _write_topic(self, name: str, change: TopicChange) -> None:
-        if change is None:
-            self._delete_tree(paths.topic(name))
-            self._delete_tree(paths.topic_config(name))
-            return
-        partitions, topic_id = change
-        client = self._require()
-        # Kafka writes the topic's config node first (AdminZkClient.createTopicWithAssignment).
-        try:
-            self._wait(client.create_async(paths.topic_config(name), _json({"version": 1, "config": {}}),
-                                           makepath=True))
-        except NodeExistsError:
-            pass
-        assignment = {
-            "version": TOPIC_VERSION,
-            "partitions": {str(p): [self.broker_id] for p in range(partitions)},
-            "adding_replicas": {},
-            "removing_replicas": {},
-            "topic_id": uuid_to_base64(topic_id),
-        }
-        self._put(paths.topic(name), _json(assignment))
-        epoch = self._read_controller_epoch()
-        for index in range(partitions):
-            self._put_partition_state(name, index, epoch)
-        # Partitions beyond the count belong to an older incarnation of the topic.
-        try:
-            children = self._wait(client.get_children_async(paths.topic_partitions(name)))
-        except NoNodeError:
-            children = []
-        for child in children:
-            if not child.isdigit() or int(child) >= partitions:
-                self._delete_tree(paths.child(paths.topic_partitions(name), child))
-
-    def _put(self, path: str, value: bytes) -> None:
-        client = self._require()
-        try:
-            self._wait(client.create_async(path, value, makepath=True))
-        except NodeExistsError:
-            self._wait(client.set_async(path, value))
-
-    def _put_partition_state(self, name: str, index: int, controller_epoch: int) -> None:
-        client = self._require()
-        path = paths.partition_state(name, index)
-        state = {"version": 1, "leader": self.broker_id, "leader_epoch": 0, "controller_epoch": controller_epoch,
-                 "isr": [self.broker_id]}
-        try:
-            self._wait(client.create_async(path, _json(state), makepath=True))
-            return
-        except NodeExistsError:
-            pass
-        data, stat = self._wait(client.get_async(path))
-        current = _load(data)
-        if not isinstance(current, dict):
-            current = {}
-        if current.get("leader") == self.broker_id and current.get("isr") == [self.broker_id]:
-            return  # already ours: keep the leader epoch
-        # A new leader means a new leader epoch, as Kafka's controller writes it.
-        previous = current.get("leader_epoch")
-        state["leader_epoch"] = previous + 1 if isinstance(previous, int) else 0
-        self._wait(client.set_async(path, _json(state), stat.version))
-
-    def _delete_tree(self, path: str) -> None:
-        client = self._require()
-        try:
-            children = self._wait(client.get_children_async(path))
-        except NoNodeError:
-            return
-        for child in children:
-            self._delete_tree(paths.child(path, child))
-        try:
-            self._wait(client.delete_async(path))
-        except NoNodeError:
-            pass
-
     def _delete_if_ours(self, path: str, timeout: float) -> bool:
         client = self._require()
         stat: ZnodeStat | None = self._wait(client.exists_async(path), timeout)
@@ -709,14 +562,12 @@ class BrokerRegistration:
             client.handler.spawn(self._resync)
 
     def _resync(self) -> None:
-        """After a reconnection or a controller change: register again if the session was new, bid again,
-        write the topic changes that waited for the connection."""
+        """After a reconnection or a controller change: register again if the session was new, bid again."""
         try:
             with self._lock:
                 if self._stopping or self._client is None:
                     return
                 if not self._registered:  # still recovering logs: no node to restore, no bid yet
-                    self._flush_pending()
                     return
                 if self._session_lost:
                     with self._zk(f"registering broker {self.broker_id} again"):
@@ -726,7 +577,6 @@ class BrokerRegistration:
                                 self.connect.absolute(paths.broker(self.broker_id)))
                 with self._zk("electing the controller"):
                     self._elect()
-                self._flush_pending()
         except KcliError as exc:
             log.error("ZooKeeper: %s", exc)
         except Exception:  # a watch thread has nobody to raise to
@@ -758,7 +608,3 @@ def _registered_by(data: bytes) -> str:
             return endpoints[0].partition("://")[2] or endpoints[0]
     return "an unknown broker"
 
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text and text != "()" else type(exc).__name__

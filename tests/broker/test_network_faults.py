@@ -361,7 +361,7 @@ def test_a_failed_isr_write_logs_its_real_cause(tmp_path, caplog, zk, expected, 
     caplog.set_level(logging.INFO, logger="kcli.broker.isr")
 
     async def go():
-        isr = ZkIsrManager(zk, manager)
+        isr = ZkIsrManager(zk, manager.isr_committed)
         manager.isr_listener = isr
         manager._change_isr(partition, [0])
         await asyncio.gather(*isr._writes)

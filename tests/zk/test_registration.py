@@ -178,66 +178,6 @@ def test_epoch_increments_across_restarts(connect, root, chroot):
             registration.stop()
 
 
-def test_topic_znodes_and_partition_state(register, root, chroot):
-    registration = register(2)
-    topic_id = uuid.uuid4()
-    registration.topic_created("orders", 3, topic_id)
-    topic = read_json(root, chroot + "/brokers/topics/orders")
-    assert topic == {"version": 3, "partitions": {"0": [2], "1": [2], "2": [2]}, "adding_replicas": {},
-                     "removing_replicas": {}, "topic_id": topic["topic_id"]}
-    assert len(topic["topic_id"]) == 22 and uuid_from_base64(topic["topic_id"]) == topic_id
-    assert sorted(root.get_children(chroot + "/brokers/topics/orders/partitions")) == ["0", "1", "2"]
-    for index in range(3):
-        state = read_json(root, f"{chroot}/brokers/topics/orders/partitions/{index}/state")
-        assert state == {"version": 1, "leader": 2, "leader_epoch": 0, "controller_epoch": 1, "isr": [2]}
-    assert read_json(root, chroot + "/config/topics/orders") == {"version": 1, "config": {}}
-
-
-def test_topic_created_again_adds_partitions(register, root, chroot):
-    registration = register(0)
-    topic_id = uuid.uuid4()
-    registration.topic_created("events", 2, topic_id)
-    _, first_state = root.get(chroot + "/brokers/topics/events/partitions/0/state")
-    registration.topic_created("events", 2, topic_id)  # idempotent
-    registration.topic_created("events", 5, topic_id)
-    topic = read_json(root, chroot + "/brokers/topics/events")
-    assert topic["partitions"] == {str(p): [0] for p in range(5)}
-    assert sorted(root.get_children(chroot + "/brokers/topics/events/partitions"), key=int) == ["0", "1", "2", "3", "4"]
-    for index in range(5):
-        assert read_json(root, f"{chroot}/brokers/topics/events/partitions/{index}/state")["leader"] == 0
-    # The existing partitions' state was left as it was.
-    assert root.get(chroot + "/brokers/topics/events/partitions/0/state")[1].version == first_state.version
-
-
-def test_partition_state_of_another_leader_gets_a_new_epoch(register, root, chroot):
-    registration = register(0)
-    path = chroot + "/brokers/topics/moved/partitions/0/state"
-    root.create(path, json.dumps({"version": 1, "leader": 7, "leader_epoch": 4, "controller_epoch": 1,
-                                  "isr": [7]}).encode(), makepath=True)
-    registration.topic_created("moved", 1, uuid.uuid4())
-    state = read_json(root, path)
-    assert (state["leader"], state["leader_epoch"], state["isr"]) == (0, 5, [0])
-
-
-def test_topic_deleted(register, root, chroot):
-    registration = register(0)
-    registration.topic_created("doomed", 4, uuid.uuid4())
-    registration.topic_created("kept", 1, uuid.uuid4())
-    registration.topic_deleted("doomed")
-    assert root.exists(chroot + "/brokers/topics/doomed") is None
-    assert root.exists(chroot + "/config/topics/doomed") is None
-    assert root.exists(chroot + "/brokers/topics/kept/partitions/0/state") is not None
-    registration.topic_deleted("doomed")  # already gone: nothing to do
-    registration.topic_deleted("never-existed")
-
-
-def test_bad_topic_names_never_reach_other_znodes(register):
-    registration = register(0)
-    for name in ("", ".", "..", "a/b"):
-        with pytest.raises(KcliError):
-            registration.topic_created(name, 1, uuid.uuid4())
-
-
 def test_consumer_offsets_as_the_old_consumers_keep_them(register, root, chroot):
     """OffsetCommit/OffsetFetch v0 of a ZooKeeper-mode broker: /consumers/<group>/offsets/<topic>/<partition>,
     the offset as decimal text (Kafka's setOrCreateConsumerOffset / getConsumerOffset)."""
@@ -275,7 +215,7 @@ def test_nested_chroot_is_created(zookeeper, root):
 def test_stop_removes_ephemerals_only(connect, root, chroot):
     registration = BrokerRegistration(connect, 0, endpoints=PLAINTEXT)
     registration.start(None)
-    registration.topic_created("t", 1, uuid.uuid4())
+    root.create(chroot + "/brokers/topics/t/partitions/0/state", b"{}", makepath=True)
     registration.stop()
     assert root.exists(chroot + "/brokers/ids/0") is None
     assert root.exists(chroot + "/controller") is None
@@ -283,7 +223,7 @@ def test_stop_removes_ephemerals_only(connect, root, chroot):
         assert root.exists(chroot + path) is not None, path
     registration.stop()  # twice is fine
     with pytest.raises(KcliError, match="not registered"):
-        registration.topic_created("t", 1, uuid.uuid4())
+        registration.consumer_offsets("g", [("t", 0)])
 
 
 def test_stop_keeps_another_brokers_controller_node(register, root, chroot):
@@ -322,25 +262,6 @@ def proxy(zookeeper):
     forward.start()
     yield forward
     forward.stop()
-
-
-def test_topic_changes_wait_for_the_connection(proxy, register, root, chroot):
-    registration = register(0, connect_to=proxy.connect + chroot, session_timeout_ms=6000)
-    registration.topic_created("gone", 1, uuid.uuid4())
-    proxy.cut()
-    wait_for(lambda: registration._client.state != "CONNECTED")
-    started = time.monotonic()
-    registration.topic_created("late", 2, uuid.uuid4())  # the broker is not held up by a missing ZooKeeper
-    registration.topic_deleted("gone")
-    # Queued, not written: a write would wait for the connection (the 6 s session at most). Not a tight bound: a
-    # loaded machine may take a second to run two method calls.
-    assert time.monotonic() - started < 4
-    assert root.exists(chroot + "/brokers/topics/late") is None
-    proxy.restore()
-    wait_for(lambda: root.exists(chroot + "/brokers/topics/late/partitions/1/state") is not None, timeout=30)
-    wait_for(lambda: root.exists(chroot + "/brokers/topics/gone") is None, timeout=30)
-    assert read_json(root, chroot + "/brokers/topics/late")["partitions"] == {"0": [0], "1": [0]}
-    assert root.exists(chroot + "/brokers/ids/0") is not None
 
 
 def test_stop_while_disconnected_is_quick(proxy, chroot, caplog):
