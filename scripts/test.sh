@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine: installs what the tests need, then runs pytest in tiers
 # (tests/tiers.py marks each test by what it starts):
-#   in-process   protocol, records, storage, tools, handlers: nothing started
-#   processes    kctl broker processes, clusters, the session's ZooKeeper
+#   in-process   protocol, records, storage, tools, handlers: nothing started (CPU-bound, one process)
+#   processes    kctl broker processes, clusters, ZooKeeper: mostly waiting on what they started, so two
+#                pytest-xdist workers, a test module each at a time (module fixtures stay whole; each worker
+#                starts its own ZooKeeper when a module needs one)
 #   spark        a SparkSession, a standalone Spark cluster
-# The in-process tier runs first; then the two process tiers run side by side (they share no ports or fixtures,
-# and both spend most of their time waiting on the processes they started). Each tier's output is shown when it
-# ends; the exit status is the first failing tier's.
+# The three tiers run side by side (they share no ports, fixtures or temporary directories); each tier's output
+# is shown when it ends, in this order; the exit status is the first failing tier's.
 #
 # Extra arguments go to every tier's pytest (e.g. scripts/test.sh -q -x). To run one pytest over everything
-# instead (e.g. scripts/test.sh tests/tools -k verify), set KCLI_TEST_TIERS=0.
+# instead (e.g. scripts/test.sh tests/tools -k verify), set KCLI_TEST_TIERS=0. KCLI_PROCESS_WORKERS sets the
+# processes tier's workers (default 2; 0 runs it in one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -45,13 +47,17 @@ show() {
   cat "$logs/$1.log"
 }
 
-run_tier in-process "not (broker_process or cluster or zookeeper or spark)" "$@"
-show in-process
-
-run_tier processes "(broker_process or cluster or zookeeper) and not spark" "$@" &
+run_tier in-process "not (broker_process or cluster or zookeeper or spark)" "$@" &
+in_process=$!
+workers="${KCLI_PROCESS_WORKERS:-2}"
+xdist=()
+[ "$workers" != 0 ] && xdist=(-n "$workers" --dist loadfile)
+run_tier processes "(broker_process or cluster or zookeeper) and not spark" "${xdist[@]}" "$@" &
 processes=$!
 run_tier spark "spark" "$@" &
 spark=$!
+wait "$in_process" || true
+show in-process
 wait "$spark" || true
 show spark
 wait "$processes" || true
