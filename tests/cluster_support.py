@@ -4,10 +4,12 @@ consume). One cluster per module; each test uses its own topics."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kazoo.client import KazooClient
@@ -98,6 +100,24 @@ class Cluster:
 
     def logs(self) -> str:
         return "\n".join(f"--- broker {i}\n{b.log()[-4000:]}" for i, b in enumerate(self.brokers))
+
+
+@contextlib.contextmanager
+def running_cluster(zookeeper, base: Path, *, brokers: int = 3, live: int | None = None,
+                    env: Callable[[int], dict[str, str]] | None = None, **options) -> Iterator[Cluster]:
+    """The module fixtures' one factory: a started cluster of ``brokers`` (``Cluster`` options), yielded once
+    ``live`` brokers (default all) are in Metadata, stopped on exit. ``env`` gives a broker's extra environment."""
+    cluster = Cluster(zookeeper, base, brokers=brokers, **options)
+    if env is not None:
+        for broker_id, broker in enumerate(cluster.brokers):
+            broker.env = env(broker_id)
+    try:
+        cluster.start()
+        wait_for(lambda: len(metadata(cluster).brokers) == (live or brokers), 60,
+                 f"{live or brokers} live brokers in Metadata")
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def metadata(cluster, topic=None):

@@ -7,7 +7,6 @@ answered before what it waits for)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import os
 import threading
@@ -17,10 +16,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_req
 
-from broker_support import free_port
-from kcli.broker.config import build_config
-from kcli.broker.kafka_apis import KafkaApis
-from kcli.broker.server import KafkaServer
+import inprocess_broker
+from inprocess_broker import InProcessBroker, running_broker
 from kcli.protocol import ApiKey, decode_request, decode_response, encode_request, encode_response, minimal_request
 from kcli.protocol.schema.leader_and_isr.v5 import request as lai_req
 from kcli.protocol.schema.stop_replica.v3 import request as sr_req
@@ -31,14 +28,7 @@ from kcli.records.record_set import iter_batches
 TOPIC = "t"
 
 
-class Broker:
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
-        self.apis = KafkaApis(server.services)
-
-    async def call(self, key: ApiKey, version: int, request: Any) -> Any:
-        return await self.apis.handle(key, version, request, client_id="test", client_host="127.0.0.1")
-
+class Broker(InProcessBroker):
     async def produce(self, *values: bytes, acks: int = -1, topic: str = TOPIC) -> Any:
         batch = build_record_batch([Record(i, 1_700_000_000_000, None, v) for i, v in enumerate(values)])
         response = await self.call(ApiKey.PRODUCE, 9, minimal_request(ApiKey.PRODUCE, 9, topic=topic, records=batch,
@@ -63,20 +53,11 @@ class Broker:
         return self.server.log_manager.partition(topic, index)
 
 
-@contextlib.asynccontextmanager
-async def running(log_dirs: str, **overrides: str):
-    config = build_config({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}", "log.dirs": log_dirs,
-                           "group.initial.rebalance.delay.ms": "0", **overrides})
-    server = KafkaServer(config)
-    await server.start()
-    try:
-        yield Broker(server)
-    finally:
-        await server.stop()
+def running(log_dirs: str, **overrides: str):
+    return running_broker(log_dirs, Broker, **overrides)
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 60))
+run = inprocess_broker.run
 
 
 async def eventually(condition, what: str, timeout: float = 30.0) -> None:

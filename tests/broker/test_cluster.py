@@ -13,7 +13,7 @@ import time
 import pytest
 
 from broker_support import kcat
-from cluster_support import Cluster, wait_for
+from cluster_support import running_cluster, wait_for
 from cluster_support import consume_all as _consume_all
 from cluster_support import create_topic as _create
 from cluster_support import metadata as _metadata
@@ -26,13 +26,8 @@ BROKERS = 3
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    c = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), brokers=BROKERS)
-    c.start()
-    try:
-        wait_for(lambda: len(_metadata(c).brokers) == BROKERS, 60, "three live brokers in Metadata")
+    with running_cluster(zookeeper, tmp_path_factory.mktemp("cluster"), brokers=BROKERS) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def test_three_brokers_and_a_controller(cluster):

@@ -5,8 +5,6 @@ topic settings this broker refuses rather than accept and ignore."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime
 from pathlib import Path
 from typing import Any
@@ -17,10 +15,8 @@ from kio.schema.describe_configs.v4 import request as describe_req
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as incremental_req
 
-from broker_support import free_port
-from kcli.broker.config import build_config
-from kcli.broker.kafka_apis import KafkaApis
-from kcli.broker.server import KafkaServer
+import inprocess_broker
+from inprocess_broker import InProcessBroker, running_broker
 from kcli.protocol import ApiKey
 
 TOPIC, BROKER = 2, 4
@@ -30,14 +26,7 @@ REMOTE_STORAGE_DISABLED = ("Tiered Storage functionality is disabled in the brok
                            "remote log storage.")
 
 
-class Broker:
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
-        self.apis = KafkaApis(server.services)
-
-    async def call(self, key: ApiKey, version: int, request: Any) -> Any:
-        return await self.apis.handle(key, version, request, client_id="test", client_host="127.0.0.1")
-
+class Broker(InProcessBroker):
     async def describe(self, kind: int, name: str) -> tuple[ErrorCode, dict[str, Any]]:
         request = describe_req.DescribeConfigsRequest(resources=(describe_req.DescribeConfigsResource(
             resource_type=kind, resource_name=name, configuration_keys=None),), include_synonyms=True)
@@ -67,20 +56,11 @@ class Broker:
         return result.error_code, result.error_message
 
 
-@contextlib.asynccontextmanager
-async def running(log_dir: Path, **overrides: str):
-    config = build_config({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}", "log.dirs": str(log_dir),
-                           "offsets.topic.num.partitions": "1", **overrides})
-    server = KafkaServer(config)
-    await server.start()
-    try:
-        yield Broker(server)
-    finally:
-        await server.stop()
+def running(log_dir: Path, **overrides: str):
+    return running_broker(log_dir, Broker, **{"offsets.topic.num.partitions": "1", **overrides})
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 60))
+run = inprocess_broker.run
 
 
 def _value(configs: dict[str, Any], name: str) -> tuple[str | None, int]:

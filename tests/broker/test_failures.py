@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from cluster_support import Cluster, Workload, create_topic, metadata, replica_bytes, wait_for
+from cluster_support import Workload, create_topic, replica_bytes, running_cluster, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -25,14 +25,9 @@ SESSION_MS = 4000  # zookeeper.session.timeout.ms: a kill -9 is noticed within t
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    c = Cluster(zookeeper, tmp_path_factory.mktemp("faults"), brokers=3, session_timeout_ms=SESSION_MS,
-                extra=("min.insync.replicas=2", "auto.leader.rebalance.enable=false"))
-    c.start()
-    try:
-        wait_for(lambda: len(metadata(c).brokers) == 3, 60, "three live brokers")
+    with running_cluster(zookeeper, tmp_path_factory.mktemp("faults"), session_timeout_ms=SESSION_MS,
+                         extra=("min.insync.replicas=2", "auto.leader.rebalance.enable=false")) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def _leader(cluster, topic, partition=0) -> int:

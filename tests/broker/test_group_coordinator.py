@@ -7,7 +7,6 @@ OffsetCommit metadata through OffsetFetch and a restart."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import itertools
 import threading
@@ -28,11 +27,12 @@ from kio.schema.offset_commit.v7 import request as commit_req
 from kio.schema.offset_fetch.v6 import request as fetch_req
 from kio.schema.sync_group.v3 import request as sync_req
 
+import inprocess_broker
 from broker_support import free_port
+from inprocess_broker import InProcessBroker, running_broker
 from kcli.broker.config import build_config
 from kcli.broker.errors import IllegalGroupStateError
 from kcli.broker.group_coordinator import OFFSETS_TOPIC, VALID_PREVIOUS_STATES, Group, GroupCoordinator, GroupState
-from kcli.broker.kafka_apis import KafkaApis
 from kcli.broker.partition import LeaderAndIsrState
 from kcli.broker.replica_manager import FetchParams, FetchPartition
 from kcli.broker.server import KafkaServer
@@ -42,16 +42,7 @@ GROUP = "static-app"
 SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"  # ConsumerProtocolSubscription v0: topic "t"
 
 
-class Broker:
-    """A started KafkaServer and its request handlers, called as the socket edge calls them."""
-
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
-        self.apis = KafkaApis(server.services)
-
-    async def call(self, key: ApiKey, version: int, request: Any, client_id: str = "test") -> Any:
-        return await self.apis.handle(key, version, request, client_id=client_id, client_host="127.0.0.1")
-
+class Broker(InProcessBroker):
     async def join(self, member_id: str = "", instance: str | None = None, *, version: int = 5,
                    session_ms: int = 30000, rebalance_ms: int = 30000, client_id: str = "test",
                    protocols: tuple[tuple[str, bytes], ...] = (("range", SUBSCRIPTION),)) -> Any:
@@ -114,22 +105,12 @@ class Broker:
         return {g.group_id: g.group_state for g in response.groups}
 
 
-@contextlib.asynccontextmanager
-async def running(log_dir: Path, **overrides: str):
-    config = build_config({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}", "log.dirs": str(log_dir),
-                           "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1", **overrides})
-    server = KafkaServer(config)
-    await server.start()
-    try:
-        while server.groups.loading:  # __consumer_offsets is replayed in the background
-            await asyncio.sleep(0.01)
-        yield Broker(server)
-    finally:
-        await server.stop()
+def running(log_dir: Path, **overrides: str):
+    return running_broker(log_dir, Broker, **{"offsets.topic.num.partitions": "1", **overrides})
 
 
 def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 30))
+    return inprocess_broker.run(coro, 30)
 
 
 # -- states --------------------------------------------------------------------------------------------

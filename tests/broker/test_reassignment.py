@@ -15,21 +15,17 @@ import uuid
 
 import pytest
 
-from cluster_support import Cluster, create_topic, metadata, wait_for
+from cluster_support import Cluster, create_topic, metadata, running_cluster, wait_for
 
 pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    c = Cluster(zookeeper, tmp_path_factory.mktemp("reassign"), brokers=3)
-    c.start()
-    try:
+    with running_cluster(zookeeper, tmp_path_factory.mktemp("reassign")) as c:
         c.add_broker()  # broker 3: no replicas yet
         wait_for(lambda: len(metadata(c).brokers) == 4, 60, "four live brokers in Metadata")
         yield c
-    finally:
-        c.stop()
 
 
 @pytest.fixture(scope="module")

@@ -26,9 +26,8 @@ from kio.schema.list_transactions.v0 import request as list_req
 from kio.schema.offset_fetch.v7 import request as fetch_req
 from kio.schema.txn_offset_commit.v3 import request as txn_commit_req
 
-from broker_support import free_port
-from kcli.broker.config import build_config
-from kcli.broker.kafka_apis import KafkaApis
+import inprocess_broker
+from inprocess_broker import InProcessBroker, running_broker
 from kcli.broker.server import KafkaServer
 from kcli.broker.transaction_coordinator import (
     STATE_NAMES,
@@ -49,14 +48,10 @@ TOPIC = "t"
 TIMEOUT = datetime.timedelta(seconds=60)
 
 
-class Broker:
+class Broker(InProcessBroker):
     def __init__(self, server: KafkaServer) -> None:
-        self.server = server
-        self.apis = KafkaApis(server.services)
+        super().__init__(server)
         self.coordinator = server.transactions
-
-    async def call(self, key: ApiKey, version: int, request: Any) -> Any:
-        return await self.apis.handle(key, version, request, client_id="test", client_host="127.0.0.1")
 
     async def init(self, txn: str = TXN, *, timeout: datetime.timedelta = TIMEOUT, pid: int = -1,
                    epoch: int = -1, version: int = 4) -> Any:
@@ -105,25 +100,15 @@ class Broker:
 
 @contextlib.asynccontextmanager
 async def running(log_dir: Path, **overrides: str):
-    config = build_config({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}", "log.dirs": str(log_dir),
-                           "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
-                           "transaction.state.log.num.partitions": "3", **overrides})
-    server = KafkaServer(config)
-    await server.start()
-    try:
-        await asyncio.wait_for(server.transactions.loaded.wait(), 10)
-        while server.groups.loading:
-            await asyncio.sleep(0.01)
-        if server.metadata.partition_count(TOPIC) is None:
-            server.admin.create_topic(TOPIC, 2, 1)
-        assert server.transactions.ensure_topic() is None
-        yield Broker(server)
-    finally:
-        await server.stop()
+    options = {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "3", **overrides}
+    async with running_broker(log_dir, Broker, transactions_loaded=True, **options) as broker:
+        if broker.server.metadata.partition_count(TOPIC) is None:
+            broker.server.admin.create_topic(TOPIC, 2, 1)
+        assert broker.server.transactions.ensure_topic() is None
+        yield broker
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 60))
+run = inprocess_broker.run
 
 
 # -- the state table -------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from cluster_support import Cluster, create_topic, metadata, wait_for
+from cluster_support import create_topic, running_cluster, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -20,13 +20,8 @@ EXTRA = ("transaction.state.log.replication.factor=3", "transaction.state.log.mi
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    c = Cluster(zookeeper, tmp_path_factory.mktemp("txn-cluster"), brokers=3, extra=EXTRA)
-    c.start()
-    try:
-        wait_for(lambda: len(metadata(c).brokers) == 3, 60, "three live brokers in Metadata")
+    with running_cluster(zookeeper, tmp_path_factory.mktemp("txn-cluster"), extra=EXTRA) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def _read(cluster, topic: str, isolation: str, expected: int, timeout: float = 30) -> dict[int, list[bytes]]:

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from cluster_support import Cluster, consume_all, create_topic, metadata, produce, wait_for
+from cluster_support import consume_all, create_topic, produce, running_cluster, wait_for
 from kcli.storage.checkpoint import LeaderEpochCheckpointFile
 
 pytestmark = pytest.mark.cluster
@@ -32,15 +32,10 @@ COMMITTED, LOST, AFTER = 10, 5, 10
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
     base = tmp_path_factory.mktemp("truncation")
-    c = Cluster(zookeeper, base, brokers=3, session_timeout_ms=SESSION_MS)
-    for broker_id, broker in enumerate(c.brokers):  # the APIs each broker served, written when it stops cleanly
-        broker.env = {"KCTL_BROKER_API_LEDGER": str(base / f"served-{broker_id}.json")}
-    c.start()
-    try:
-        wait_for(lambda: len(metadata(c).brokers) == 3, 60, "three live brokers in Metadata")
+    # the APIs each broker served, written when it stops cleanly
+    with running_cluster(zookeeper, base, session_timeout_ms=SESSION_MS,
+                         env=lambda broker_id: {"KCTL_BROKER_API_LEDGER": str(base / f"served-{broker_id}.json")}) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def _segment(cluster, broker_id: int) -> bytes:
