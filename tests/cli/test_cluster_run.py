@@ -199,7 +199,6 @@ def test_three_brokers_answer_register_and_stop_on_ctrl_c(cluster_run, tmp_path)
         assert "stopped cleanly" in (data_dir / f"broker-{i}" / "broker.log").read_text()
         assert (data_dir / f"broker-{i}" / ".kafka_cleanshutdown").is_file()
     assert all(v["pid"] is None for v in json.loads((data_dir / "cluster.json").read_text())["brokers"].values())
-    assert time.monotonic() - started < 45
 
 
 def test_plain_output_is_the_bootstrap_list_and_a_restart_reuses_ports_and_data(cluster_run, tmp_path):

@@ -161,9 +161,9 @@ def test_zookeeper_from_environment_and_missing(zk):
 
 def test_unreachable_zookeeper_exits_3_quickly():
     started = time.monotonic()
-    proc = kctl("brokers", "--zookeeper", f"127.0.0.1:{free_port()}", check=3)
+    proc = kctl("brokers", "--zookeeper", f"127.0.0.1:{free_port()}", "--timeout", "300", check=3)
     assert "unreachable" in proc.stderr and proc.stdout == ""
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 150  # refused at once, not retried until the 300 s timeout
 
 
 def test_malformed_offsets_znode(zookeeper):

@@ -171,8 +171,8 @@ def test_malformed_offset_names_the_path(zookeeper, chroot):
 def test_unreachable_and_missing_chroot(zookeeper):
     started = time.monotonic()
     with pytest.raises(ZooKeeperConnectionError, match="unreachable"):
-        ZkRegistry(f"127.0.0.1:{free_port()}", timeout=10).brokers()
-    assert time.monotonic() - started < 5
+        ZkRegistry(f"127.0.0.1:{free_port()}", timeout=120).brokers()
+    assert time.monotonic() - started < 60  # refused at once, not retried until the 120 s timeout
     with pytest.raises(ChrootMissingError, match="chroot"):
         ZkRegistry(f"{zookeeper.connect}/t-missing-{uuid.uuid4().hex}").cluster_id()
     with pytest.raises(KcliError, match="user:password"):
