@@ -54,8 +54,6 @@ def dump_log(
     Text output matches kafka-dump-log line for line; its summaries (index mismatches, non-consecutive
     offsets) go to stderr. Exit status: 0 clean, 1 corrupt input found, 2 usage error, 3 unreadable input.
     """
-    from kcli.tools.dump import Decoder, DumpOptions, Encodings
-
     all_paths = list(paths or [])
     for group in files or []:
         all_paths.extend(p for p in group.split(",") if p)
@@ -64,6 +62,8 @@ def dump_log(
     for cls in (key_decoder_class, value_decoder_class):
         if cls is not None and cls not in _JAVA_STRING_DECODERS:
             raise fail(f"Java decoder class {cls} is not available; use --json with --key-encoding/--value-encoding", ExitCode.USAGE)
+    from kcli.tools.dump import Decoder, DumpOptions, Encodings
+
     decoders = [d for flag, d in ((offsets_decoder, Decoder.OFFSETS), (transaction_log_decoder, Decoder.TRANSACTION_LOG),
                                   (cluster_metadata_decoder, Decoder.CLUSTER_METADATA)) if flag]
     headers = parse_headers(header)
