@@ -118,3 +118,15 @@ def test_defaults_kept_in_the_cli_match_the_library():
 
     assert compact_cli.DEFAULT_MAX_MEMORY == DEFAULT_MAX_MEMORY
     assert scan_cli.DEFAULT_TOP == DEFAULT_TOP
+
+
+def test_reading_records_loads_crc32c_without_its_package_init():
+    """kcli.records.crc loads the crc32c package's C module alone: the package's __init__ imports
+    importlib.metadata and argparse (40-60 ms); a later `import crc32c` runs it and finds the same function."""
+    code = ("import sys; from kcli.records.crc import crc32c; "
+            "print(crc32c(b'123456789'), 'crc32c' in sys.modules); "
+            "import crc32c as package; print(package.crc32c is crc32c)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(0xE3069283), "False", "True"]
