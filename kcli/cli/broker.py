@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from enum import Enum
 from typing import Annotated, Optional
 
@@ -37,6 +35,9 @@ def run_cmd(
     socket.request.max.bytes and more (see kctl-broker(1)). SIGTERM or SIGINT stop it cleanly; a start after
     an unclean stop recovers the logs first.
     """
+    import asyncio
+    import logging
+
     from kcli.broker.config import ConfigError, load_config
     from kcli.broker.server import KafkaServer
 

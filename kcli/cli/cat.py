@@ -8,7 +8,6 @@ import typer
 
 from kcli.cli.common import parse_timestamp
 from kcli.cli.dump_log import parse_headers, run_dump
-from kcli.tools.dump import DumpOptions, Encodings
 from kcli.tools.render import BytesEncoding
 
 
@@ -36,6 +35,8 @@ def cat_cmd(
     The same reader, filters and options as `kctl dump-log --format`; control records are left out.
     Exit status: 0 ok, 1 corrupt input found, 2 usage error, 3 unreadable input.
     """
+    from kcli.tools.dump import DumpOptions, Encodings
+
     if record_format is None and not json_out:
         record_format = "%s\\n" if key_delimiter is None else "%k" + key_delimiter.replace("%", "%%") + "%s\\n"
     options = DumpOptions(

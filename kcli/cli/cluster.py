@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
-from kcli.cli.common import ExitCode, err_console, write_json_line
+from kcli.cli.common import ExitCode, err_console, escape, write_json_line
 
 app = typer.Typer(no_args_is_help=True, help="Run a local cluster (ZooKeeper and brokers on 127.0.0.1) to try kctl.")
 

@@ -13,7 +13,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 from typer.core import TyperGroup
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from kcli.cli.errors import ExitCode, err_console, exit_code_for, fail, report_exit_code
 from kcli.errors import KcliError
@@ -69,6 +68,13 @@ def finish(report, render, *, json_out: bool, quiet: bool = False) -> typer.Exit
     return typer.Exit(int(report_exit_code(report)))
 
 
+def escape(markup: str) -> str:
+    """rich.markup.escape, imported when a command prints (rich.markup is not needed for --help)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(markup)
+
+
 def write_json_line(obj: dict[str, Any], out=None) -> None:
     (out or sys.stdout).write(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
 
@@ -101,13 +107,15 @@ def byte_progress(total: int, description: str, enabled: bool):
     if not enabled:
         yield lambda _n: None
         return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         DownloadColumn(),
         TransferSpeedColumn(),
         TimeRemainingColumn(),
-        console=err_console,
+        console=err_console.get(),
         transient=True,
     )
     with progress:

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from kcli.cli.common import Engine, ExitCode, MasterOpt, err_console, exit_on_errors, fail, finish, spark_session
-from kcli.storage.cleaner import DEFAULT_MAX_MEMORY
-from kcli.storage.cleanup_policy import KnownPolicies
-from kcli.tools.compact import CompactReport, compact
-from kcli.tools.report import Severity
+
+if TYPE_CHECKING:  # the cleaner is imported when the command runs
+    from kcli.storage.cleanup_policy import KnownPolicies
+    from kcli.tools.compact import CompactReport
+
+# kcli.storage.cleaner.DEFAULT_MAX_MEMORY (log.cleaner.dedupe.buffer.size), which --max-memory's default shows
+# (kept here: importing the cleaner for --help costs tens of milliseconds; tests/cli/test_startup.py checks the
+# two agree).
+DEFAULT_MAX_MEMORY = 128 * 1024 * 1024
 
 
 def compact_cmd(
@@ -46,6 +51,8 @@ def compact_cmd(
         if not eq or not key:
             raise fail(f"--config takes KEY=VALUE, got {item!r}", ExitCode.USAGE)
         overrides[key.strip()] = value
+    from kcli.tools.compact import compact
+
     policies = _zookeeper_policies(zookeeper) if zookeeper and not force else None
     session = spark_session(engine, master, "kctl compact")
     with exit_on_errors(ValueError):
@@ -70,6 +77,8 @@ def _zookeeper_policies(zookeeper: str) -> KnownPolicies:
 
 
 def _render(report: CompactReport) -> None:
+    from kcli.tools.report import Severity
+
     out = sys.stdout
     verb = "would keep" if report.dry_run else "kept"
     for p in report.partitions:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from kcli.cli.common import ExitCode, byte_progress, fail, parse_timestamp, progress_wanted, stdout_pipe_guard
-from kcli.tools.dump import Decoder, DumpNotice, DumpOptions, DumpRecord, DumpRecords, DumpRun, Encodings
-from kcli.tools.dump_json import json_lines, json_text
-from kcli.tools.dump_text import selection_line, stderr_lines, stdout_lines, summary_lines
-from kcli.tools.render import BytesEncoding
+from kcli.tools.render import BytesEncoding  # an option type: needed to define the command (and cheap)
+
+if TYPE_CHECKING:  # the reader and its renderings are imported when the command runs
+    from kcli.tools.dump import DumpOptions, Encodings
 
 _JAVA_STRING_DECODERS = {"kafka.serializer.StringDecoder", "org.apache.kafka.tools.api.StringDecoder"}
 
@@ -62,6 +62,8 @@ def dump_log(
     for cls in (key_decoder_class, value_decoder_class):
         if cls is not None and cls not in _JAVA_STRING_DECODERS:
             raise fail(f"Java decoder class {cls} is not available; use --json with --key-encoding/--value-encoding", ExitCode.USAGE)
+    from kcli.tools.dump import Decoder, DumpOptions, Encodings
+
     decoders = [d for flag, d in ((offsets_decoder, Decoder.OFFSETS), (transaction_log_decoder, Decoder.TRANSACTION_LOG),
                                   (cluster_metadata_decoder, Decoder.CLUSTER_METADATA)) if flag]
     headers = parse_headers(header)
@@ -112,6 +114,8 @@ def run_dump(paths: list[str], options: DumpOptions, encodings: Encodings, recor
              json_out: bool, follow: bool, poll_interval: float, records_only: bool = False) -> None:
     """The reading and printing behind dump-log and cat; raises typer.Exit with the exit status.
     ``records_only``: JSON output holds the record objects alone (kctl cat), notices go to stderr."""
+    from kcli.tools.dump import DumpRun
+
     formatter = None
     if record_format is not None:
         from kcli.tools.dump_format import RecordFormat
@@ -172,6 +176,10 @@ class _Printer:
         self.json_out, self.records_only, self.out = json_out, records_only, out
 
     def write(self) -> None:
+        from kcli.tools.dump import DumpNotice, DumpRecord, DumpRecords
+        from kcli.tools.dump_json import json_text
+        from kcli.tools.dump_text import stderr_lines, stdout_lines
+
         run, options, encodings, out = self.run, self.options, self.encodings, self.out
         if self.formatter is not None:
             raw = out.buffer
@@ -202,6 +210,9 @@ class _Printer:
                 sys.stderr.write(line + "\n")
 
     def close(self) -> None:
+        from kcli.tools.dump_json import json_lines
+        from kcli.tools.dump_text import selection_line, summary_lines
+
         out, summary = self.out, self.run.summary
         if self.json_out and not self.records_only:
             out.write(json_lines(summary, self.encodings)[0] + "\n")

@@ -10,15 +10,35 @@ import functools
 import os
 import sys
 from enum import IntEnum
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import typer
-from rich.console import Console
 
 from kcli.errors import InputError, KcliError, UsageError, describe_os_error
 
-# soft_wrap: a message to a pipe or a file stays on one line (rich would wrap it at 80 columns).
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class _StderrConsole:
+    """kctl's stderr console, made on first use: rich.console costs ~25 ms to import, and most runs of kctl
+    (``--help``, completion, a clean verify) print nothing through it. Attribute access is forwarded."""
+
+    _console: Console | None = None
+
+    def get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            # soft_wrap: a message to a pipe or a file stays on one line (rich would wrap it at 80 columns).
+            self._console = Console(stderr=True, highlight=False, soft_wrap=True)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+
+err_console = _StderrConsole()  # err_console.print(...) as on a Console; err_console.get() where one is required
 
 DEBUG_ENV = "KCTL_DEBUG"  # set to 1 for a traceback instead of the one-line message
 

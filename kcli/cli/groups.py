@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 
 from kcli.cli.common import (BootstrapOpt, ConnectionGroup, GroupTimeoutOpt, JsonOpt, bootstrap_server, kafka_client,
-                             ExitCode, err_console, fail, split_connection_options, write_json_line)
+                             ExitCode, err_console, escape, fail, split_connection_options, write_json_line)
 from kcli.cli.errors import exit_code_for
 from kcli.cli.offsets import _transfer, write_offsets
 from kcli.cli.zk import _cell, _console, _table

@@ -17,12 +17,10 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kcli.cli.common import (BOOTSTRAP_ENV, BootstrapOpt, ConnectionGroup, ExitCode, GroupTimeoutOpt, JsonOpt,
                              ZookeeperAuthOpt, ZookeeperOpt, bootstrap_server, err_console, fail, parse_timestamp,
-                             progress_wanted, write_json_line)
+                             progress_wanted, write_json_line, escape)
 from kcli.cli.errors import exit_code_for, report_exit_code
 from kcli.cli.zk import _cell, _console, _table
 from kcli.errors import KcliError
@@ -123,8 +121,10 @@ def _progress(description: str) -> Iterator[Any]:
     if not progress_wanted(data_on_stdout=False):
         yield lambda total, label=None: (lambda n: None)
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=err_console, transient=True)
+                   console=err_console.get(), transient=True)
     with bar:
         def start(total: int, label: str | None = None) -> Any:
             task = bar.add_task(label or description, total=total)

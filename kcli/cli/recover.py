@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from kcli.cli.common import ExitCode, byte_progress, err_console, exit_on_errors, fail, finish, progress_wanted, write_json_line
-from kcli.storage.recovery import ActionKind, RecoveryAction, RestoreResult
-from kcli.tools.recover import QuarantinePlacementError, RecoverReport, recover, restore, total_log_bytes
-from kcli.tools.report import Severity
+
+if TYPE_CHECKING:  # recovery is imported when the command runs
+    from kcli.storage.recovery import RecoveryAction, RestoreResult
+    from kcli.tools.recover import RecoverReport
 
 
 def recover_cmd(
@@ -36,6 +37,8 @@ def recover_cmd(
         return
     if not paths:
         raise fail("Missing argument 'PATHS...': name segment files, partition directories or log directories", ExitCode.USAGE)
+    from kcli.tools.recover import QuarantinePlacementError, recover, total_log_bytes
+
     with exit_on_errors(QuarantinePlacementError):
         total = total_log_bytes(paths)
         with byte_progress(total, "recover", progress_wanted(data_on_stdout=False) and not json_out) as advance:
@@ -43,6 +46,8 @@ def recover_cmd(
     raise finish(report, lambda: _render(report), json_out=json_out)
 
 def _restore(path: Path, json_out: bool) -> None:
+    from kcli.tools.recover import restore
+
     with exit_on_errors():
         results = restore(path)
     if json_out:
@@ -60,6 +65,8 @@ def _restore_json(result: RestoreResult) -> dict:
 
 def _render(report: RecoverReport) -> None:
     """Each action on stdout with file and byte range, problems on stderr, then the verdict and the restore commands."""
+    from kcli.tools.report import Severity
+
     out = sys.stdout
     for p in report.partitions:
         if p.actions:
@@ -95,6 +102,8 @@ def _count(n: int, noun: str) -> str:
 
 
 def _describe(action: RecoveryAction) -> str:
+    from kcli.storage.recovery import ActionKind
+
     offsets = ""
     if action.first_offset is not None:
         at_least = "at least " if action.lower_bound else ""

@@ -8,12 +8,9 @@ import shutil
 import sys
 import textwrap
 from datetime import datetime, timezone
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from kcli.cli.common import (
     Engine,
@@ -28,7 +25,15 @@ from kcli.cli.common import (
     progress_wanted,
     spark_session,
 )
-from kcli.tools.scan import DEFAULT_TOP, QueryResult, ScanReport, json_value, list_segments
+
+if TYPE_CHECKING:  # the engine and rich's tables are imported when the command runs
+    from rich.table import Table
+
+    from kcli.tools.scan import QueryResult, ScanReport
+
+# kcli.tools.scan.DEFAULT_TOP, which --top's default shows (kept here: importing the engine for --help costs
+# tens of milliseconds; tests/cli/test_startup.py checks the two agree).
+DEFAULT_TOP = 5
 
 
 def scan_cmd(
@@ -63,7 +68,7 @@ def scan_cmd(
             else:
                 report = scan_spark(session, paths, top=top, now_ms=now_ms, output=output)
         else:
-            from kcli.tools.scan import query, scan
+            from kcli.tools.scan import list_segments, query, scan
 
             total = sum(s.size for s in list_segments(paths))
             with byte_progress(total, "scan", progress_wanted(data_on_stdout=True)) as advance:
@@ -101,6 +106,8 @@ def _width() -> int | None:
 
 def _print_fitted(table: Table, width: int | None) -> bool:
     """Print ``table`` when it fits ``width`` at its natural width (every cell on one line); False otherwise."""
+    from rich.console import Console
+
     natural = Console(width=10**6).measure(table).maximum
     if width is not None and natural > width:
         return False
@@ -140,6 +147,9 @@ def _cells(report: ScanReport) -> list[dict[str, str]]:
 def _render(report: ScanReport) -> None:
     """One row per partition when the table fits the width; else one block per partition. A partition's
     name is never shortened."""
+    from rich.table import Table
+    from rich.text import Text
+
     width = _width()
     rows = _cells(report)
     table = Table(show_edge=False, header_style="bold")
@@ -161,6 +171,9 @@ def _render(report: ScanReport) -> None:
 
 
 def _print_blocks(rows: list[dict[str, str]], width: int) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
     out = Console(highlight=False, soft_wrap=True, width=width)
     for row in rows:
         out.print(Text(row["partition"], style="bold"))
@@ -177,6 +190,12 @@ def _print_blocks(rows: list[dict[str, str]], width: int) -> None:
 
 def _render_query(result: QueryResult) -> None:
     """The rows as a table: at its natural width when it fits (or into a pipe), else folded to the width."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from kcli.tools.scan import json_value
+
     width = _width()
     table = Table(show_edge=False, header_style="bold")
     for name in result.columns:

@@ -12,10 +12,9 @@ from datetime import datetime, timezone
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 
 from kcli.cli.common import (BootstrapOpt, ConnectionGroup, GroupTimeoutOpt, JsonOpt, kafka_client, ExitCode,
-                             err_console, fail, split_connection_options, write_json_line)
+                             err_console, escape, fail, split_connection_options, write_json_line)
 from kcli.cli.errors import report_exit_code
 from kcli.cli.zk import _cell, _console
 from kcli.errors import KcliError

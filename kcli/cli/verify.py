@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,7 +17,9 @@ from kcli.cli.common import (
     progress_wanted,
     spark_session,
 )
-from kcli.tools.verify import VerifyReport, total_bytes, verify
+
+if TYPE_CHECKING:  # the checks are imported when the command runs
+    from kcli.tools.verify import VerifyReport
 
 
 def verify_cmd(
@@ -40,6 +42,8 @@ def verify_cmd(
 
             report = verify_spark(session, paths, deep=deep)
         else:
+            from kcli.tools.verify import total_bytes, verify
+
             total = total_bytes(paths)
             with byte_progress(total, "verify", progress_wanted(data_on_stdout=False) and not quiet) as advance:
                 report = verify(paths, deep=deep, strict=strict, progress=advance)

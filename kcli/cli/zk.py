@@ -8,16 +8,12 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.tree import Tree
 
 from kcli.cli.common import (ConnectionGroup, GroupTimeoutOpt, JsonOpt, ZookeeperAuthOpt, ZookeeperOpt, ExitCode,
-                             fail, write_json_line)
+                             escape, fail, write_json_line)
 from kcli.cli.errors import exit_code_for
 from kcli.errors import KcliError
 
@@ -56,13 +52,23 @@ def _registry(zookeeper: str | None, timeout: float, auth: str | None) -> Iterat
         registry.close()
 
 
+if TYPE_CHECKING:  # rich's console, tables and trees are imported when a command prints
+    from rich.console import Console
+    from rich.table import Table
+    from rich.tree import Tree
+
+
 def _console() -> Console:
+    from rich.console import Console
+
     # Piped output (no terminal, no $COLUMNS) gets room enough that table cells do not fold mid-value.
     wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
     return Console(highlight=False, soft_wrap=True, width=200 if wide else None)
 
 
 def _table(*columns: str, title: str | None = None) -> Table:
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False, box=None,
                   header_style="bold")
     for column in columns:
@@ -439,6 +445,8 @@ def tree_cmd(path: PathArg = "/",
         return {"path": node.path, "num_children": node.num_children, "children": [to_json(c) for c in node.children]}
 
     def human(node: Any) -> None:
+        from rich.tree import Tree
+
         def add(branch: Tree, n: Any) -> None:
             for c in n.children:
                 label = escape(c.path.rsplit("/", 1)[-1])

@@ -17,9 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
-
 from kcli.errors import CorruptSnapshotError, InputError
+from kcli.records.crc import crc32c
 from kcli.storage.files import offset_from_filename, write_atomically
 
 PRODUCER_SNAPSHOT_VERSION = 1
@@ -118,7 +117,7 @@ def encode_producer_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
             entry.current_txn_first_offset,
         )
     SNAPSHOT_HEADER.pack_into(buffer, 0, PRODUCER_SNAPSHOT_VERSION, 0, len(entries))
-    crc = crc32c.crc32c(memoryview(buffer)[CRC_SCOPE_START:])
+    crc = crc32c(memoryview(buffer)[CRC_SCOPE_START:])
     SNAPSHOT_HEADER.pack_into(buffer, 0, PRODUCER_SNAPSHOT_VERSION, crc, len(entries))
     return bytes(buffer)
 
@@ -164,7 +163,7 @@ def decode_producer_snapshot(data: bytes, *, offset: int, path: str | None = Non
                 schema_problem(f"{array}Error reading field '{name}': {_UNDERFLOW}", position)
     if version is not None and version != PRODUCER_SNAPSHOT_VERSION:
         problem(f"Snapshot contained an unknown file version {version}", 0)
-    computed_crc = crc32c.crc32c(data[CRC_SCOPE_START:])
+    computed_crc = crc32c(data[CRC_SCOPE_START:])
     if stored_crc is not None and stored_crc != computed_crc:
         problem(
             f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored_crc}. Computed crc: {computed_crc}",

@@ -1,0 +1,132 @@
+"""kctl's start-up: what `--help`, `--version`, a command's `--help` and shell completion import.
+
+Scripts run kctl in loops, the shell runs the whole program for every TAB, and each library a command needs is
+imported when that command runs (cli/*.py import them inside the command functions). These tests start kctl
+as a process under ``python -X importtime`` and assert on the list of modules it imported, never on timings.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from support import REPO
+
+# Modules that no start-up path may import: the offline tools and storage engine, the admin client, the broker,
+# ZooKeeper, Spark, the event loop, and rich's console, tables and progress bars (printing is what loads them).
+HEAVY = (
+    "kcli.records",
+    "kcli.storage",
+    "kcli.tools.dump",
+    "kcli.tools.verify",
+    "kcli.tools.scan",
+    "kcli.tools.compact",
+    "kcli.tools.recover",
+    "kcli.storage.cleaner",
+    "kcli.storage.recovery",
+    "kcli.client",
+    "kcli.broker",
+    "kcli.broker.server",
+    "kcli.cluster",
+    "kcli.zk",
+    "kcli.spark",
+    "pyspark",
+    "kazoo",
+    "asyncio",
+    "multiprocessing",
+    "concurrent.futures",
+    "rich.console",
+    "rich.table",
+    "rich.progress",
+)
+
+
+def imported_modules(*args: str, env: dict[str, str] | None = None) -> tuple[set[str], subprocess.CompletedProcess]:
+    """The modules `python -X importtime -m kcli ARGS` imported (importtime's report on stderr), and the run."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "kcli", *args],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})},
+    )
+    modules = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "package":  # the report's header line
+                modules.add(name)
+    assert "kcli.cli.app" in modules, proc.stderr[-2000:]
+    return modules, proc
+
+
+def heavy_in(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+@pytest.mark.parametrize("args", [
+    ["--help"],
+    ["--version"],
+    ["dump-log", "--help"],
+    ["cat", "--help"],
+    ["verify", "--help"],
+    ["recover", "--help"],
+    ["compact", "--help"],
+    ["scan", "--help"],
+    ["broker", "run", "--help"],
+    ["cluster", "--help"],
+    ["zk", "--help"],
+    ["groups", "--help"],
+    ["topics", "--help"],
+    ["offsets", "--help"],
+    ["transactions", "--help"],
+    ["completion", "bash"],
+], ids=" ".join)
+def test_start_up_imports_no_library(args):
+    modules, proc = imported_modules(*args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert heavy_in(modules) == [], f"kctl {' '.join(args)} imported {heavy_in(modules)}"
+
+
+def test_a_tab_imports_no_library():
+    """The _KCTL_COMPLETE protocol (what `kctl completion` scripts run for each TAB) answers from the CLI alone."""
+    modules, proc = imported_modules(env={"_KCTL_COMPLETE": "complete_bash", "COMP_WORDS": "kctl dump-log --key-enc",
+                                          "COMP_CWORD": "2"})
+    assert proc.returncode == 0 and "--key-encoding" in proc.stdout, proc.stderr[-2000:]
+    assert heavy_in(modules) == []
+
+
+def test_a_usage_error_imports_no_library():
+    modules, proc = imported_modules("dump-log")  # no files: exit 2 with kctl's own one-line message
+    assert proc.returncode == 2 and "kctl: Missing required argument" in proc.stderr
+    assert heavy_in(modules) == ["rich.console"]  # the message itself is printed through rich
+
+
+def test_running_a_command_imports_its_library():
+    """The other side: the laziness moved the imports, it did not lose them (a check of this test's parsing)."""
+    modules, proc = imported_modules("verify", "sample-logs/kafka-logs")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert {"kcli.tools.verify", "kcli.storage.segment", "kcli.records.batch"} <= modules
+
+
+def test_defaults_kept_in_the_cli_match_the_library():
+    """Option defaults the CLI states itself so that --help need not import the library."""
+    from kcli.cli import compact as compact_cli, scan as scan_cli
+    from kcli.storage.cleaner import DEFAULT_MAX_MEMORY
+    from kcli.tools.scan import DEFAULT_TOP
+
+    assert compact_cli.DEFAULT_MAX_MEMORY == DEFAULT_MAX_MEMORY
+    assert scan_cli.DEFAULT_TOP == DEFAULT_TOP
+
+
+def test_reading_records_loads_crc32c_without_its_package_init():
+    """kcli.records.crc loads the crc32c package's C module alone: the package's __init__ imports
+    importlib.metadata and argparse (40-60 ms); a later `import crc32c` runs it and finds the same function."""
+    code = ("import sys; from kcli.records.crc import crc32c; "
+            "print(crc32c(b'123456789'), 'crc32c' in sys.modules); "
+            "import crc32c as package; print(package.crc32c is crc32c)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(0xE3069283), "False", "True"]
