@@ -15,15 +15,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The suite starts kctl and brokers as processes hundreds of times: let them keep compiled bytecode (some machines
+# set PYTHONDONTWRITEBYTECODE, which makes every process compile kcli from source again).
+unset PYTHONDONTWRITEBYTECODE
 
 if [ "${KCLI_TEST_TIERS:-1}" = 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
 
 PY=.venv/bin/python
-# The suite starts kctl and brokers as processes hundreds of times: let them keep compiled bytecode (some machines
-# set PYTHONDONTWRITEBYTECODE, which makes every process compile kcli from source again).
-unset PYTHONDONTWRITEBYTECODE
 logs="$(mktemp -d "${TMPDIR:-/tmp}/kcli-tiers.XXXXXX")"
 started=$SECONDS
 
