@@ -53,6 +53,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -120,6 +121,7 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.WRITE_TXN_MARKERS: SupportedApi(1, 1, 1),  # Kafka 3.7 has v0 too; kio starts at v1
     ApiKey.TXN_OFFSET_COMMIT: SupportedApi(0, 3, 3),
     ApiKey.DESCRIBE_CONFIGS:  SupportedApi(1, 4, 4),
+    ApiKey.DESCRIBE_LOG_DIRS: SupportedApi(1, 4, 2),  # Kafka 3.7 has v0 too; kio starts at v1
     ApiKey.CREATE_PARTITIONS: SupportedApi(0, 3, 2),
     ApiKey.DELETE_GROUPS:     SupportedApi(0, 2, 2),
     ApiKey.ELECT_LEADERS:     SupportedApi(0, 2, 2),

@@ -71,6 +71,7 @@ def _workload(bootstrap: str) -> None:
     ka = KafkaAdminClient(bootstrap_servers=bootstrap)
     ka.list_groups()
     ka.describe_cluster()  # DescribeCluster (KIP-700)
+    assert ka.describe_log_dirs()  # DescribeLogDirs (KIP-113)
     ka.describe_groups(["ledger-kp"])
     ka.list_group_offsets({"ledger-kp": None})
     ka.delete_group_offsets("ledger-kp", [KafkaTopicPartition(topic, 1)])  # OffsetDelete (KIP-496)

@@ -167,6 +167,42 @@ def test_offline_rollup_of_the_brokers_log_dir(broker):
     assert "config orders: cleanup.policy=compact,delete, max.message.bytes=200000, segment.ms=600000" in result.stdout
 
 
+def test_log_dirs_describe_against_the_files_and_kafka_python(broker):
+    """kctl log-dirs describe (DescribeLogDirs to each broker): sizes are the segment files' sizes in the log dir,
+    and kafka-python's describe_log_dirs reads the same answer from the broker."""
+    from kafka.admin import KafkaAdminClient
+
+    result = CliRunner().invoke(app, ["log-dirs", "describe", "-b", broker.bootstrap, "--topic-list", "orders",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    [entry] = doc["brokers"]
+    [log_dir] = entry["logDirs"]
+    assert log_dir["logDir"] == str(broker.log_dir.resolve()) and log_dir["error"] is None
+    assert log_dir["totalBytes"] >= log_dir["usableBytes"] > 0
+    sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+    on_disk = {f"orders-{i}": sum(f.stat().st_size for f in (broker.log_dir / f"orders-{i}").glob("*.log"))
+               for i in range(3)}
+    assert sizes == on_disk and all(on_disk.values())
+    assert {p["offsetLag"] for p in log_dir["partitions"]} == {0}
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30_000)
+    try:
+        answers = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    text = str(answers)
+    assert str(broker.log_dir.resolve()) in text and "orders" in text
+
+    table = CliRunner().invoke(app, ["log-dirs", "-b", broker.bootstrap, "describe", "--partitions"])
+    assert table.exit_code == 0, table.output
+    assert f"broker 0\t{broker.log_dir.resolve()}" in table.stdout and "orders-1\tsize " in table.stdout
+    bad = CliRunner().invoke(app, ["log-dirs", "describe", "-b", broker.bootstrap, "--broker-list", "x"])
+    assert bad.exit_code == 2 and "--broker-list" in bad.output
+    missing = CliRunner().invoke(app, ["log-dirs", "describe", "-b", broker.bootstrap, "--broker-list", "7"])
+    assert missing.exit_code == 1 and "broker 7 is not in the cluster's metadata" in missing.stdout
+
+
 def test_delete(broker, admin):
     from kcli.client import KafkaClient
 
