@@ -54,12 +54,18 @@ class RequestContext:
                   log_if_allowed: bool = True, log_if_denied: bool = True, ref_count: int = 1) -> bool:
         """Kafka's AuthHelper.authorize: True without an authorizer, else the authorizer's decision for this
         session (checked before existence, so that a denial does not reveal whether the resource exists)."""
-        authorizer = self.services.authorizer
+        authorizer = getattr(self.services, "authorizer", None)
         if authorizer is None:
             return True
         return authorizer.authorize(self.session, operation, resource_type, name, request=self.request_name,
                                     log_if_allowed=log_if_allowed, log_if_denied=log_if_denied,
                                     ref_count=ref_count)
+
+
+class CloseConnection(Exception):
+    """Raised by a handler whose request gets no answer and must cost the connection instead: Kafka's
+    closeConnection, e.g. an acks=0 produce that failed (the producer reads no response, so a closed connection
+    is how it learns; it then refreshes its metadata). The socket edge closes the connection without a reply."""
 
 
 def response_module(request: Any) -> Any:
