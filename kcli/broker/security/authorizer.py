@@ -155,6 +155,9 @@ class AclAuthorizer:
     def close(self) -> None:
         if self.changes is not None:
             self.changes.stop()
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
 
     def load(self) -> None:
         """Every ACL node of both stores into the cache (AclAuthorizer.loadCache)."""
@@ -447,3 +450,21 @@ def _kafka_pattern(pattern: ResourcePattern) -> str:
 def _entries_text(entries: Iterable[AccessControlEntry]) -> str:
     return "Set(" + ", ".join(f"{e.principal} has {e.permission_type.name} permission for operations: "
                                f"{e.operation.name} from hosts: {e.host}" for e in entries) + ")"
+
+
+def parse_authorizer_class(text: str) -> str:
+    """The ``authorizer.class.name`` config parser: empty (no authorizer) or a name of this authorizer; any other
+    class stops the start (Kafka would fail to load it)."""
+    name = text.strip()
+    if name and name not in AUTHORIZER_CLASS_NAMES:
+        raise ValueError(f"kctl implements only Kafka's AclAuthorizer ({', '.join(sorted(AUTHORIZER_CLASS_NAMES))})")
+    return name
+
+
+def parse_super_users_config(text: str) -> str:
+    """The ``super.users`` config parser: checked now, kept as text."""
+    try:
+        parse_super_users(text)
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+    return text.strip()
