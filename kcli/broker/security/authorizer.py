@@ -28,7 +28,8 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol
 
 from kcli.errors import BadVersion, KcliError
@@ -468,3 +469,20 @@ def parse_super_users_config(text: str) -> str:
     except ValueError as exc:
         raise ValueError(str(exc)) from None
     return text.strip()
+
+
+@contextmanager
+def zookeeper_acls(connect: str, *, timeout: float = 18.0, auth: str | None = None) -> Iterator[AclAuthorizer]:
+    """An authorizer over the ACL nodes of the ZooKeeper at ``connect``, for kctl acls --zookeeper (Kafka's
+    AclCommand with --authorizer-properties zookeeper.connect=...): Kafka's paths created, every node loaded, each
+    change announced through the change notifications so that running brokers pick it up; nothing is watched."""
+    from kcli.zk.acl_store import ZkAclChangeChannel, ZkMetadataStore
+
+    store = ZkMetadataStore(connect, timeout=timeout, auth=auth)
+    try:
+        store.ensure_paths(layout.initial_paths())
+        authorizer = AclAuthorizer(store, changes=ZkAclChangeChannel(store))
+        authorizer.load()
+        yield authorizer
+    finally:
+        store.close()
