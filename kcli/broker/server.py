@@ -86,6 +86,12 @@ class KafkaServer:
                 log.warning("startup recovery: %s", line)
         self.metadata.cluster_id = self.log_manager.cluster_id
         self.admin.load()
+        if self.services.authorizer is not None:  # ACLs loaded (and their changes watched) before serving
+            try:
+                await asyncio.to_thread(self.services.authorizer.start)
+            except BaseException:
+                self.mode.close()
+                raise
         _freeze_long_lived(full=True)
         self.mode.logs_loaded()
         await self.socket_server.start([(l.host, l.port) for l in self.config.listeners])
@@ -202,6 +208,8 @@ class KafkaServer:
             rows = [{"api": api, "version": v, "requests": n, "clients": sorted(c)}
                     for (api, v), (n, c) in sorted(self.socket_server.served.items())]
             Path(ledger).write_text(json.dumps(rows, indent=1))
+        if self.services.authorizer is not None:
+            await asyncio.to_thread(self.services.authorizer.close)
         self.mode.close()
         log.info("kctl broker %d stopped cleanly", self.broker_id)
 
