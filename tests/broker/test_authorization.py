@@ -76,6 +76,9 @@ class AllowList:
                                    resource_type: ResourceType, *, request: str = "") -> bool:
         return self.everything or any(op == operation and rt == resource_type for op, rt, _ in self.allowed)
 
+    def close(self) -> None:  # the server closes its authorizer when it stops
+        pass
+
 
 class Broker(InProcessBroker):
     authorizer: AllowList
