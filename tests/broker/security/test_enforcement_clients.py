@@ -11,6 +11,7 @@ The ACLs are created through CreateAcls while ANONYMOUS is a super user; the bro
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 
@@ -19,7 +20,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
                                    ResourcePatternType, ResourceType)
 
-from broker_support import BrokerProcess, free_port
+from broker_support import BrokerProcess, free_port, read_response, receive_response, send_request
+from kcli.protocol import ApiKey, minimal_request
+from kcli.records import Record, build_record_batch
 
 pytestmark = pytest.mark.broker_process
 
@@ -161,6 +164,27 @@ def test_kafka_python_sees_topic_authorization_failed(broker):
             producer.send(SECRET, b"x").get(timeout=30)
     finally:
         producer.close()
+
+
+def test_an_acks_0_produce_to_an_unauthorized_topic_closes_the_connection(broker):
+    """Kafka's answer to an acks=0 produce that failed: no response, the connection closed (the producer then
+    refreshes its metadata). Allowed, the same connection stays open and answers the next request."""
+    batch = build_record_batch([Record(0, 1_700_000_000_000, None, b"x")])
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=20) as sock:
+        send_request(sock, ApiKey.PRODUCE, 9, minimal_request(ApiKey.PRODUCE, 9, topic=ALLOWED, records=batch,
+                                                              acks=0), correlation_id=1)
+        send_request(sock, ApiKey.METADATA, 9, minimal_request(ApiKey.METADATA, 9, topic=ALLOWED),
+                     correlation_id=2)
+        assert receive_response(sock, ApiKey.METADATA, 9).topics[0].error_code == 0
+        send_request(sock, ApiKey.PRODUCE, 9, minimal_request(ApiKey.PRODUCE, 9, topic=SECRET, records=batch,
+                                                              acks=0), correlation_id=3)
+        assert read_response(sock) is None
+    assert "closing connection" in broker.log()
+
+
+def test_an_idempotent_producer_needs_only_write_on_some_topic(broker):
+    # KIP-679: no IDEMPOTENT_WRITE on the cluster, but WRITE on a topic is enough for InitProducerId
+    assert produce(broker, ALLOWED, 2, **{"enable.idempotence": True}) == [None, None]
 
 
 def test_deny_overrides_a_prefixed_allow(broker):
