@@ -20,22 +20,10 @@ if TYPE_CHECKING:
 
 ZERO = datetime.timedelta(0)
 ZERO_UUID = uuid.UUID(int=0)
-# authorized_operations (KIP-430): Int.MIN_VALUE when the client did not ask; when it did, Kafka's
-# AuthHelper.authorizedOperations, which without an authorizer is every operation the resource type supports
-# (AclEntry.supportedOperations), as a bit set of AclOperation codes.
+# authorized_operations (KIP-430): Int.MIN_VALUE when the client did not ask; when it did, the bit set of the
+# operations the caller is allowed (kcli.broker.handlers.authz.authorized_operations).
 NOT_REQUESTED = -2147483648
-READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8  # AclOperation codes
-CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
 
-
-def _bits(*operations: int) -> int:
-    return sum(1 << op for op in operations)  # Utils.to32BitField
-
-
-TOPIC_OPERATIONS = _bits(READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS)
-CLUSTER_OPERATIONS = _bits(CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER,
-                           DESCRIBE)
-GROUP_OPERATIONS = _bits(READ, DESCRIBE, DELETE)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RequestContext:
