@@ -11,6 +11,8 @@ The ACLs are created through CreateAcls while ANONYMOUS is a super user; the bro
 
 from __future__ import annotations
 
+import json
+import shutil
 import socket
 import time
 import uuid
@@ -20,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
                                    ResourcePatternType, ResourceType)
 
-from broker_support import BrokerProcess, free_port, read_response, receive_response, send_request
+from broker_support import BrokerProcess, free_port, kcat, read_response, receive_response, send_request
 from kcli.protocol import ApiKey, minimal_request
 from kcli.records import Record, build_record_batch
 
@@ -152,6 +154,18 @@ def test_an_unauthorized_topic_looks_the_same_whether_or_not_it_exists(broker, t
     assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     values, consumer_errors = consume(broker, topic, "app-group", 1, timeout=30)
     assert (values, consumer_errors) == ([], [KafkaError.TOPIC_AUTHORIZATION_FAILED])
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed (scripts/setup.sh installs it)")
+def test_kcat_lists_only_authorized_topics_and_cannot_produce_to_the_others(broker):
+    listed = kcat("-b", broker.bootstrap, "-L", "-J")
+    assert listed.returncode == 0, listed.stderr
+    names = {t["topic"] for t in json.loads(listed.stdout)["topics"]}
+    assert ALLOWED in names and SECRET not in names
+    out = kcat("-b", broker.bootstrap, "-P", "-t", SECRET, "-X", "message.timeout.ms=10000", input=b"x\n")
+    assert out.returncode != 0 and b"authorization failed" in out.stderr.lower()
+    out = kcat("-b", broker.bootstrap, "-P", "-t", ALLOWED, input=b"from kcat\n")
+    assert out.returncode == 0, out.stderr
 
 
 def test_kafka_python_sees_topic_authorization_failed(broker):
