@@ -270,7 +270,8 @@ async def offset_fetch(ctx: RequestContext, req: Any) -> Any:
                          partitions=partitions_of("OffsetFetchResponsePartition", parts, per_partition, req.group_id,
                                                   t))
                    for t, parts in found.items()) + tuple(
-        build(R, "OffsetFetchResponseTopic", name=t, partitions=denied_partitions("OffsetFetchResponsePartition", parts))
+        build(R, "OffsetFetchResponseTopic", name=t,
+              partitions=denied_partitions("OffsetFetchResponsePartition", parts))
         for t, parts in denied.items())
     return build(R, "OffsetFetchResponse", throttle_time=ZERO, topics=topics, error_code=error)
 

@@ -157,8 +157,8 @@ async def create_partitions(ctx: RequestContext, req: Any) -> Any:
     alterable = authz.authorized_names(ctx, AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         if t.name not in alterable:  # before existence: the same answer whether or not the topic exists
-            results.append(dict(name=t.name, error_code=TOPIC_DENIED, error_message="The topic authorization is failed.",
-                                count=t.count))
+            results.append(dict(name=t.name, error_code=TOPIC_DENIED,
+                                error_message="The topic authorization is failed.", count=t.count))
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         task = admin.start(admin.create_partitions_async(t.name, t.count, assignments,
