@@ -194,15 +194,25 @@ def test_produce_needs_write_on_each_topic_before_existence(tmp_path):
     run(main())
 
 
-def test_an_acks_0_produce_denied_closes_the_connection_and_appends_nothing(tmp_path):
+def test_an_acks_0_produce_with_an_error_closes_the_connection(tmp_path):
     async def main() -> None:
         async with secured(tmp_path) as b:
-            with pytest.raises(CloseConnection):
+            with pytest.raises(CloseConnection, match="TOPIC_AUTHORIZATION_FAILED"):
                 await b.call(ApiKey.PRODUCE, 9, req(ApiKey.PRODUCE, 9, records=records(), acks=0))
             assert b.server.log_manager.partition(TOPIC, 0).log.log_end_offset == 0
             b.authorizer.allow(Op.WRITE, Res.TOPIC, TOPIC)
             assert await b.call(ApiKey.PRODUCE, 9, req(ApiKey.PRODUCE, 9, records=records(), acks=0)) is None
             assert b.server.log_manager.partition(TOPIC, 0).log.log_end_offset == 1
+            # as Kafka: the authorized partitions are appended, then any error closes the connection
+            both = with_topics(req(ApiKey.PRODUCE, 9, records=records(), acks=0), "topic_data", TOPIC, SECRET)
+            with pytest.raises(CloseConnection, match="secret-0: TOPIC_AUTHORIZATION_FAILED"):
+                await b.call(ApiKey.PRODUCE, 9, both)
+            assert b.server.log_manager.partition(TOPIC, 0).log.log_end_offset == 2
+            # any error, not only a denial (here a topic that does not exist, for a caller who may know it)
+            b.authorizer.allow(Op.WRITE, Res.TOPIC, MISSING)
+            with pytest.raises(CloseConnection, match="UNKNOWN_TOPIC_OR_PARTITION"):
+                await b.call(ApiKey.PRODUCE, 9, with_topics(req(ApiKey.PRODUCE, 9, records=records(), acks=0),
+                                                            "topic_data", MISSING))
     run(main())
 
 

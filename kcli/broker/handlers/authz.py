@@ -44,7 +44,7 @@ class Check:
 
 
 CHECKS: tuple[Check, ...] = (
-    Check(ApiKey.PRODUCE, Op.WRITE, Res.TOPIC, TOPIC_DENIED, "item", "acks=0: the connection is closed"),
+    Check(ApiKey.PRODUCE, Op.WRITE, Res.TOPIC, TOPIC_DENIED, "item", "acks=0 (any error): the connection closes"),
     Check(ApiKey.PRODUCE, Op.WRITE, Res.TRANSACTIONAL_ID, TXN_DENIED, "request", "transactional batches only"),
     Check(ApiKey.FETCH, Op.READ, Res.TOPIC, TOPIC_DENIED, "item", "consumers (replica_id < 0)"),
     Check(ApiKey.FETCH, Op.CLUSTER_ACTION, Res.CLUSTER, TOPIC_DENIED, "request",

@@ -45,16 +45,18 @@ async def produce(ctx: RequestContext, req: Any) -> Any | None:
                                           (t.name for t in req.topic_data))
         denied = {tp: PartitionAppend(ErrorCode.topic_authorization_failed) for tp in entries
                   if tp[0] not in writable}
-    if denied and req.acks == 0:
-        raise CloseConnection(f"acks=0 produce with an authorization error ({denied[next(iter(denied))].error.name}"
-                              f" on {', '.join(f'{t}-{p}' for t, p in denied)})")
     for tp in denied:
         del entries[tp]
     results = dict(denied)
     if entries:
         results.update(await ctx.services.replica_manager.append_and_wait(req.acks, ms(req.timeout), entries))
     if req.acks == 0:
-        return None  # acks=0: the producer reads no response, so none is sent
+        # acks=0: the producer reads no response, so none is sent; an error closes the connection instead, so that
+        # the producer notices and refreshes its metadata (Kafka's handleProduceRequest)
+        failed = [f"{t}-{p}: {r.error.name.upper()}" for (t, p), r in results.items() if r.error != ErrorCode.none]
+        if failed:
+            raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
+        return None
     topics = []
     for topic in req.topic_data:
         parts = []
