@@ -77,8 +77,14 @@ class KafkaServer:
         started = time.monotonic()
         cluster_id = self.mode.connect()  # ZooKeeper mode: /cluster/id, which the log dirs must carry
         try:
+            if self.services.authorizer is not None:  # ACLs loaded (and their changes watched) before serving
+                await asyncio.to_thread(self.services.authorizer.start)
             await asyncio.to_thread(self.log_manager.startup, cluster_id)
         except BaseException:
+            if self.services.authorizer is not None:
+                self.services.authorizer.close()
+            if self.services.metadata_store is not None:
+                self.services.metadata_store.close()
             self.mode.close()
             raise
         for run in self.log_manager.recoveries:
@@ -86,12 +92,6 @@ class KafkaServer:
                 log.warning("startup recovery: %s", line)
         self.metadata.cluster_id = self.log_manager.cluster_id
         self.admin.load()
-        if self.services.authorizer is not None:  # ACLs loaded (and their changes watched) before serving
-            try:
-                await asyncio.to_thread(self.services.authorizer.start)
-            except BaseException:
-                self.mode.close()
-                raise
         _freeze_long_lived(full=True)
         self.mode.logs_loaded()
         await self.socket_server.start([(l.host, l.port) for l in self.config.listeners])
@@ -210,6 +210,8 @@ class KafkaServer:
             Path(ledger).write_text(json.dumps(rows, indent=1))
         if self.services.authorizer is not None:
             await asyncio.to_thread(self.services.authorizer.close)
+        if self.services.metadata_store is not None:  # the authorizer's (and credentials') ZooKeeper session
+            await asyncio.to_thread(self.services.metadata_store.close)
         self.mode.close()
         log.info("kctl broker %d stopped cleanly", self.broker_id)
 

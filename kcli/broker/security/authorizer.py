@@ -154,11 +154,9 @@ class AclAuthorizer:
         self.load()
 
     def close(self) -> None:
+        """Stop following changes; the store is its owner's to close (the broker shares it)."""
         if self.changes is not None:
             self.changes.stop()
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            close()
 
     def load(self) -> None:
         """Every ACL node of both stores into the cache (AclAuthorizer.loadCache)."""
@@ -298,7 +296,7 @@ class AclAuthorizer:
     def acls(self, binding_filter: AclBindingFilter = AclBindingFilter()) -> list[AclBinding]:
         """Every cached binding the filter matches (DescribeAcls), in a stable order."""
         out = []
-        for (t, p, name), (entries, _) in sorted(self._acls.items()):
+        for (t, p, name), (entries, _) in sorted(self._acls.copy().items()):  # copy: atomic beside writers
             pattern = ResourcePattern(ResourceType(t), name, PatternType(p))
             if binding_filter.pattern.matches(pattern):
                 out.extend(AclBinding(pattern, e) for e in sorted(entries, key=layout._entry_order)

@@ -150,3 +150,25 @@ def test_authorizer_class_names():
     with pytest.raises(ConfigError, match="super.users"):
         build_config({"super.users": "admin"})
     assert build_config({})["allow.everyone.if.no.acl.found"] is False
+
+
+def test_a_damaged_standalone_store_stops_the_start(tmp_path):
+    import pytest
+
+    from kcli.broker.security.local_store import StoreError
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / FILE_NAME).write_text("{torn")
+
+    async def scenario():
+        async with running_broker(tmp_path / "logs", **SECURED):
+            pass
+
+    with pytest.raises(StoreError, match="damaged"):
+        run(scenario())
+
+    async def without_authorizer():  # nothing reads the store: the broker starts
+        async with running_broker(tmp_path / "logs"):
+            pass
+
+    run(without_authorizer())

@@ -169,3 +169,10 @@ def test_without_an_authorizer_acls_are_security_disabled(broker):
     with pytest.raises(KafkaException) as raised:
         client.create_acls([binding], request_timeout=15)[binding].result(timeout=30)
     assert raised.value.args[0].name() == "SECURITY_DISABLED"
+
+
+def test_kctl_acls_unreachable_is_exit_3():
+    for args in (["-z", "127.0.0.1:1"], ["-b", "127.0.0.1:1"]):
+        result = kctl("acls", *args, "--list", check=False)
+        assert result.returncode == 3, result.stderr
+        assert "Traceback" not in result.stderr

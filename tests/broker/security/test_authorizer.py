@@ -346,3 +346,52 @@ def test_standalone_acls_survive_a_restart(tmp_path):
     make(LocalMetadataStore(tmp_path), binding(op=Op.READ))
     again = make(LocalMetadataStore(tmp_path))
     assert again.authorize(ALICE, Op.READ, RT.TOPIC, "orders")
+
+
+# -- more cases after Kafka's AclAuthorizerTest ------------------------------------------------------------------------
+def test_single_character_prefix_and_literal(store):
+    """testSingleCharacterResourceAcls: a one-character prefix matches, a one-character literal only itself."""
+    authorizer = make(store, binding(name="f", pattern=PT.PREFIXED, op=Op.READ), binding(name="x", op=Op.WRITE))
+    assert authorizer.authorize(ALICE, Op.READ, RT.TOPIC, "foo")
+    assert authorizer.authorize(ALICE, Op.READ, RT.TOPIC, "f")
+    assert authorizer.authorize(ALICE, Op.WRITE, RT.TOPIC, "x")
+    assert not authorizer.authorize(ALICE, Op.WRITE, RT.TOPIC, "xy")
+
+
+def test_wildcard_principal_deny_overrides_a_specific_allow(store):
+    """testDenyTakesPrecedence with the wildcard principal on a prefixed pattern."""
+    authorizer = make(store, binding(name="orders", op=Op.READ),
+                      binding(name="o", pattern=PT.PREFIXED, principal="User:*", op=Op.READ, perm=Perm.DENY))
+    assert not authorizer.authorize(ALICE, Op.READ, RT.TOPIC, "orders")
+    assert not authorizer.authorize(BOB, Op.READ, RT.TOPIC, "other")
+
+
+def test_all_hosts_wildcard_with_specific_deny_host(store):
+    authorizer = make(store, binding(op=Op.READ), binding(op=Op.READ, perm=Perm.DENY, host="192.168.0.2",
+                                                          principal="User:*"))
+    assert authorizer.authorize(ALICE, Op.READ, RT.TOPIC, "orders")
+    assert not authorizer.authorize(Session(ALICE.principal, client_address="192.168.0.2"), Op.READ, RT.TOPIC,
+                                    "orders")
+
+
+def test_concurrent_writers_on_one_node_lose_nothing(tmp_path):
+    """testHighConcurrencyModificationOfResourceAcls / testDistributedConcurrentModificationOfResourceAcls: two
+    authorizers (two brokers) over one store add ACLs to the same resource at once; the version check retries."""
+    import threading
+
+    shared = LocalMetadataStore(tmp_path)
+    first, second = make(shared, retry_backoff_ms=0), make(shared, retry_backoff_ms=0)
+
+    def add(authorizer, base):
+        for i in range(15):
+            assert authorizer.create_acls([binding(principal=f"User:u{base + i}")]) == [None]
+
+    threads = [threading.Thread(target=add, args=(first, 0)), threading.Thread(target=add, args=(second, 100))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    data, _ = shared.get("/kafka-acl/Topic/orders")
+    assert len(json.loads(data)["acls"]) == 30
+    fresh = make(LocalMetadataStore(tmp_path))
+    assert len(fresh.acls()) == 30
