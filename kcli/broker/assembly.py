@@ -110,11 +110,43 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
                               metadata, admin, groups, producer_ids,
                               zk=None if zk is None else zk.registration,
                               controller=None if zk is None else zk.controller, transactions=transactions)
+    services.metadata_store = _metadata_store(config)
+    services.authorizer = _authorizer(config, services.metadata_store)
     socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"])
     mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions) if zk is None else
             ZooKeeperMode(config, zk, log_manager, replica_manager, metadata, admin, services))
     return Broker(log_manager, replica_manager, metadata, admin, groups, producer_ids, transactions, services,
                   socket_server, mode)
+
+
+def _metadata_store(config: BrokerConfig) -> Any:
+    """Where ACLs (and SCRAM credentials) live: ZooKeeper's nodes in a cluster (a session of their own, opened
+    when the authorizer starts, as Kafka's AclAuthorizer has its own ZooKeeper client), else the same paths and
+    JSON in a file of the first log dir. One instance per broker: every user of the store shares it."""
+    if config["zookeeper.connect"]:
+        from kcli.zk.acl_store import ZkMetadataStore
+
+        return ZkMetadataStore(str(config["zookeeper.connect"]),
+                               timeout=config["zookeeper.session.timeout.ms"] / 1000)
+    from kcli.broker.security.local_store import LocalMetadataStore
+
+    return LocalMetadataStore(config.log_dirs[0])
+
+
+def _authorizer(config: BrokerConfig, store: Any) -> Any:
+    """Kafka's AclAuthorizer when authorizer.class.name names it (checked by the config), else None; started by
+    KafkaServer.start once the log dirs exist, closed by stop."""
+    if not config["authorizer.class.name"]:
+        return None
+    from kcli.broker.security.authorizer import AclAuthorizer, parse_super_users
+
+    changes = None
+    if config["zookeeper.connect"]:
+        from kcli.zk.acl_store import ZkAclChangeChannel
+
+        changes = ZkAclChangeChannel(store)
+    return AclAuthorizer(store, super_users=parse_super_users(config["super.users"]),
+                         allow_everyone_if_no_acl_found=config["allow.everyone.if.no.acl.found"], changes=changes)
 
 
 def _leader_of(metadata: MetadataCache) -> Callable[[str, int], int | None]:

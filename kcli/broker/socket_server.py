@@ -13,6 +13,7 @@ import logging
 import os
 from typing import Any
 
+from kcli.broker.handlers.common import CloseConnection
 from kcli.broker.kafka_apis import KafkaApis
 from kcli.protocol import ApiKey, LocalProtocolError, ProtocolError, ServerConnection, UnsupportedVersionError, api_versions_response
 
@@ -88,6 +89,8 @@ class SocketServer:
                 # One request per connection per turn, as Kafka's processors serve them: a client pipelining
                 # produces would otherwise be answered a whole buffer (1 MiB of requests) before anyone else.
                 await asyncio.sleep(0)
+        except CloseConnection as exc:  # Kafka's closeConnection: e.g. an acks=0 produce that failed
+            log.info("closing connection from %s: %s", peer, exc)
         except ProtocolError as exc:
             # Malformed frames close this connection only; everyone else is served on.
             log.warning("closing connection from %s: %s", peer, exc)

@@ -307,7 +307,10 @@ def test_kctl_transactions_list_describe_find_hanging_abort(broker):
     pid = _call(broker.port, ApiKey.INIT_PRODUCER_ID, 4, minimal_request(ApiKey.INIT_PRODUCER_ID, 4)).producer_id
     batch = build_record_batch([Record(0, int(time.time() * 1000), b"k", b"hanging")], producer_id=pid,
                                producer_epoch=0, base_sequence=0, is_transactional=True)
-    produced = _call(broker.port, ApiKey.PRODUCE, 9, minimal_request(ApiKey.PRODUCE, 9, topic=topic, records=batch))
+    # a transactional batch must name a transactional id (Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # otherwise, with or without an authorizer); no coordinator ever heard of this one
+    produced = _call(broker.port, ApiKey.PRODUCE, 9, minimal_request(ApiKey.PRODUCE, 9, topic=topic, records=batch,
+                                                                     transactional_id=f"hanging-{topic}"))
     start = produced.responses[0].partition_responses[0].base_offset
     assert start == 2  # after the committed record and its marker
     hanging = _kctl("transactions", "find-hanging", "-t", topic, "--max-transaction-timeout", "0",

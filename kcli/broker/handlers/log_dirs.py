@@ -16,13 +16,15 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, RequestContext, build, response_module
-from kcli.protocol.acl import AclOperation, ResourceType, CLUSTER_NAME
+from kcli.protocol.acl import AclOperation
 
 
 async def describe_log_dirs(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
-    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not authz.cluster(ctx, AclOperation.DESCRIBE):
+        # v1-v2 have no top-level error code: no directories is the whole answer (build drops the field)
         return build(R, "DescribeLogDirsResponse", throttle_time=ZERO,
                      error_code=ErrorCode.cluster_authorization_failed, results=())
     wanted: dict[str, set[int]] | None = None
