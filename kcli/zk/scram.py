@@ -175,3 +175,57 @@ class ZkNodes:
 
     def notify(self, entity_type: str, sanitized_name: str) -> None:
         self.zk.create_config_change_notification(entity_type, sanitized_name)  # type: ignore[attr-defined]
+
+
+class ZkScramStore:
+    """A NodeStore over its own ZooKeeper session (``kctl users --zookeeper``, kafka-configs --zookeeper's side):
+    the reads and errors of kcli.zk.registry.ZkRegistry, plus versioned writes and change notifications."""
+
+    def __init__(self, connect: str, *, timeout: float, auth: str | None = None) -> None:
+        from kcli.zk.registry import ZkRegistry
+
+        self.registry = ZkRegistry(connect, timeout=timeout, auth=auth)
+
+    def __enter__(self) -> "ZkScramStore":
+        self.registry._require()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.registry.close()
+
+    def get(self, path: str) -> tuple[bytes | None, int]:
+        from kcli.zk.registry import ZnodeMissingError
+
+        try:
+            data, stat = self.registry._call("get", path)
+        except ZnodeMissingError:
+            return None, -1
+        return data, stat.version
+
+    def children(self, path: str) -> list[str]:
+        return self.registry._children_or_empty(path)
+
+    def set(self, path: str, data: bytes, expected_version: int | None = None) -> int:
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+        client = self.registry._require()
+        timeout = self.registry.timeout
+        with self.registry._zk("writing", path):
+            try:
+                if expected_version == -1:
+                    client.create_async(path, data, makepath=True).get(timeout=timeout)
+                    return 0
+                version = -1 if expected_version is None else expected_version
+                return client.set_async(path, data, version).get(timeout=timeout).version
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                raise BadVersion(f"{path} changed since it was read", path=self.registry._where(path)) from None
+
+    def notify(self, entity_type: str, sanitized_name: str) -> None:
+        client = self.registry._require()
+        prefix = paths.child(paths.CONFIG_CHANGES, paths.CONFIG_CHANGE_PREFIX)
+        with self.registry._zk("writing", prefix):
+            client.create_async(prefix, models.encode_config_change(entity_type, sanitized_name), sequence=True,
+                                makepath=True).get(timeout=self.registry.timeout)
