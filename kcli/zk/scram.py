@@ -106,16 +106,32 @@ def user_names(store: NodeStore) -> list[str]:
     return sorted(out)
 
 
+def user_configs(store: NodeStore, users: Iterable[str]) -> dict[str, dict[str, str] | KcliError]:
+    """Each user's config keys ({} without a node), or the error its malformed node raised; ZooKeeper reads are
+    pipelined when the store can (``get_many``), so thousands of users cost a few round trips."""
+    users = list(users)
+    nodes = [user_path(u) for u in users]
+    get_many = getattr(store, "get_many", None)
+    found = get_many(nodes) if get_many is not None else [store.get(n)[0] for n in nodes]
+    out: dict[str, dict[str, str] | KcliError] = {}
+    for user, path, data in zip(users, nodes, found):
+        try:
+            out[user] = {} if data is None else dict(
+                models.parse_config(path, data, ENTITY_TYPE, path.rsplit("/", 1)[-1]).config)
+        except KcliError as exc:
+            out[user] = exc
+    return out
+
+
 def read_all(store: NodeStore) -> dict[str, dict[str, ScramCredential]]:
     """user -> mechanism -> credential, for every user with at least one SCRAM credential (what a broker loads
     at startup: CredentialProvider over all user configs)."""
     out = {}
-    for user in user_names(store):
-        try:
-            credentials = read_user(store, user)
-        except KcliError as exc:  # a malformed node: skip that user, serve the others
-            log.warning("%s: %s", user_path(user), exc)
+    for user, config in user_configs(store, user_names(store)).items():
+        if isinstance(config, KcliError):  # a malformed node: skip that user, serve the others
+            log.warning("%s: %s", user_path(user), config.describe())
             continue
+        credentials = credentials_of(config, where=user_path(user))
         if credentials:
             out[user] = credentials
     return out
@@ -172,6 +188,11 @@ class ZkNodes:
 
     def children(self, path: str) -> list[str]:
         return self.zk.get_children(path)  # type: ignore[attr-defined]
+
+    def get_many(self, nodes: list[str]) -> list[bytes | None]:
+        """The data of many nodes (None for a missing one), pipelined as Kafka's ZooKeeperClient sends them."""
+        return [None if item is None else item[0]
+                for item in self.zk._get_many(nodes, "reading user configs")]  # type: ignore[attr-defined]
 
     def notify(self, entity_type: str, sanitized_name: str) -> None:
         self.zk.create_config_change_notification(entity_type, sanitized_name)  # type: ignore[attr-defined]
