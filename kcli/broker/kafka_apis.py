@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kcli.broker.handlers import (
+    acls,
     configs,
     elect_leaders,
     fetch,
@@ -22,7 +23,6 @@ from kcli.broker.handlers import (
     producers,
     reassignments,
     scram,
-    security,
     topics,
     transactions,
 )
@@ -56,9 +56,9 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.END_TXN: transactions.end_txn,
     ApiKey.WRITE_TXN_MARKERS: transactions.write_txn_markers,
     ApiKey.TXN_OFFSET_COMMIT: transactions.txn_offset_commit,
-    ApiKey.DESCRIBE_ACLS: security.describe_acls,
-    ApiKey.CREATE_ACLS: security.create_acls,
-    ApiKey.DELETE_ACLS: security.delete_acls,
+    ApiKey.DESCRIBE_ACLS: acls.describe_acls,
+    ApiKey.CREATE_ACLS: acls.create_acls,
+    ApiKey.DELETE_ACLS: acls.delete_acls,
     ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
     ApiKey.ALTER_CONFIGS: configs.alter_configs,
     ApiKey.CREATE_PARTITIONS: topics.create_partitions,

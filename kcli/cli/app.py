@@ -23,6 +23,7 @@ from kcli.cli.recover import recover_cmd
 from kcli.cli.compact import compact_cmd
 from kcli.cli.scan import scan_cmd
 from kcli.cli.completion import completion_cmd
+from kcli.cli.acls import acls_cmd
 
 app = typer.Typer(
     name="kctl",
@@ -62,6 +63,7 @@ app.add_typer(guard_group(transactions_cli.app), name="transactions", rich_help_
 app.add_typer(guard_group(groups_cli.app), name="groups", rich_help_panel="Broker")
 app.add_typer(guard_group(topics_cli.app), name="topics", rich_help_panel="Broker")
 app.add_typer(guard_group(users_cli.app), name="users", rich_help_panel="Broker")
+app.command("acls", rich_help_panel="Broker")(guarded(acls_cmd))
 
 app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
 

@@ -198,6 +198,9 @@ class Deny:
         self.asked.append((operation.name, resource_type.name, name))
         return False
 
+    def close(self):
+        pass
+
 
 def test_cluster_authorization(tmp_path):
     async def body():
