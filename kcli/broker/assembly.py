@@ -30,6 +30,7 @@ from kcli.broker.socket_server import SocketServer
 from kcli.broker.topic_admin import TopicAdmin
 from kcli.broker.transaction_coordinator import TransactionCoordinator
 from kcli.broker.transaction_markers import TransactionMarkerChannelManager, write_txn_markers
+from kcli.errors import KcliError
 from kcli.storage.log import LogConfig
 
 log = logging.getLogger("kcli.broker")
@@ -112,11 +113,26 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
                               controller=None if zk is None else zk.controller, transactions=transactions)
     services.metadata_store = _metadata_store(config)
     services.authorizer = _authorizer(config, services.metadata_store)
+    services.credentials = _credential_cache(zk, services.metadata_store)
     socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"])
-    mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions) if zk is None else
+    mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions, services) if zk is None else
             ZooKeeperMode(config, zk, log_manager, replica_manager, metadata, admin, services))
     return Broker(log_manager, replica_manager, metadata, admin, groups, producer_ids, transactions, services,
                   socket_server, mode)
+
+
+def _credential_cache(zk: ZooKeeperParts | None, store: Any) -> Any:
+    """SCRAM credentials from /config/users: in a cluster through the broker's own ZooKeeper session (Kafka's
+    broker zkClient, whose /config/changes listener refreshes them), standalone in the broker's one local
+    metadata store (shared with the ACLs: one instance per file). Loaded by the mode's logs_loaded, before the
+    listeners open."""
+    from kcli.broker.security.credentials import CredentialCache
+
+    if zk is not None:
+        from kcli.zk.scram import ZkNodes
+
+        return CredentialCache(ZkNodes(zk.client))
+    return CredentialCache(store)
 
 
 def _metadata_store(config: BrokerConfig) -> Any:
@@ -163,11 +179,12 @@ class StandaloneMode:
     replay all of __consumer_offsets and __transaction_state at startup."""
 
     def __init__(self, replica_manager: ReplicaManager, groups: GroupCoordinator, producer_ids: ProducerIdManager,
-                 transactions: TransactionCoordinator) -> None:
+                 transactions: TransactionCoordinator, services: BrokerServices | None = None) -> None:
         self.replica_manager = replica_manager
         self.groups = groups
         self.producer_ids = producer_ids
         self.transactions = transactions
+        self.services = services
 
     def connect(self) -> str | None:
         """The cluster id the log dirs must carry: theirs (None)."""
@@ -178,6 +195,11 @@ class StandaloneMode:
         here (loaded by load_transactions)."""
         self.producer_ids.reserve(pid for p in self.replica_manager.partitions.values() for pid in p.log.producers)
         self.transactions.begin_standalone_load()
+        if self.services is not None and self.services.credentials is not None:
+            try:  # SCRAM credentials of the local store, before the listeners open
+                self.services.credentials.load()
+            except KcliError as exc:  # a damaged store: SCRAM logins fail (and say why here), the rest serves
+                log.error("SCRAM credentials not loaded: %s", exc.describe())
 
     async def join(self, spawn: Spawn) -> None:
         """Nothing to join."""
@@ -279,7 +301,11 @@ class ZooKeeperMode:
         return self.registration.start(None, register=False)
 
     def logs_loaded(self) -> None:
-        """The controller's LeaderAndIsr says which replicas are served here; producer ids come in blocks."""
+        """The controller's LeaderAndIsr says which replicas are served here; producer ids come in blocks. SCRAM
+        credentials are read from /config/users before the listeners open (Kafka's dynamic config manager
+        startup); the config change listener keeps them current from join() on."""
+        if self.services.credentials is not None:
+            self.services.credentials.load()
 
     async def join(self, spawn: Spawn) -> None:
         """Kafka's order: logs loaded and listeners bound, then /brokers/ids (the controller's requests can be
@@ -296,7 +322,8 @@ class ZooKeeperMode:
         # topic configs other brokers change (Kafka starts its dynamic config manager after the controller)
         from kcli.broker.config_change import ConfigChangeListener
 
-        self.config_changes = ConfigChangeListener(self.zk_client, self.admin, asyncio.get_running_loop())
+        self.config_changes = ConfigChangeListener(self.zk_client, self.admin, asyncio.get_running_loop(),
+                                                   credentials=self.services.credentials)
         self.config_changes.start()
 
     async def _replication_housekeeping(self) -> None:
