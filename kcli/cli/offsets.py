@@ -455,13 +455,16 @@ def for_time_cmd(
     bootstrap: BootstrapOpt = None,
     topic: Annotated[Optional[list[str]], typer.Option(
         "--topic", show_default=False, help="Offline: only this topic (repeat for several).")] = None,
+    table_view: Annotated[bool, typer.Option("--table", help="A table with each answer's timestamp, the log end "
+                                             "and where a consumer reset to TIME starts (SEEK).")] = False,
     as_json: JsonOpt = False,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """The earliest offset whose timestamp is >= TIME, per partition: offline from a log dir through the time
     indexes (as Kafka's fetchOffsetByTimestamp), online with ListOffsets (kcat -Q, kafka-get-offsets --time).
-    A partition without such a record answers offset -1 (ListOffsets' answer); a consumer reset to TIME starts
-    at its log end offset (SEEK). Exit 1 when a partition or topic could not be answered."""
+    Printed as kafka-get-offsets prints it, topic:partition:offset lines; --table for timestamps, log ends and
+    SEEK. A partition without such a record answers offset -1 (ListOffsets' answer); a consumer reset to TIME
+    starts at its log end offset (SEEK). Exit 1 when a partition or topic could not be answered."""
     try:
         stamp = parse_time_spec(when)
     except typer.BadParameter as exc:
@@ -500,8 +503,12 @@ def for_time_cmd(
         code = report_exit_code(report)  # 3 when an input could not be read, else 1 for damage
     if as_json:
         write_json_line(document)
-    else:
+    elif table_view:
         _render_for_time(rows, stamp)
+    else:
+        # kafka-get-offsets (GetOffsetShell): topic:partition:offset, sorted by topic then partition
+        for r in sorted(rows, key=lambda r: (r.topic, r.partition)):
+            typer.echo(f"{r.topic}:{r.partition}:{r.offset}")
     for line in errors:
         err_console.print(f"kctl: {line}", markup=False)
     if code is not ExitCode.OK:

@@ -155,7 +155,10 @@ def test_offsets_for_time_against_librdkafka(broker, tmp_path):
                 consumer.get_watermark_offsets(TopicPartition("orders", 1), timeout=30)[pick]]
     finally:
         consumer.close()
-    text = kctl(broker, "offsets", "for-time", str(T0 + 4500), "-b", broker.bootstrap, "orders:2", "keyed").stdout
+    lines = kctl(broker, "offsets", "for-time", str(T0 + 4500), "-b", broker.bootstrap, "orders", "keyed").stdout
+    assert lines.splitlines() == ["keyed:0:-1", "keyed:1:-1", "orders:0:2", "orders:1:2", "orders:2:1"]  # i = 6, 7, 5
+    text = kctl(broker, "offsets", "for-time", str(T0 + 4500), "-b", broker.bootstrap, "orders:2", "keyed",
+                "--table").stdout
     assert "orders  2          1       2023-11-14T22:13:25.000Z  10       1" in text  # i = 5
     assert "offset -1: no record" in text  # keyed is empty
     missing = kctl(broker, "offsets", "for-time", "now", "-b", broker.bootstrap, "nope", "orders:9", code=1).output
