@@ -13,22 +13,21 @@ import logging
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss, KazooException,
-                              NodeExistsError, NoNodeError, SessionExpiredError)
+from kazoo.exceptions import (BadVersionError, KazooException,
+                              NodeExistsError, NoNodeError)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
-from kcli.errors import BadVersion, KcliError
+from kcli.errors import BadVersion
 from kcli.protocol.acl import ResourcePattern
 from kcli.zk import acls as layout
 from kcli.zk import paths
 from kcli.zk.errors import ZooKeeperConnectionError
-from kcli.zk.errors import describe as _describe
+from kcli.zk.errors import describe as _describe, kazoo_errors
 
 log = logging.getLogger("kcli.zk")
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # ZkNodeChangeNotificationListener's changeExpirationMs
@@ -80,18 +79,8 @@ class ZkMetadataStore:
             client.stop()
             client.close()
 
-    @contextmanager
-    def _zk(self, doing: str, path: str) -> Iterator[None]:
-        try:
-            yield
-        except KazooTimeoutError:
-            raise ZooKeeperConnectionError(f"ZooKeeper at {self.connect.text} did not answer within "
-                                           f"{self.timeout:g}s while {doing} {path}") from None
-        except (ConnectionLoss, ConnectionClosedError, SessionExpiredError) as exc:
-            raise ZooKeeperConnectionError(f"lost the connection to ZooKeeper at {self.connect.text} while "
-                                           f"{doing} {path} ({_describe(exc)})") from None
-        except KazooException as exc:
-            raise KcliError(f"ZooKeeper at {self.connect.text} refused {doing} {path}: {_describe(exc)}") from None
+    def _zk(self, doing: str, path: str):
+        return kazoo_errors(f"ZooKeeper at {self.connect.text}", self.timeout, f"{doing} {path}")
 
     # -- the store interface ----------------------------------------------------------------------------------------
     def get(self, path: str) -> tuple[bytes | None, int]:

@@ -18,8 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +33,6 @@ from kazoo.exceptions import (
     RolledBackError,
     SessionExpiredError,
 )
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from kcli.errors import KcliError
@@ -42,7 +40,7 @@ from kcli.storage.checkpoint import uuid_from_base64, uuid_to_base64
 from kcli.zk import models, paths
 from kcli.zk.models import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from kcli.zk.errors import ZooKeeperConnectionError
-from kcli.zk.errors import describe as _describe
+from kcli.zk.errors import describe as _describe, kazoo_errors
 
 log = logging.getLogger("kcli.zk")
 
@@ -158,20 +156,8 @@ class KafkaZkClient:
         return self._client()
 
     # -- plumbing ----------------------------------------------------------------------------------------------
-    @contextmanager
-    def _zk_call(self, doing: str) -> Iterator[None]:
-        try:
-            yield
-        except KcliError:
-            raise
-        except KazooTimeoutError:
-            raise ZooKeeperConnectionError(f"{self._where} did not answer within {self._timeout:g}s while "
-                                           f"{doing}") from None
-        except (ConnectionLoss, ConnectionClosedError, SessionExpiredError) as exc:
-            raise ZooKeeperConnectionError(f"lost the connection to {self._where} while {doing} "
-                                           f"({_describe(exc)})") from None
-        except KazooException as exc:
-            raise KcliError(f"{self._where} refused {doing}: {_describe(exc)}") from None
+    def _zk_call(self, doing: str):
+        return kazoo_errors(self._where, self._timeout, doing)
 
     def _gather(self, pending: Sequence[Any], doing: str) -> list[Any]:
         """Results of async calls sent together (pipelined, as Kafka's ZooKeeperClient does); a per-call
