@@ -30,16 +30,18 @@ def pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory, pki):
-    ports = {name: free_port() for name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS", "OPT")}
+    ports = {name: free_port() for name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS", "OPT", "REAUTH")}
     tmp = tmp_path_factory.mktemp("security-broker")
     listeners = ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items())
     overrides = [
         f"listeners={listeners}",
         "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,"
-        "MTLS:SSL,OPT:SSL",
+        "MTLS:SSL,OPT:SSL,REAUTH:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
         f"listener.name.sasl_ssl.plain.sasl.jaas.config={JAAS}",
+        f"listener.name.reauth.plain.sasl.jaas.config={JAAS}",
+        "listener.name.reauth.connections.max.reauth.ms=2000",  # KIP-368
         # SSL: a PKCS12 keystore; SASL_SSL: PEM with an encrypted key; MTLS: inline PEM (KIP-651)
         "ssl.keystore.type=PKCS12", f"ssl.keystore.location={pki.path('broker.p12')}",
         f"ssl.keystore.password={STORE_PASSWORD}",
@@ -245,6 +247,89 @@ def test_unsupported_mechanism(broker):
         assert struct.unpack(">h", body[4:6])[0] == 33  # UNSUPPORTED_SASL_MECHANISM
         assert b"PLAIN" in body and b"SCRAM-SHA-256" in body  # the enabled list
         assert _read_frame(sock) is None
+
+
+def test_scram_credentials_from_alter_user_scram_credentials(broker, pki):
+    """A credential made through AlterUserScramCredentials (no authorizer: anyone may) logs in over SASL_PLAINTEXT
+    and SASL_SSL with SCRAM-SHA-256 and SCRAM-SHA-512, from confluent-kafka, kafka-python and kcat."""
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    admin = AdminClient({"bootstrap.servers": _addr(broker, "PLAINTEXT")})
+    for future in admin.alter_user_scram_credentials([
+            UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"carol-pw"),
+            UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                         b"carol-pw")]).values():
+        future.result(30)
+    for protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            settings = {"security.protocol": protocol, "sasl.mechanism": mechanism, "sasl.username": "carol",
+                        "sasl.password": "carol-pw", **({"ssl.ca.location": pki.ca} if protocol == "SASL_SSL" else {})}
+            assert _ck_roundtrip(_addr(broker, protocol), settings) == [b"v0", b"v1", b"v2"], (protocol, mechanism)
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=_addr(broker, "SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="carol",
+                             sasl_plain_password="carol-pw")
+    producer.send(f"kp-scram-{uuid.uuid4().hex[:6]}", b"s").get(60)
+    producer.close()
+    if shutil.which("kcat"):
+        out = kcat("-b", _addr(broker, "SASL_PLAINTEXT"), "-X", "security.protocol=SASL_PLAINTEXT",
+                   "-X", "sasl.mechanisms=SCRAM-SHA-256", "-X", "sasl.username=carol", "-X", "sasl.password=carol-pw",
+                   "-L")
+        assert out.returncode == 0, out
+    # a wrong SCRAM password: the generic message, which does not say whether the user exists
+    from confluent_kafka import KafkaException
+
+    bad = AdminClient({"bootstrap.servers": _addr(broker, "SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+                       "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "carol", "sasl.password": "nope"})
+    with pytest.raises(KafkaException):
+        bad.list_topics(timeout=5)
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in broker.log() or "Failed authentication" in \
+        broker.log()
+
+
+def test_reauthentication_keeps_a_client_connected(broker, pki):
+    """KIP-368: the REAUTH listener's sessions last 2 s. librdkafka re-authenticates on the same connection
+    (SaslHandshake on a ready connection); kafka-python does not and is disconnected, then reconnects."""
+    from confluent_kafka import Producer
+
+    settings = _plain("SASL_PLAINTEXT", pki)
+    topic = f"reauth-{uuid.uuid4().hex[:6]}"
+    producer = Producer({"bootstrap.servers": _addr(broker, "REAUTH"), **settings})
+    deadline = time.monotonic() + 6
+    sent = 0
+    while time.monotonic() < deadline:
+        producer.produce(topic, value=b"r%d" % sent)
+        sent += 1
+        producer.flush(30)
+        time.sleep(0.2)
+    assert producer.flush(30) == 0
+    assert any("re-authenticated" in l and "User:alice" in l for l in broker.log().splitlines())
+    from kafka import KafkaProducer
+
+    kp = KafkaProducer(bootstrap_servers=_addr(broker, "REAUTH"), security_protocol="SASL_PLAINTEXT",
+                       sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    kp.send(topic, b"a").get(30)
+    time.sleep(3)  # past the session's lifetime: re-authenticated, or disconnected and connected again
+    kp.send(topic, b"b").get(60)
+    kp.close()
+
+
+def test_a_v0_client_is_disconnected_after_its_session_expires(broker):
+    """SaslAuthenticate v0 carries no lifetime: the broker enforces it anyway, closing the connection at the first
+    request after the expiry without answering it (kafka-security.md §2.2)."""
+    with socket.create_connection(("127.0.0.1", broker.ports["REAUTH"]), timeout=10) as sock:
+        sock.sendall(_frame(17, 1, 1, _string("PLAIN")))
+        assert struct.unpack(">h", _read_frame(sock)[4:6])[0] == 0
+        token = b"\x00alice\x00alice-secret"
+        sock.sendall(_frame(36, 0, 2, struct.pack(">i", len(token)) + token))
+        assert struct.unpack(">h", _read_frame(sock)[4:6])[0] == 0
+        sock.sendall(_api_versions_frame())
+        assert _read_frame(sock) is not None  # within the session
+        time.sleep(2.5)
+        sock.sendall(_api_versions_frame())
+        assert _read_frame(sock) is None
+    assert any("session of User:alice on listener REAUTH expired" in l for l in broker.log().splitlines())
 
 
 # -- bad input ----------------------------------------------------------------------------------------------------
