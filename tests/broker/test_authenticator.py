@@ -206,3 +206,4 @@ def test_reauthentication_keeps_mechanism_and_principal():
     step = switch.receive(_frame(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeV1(mechanism="SCRAM-SHA-256")))
     assert step.fail
     assert _answer(step, ApiKey.SASL_HANDSHAKE, 1).error_code == ErrorCode.unsupported_sasl_mechanism
+
