@@ -273,3 +273,31 @@ def test_no_rule_applies_fails_and_no_certificate_is_anonymous(pki):
     der = x509.load_pem_x509_certificate((pki.directory / "alice.crt").read_bytes()).public_bytes(Encoding.DER)
     assert principal_from_certificate(der, SslPrincipalMapper.from_rules("DEFAULT")) == KafkaPrincipal(
         "User", "CN=alice,OU=test,O=kctl,C=US")
+
+
+def test_inter_broker_client_properties(pki):
+    from kcli.broker.security.listener_config import inter_broker_client_properties
+
+    config = _config(
+        "listeners=CLIENT://127.0.0.1:9092,REPLICATION://127.0.0.1:9093",
+        "listener.security.protocol.map=CLIENT:SASL_PLAINTEXT,REPLICATION:SASL_SSL",
+        "inter.broker.listener.name=REPLICATION", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+        'listener.name.client.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule '
+        'required user_a="b";',
+        'listener.name.client.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule '
+        'required user_a="b";',
+        'listener.name.replication.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule '
+        'required user_a="b";',
+        'listener.name.replication.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.'
+        'ScramLoginModule required username="broker" password="broker-pw";',
+        f"ssl.keystore.location={pki.path('broker.p12')}", f"ssl.keystore.password={STORE_PASSWORD}",
+        "ssl.truststore.type=PEM", f"ssl.truststore.location={pki.ca}")
+    props = inter_broker_client_properties(config)
+    assert props["security.protocol"] == "SASL_SSL" and props["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert (props["sasl.username"], props["sasl.password"]) == ("broker", "broker-pw")
+    assert props["ssl.truststore.location"] == pki.ca
+    client_ssl_context(props)  # usable as it is
+    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol must be included"):
+        _config("listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093",
+                "inter.broker.listener.name=SASL_PLAINTEXT", "sasl.enabled.mechanisms=SCRAM-SHA-256")
