@@ -337,6 +337,10 @@ class BrokerConfig:
 
         for listener in listeners:
             security = listener_security(self, listener)  # each listener's TLS and SASL settings; ConfigError names it
+            if security.ssl is not None:
+                from kcli.broker.security.tls import server_ssl_context
+
+                server_ssl_context(security.ssl, listener.name)  # the keystore loads (path, password, format)
             mechanism = str(self.values["sasl.mechanism.inter.broker.protocol"]).strip().upper()
             if listener.name == inter_broker and security.sasl and mechanism not in security.mechanisms:
                 raise ConfigError(f"sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
