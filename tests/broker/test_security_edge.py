@@ -37,7 +37,7 @@ def broker(tmp_path_factory, pki):
         f"listeners={listeners}",
         "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,"
         "MTLS:SSL,OPT:SSL,REAUTH:SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
         f"listener.name.sasl_ssl.plain.sasl.jaas.config={JAAS}",
         f"listener.name.reauth.plain.sasl.jaas.config={JAAS}",
@@ -286,6 +286,14 @@ def test_scram_credentials_from_alter_user_scram_credentials(broker, pki):
         bad.list_topics(timeout=5)
     assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in broker.log() or "Failed authentication" in \
         broker.log()
+
+
+def test_oauthbearer_unsecured_token_with_confluent_kafka(broker, pki):
+    """KIP-255's unsecured JWS (librdkafka's enable.sasl.oauthbearer.unsecure.jwt): the principal is its sub."""
+    settings = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "ssl.ca.location": pki.ca,
+                "enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": "principal=oauth-user"}
+    assert _ck_roundtrip(_addr(broker, "SASL_SSL"), settings) == [b"v0", b"v1", b"v2"]
+    assert any("listener SASL_SSL is User:oauth-user" in l for l in broker.log().splitlines())
 
 
 def test_reauthentication_keeps_a_client_connected(broker, pki):
