@@ -197,6 +197,18 @@ def test_plain_with_kafka_python(broker, pki, protocol):
     consumer.close()
 
 
+def test_plain_raw_tokens_of_an_old_client(broker):
+    """kafka-python pinned to 0.10.0: SaslHandshake v0, then the PLAIN token raw, without a Kafka header."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=_addr(broker, "SASL_PLAINTEXT"), api_version=(0, 10, 0),
+                             security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                             sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    producer.send(f"old-{uuid.uuid4().hex[:6]}", b"old").get(60)
+    producer.close()
+    assert any("SaslHandshake v0, PLAIN with raw tokens" in l for l in broker.log().splitlines())
+
+
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 def test_plain_with_kcat(broker, pki, protocol):
     if not shutil.which("kcat"):
