@@ -13,7 +13,6 @@ from pathlib import Path
 
 from kcli.broker.replica_selector import parse_selector_class
 from kcli.broker.config_error import ConfigError
-from kcli.errors import KcliError  # noqa: F401 (kept for importers)
 from kcli.storage.checkpoint import parse_java_properties
 
 INT32_MAX = 2**31 - 1

@@ -437,3 +437,16 @@ def _read_frame(sock) -> bytes | None:
             return None
         data += chunk
     return data
+
+
+def test_describe_configs_hides_the_secrets(broker):
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": _addr(broker, "PLAINTEXT")})
+    configs = admin.describe_configs([ConfigResource("broker", "0")])[ConfigResource("broker", "0")].result(30)
+    for key in ("ssl.keystore.password", "listener.name.sasl_ssl.ssl.key.password",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config"):
+        if key in configs:
+            assert configs[key].is_sensitive and configs[key].value is None, configs[key]
+    assert "alice-secret" not in repr({k: v.value for k, v in configs.items()})
+    assert "changeit" not in repr({k: v.value for k, v in configs.items()})
