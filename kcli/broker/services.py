@@ -79,6 +79,8 @@ class BrokerServices:
     # SCRAM credentials (kcli.broker.security.credentials.CredentialCache): the SASL authenticator's
     # scram_credential(user, mechanism), and the store Describe/AlterUserScramCredentials use
     credentials: Any = None
+    # ACLs and credentials: kcli.zk.acl_store.ZkMetadataStore in a cluster, else local_store.LocalMetadataStore
+    metadata_store: Any = None
     _metadata_event: asyncio.Event | None = None
 
     @property
