@@ -42,6 +42,7 @@ def broker(tmp_path_factory, pki):
         f"listener.name.sasl_ssl.plain.sasl.jaas.config={JAAS}",
         f"listener.name.reauth.plain.sasl.jaas.config={JAAS}",
         "listener.name.reauth.connections.max.reauth.ms=2000",  # KIP-368
+        "listener.name.reauth.sasl.enabled.mechanisms=PLAIN",
         # SSL: a PKCS12 keystore; SASL_SSL: PEM with an encrypted key; MTLS: inline PEM (KIP-651)
         "ssl.keystore.type=PKCS12", f"ssl.keystore.location={pki.path('broker.p12')}",
         f"ssl.keystore.password={STORE_PASSWORD}",
@@ -250,6 +251,33 @@ def test_wrong_password_with_confluent_kafka(broker, pki):
                          **_plain("SASL_PLAINTEXT", pki, password="nope")})
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=5)
+
+
+def test_wrong_password_with_kafka_python_and_kcat(broker, pki):
+    from kafka import KafkaProducer
+
+    with pytest.raises(Exception):  # kafka-python may see only the dropped connection
+        KafkaProducer(bootstrap_servers=_addr(broker, "SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
+                      sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="nope",
+                      api_version_auto_timeout_ms=5000, max_block_ms=5000).send("t", b"x").get(5)
+    if shutil.which("kcat"):
+        out = kcat("-b", _addr(broker, "SASL_PLAINTEXT"), "-X", "security.protocol=SASL_PLAINTEXT",
+                   "-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=alice", "-X", "sasl.password=nope",
+                   "-m", "5", "-L", timeout=60)
+        assert out.returncode != 0
+        assert b"Invalid username or password" in out.stderr, out.stderr[-2000:]
+
+
+def test_a_mechanism_the_listener_does_not_enable_from_confluent_kafka(broker, pki):
+    """The REAUTH listener enables PLAIN only: a SCRAM client is refused (UNSUPPORTED_SASL_MECHANISM)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": _addr(broker, "REAUTH"), "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": "x"})
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=5)
+    assert any("Unsupported SASL mechanism SCRAM-SHA-256" in l for l in broker.log().splitlines())
 
 
 def test_unsupported_mechanism(broker):
