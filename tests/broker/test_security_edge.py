@@ -239,7 +239,7 @@ def test_wrong_password_fails_after_the_delay(broker, pki):
         error_code = struct.unpack(">h", body[5:7])[0]  # correlation id, tagged fields, then the error code
         assert error_code == 58, body
         assert b"Invalid username or password" in body
-        assert waited >= 0.25  # the configured 300 ms, before the answer
+        assert waited >= 0.25  # a lower bound only: the configured 300 ms pass before the answer is written
         assert _read_frame(sock) is None  # closed
 
 
@@ -408,10 +408,8 @@ def test_a_handshake_that_never_finishes_is_closed(broker, pki):
     for listener in ("SSL", "SASL_PLAINTEXT"):
         with socket.create_connection(("127.0.0.1", broker.ports[listener]), timeout=10) as sock:
             sock.sendall(b"\x00")  # a first byte, then nothing (kctl.authentication.timeout.ms=2000)
-            sock.settimeout(15)
-            started = time.monotonic()
+            sock.settimeout(60)  # closed by the broker after 2 s; a socket.timeout here fails the test
             assert sock.recv(100) == b""
-            assert time.monotonic() - started < 14
     assert _python_tls_principal(broker, pki, "SSL", cert=None)
 
 
