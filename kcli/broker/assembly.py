@@ -68,7 +68,11 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     """The broker's services for ``config``: a member of the cluster at ``zookeeper.connect``, else standalone.
     The mode is decided here, once; the services are told what they need to know in their constructors."""
     broker_id = config.broker_id
-    listener = config.advertised_listeners[0]
+    # host/port of a broker in the metadata cache are its inter-broker listener's (replicas and the controller
+    # use them); clients get the listener they came in on (MetadataCache.alive_brokers_for)
+    inter_broker = config.inter_broker_listener_name
+    listener = next(l for l in config.advertised_listeners if l.name == inter_broker)
+    endpoints = tuple((l.name, l.host, l.port) for l in config.advertised_listeners)
     # Some collaborators are built before the ReplicaManager or the BrokerServices they call back into (those need
     # them at construction): the lambdas resolve `replica_manager` and `services` when called, once both exist.
     replica_manager: ReplicaManager
@@ -89,7 +93,7 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     # (MetadataCache.advertised_controller_id); standalone, it is its own controller.
     metadata = MetadataCache(controller_id=broker_id)
     metadata.add_broker(BrokerEndpoint(broker_id, listener.host, listener.port,
-                                       config.values.get("broker.rack")))  # type: ignore[arg-type]
+                                       config.values.get("broker.rack"), endpoints))  # type: ignore[arg-type]
     replica_manager = ReplicaManager(
         log_manager, local_broker_id=broker_id, replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
         on_flush_due=hooks.schedule_flush, metadata=metadata,
@@ -110,7 +114,8 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     services = BrokerServices(config, broker_id, (listener.host, listener.port), log_manager, replica_manager,
                               metadata, admin, groups, producer_ids,
                               zk=None if zk is None else zk.registration,
-                              controller=None if zk is None else zk.controller, transactions=transactions)
+                              controller=None if zk is None else zk.controller, transactions=transactions,
+                              listener_name=inter_broker)
     services.metadata_store = _metadata_store(config)
     services.authorizer = _authorizer(config, services.metadata_store)
     services.credentials = _credential_cache(zk, services.metadata_store)

@@ -48,6 +48,11 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
     described = authz.authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (n for n, _ in names),
                                        log_if_denied=not all_topics)
     creatable: set[str] | None = None  # None: every topic (CREATE on CLUSTER), checked on the first missing one
+    # the endpoints of the listener the request came in on; a leader without that listener is LISTENER_NOT_FOUND
+    # (v6+) or LEADER_NOT_AVAILABLE (ZkMetadataCache.getPartitionMetadata)
+    alive = cache.alive_brokers_for(ctx.session.listener_name)
+    reachable = {b.broker_id for b in alive}
+    missing_listener = ErrorCode.listener_not_found if ctx.api_version >= 6 else ErrorCode.leader_not_available
     topics = []
     for name, topic_id in names:
         if name is not None and name not in described:
@@ -93,7 +98,8 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
             for p in topic.partitions:
                 partitions.append(build(
                     R, "MetadataResponsePartition", partition_index=p.index,
-                    error_code=ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
+                    error_code=(ErrorCode.leader_not_available if p.leader < 0 else ErrorCode.none
+                                if p.leader in reachable or p.leader not in cache.brokers else missing_listener),
                     leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=tuple(p.replicas),
                     isr_nodes=tuple(p.isr), offline_replicas=tuple(p.offline)))
         topics.append(build(
@@ -103,7 +109,7 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
             topic_authorized_operations=authz.authorized_operations(ctx, ResourceType.TOPIC, name)
             if include_topic_ops and name is not None else NOT_REQUESTED))
     brokers = tuple(build(R, "MetadataResponseBroker", node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-                    for b in cache.alive_brokers())
+                    for b in alive)
     include_cluster_ops = getattr(req, "include_cluster_authorized_operations", False)
     return build(R, "MetadataResponse", throttle_time=ZERO, brokers=brokers, cluster_id=cache.cluster_id,
                  controller_id=cache.advertised_controller_id(), topics=tuple(topics),
@@ -121,7 +127,7 @@ async def describe_cluster(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     cache = ctx.services.metadata
     brokers = tuple(build(R, "DescribeClusterBroker", broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-                    for b in cache.alive_brokers())
+                    for b in cache.alive_brokers_for(ctx.session.listener_name))
     return build(R, "DescribeClusterResponse", throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
                  endpoint_type=1, cluster_id=cache.cluster_id or "", controller_id=cache.advertised_controller_id(),
                  brokers=brokers, cluster_authorized_operations=_cluster_operations(ctx)
