@@ -109,12 +109,27 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     services = BrokerServices(config, broker_id, (listener.host, listener.port), log_manager, replica_manager,
                               metadata, admin, groups, producer_ids,
                               zk=None if zk is None else zk.registration,
-                              controller=None if zk is None else zk.controller, transactions=transactions)
+                              controller=None if zk is None else zk.controller, transactions=transactions,
+                              credentials=_credential_cache(config, zk))
     socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"])
-    mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions) if zk is None else
+    mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions, services) if zk is None else
             ZooKeeperMode(config, zk, log_manager, replica_manager, metadata, admin, services))
     return Broker(log_manager, replica_manager, metadata, admin, groups, producer_ids, transactions, services,
                   socket_server, mode)
+
+
+def _credential_cache(config: BrokerConfig, zk: ZooKeeperParts | None) -> Any:
+    """SCRAM credentials from /config/users: in ZooKeeper, or standalone in the local store of the first log dir
+    (same paths and JSON). Loaded by the mode's logs_loaded, before the listeners open."""
+    from kcli.broker.security.credentials import CredentialCache
+
+    if zk is not None:
+        from kcli.zk.scram import ZkNodes
+
+        return CredentialCache(ZkNodes(zk.client))
+    from kcli.broker.security.local_store import LocalMetadataStore
+
+    return CredentialCache(LocalMetadataStore(config.log_dirs[0]))
 
 
 def _leader_of(metadata: MetadataCache) -> Callable[[str, int], int | None]:
@@ -131,11 +146,12 @@ class StandaloneMode:
     replay all of __consumer_offsets and __transaction_state at startup."""
 
     def __init__(self, replica_manager: ReplicaManager, groups: GroupCoordinator, producer_ids: ProducerIdManager,
-                 transactions: TransactionCoordinator) -> None:
+                 transactions: TransactionCoordinator, services: BrokerServices | None = None) -> None:
         self.replica_manager = replica_manager
         self.groups = groups
         self.producer_ids = producer_ids
         self.transactions = transactions
+        self.services = services
 
     def connect(self) -> str | None:
         """The cluster id the log dirs must carry: theirs (None)."""
@@ -146,6 +162,8 @@ class StandaloneMode:
         here (loaded by load_transactions)."""
         self.producer_ids.reserve(pid for p in self.replica_manager.partitions.values() for pid in p.log.producers)
         self.transactions.begin_standalone_load()
+        if self.services is not None and self.services.credentials is not None:
+            self.services.credentials.load()  # SCRAM credentials of the local store, before the listeners open
 
     async def join(self, spawn: Spawn) -> None:
         """Nothing to join."""
@@ -247,7 +265,11 @@ class ZooKeeperMode:
         return self.registration.start(None, register=False)
 
     def logs_loaded(self) -> None:
-        """The controller's LeaderAndIsr says which replicas are served here; producer ids come in blocks."""
+        """The controller's LeaderAndIsr says which replicas are served here; producer ids come in blocks. SCRAM
+        credentials are read from /config/users before the listeners open (Kafka's dynamic config manager
+        startup); the config change listener keeps them current from join() on."""
+        if self.services.credentials is not None:
+            self.services.credentials.load()
 
     async def join(self, spawn: Spawn) -> None:
         """Kafka's order: logs loaded and listeners bound, then /brokers/ids (the controller's requests can be
@@ -264,7 +286,8 @@ class ZooKeeperMode:
         # topic configs other brokers change (Kafka starts its dynamic config manager after the controller)
         from kcli.broker.config_change import ConfigChangeListener
 
-        self.config_changes = ConfigChangeListener(self.zk_client, self.admin, asyncio.get_running_loop())
+        self.config_changes = ConfigChangeListener(self.zk_client, self.admin, asyncio.get_running_loop(),
+                                                   credentials=self.services.credentials)
         self.config_changes.start()
 
     async def _replication_housekeeping(self) -> None:

@@ -76,6 +76,9 @@ class BrokerServices:
     leader_endpoints: dict[int, tuple[str, int]] = field(default_factory=dict)  # from LeaderAndIsr
     transactions: Any = None  # kcli.broker.transaction_coordinator.TransactionCoordinator
     authorizer: Any = None  # kcli.broker.security.Authorizer; None: every check passes (authorizer.class.name unset)
+    # SCRAM credentials (kcli.broker.security.credentials.CredentialCache): the SASL authenticator's
+    # scram_credential(user, mechanism), and the store Describe/AlterUserScramCredentials use
+    credentials: Any = None
     _metadata_event: asyncio.Event | None = None
 
     @property

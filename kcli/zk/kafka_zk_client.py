@@ -473,6 +473,29 @@ class KafkaZkClient:
         self._one(self._zk.create_async(prefix, models.encode_config_change(entity_type, name), sequence=True,
                                         makepath=True), "writing a config change notification")
 
+    def set_data_versioned(self, path: str, data: bytes, expected_version: int) -> int:
+        """Compare-and-set of one node: create it (with its parents) when ``expected_version`` is -1, else replace
+        its data if its zkVersion is still ``expected_version``. Answers the new version; kcli.errors.BadVersion
+        when someone else changed (or created) it since it was read. The read-modify-write of shared entity
+        configs (SCRAM credentials and quotas share /config/users/<user>) loops on this."""
+        from kcli.errors import BadVersion
+
+        try:
+            if expected_version == -1:
+                self._one(self._zk.create_async(path, data, makepath=True), f"creating {path}")
+                return 0
+            return self._one(self._zk.set_async(path, data, version=expected_version), f"writing {path}").version
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            raise BadVersion(f"{path} changed since it was read (expected version {expected_version})",
+                             path=path) from None
+
+    def create_config_change_notification(self, entity_type: str, name: str) -> None:
+        """/config/changes/config_change_<seq> = ``{"version":2,"entity_path":"<type>/<name>"}``
+        (KafkaZkClient.createConfigChangeNotification)."""
+        prefix = paths.child(paths.CONFIG_CHANGES, paths.CONFIG_CHANGE_PREFIX)
+        self._one(self._zk.create_async(prefix, models.encode_config_change(entity_type, name), sequence=True,
+                                        makepath=True), "writing a config change notification")
+
     def get_config_change_notifications(self, *, watch: bool = False) -> list[str]:
         """The config_change_<seq> nodes under /config/changes, oldest first (``watch`` arms a registered child
         handler: ZkNodeChangeNotificationListener)."""

@@ -57,7 +57,9 @@ class RequestContext:
         authorizer = self.services.authorizer
         if authorizer is None:
             return True
-        return authorizer.authorize(self.session, operation, resource_type, name, request=self.request_name,
+        session = self.session if self.session.client_address else dataclasses.replace(
+            self.session, client_address=self.client_host)  # host ACLs match the peer's address
+        return authorizer.authorize(session, operation, resource_type, name, request=self.request_name,
                                     log_if_allowed=log_if_allowed, log_if_denied=log_if_denied,
                                     ref_count=ref_count)
 
