@@ -368,14 +368,15 @@ def sasl_exchange(security: ClientSecurity, *, authenticate_version: int = SASL_
             token = client.evaluate(bytes(response.auth_bytes))
             if client.complete and not token:
                 break
-        lifetime = int(getattr(response, "session_lifetime_ms", 0) or 0)
+        lifetime = getattr(response, "session_lifetime", None)  # v1+ (kio: a timedelta); v0 announces none
+        lifetime_ms = 0 if lifetime is None else int(lifetime.total_seconds() * 1000)
     except SaslAuthenticationFailed:
         raise
     except Exception as exc:  # the mechanism's own check failed (a SCRAM server signature that does not verify)
         if type(exc).__name__ != "SaslAuthenticationError":
             raise
         raise SaslAuthenticationFailed(f"{mechanism} with {peer} failed: {exc}") from None
-    return SaslOutcome(mechanism, lifetime)
+    return SaslOutcome(mechanism, lifetime_ms)
 
 
 def _sasl_client(security: ClientSecurity) -> Any:
