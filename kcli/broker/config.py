@@ -12,15 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcli.broker.replica_selector import parse_selector_class
-from kcli.errors import KcliError
+from kcli.broker.config_error import ConfigError
+from kcli.errors import KcliError  # noqa: F401 (kept for importers)
 from kcli.storage.checkpoint import parse_java_properties
 
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
 
-class ConfigError(KcliError):
-    """A configuration value Kafka would refuse."""
 
 
 def _bool(text: str) -> bool:
@@ -334,10 +333,10 @@ class BrokerConfig:
                               if self.values["inter.broker.listener.name"] else
                               f"security.inter.broker.protocol={inter_broker}: no advertised listener is named "
                               f"{inter_broker} (set inter.broker.listener.name to one of {','.join(advertised)})")
-        from kcli.broker.security.listener_config import listener_security  # kcli.broker.security reads BrokerConfig
+        from kcli.broker.security.listener_config import listener_security  # reads this config, imports none of it
 
         for listener in listeners:
-            listener_security(self, listener)  # raises ConfigError naming the listener
+            listener_security(self, listener)  # each listener's TLS and SASL settings; ConfigError names it
 
     def check_unsupported(self) -> None:
         if self.values["remote.log.storage.system.enable"]:

@@ -21,6 +21,7 @@ from kcli.broker.handlers import (
     produce,
     producers,
     reassignments,
+    sasl,
     scram,
     security,
     topics,
@@ -56,6 +57,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.END_TXN: transactions.end_txn,
     ApiKey.WRITE_TXN_MARKERS: transactions.write_txn_markers,
     ApiKey.TXN_OFFSET_COMMIT: transactions.txn_offset_commit,
+    ApiKey.SASL_HANDSHAKE: sasl.sasl_handshake,  # after authentication (or without SASL): ILLEGAL_SASL_STATE
+    ApiKey.SASL_AUTHENTICATE: sasl.sasl_authenticate,
     ApiKey.DESCRIBE_ACLS: security.describe_acls,
     ApiKey.CREATE_ACLS: security.create_acls,
     ApiKey.DELETE_ACLS: security.delete_acls,

@@ -88,7 +88,13 @@ class KafkaServer:
         self.admin.load()
         _freeze_long_lived(full=True)
         self.mode.logs_loaded()
-        await self.socket_server.start([(l.host, l.port) for l in self.config.listeners])
+        from kcli.broker.security.listener_config import all_listener_security
+
+        security = all_listener_security(self.config)
+        if self.config.values.get("sasl.jaas.config"):
+            log.warning("sasl.jaas.config without a listener prefix is ignored by a broker: use "
+                        "listener.name.<listener>.<mechanism>.sasl.jaas.config")
+        await self.socket_server.start([(l.host, l.port, security[l.name]) for l in self.config.listeners])
         # ZooKeeper mode: Kafka's order, logs loaded and listeners bound, then /brokers/ids, the controller bid and
         # the config change listener (ZooKeeperMode.join)
         await self.mode.join(self._spawn)

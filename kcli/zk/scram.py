@@ -24,7 +24,8 @@ log = logging.getLogger("kcli.zk")
 
 USERS = "/config/users"
 ENTITY_TYPE = "users"
-DEFAULT_ENTITY = "<default>"  # ConfigEntityName.Default: quota defaults, never a SCRAM user
+# ConfigEntityName.Default: the quota defaults' node, unsanitized; a user named "<default>" is %3Cdefault%3E
+DEFAULT_ENTITY = "<default>"
 _MAX_ATTEMPTS = 20
 
 
@@ -128,8 +129,6 @@ def alter_user(store: NodeStore, user: str, *, upsert: Mapping[str, ScramCredent
     Answers the user's credentials after the change."""
     if not user:
         raise KcliError("a SCRAM user name cannot be empty")
-    if user == DEFAULT_ENTITY:
-        raise KcliError(f"{DEFAULT_ENTITY} is the quota default entity; it cannot have SCRAM credentials")
     upsert = dict(upsert or {})
     delete = list(delete)
     for mechanism in [*upsert, *delete]:

@@ -13,8 +13,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
-from kcli.broker.config import BrokerConfig, ConfigError, Listener
+from kcli.broker.config_error import ConfigError
+from kcli.broker.security.principal_mapper import SslPrincipalMapper
 
 # kcli.protocol.sasl.SERVER_MECHANISMS (H2's interface), repeated here so that config validation needs no import of
 # the mechanisms themselves
@@ -132,7 +134,7 @@ class ListenerSecurity:
         return {k[len("user_"):]: v for k, v in entry.options.items() if k.startswith("user_")}
 
 
-def _ssl_settings(config: BrokerConfig, name: str, protocol: str) -> SslSettings:
+def _ssl_settings(config: Any, name: str, protocol: str) -> SslSettings:
     def value(key: str) -> object:
         return config.listener_value(name, key)
 
@@ -156,7 +158,7 @@ def _ssl_settings(config: BrokerConfig, name: str, protocol: str) -> SslSettings
     return settings
 
 
-def listener_security(config: BrokerConfig, listener: Listener) -> ListenerSecurity:
+def listener_security(config: Any, listener: Any) -> ListenerSecurity:
     """The listener's effective security settings; ConfigError naming the listener if it cannot be served."""
     name = listener.name
     protocol = config.security_protocol(listener)
@@ -166,8 +168,6 @@ def listener_security(config: BrokerConfig, listener: Listener) -> ListenerSecur
                   authentication_timeout_ms=int(config["kctl.authentication.timeout.ms"]))
     ssl = _ssl_settings(config, name, protocol) if protocol in ("SSL", "SASL_SSL") else None
     if ssl is not None:
-        from kcli.broker.security.tls import SslPrincipalMapper
-
         try:
             SslPrincipalMapper.from_rules(ssl.principal_mapping_rules)
         except ValueError as exc:
@@ -206,5 +206,5 @@ def listener_security(config: BrokerConfig, listener: Listener) -> ListenerSecur
                                 name, "sasl.server.max.receive.size")), **common)  # type: ignore[arg-type]
 
 
-def all_listener_security(config: BrokerConfig) -> dict[str, ListenerSecurity]:
+def all_listener_security(config: Any) -> dict[str, ListenerSecurity]:
     return {l.name: listener_security(config, l) for l in config.listeners}
