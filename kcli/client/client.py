@@ -263,8 +263,9 @@ class BrokerConnection:
             chunk = self._sock.recv(min(left, 1 << 20))
             if not chunk:
                 hint = ""
-                if self.security.plaintext and self.versions:
-                    hint = " (does its listener need security settings: --command-config or -X security.protocol=...?)"
+                if self.security.plaintext:  # a TLS or SASL listener closes on a plaintext client's first request
+                    hint = (" (does its listener need security settings: --command-config FILE or "
+                            "-X security.protocol=SSL, SASL_SSL...?)")
                 raise BrokerUnreachableError(f"the broker at {self.address} closed the connection during {name}{hint}")
             chunks.append(chunk)
             left -= len(chunk)

@@ -133,7 +133,7 @@ class SaslAuthenticator:
         if key is ApiKey.SASL_AUTHENTICATE and self.state is State.AUTHENTICATE:
             return self._token(request.body.auth_bytes, request)
         if self.state is State.AUTHENTICATE and key is ApiKey.SASL_HANDSHAKE:
-            R = response_types(request)
+            R = response_types(request.body)
             body = R.SaslHandshakeResponse(error_code=ErrorCode.illegal_sasl_state,
                                            mechanisms=tuple(self.security.mechanisms))
             return self._failed(encode_response(request, body), "SaslHandshake during SASL authentication")
@@ -141,7 +141,7 @@ class SaslAuthenticator:
 
     # -- the handshake -------------------------------------------------------------------------------------
     def _handshake(self, request: Request) -> Step:
-        R = response_types(request)
+        R = response_types(request.body)
         mechanism = request.body.mechanism
         enabled = tuple(self.security.mechanisms)
         if self.previous is not None and mechanism != self.previous.sasl_mechanism:
@@ -213,7 +213,7 @@ class SaslAuthenticator:
                                lifetime_ms: int = 0) -> bytes | None:
         if request is None:
             return None  # raw mode: a failure has no error token, the broker just closes
-        R = response_types(request)
+        R = response_types(request.body)
         fields: dict[str, Any] = dict(error_code=code, error_message=message, auth_bytes=token)
         if request.api_version >= 1:
             fields["session_lifetime"] = datetime.timedelta(milliseconds=lifetime_ms)
