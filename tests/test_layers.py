@@ -73,7 +73,8 @@ def test_cluster_runner_uses_only_the_broker_config_and_zookeeper_helpers():
         if name == "kcli.cluster" or name.startswith("kcli.cluster."):
             for imported in _imports(path):
                 if imported.startswith(("kcli.broker", "kcli.zk")):
-                    assert imported in ("kcli.broker.config", "kcli.zk.server", "kcli.zk.cleanup"), (
+                    assert imported in ("kcli.broker.config", "kcli.zk.server", "kcli.zk.cleanup",
+                                        "kcli.zk.scram_setup"), (
                         f"{name} imports {imported}")
 
 
