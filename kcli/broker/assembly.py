@@ -68,13 +68,18 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     """The broker's services for ``config``: a member of the cluster at ``zookeeper.connect``, else standalone.
     The mode is decided here, once; the services are told what they need to know in their constructors."""
     broker_id = config.broker_id
-    listener = config.advertised_listeners[0]
+    # host/port of a broker in the metadata cache are its inter-broker listener's (replicas and the controller
+    # use them); clients get the listener they came in on (MetadataCache.alive_brokers_for)
+    inter_broker = config.inter_broker_listener_name
+    listener = next(l for l in config.advertised_listeners if l.name == inter_broker)
+    endpoints = tuple((l.name, l.host, l.port) for l in config.advertised_listeners)
     # Some collaborators are built before the ReplicaManager or the BrokerServices they call back into (those need
     # them at construction): the lambdas resolve `replica_manager` and `services` when called, once both exist.
     replica_manager: ReplicaManager
     services: BrokerServices
     clustered = bool(config["zookeeper.connect"])
-    inter_broker = InterBrokerSecurity.from_config(config) if clustered else PLAINTEXT_INTER_BROKER
+    # the client side of the inter-broker listener (TLS, SASL) for this broker's requests to the others
+    inter_broker_security = InterBrokerSecurity.from_config(config) if clustered else PLAINTEXT_INTER_BROKER
     log_manager = LogManager(
         config.log_dirs, broker_id=broker_id,
         log_config=LogConfig(segment_bytes=config["log.segment.bytes"],
@@ -86,12 +91,12 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     zk = None if not clustered else _zookeeper_parts(
         config, log_manager, hooks, high_watermark_moved=lambda p: replica_manager.follower_high_watermark_moved(p),
         isr_committed=lambda *a: replica_manager.isr_committed(*a), endpoint=lambda b: services.endpoint(b),
-        inter_broker=inter_broker)
+        inter_broker=inter_broker_security)
     # Until the controller's first UpdateMetadata says who is alive, Metadata answers list this broker alone
     # (MetadataCache.advertised_controller_id); standalone, it is its own controller.
     metadata = MetadataCache(controller_id=broker_id)
     metadata.add_broker(BrokerEndpoint(broker_id, listener.host, listener.port,
-                                       config.values.get("broker.rack")))  # type: ignore[arg-type]
+                                       config.values.get("broker.rack"), endpoints))  # type: ignore[arg-type]
     replica_manager = ReplicaManager(
         log_manager, local_broker_id=broker_id, replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
         on_flush_due=hooks.schedule_flush, metadata=metadata,
@@ -108,12 +113,13 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
             coordinator, local_broker_id=broker_id, leader_of=_leader_of(metadata),
             endpoint=lambda b: services.endpoint(b),
             write_local=lambda markers: write_txn_markers(replica_manager, groups, markers, timeout_ms),
-            request_timeout_ms=timeout_ms, security=inter_broker))
+            request_timeout_ms=timeout_ms, security=inter_broker_security))
     services = BrokerServices(config, broker_id, (listener.host, listener.port), log_manager, replica_manager,
                               metadata, admin, groups, producer_ids,
                               zk=None if zk is None else zk.registration,
                               controller=None if zk is None else zk.controller, transactions=transactions,
-                              credentials=_credential_cache(config, zk), inter_broker_security=inter_broker)
+                              credentials=_credential_cache(config, zk), listener_name=inter_broker,
+                              inter_broker_security=inter_broker_security)
     socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"])
     mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions, services) if zk is None else
             ZooKeeperMode(config, zk, log_manager, replica_manager, metadata, admin, services))

@@ -336,7 +336,12 @@ class BrokerConfig:
         from kcli.broker.security.listener_config import listener_security  # reads this config, imports none of it
 
         for listener in listeners:
-            listener_security(self, listener)  # each listener's TLS and SASL settings; ConfigError names it
+            security = listener_security(self, listener)  # each listener's TLS and SASL settings; ConfigError names it
+            mechanism = str(self.values["sasl.mechanism.inter.broker.protocol"]).strip().upper()
+            if listener.name == inter_broker and security.sasl and mechanism not in security.mechanisms:
+                raise ConfigError(f"sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
+                                  f"when SASL is used for inter-broker communication: {mechanism} is not enabled on "
+                                  f"the inter-broker listener {inter_broker} ({', '.join(security.mechanisms)})")
 
     def check_unsupported(self) -> None:
         if self.values["remote.log.storage.system.enable"]:

@@ -91,6 +91,14 @@ class BrokerServices:
     def remember_endpoint(self, broker_id: int, host: str, port: int) -> None:
         self.leader_endpoints[broker_id] = (host, port)
 
+    def client_endpoint(self, broker_id: int, listener: str) -> tuple[str, int] | None:
+        """A broker's endpoint on the listener a client came in on (Metadata, FindCoordinator: §1.2 of
+        kafka-security.md); None when that broker is not known alive with that listener."""
+        broker = self.metadata.brokers.get(broker_id)
+        if broker is not None:
+            return broker.for_listener(listener)
+        return self.leader_endpoints.get(broker_id) if listener == self.listener_name else None
+
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
         broker = self.metadata.brokers.get(broker_id)
         if broker is not None:

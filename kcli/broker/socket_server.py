@@ -241,6 +241,8 @@ class SocketServer:
                         if outcome is None:
                             return
                         session, expiry = outcome
+                        security_log.debug("%s on listener %s re-authenticated", session.principal,
+                                           session.listener_name)
                         continue
                     if now >= expiry:
                         security_log.info("session of %s on listener %s expired; closing the connection",

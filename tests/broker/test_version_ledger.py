@@ -87,6 +87,20 @@ def _workload(bootstrap: str) -> None:
     old_kafka_python_workload(bootstrap, topic)
 
 
+def _sasl_workload(bootstrap: str) -> None:
+    """SaslHandshake and SaslAuthenticate (issue 25): librdkafka and kafka-python log in with PLAIN."""
+    from confluent_kafka.admin import AdminClient
+    from kafka.admin import KafkaAdminClient
+
+    settings = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "u",
+                "sasl.password": "p"}
+    AdminClient({"bootstrap.servers": bootstrap, **settings}).list_topics(timeout=30)
+    ka = KafkaAdminClient(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                          sasl_plain_username="u", sasl_plain_password="p")
+    ka.describe_cluster()
+    ka.close()
+
+
 def _transaction_workload(bootstrap: str, topic: str) -> None:
     """KIP-98 and KIP-664: transactional producers of both clients (with offsets in the transaction), then
     kafka-python's transaction admin: list, describe, the producers of a partition, and an abort marker."""
@@ -169,11 +183,17 @@ def _admin_workload(admin, topic: str) -> None:
 @pytest.mark.broker_process
 def test_every_advertised_api_is_exercised_by_a_real_client(tmp_path):
     observed_path = tmp_path / "served.json"
-    broker = BrokerProcess(free_port(), tmp_path / "kafka-logs", ["group.initial.rebalance.delay.ms=0"],
-                           env={"KCTL_BROKER_API_LEDGER": str(observed_path)})
+    port, sasl_port = free_port(), free_port()
+    broker = BrokerProcess(port, tmp_path / "kafka-logs", [
+        "group.initial.rebalance.delay.ms=0",
+        f"listeners=PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms=PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+        'required user_u="p";'], env={"KCTL_BROKER_API_LEDGER": str(observed_path)})
     broker.start()
     try:
         _workload(broker.bootstrap)
+        _sasl_workload(f"127.0.0.1:{sasl_port}")
     finally:
         assert broker.stop() == 0, broker.log()
     # A handler bug costs the client its connection and most clients retry past it: only the log tells.

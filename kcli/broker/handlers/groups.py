@@ -40,9 +40,9 @@ def _coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, int, str, in
     leader of the group's __consumer_offsets partition, created on the first lookup as Kafka does (with
     offsets.topic.replication.factor; COORDINATOR_NOT_AVAILABLE until it has a leader)."""
     services = ctx.services
+    listener = ctx.session.listener_name
     if not services.clustered:
-        host, port = services.advertised
-        return ErrorCode.none, services.broker_id, host, port
+        return _local_coordinator(ctx)
     count = services.metadata.partition_count(OFFSETS_TOPIC)
     if not count:
         try:
@@ -54,10 +54,18 @@ def _coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, int, str, in
                         getattr(exc, "reason", exc), services.config["offsets.topic.replication.factor"])
         return ErrorCode.coordinator_not_available, -1, "", -1
     state = services.metadata.partition_state(OFFSETS_TOPIC, partition_for_group(key, count))
-    endpoint = services.endpoint(state.leader) if state is not None and state.leader >= 0 else None
+    endpoint = services.client_endpoint(state.leader, listener) if state is not None and state.leader >= 0 else None
     if endpoint is None:
         return ErrorCode.coordinator_not_available, -1, "", -1
     return ErrorCode.none, state.leader, endpoint[0], endpoint[1]
+
+
+def _local_coordinator(ctx: RequestContext) -> tuple[ErrorCode, int, str, int]:
+    """Standalone: this broker, at the endpoint of the listener the request came in on."""
+    services = ctx.services
+    endpoint = services.client_endpoint(services.broker_id, ctx.session.listener_name)
+    host, port = endpoint if endpoint is not None else services.advertised
+    return ErrorCode.none, services.broker_id, host, port
 
 
 def _transaction_coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, int, str, int]:
@@ -68,10 +76,10 @@ def _transaction_coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, 
     if coordinator is None or coordinator.ensure_topic() is not None:
         return ErrorCode.coordinator_not_available, -1, "", -1
     if not services.clustered:
-        host, port = services.advertised
-        return ErrorCode.none, services.broker_id, host, port
+        return _local_coordinator(ctx)
     state = services.metadata.partition_state(TRANSACTION_STATE_TOPIC, coordinator.partition_for(key))
-    endpoint = services.endpoint(state.leader) if state is not None and state.leader >= 0 else None
+    endpoint = (services.client_endpoint(state.leader, ctx.session.listener_name)
+                if state is not None and state.leader >= 0 else None)
     if endpoint is None:
         return ErrorCode.coordinator_not_available, -1, "", -1
     return ErrorCode.none, state.leader, endpoint[0], endpoint[1]

@@ -80,7 +80,8 @@ async def update_metadata(ctx: RequestContext, req: Any) -> Any:
         chosen = next((e for e in endpoints if e.listener == listener), endpoints[0] if endpoints else None)
         if chosen is None:
             continue
-        brokers.append(BrokerEndpoint(int(broker.id), chosen.host, int(chosen.port), broker.rack))
+        brokers.append(BrokerEndpoint(int(broker.id), chosen.host, int(chosen.port), broker.rack,
+                                      tuple((e.listener, e.host, int(e.port)) for e in endpoints)))
     states = []
     for topic in req.topic_states:
         topic_id = getattr(topic, "topic_id", None)

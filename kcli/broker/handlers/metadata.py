@@ -40,6 +40,11 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                 name = cache.topic_name(topic_id)
             names.append((name, topic_id))
     include_topic_ops = getattr(req, "include_topic_authorized_operations", False)
+    # the endpoints of the listener the request came in on; a leader without that listener is LISTENER_NOT_FOUND
+    # (v6+) or LEADER_NOT_AVAILABLE (ZkMetadataCache.getPartitionMetadata)
+    alive = cache.alive_brokers_for(ctx.session.listener_name)
+    reachable = {b.broker_id for b in alive}
+    missing_listener = ErrorCode.listener_not_found if ctx.api_version >= 6 else ErrorCode.leader_not_available
     topics = []
     for name, topic_id in names:
         error = ErrorCode.none
@@ -66,7 +71,8 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
             for p in topic.partitions:
                 partitions.append(build(
                     R, "MetadataResponsePartition", partition_index=p.index,
-                    error_code=ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
+                    error_code=(ErrorCode.leader_not_available if p.leader < 0 else ErrorCode.none
+                                if p.leader in reachable or p.leader not in cache.brokers else missing_listener),
                     leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=tuple(p.replicas),
                     isr_nodes=tuple(p.isr), offline_replicas=tuple(p.offline)))
         topics.append(build(
@@ -75,7 +81,7 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
             is_internal=bool(topic is not None and topic.is_internal), partitions=tuple(partitions),
             topic_authorized_operations=TOPIC_OPERATIONS if include_topic_ops else NOT_REQUESTED))
     brokers = tuple(build(R, "MetadataResponseBroker", node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-                    for b in cache.alive_brokers())
+                    for b in alive)
     include_cluster_ops = getattr(req, "include_cluster_authorized_operations", False)
     return build(R, "MetadataResponse", throttle_time=ZERO, brokers=brokers, cluster_id=cache.cluster_id,
                  controller_id=cache.advertised_controller_id(), topics=tuple(topics),
@@ -86,7 +92,7 @@ async def describe_cluster(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     cache = ctx.services.metadata
     brokers = tuple(build(R, "DescribeClusterBroker", broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-                    for b in cache.alive_brokers())
+                    for b in cache.alive_brokers_for(ctx.session.listener_name))
     return build(R, "DescribeClusterResponse", throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
                  endpoint_type=1, cluster_id=cache.cluster_id or "", controller_id=cache.advertised_controller_id(),
                  brokers=brokers, cluster_authorized_operations=CLUSTER_OPERATIONS

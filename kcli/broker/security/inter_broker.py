@@ -18,24 +18,16 @@ from collections.abc import Callable
 from typing import Any
 
 from kcli.broker.config import BrokerConfig, ConfigError
+from kcli.errors import KcliError
 from kcli.protocol.security import (
     PLAINTEXT,
     ClientSecurity,
     SaslAuthenticationFailed,
     SecurityConfigError,
     drive,
-    parse_jaas_config,
     reauth_deadline,
     sasl_exchange,
 )
-
-# The listener's ssl.* a client side reads (ssl.client.auth, principal mapping rules are the server side's)
-_CLIENT_SSL_KEYS = ("ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
-                    "ssl.truststore.certificates", "ssl.keystore.type", "ssl.keystore.location",
-                    "ssl.keystore.password", "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
-                    "ssl.enabled.protocols", "ssl.protocol", "ssl.cipher.suites",
-                    "ssl.endpoint.identification.algorithm")
-
 
 class InterBrokerSecurity:
     """One broker's client side of its inter-broker listener: the settings, one TLS context for every connection,
@@ -49,43 +41,27 @@ class InterBrokerSecurity:
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> InterBrokerSecurity:
-        """Raises ConfigError naming the key when the inter-broker listener's client side cannot be set up."""
+        """From the inter-broker listener's settings as kcli.broker.security.listener_config resolves them; the TLS
+        files are loaded now. ConfigError naming the key when the client side cannot be set up."""
+        from kcli.broker.security.listener_config import inter_broker_client_properties
+
         name = config.inter_broker_listener_name
-        protocol = config.inter_broker_security_protocol
-        props: dict[str, str] = {"security.protocol": protocol}
-        if protocol in ("SSL", "SASL_SSL"):
-            for key in _CLIENT_SSL_KEYS:
-                value = config.listener_value(name, key)
-                if value is not None:
-                    props[key] = str(value)
-        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-            mechanism = str(config["sasl.mechanism.inter.broker.protocol"]).strip().upper()
-            key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
-            if mechanism == "GSSAPI":
-                raise ConfigError(f"inter-broker listener {name} ({protocol}): sasl.mechanism.inter.broker.protocol "
-                                  f"is GSSAPI (Kafka's default), which kctl does not speak; set it to PLAIN, "
-                                  f"SCRAM-SHA-256 or SCRAM-SHA-512")
-            props["sasl.mechanism"] = mechanism
-            text = config.prefixed.get(key)
-            if mechanism != "OAUTHBEARER":
-                if not text:
-                    raise ConfigError(f"inter-broker listener {name} ({protocol}) with {mechanism}: set {key} with "
-                                      f"the broker's own username=\"...\" password=\"...\"")
-                try:
-                    options = parse_jaas_config(text, key=key).options
-                except SecurityConfigError as exc:
-                    raise ConfigError(exc.reason) from None
-                if "username" not in options or "password" not in options:
-                    raise ConfigError(f"{key}: the broker's inter-broker login needs username=\"...\" and "
-                                      f"password=\"...\" options")
-                props["sasl.username"], props["sasl.password"] = options["username"], options["password"]
-            else:
-                props["sasl.oauthbearer.config"] = f"principal={config.broker_id}"
+        props = inter_broker_client_properties(config)
+        mechanism = props.get("sasl.mechanism", "")
+        if mechanism == "OAUTHBEARER" and "sasl.oauthbearer.config" not in props:
+            props["sasl.oauthbearer.config"] = f"principal={props.get('sasl.username') or config.broker_id}"
         try:
             security = ClientSecurity.from_properties(props)
         except SecurityConfigError as exc:
-            raise ConfigError(f"inter-broker listener {name}: {exc.reason}") from None
-        return cls(security, name)
+            key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
+            raise ConfigError(f"inter-broker listener {name}: {exc.reason} (a broker logs in to the others with the "
+                              f"username=\"...\" password=\"...\" options of {key})") from None
+        result = cls(security, name)
+        try:
+            result.ssl_context()
+        except KcliError as exc:  # kcli.tls.TlsConfigError: a file missing, a wrong password
+            raise ConfigError(f"inter-broker listener {name}: {exc.describe()}") from None
+        return result
 
     @property
     def tls(self) -> bool:

@@ -208,3 +208,38 @@ def listener_security(config: Any, listener: Any) -> ListenerSecurity:
 
 def all_listener_security(config: Any) -> dict[str, ListenerSecurity]:
     return {l.name: listener_security(config, l) for l in config.listeners}
+
+
+def inter_broker_client_properties(config: Any) -> dict[str, str]:
+    """The Kafka client properties of the broker's own connections to other brokers (replica fetchers, the
+    controller's channels, transaction markers): the inter-broker listener's protocol, its TLS settings after prefix
+    resolution (truststore, and keystore for mTLS), ``sasl.mechanism.inter.broker.protocol`` and the username and
+    password options of that mechanism's JAAS entry on the listener (Kafka's ChannelBuilders.clientChannelBuilder).
+    Feed it to kcli.tls.client_ssl_context and kcli.protocol.sasl.create_client."""
+    name = config.inter_broker_listener_name
+    listener = next(l for l in config.listeners if l.name == name)
+    security = listener_security(config, listener)
+    props: dict[str, str] = {"security.protocol": security.security_protocol}
+    if security.ssl is not None:
+        s = security.ssl
+        for key, value in (("ssl.truststore.type", s.truststore_type), ("ssl.truststore.location", s.truststore_location),
+                           ("ssl.truststore.password", s.truststore_password),
+                           ("ssl.truststore.certificates", s.truststore_certificates),
+                           ("ssl.keystore.type", s.keystore_type), ("ssl.keystore.location", s.keystore_location),
+                           ("ssl.keystore.password", s.keystore_password), ("ssl.key.password", s.key_password),
+                           ("ssl.keystore.certificate.chain", s.keystore_certificate_chain),
+                           ("ssl.keystore.key", s.keystore_key), ("ssl.enabled.protocols", s.enabled_protocols),
+                           ("ssl.cipher.suites", s.cipher_suites),
+                           ("ssl.endpoint.identification.algorithm", s.endpoint_identification_algorithm)):
+            if value is not None:
+                props[key] = str(value)
+    if security.sasl:
+        mechanism = str(config["sasl.mechanism.inter.broker.protocol"]).strip().upper()
+        props["sasl.mechanism"] = mechanism
+        entry = security.jaas.get(mechanism)
+        if entry is not None:
+            for option in ("username", "password"):
+                if option in entry.options:
+                    props[f"sasl.{option}"] = entry.options[option]
+    return props
+
