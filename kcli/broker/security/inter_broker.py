@@ -29,6 +29,7 @@ from kcli.protocol.security import (
     sasl_exchange,
 )
 
+
 class InterBrokerSecurity:
     """One broker's client side of its inter-broker listener: the settings, one TLS context for every connection,
     and the SASL exchange for blocking sockets (the asyncio side is kcli.broker.network_client's)."""
