@@ -31,6 +31,7 @@ from kcli.broker.socket_server import SocketServer
 from kcli.broker.topic_admin import TopicAdmin
 from kcli.broker.transaction_coordinator import TransactionCoordinator
 from kcli.broker.transaction_markers import TransactionMarkerChannelManager, write_txn_markers
+from kcli.errors import KcliError
 from kcli.storage.log import LogConfig
 
 log = logging.getLogger("kcli.broker")
@@ -118,8 +119,10 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
                               metadata, admin, groups, producer_ids,
                               zk=None if zk is None else zk.registration,
                               controller=None if zk is None else zk.controller, transactions=transactions,
-                              credentials=_credential_cache(config, zk), listener_name=inter_broker,
-                              inter_broker_security=inter_broker_security)
+                              listener_name=inter_broker, inter_broker_security=inter_broker_security)
+    services.metadata_store = _metadata_store(config)
+    services.authorizer = _authorizer(config, services.metadata_store)
+    services.credentials = _credential_cache(zk, services.metadata_store)
     socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"])
     mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions, services) if zk is None else
             ZooKeeperMode(config, zk, log_manager, replica_manager, metadata, admin, services))
@@ -127,18 +130,48 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
                   socket_server, mode)
 
 
-def _credential_cache(config: BrokerConfig, zk: ZooKeeperParts | None) -> Any:
-    """SCRAM credentials from /config/users: in ZooKeeper, or standalone in the local store of the first log dir
-    (same paths and JSON). Loaded by the mode's logs_loaded, before the listeners open."""
+def _credential_cache(zk: ZooKeeperParts | None, store: Any) -> Any:
+    """SCRAM credentials from /config/users: in a cluster through the broker's own ZooKeeper session (Kafka's
+    broker zkClient, whose /config/changes listener refreshes them), standalone in the broker's one local
+    metadata store (shared with the ACLs: one instance per file). Loaded by the mode's logs_loaded, before the
+    listeners open."""
     from kcli.broker.security.credentials import CredentialCache
 
     if zk is not None:
         from kcli.zk.scram import ZkNodes
 
         return CredentialCache(ZkNodes(zk.client))
+    return CredentialCache(store)
+
+
+def _metadata_store(config: BrokerConfig) -> Any:
+    """Where ACLs (and SCRAM credentials) live: ZooKeeper's nodes in a cluster (a session of their own, opened
+    when the authorizer starts, as Kafka's AclAuthorizer has its own ZooKeeper client), else the same paths and
+    JSON in a file of the first log dir. One instance per broker: every user of the store shares it."""
+    if config["zookeeper.connect"]:
+        from kcli.zk.acl_store import ZkMetadataStore
+
+        return ZkMetadataStore(str(config["zookeeper.connect"]),
+                               timeout=config["zookeeper.session.timeout.ms"] / 1000)
     from kcli.broker.security.local_store import LocalMetadataStore
 
-    return CredentialCache(LocalMetadataStore(config.log_dirs[0]))
+    return LocalMetadataStore(config.log_dirs[0])
+
+
+def _authorizer(config: BrokerConfig, store: Any) -> Any:
+    """Kafka's AclAuthorizer when authorizer.class.name names it (checked by the config), else None; started by
+    KafkaServer.start once the log dirs exist, closed by stop."""
+    if not config["authorizer.class.name"]:
+        return None
+    from kcli.broker.security.authorizer import AclAuthorizer, parse_super_users
+
+    changes = None
+    if config["zookeeper.connect"]:
+        from kcli.zk.acl_store import ZkAclChangeChannel
+
+        changes = ZkAclChangeChannel(store)
+    return AclAuthorizer(store, super_users=parse_super_users(config["super.users"]),
+                         allow_everyone_if_no_acl_found=config["allow.everyone.if.no.acl.found"], changes=changes)
 
 
 def _leader_of(metadata: MetadataCache) -> Callable[[str, int], int | None]:
@@ -172,7 +205,10 @@ class StandaloneMode:
         self.producer_ids.reserve(pid for p in self.replica_manager.partitions.values() for pid in p.log.producers)
         self.transactions.begin_standalone_load()
         if self.services is not None and self.services.credentials is not None:
-            self.services.credentials.load()  # SCRAM credentials of the local store, before the listeners open
+            try:  # SCRAM credentials of the local store, before the listeners open
+                self.services.credentials.load()
+            except KcliError as exc:  # a damaged store: SCRAM logins fail (and say why here), the rest serves
+                log.error("SCRAM credentials not loaded: %s", exc.describe())
 
     async def join(self, spawn: Spawn) -> None:
         """Nothing to join."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kcli.broker.replica_selector import parse_selector_class
 from kcli.broker.config_error import ConfigError
+from kcli.broker.security.authorizer import parse_authorizer_class, parse_super_users_config
 from kcli.errors import KcliError  # noqa: F401 (kept for importers)
 from kcli.storage.checkpoint import parse_java_properties
 
@@ -187,6 +188,11 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "offsets.commit.timeout.ms": (_int(1, INT32_MAX), 5000),
     "controlled.shutdown.max.retries": (_int(0, INT32_MAX), 3),
     "controlled.shutdown.retry.backoff.ms": (_int(0, INT32_MAX), 5000),
+    # authorization (Kafka's AclAuthorizer): unset = no authorizer, every API allowed, the ACL APIs answer
+    # SECURITY_DISABLED; an unknown class stops the start
+    "authorizer.class.name": (parse_authorizer_class, ""),
+    "super.users": (parse_super_users_config, None),
+    "allow.everyone.if.no.acl.found": (_bool, False),
 }
 # Accepted because every real server.properties has them; they mean nothing on one standalone broker.
 IGNORED = frozenset({

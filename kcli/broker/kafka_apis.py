@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kcli.broker.handlers import (
+    acls,
     configs,
     elect_leaders,
     fetch,
@@ -23,7 +24,6 @@ from kcli.broker.handlers import (
     reassignments,
     sasl,
     scram,
-    security,
     topics,
     transactions,
 )
@@ -59,9 +59,9 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.TXN_OFFSET_COMMIT: transactions.txn_offset_commit,
     ApiKey.SASL_HANDSHAKE: sasl.sasl_handshake,  # after authentication (or without SASL): ILLEGAL_SASL_STATE
     ApiKey.SASL_AUTHENTICATE: sasl.sasl_authenticate,
-    ApiKey.DESCRIBE_ACLS: security.describe_acls,
-    ApiKey.CREATE_ACLS: security.create_acls,
-    ApiKey.DELETE_ACLS: security.delete_acls,
+    ApiKey.DESCRIBE_ACLS: acls.describe_acls,
+    ApiKey.CREATE_ACLS: acls.create_acls,
+    ApiKey.DELETE_ACLS: acls.delete_acls,
     ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
     ApiKey.ALTER_CONFIGS: configs.alter_configs,
     ApiKey.CREATE_PARTITIONS: topics.create_partitions,

@@ -77,8 +77,14 @@ class KafkaServer:
         started = time.monotonic()
         cluster_id = self.mode.connect()  # ZooKeeper mode: /cluster/id, which the log dirs must carry
         try:
+            if self.services.authorizer is not None:  # ACLs loaded (and their changes watched) before serving
+                await asyncio.to_thread(self.services.authorizer.start)
             await asyncio.to_thread(self.log_manager.startup, cluster_id)
         except BaseException:
+            if self.services.authorizer is not None:
+                self.services.authorizer.close()
+            if self.services.metadata_store is not None:
+                self.services.metadata_store.close()
             self.mode.close()
             raise
         for run in self.log_manager.recoveries:
@@ -208,6 +214,10 @@ class KafkaServer:
             rows = [{"api": api, "version": v, "requests": n, "clients": sorted(c)}
                     for (api, v), (n, c) in sorted(self.socket_server.served.items())]
             Path(ledger).write_text(json.dumps(rows, indent=1))
+        if self.services.authorizer is not None:
+            await asyncio.to_thread(self.services.authorizer.close)
+        if self.services.metadata_store is not None:  # the authorizer's (and credentials') ZooKeeper session
+            await asyncio.to_thread(self.services.metadata_store.close)
         self.mode.close()
         log.info("kctl broker %d stopped cleanly", self.broker_id)
 

@@ -342,6 +342,33 @@ def config_cmd(zookeeper: ZookeeperOpt = None, as_json: JsonOpt = False, timeout
          human)
 
 
+@app.command("acls")
+def acls_cmd(zookeeper: ZookeeperOpt = None, as_json: JsonOpt = False, timeout: TimeoutOpt = 10.0,
+             auth: AuthOpt = None) -> None:
+    """ACLs as Kafka's AclAuthorizer stores them (/kafka-acl, /kafka-acl-extended/prefixed), read-only; kctl acls
+    changes them."""
+
+    def to_json(nodes: list) -> dict:
+        return {"acls": [{"resource_type": n.pattern.resource_type.name, "name": n.pattern.name,
+                          "pattern_type": n.pattern.pattern_type.name, "zk_version": n.version,
+                          "entries": [{"principal": e.principal, "host": e.host, "operation": e.operation.name,
+                                       "permission_type": e.permission_type.name} for e in n.entries]}
+                         for n in nodes]}
+
+    def human(nodes: list) -> None:
+        table = _table("TYPE", "PATTERN", "NAME", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION")
+        for n in nodes:
+            for e in n.entries:
+                table.add_row(n.pattern.resource_type.pascal, n.pattern.pattern_type.name, escape(n.pattern.name),
+                              escape(e.principal), escape(e.host), e.operation.pascal, e.permission_type.pascal)
+        if not table.row_count:
+            _console().print("no ACLs")
+            return
+        _show(table)
+
+    _run(zookeeper, timeout, auth, as_json, lambda r: r.acls(), to_json, human)
+
+
 @app.command("admin")
 def admin_cmd(zookeeper: ZookeeperOpt = None, as_json: JsonOpt = False, timeout: TimeoutOpt = 10.0,
               auth: AuthOpt = None) -> None:

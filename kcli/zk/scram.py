@@ -106,16 +106,32 @@ def user_names(store: NodeStore) -> list[str]:
     return sorted(out)
 
 
+def user_configs(store: NodeStore, users: Iterable[str]) -> dict[str, dict[str, str] | KcliError]:
+    """Each user's config keys ({} without a node), or the error its malformed node raised; ZooKeeper reads are
+    pipelined when the store can (``get_many``), so thousands of users cost a few round trips."""
+    users = list(users)
+    nodes = [user_path(u) for u in users]
+    get_many = getattr(store, "get_many", None)
+    found = get_many(nodes) if get_many is not None else [store.get(n)[0] for n in nodes]
+    out: dict[str, dict[str, str] | KcliError] = {}
+    for user, path, data in zip(users, nodes, found):
+        try:
+            out[user] = {} if data is None else dict(
+                models.parse_config(path, data, ENTITY_TYPE, path.rsplit("/", 1)[-1]).config)
+        except KcliError as exc:
+            out[user] = exc
+    return out
+
+
 def read_all(store: NodeStore) -> dict[str, dict[str, ScramCredential]]:
     """user -> mechanism -> credential, for every user with at least one SCRAM credential (what a broker loads
     at startup: CredentialProvider over all user configs)."""
     out = {}
-    for user in user_names(store):
-        try:
-            credentials = read_user(store, user)
-        except KcliError as exc:  # a malformed node: skip that user, serve the others
-            log.warning("%s: %s", user_path(user), exc)
+    for user, config in user_configs(store, user_names(store)).items():
+        if isinstance(config, KcliError):  # a malformed node: skip that user, serve the others
+            log.warning("%s: %s", user_path(user), config.describe())
             continue
+        credentials = credentials_of(config, where=user_path(user))
         if credentials:
             out[user] = credentials
     return out
@@ -173,5 +189,64 @@ class ZkNodes:
     def children(self, path: str) -> list[str]:
         return self.zk.get_children(path)  # type: ignore[attr-defined]
 
+    def get_many(self, nodes: list[str]) -> list[bytes | None]:
+        """The data of many nodes (None for a missing one), pipelined as Kafka's ZooKeeperClient sends them."""
+        return [None if item is None else item[0]
+                for item in self.zk._get_many(nodes, "reading user configs")]  # type: ignore[attr-defined]
+
     def notify(self, entity_type: str, sanitized_name: str) -> None:
         self.zk.create_config_change_notification(entity_type, sanitized_name)  # type: ignore[attr-defined]
+
+
+class ZkScramStore:
+    """A NodeStore over its own ZooKeeper session (``kctl users --zookeeper``, kafka-configs --zookeeper's side):
+    the reads and errors of kcli.zk.registry.ZkRegistry, plus versioned writes and change notifications."""
+
+    def __init__(self, connect: str, *, timeout: float, auth: str | None = None) -> None:
+        from kcli.zk.registry import ZkRegistry
+
+        self.registry = ZkRegistry(connect, timeout=timeout, auth=auth)
+
+    def __enter__(self) -> "ZkScramStore":
+        self.registry._require()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.registry.close()
+
+    def get(self, path: str) -> tuple[bytes | None, int]:
+        from kcli.zk.registry import ZnodeMissingError
+
+        try:
+            data, stat = self.registry._call("get", path)
+        except ZnodeMissingError:
+            return None, -1
+        return data, stat.version
+
+    def children(self, path: str) -> list[str]:
+        return self.registry._children_or_empty(path)
+
+    def set(self, path: str, data: bytes, expected_version: int | None = None) -> int:
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+        client = self.registry._require()
+        timeout = self.registry.timeout
+        with self.registry._zk("writing", path):
+            try:
+                if expected_version == -1:
+                    client.create_async(path, data, makepath=True).get(timeout=timeout)
+                    return 0
+                version = -1 if expected_version is None else expected_version
+                return client.set_async(path, data, version).get(timeout=timeout).version
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                raise BadVersion(f"{path} changed since it was read", path=self.registry._where(path)) from None
+
+    def notify(self, entity_type: str, sanitized_name: str) -> None:
+        client = self.registry._require()
+        prefix = paths.child(paths.CONFIG_CHANGES, paths.CONFIG_CHANGE_PREFIX)
+        with self.registry._zk("writing", prefix):
+            client.create_async(prefix, models.encode_config_change(entity_type, sanitized_name), sequence=True,
+                                makepath=True).get(timeout=self.registry.timeout)

@@ -84,9 +84,11 @@ def _describe(credentials: Any, users: list[str] | None) -> list[tuple[str, Erro
     an empty list is named; else one result per distinct name, in the order asked."""
     out: dict[str, tuple[str, ErrorCode, str | None, list]] = {}
 
-    def add(user: str, explicit: bool) -> None:
+    def add(user: str, config: dict[str, str] | KcliError, explicit: bool) -> None:
         try:
-            infos = _infos(credentials.stored_config(user))
+            if isinstance(config, KcliError):
+                raise ValueError(config.describe())
+            infos = _infos(config)
         except ValueError as exc:
             out[user] = (user, ErrorCode.unknown_server_error, str(exc), [])
             return
@@ -96,8 +98,8 @@ def _describe(credentials: Any, users: list[str] | None) -> list[tuple[str, Erro
             out[user] = (user, ErrorCode.resource_not_found, f"{DESCRIBE_MISSING}: {user}", [])
 
     if not users:
-        for user in credentials.stored_users():
-            add(user, False)
+        for user, config in credentials.stored_configs(credentials.stored_users()).items():
+            add(user, config, False)
         return [out[u] for u in sorted(out)]
     counts = Counter(users)
     for user in dict.fromkeys(users):
@@ -105,11 +107,8 @@ def _describe(credentials: Any, users: list[str] | None) -> list[tuple[str, Erro
             out[user] = (user, ErrorCode.resource_not_found, USERNAME_EMPTY, [])
         elif counts[user] > 1:
             out[user] = (user, ErrorCode.duplicate_resource, f"{DESCRIBE_TWICE}: {user}", [])
-        else:
-            try:
-                add(user, True)
-            except KcliError as exc:
-                out[user] = (user, ErrorCode.unknown_server_error, exc.reason, [])
+    for user, config in credentials.stored_configs([u for u in dict.fromkeys(users) if u not in out]).items():
+        add(user, config, True)
     return [out[u] for u in dict.fromkeys(users)]
 
 

@@ -28,7 +28,8 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol
 
 from kcli.errors import BadVersion, KcliError
@@ -153,6 +154,7 @@ class AclAuthorizer:
         self.load()
 
     def close(self) -> None:
+        """Stop following changes; the store is its owner's to close (the broker shares it)."""
         if self.changes is not None:
             self.changes.stop()
 
@@ -294,7 +296,7 @@ class AclAuthorizer:
     def acls(self, binding_filter: AclBindingFilter = AclBindingFilter()) -> list[AclBinding]:
         """Every cached binding the filter matches (DescribeAcls), in a stable order."""
         out = []
-        for (t, p, name), (entries, _) in sorted(self._acls.items()):
+        for (t, p, name), (entries, _) in sorted(self._acls.copy().items()):  # copy: atomic beside writers
             pattern = ResourcePattern(ResourceType(t), name, PatternType(p))
             if binding_filter.pattern.matches(pattern):
                 out.extend(AclBinding(pattern, e) for e in sorted(entries, key=layout._entry_order)
@@ -447,3 +449,38 @@ def _kafka_pattern(pattern: ResourcePattern) -> str:
 def _entries_text(entries: Iterable[AccessControlEntry]) -> str:
     return "Set(" + ", ".join(f"{e.principal} has {e.permission_type.name} permission for operations: "
                                f"{e.operation.name} from hosts: {e.host}" for e in entries) + ")"
+
+
+def parse_authorizer_class(text: str) -> str:
+    """The ``authorizer.class.name`` config parser: empty (no authorizer) or a name of this authorizer; any other
+    class stops the start (Kafka would fail to load it)."""
+    name = text.strip()
+    if name and name not in AUTHORIZER_CLASS_NAMES:
+        raise ValueError(f"kctl implements only Kafka's AclAuthorizer ({', '.join(sorted(AUTHORIZER_CLASS_NAMES))})")
+    return name
+
+
+def parse_super_users_config(text: str) -> str:
+    """The ``super.users`` config parser: checked now, kept as text."""
+    try:
+        parse_super_users(text)
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+    return text.strip()
+
+
+@contextmanager
+def zookeeper_acls(connect: str, *, timeout: float = 18.0, auth: str | None = None) -> Iterator[AclAuthorizer]:
+    """An authorizer over the ACL nodes of the ZooKeeper at ``connect``, for kctl acls --zookeeper (Kafka's
+    AclCommand with --authorizer-properties zookeeper.connect=...): Kafka's paths created, every node loaded, each
+    change announced through the change notifications so that running brokers pick it up; nothing is watched."""
+    from kcli.zk.acl_store import ZkAclChangeChannel, ZkMetadataStore
+
+    store = ZkMetadataStore(connect, timeout=timeout, auth=auth)
+    try:
+        store.ensure_paths(layout.initial_paths())
+        authorizer = AclAuthorizer(store, changes=ZkAclChangeChannel(store))
+        authorizer.load()
+        yield authorizer
+    finally:
+        store.close()

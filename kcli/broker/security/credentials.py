@@ -14,8 +14,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kcli.errors import KcliError
 from kcli.protocol.sasl import ScramCredential
-from kcli.zk import models
 from kcli.zk import scram as zk_scram
 
 log = logging.getLogger("kcli.broker")
@@ -89,14 +89,11 @@ class CredentialCache:
         ZkAdminManager reads ZooKeeper, not the cache)."""
         return zk_scram.read_user(self.store, username) if self.store is not None else self.credentials(username)
 
-    def stored_config(self, username: str) -> dict[str, str]:
-        """The user's raw config keys as stored (SCRAM and quota keys)."""
+    def stored_configs(self, usernames: Iterable[str]) -> dict[str, dict[str, str] | KcliError]:
+        """Each user's raw config keys as stored now (SCRAM and quota keys), or the error of a malformed node."""
         if self.store is None:
-            return {k: c.to_config_string() for k, c in self.credentials(username).items()}
-        data, _ = self.store.get(zk_scram.user_path(username))
-        if data is None:
-            return {}
-        return dict(models.parse_config(zk_scram.user_path(username), data, "users", username).config)
+            return {u: {k: c.to_config_string() for k, c in self.credentials(u).items()} for u in usernames}
+        return zk_scram.user_configs(self.store, usernames)
 
     def stored_users(self) -> list[str]:
         return zk_scram.user_names(self.store) if self.store is not None else self.users()

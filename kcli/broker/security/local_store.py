@@ -40,9 +40,21 @@ class LocalMetadataStore:
     def __init__(self, directory: str | Path | None) -> None:
         self.path = None if directory is None else Path(directory) / FILE_NAME
         self._lock = threading.Lock()
-        self._nodes: dict[str, tuple[bytes, int]] = {}  # path -> (data, version)
-        if self.path is not None:
-            self._nodes = self._load(self.path)
+        self._loaded: dict[str, tuple[bytes, int]] | None = None if self.path is not None else {}
+
+    @property
+    def _nodes(self) -> dict[str, tuple[bytes, int]]:
+        """path -> (data, version), read from the file on first use (a broker that uses no ACL or credential
+        never reads it)."""
+        if self._loaded is None:
+            assert self.path is not None
+            self._loaded = self._load(self.path)
+        return self._loaded
+
+    def load(self) -> None:
+        """Read the file now (a damaged one raises StoreError here rather than at the first request)."""
+        with self._lock:
+            self._nodes
 
     # -- reads ----------------------------------------------------------------------------------------------------
     def get(self, path: str) -> tuple[bytes | None, int]:
@@ -97,7 +109,7 @@ class LocalMetadataStore:
         """Write the file, then swap the in-memory nodes: a failed write leaves both as they were."""
         if self.path is not None:
             self._write(self.path, nodes)
-        self._nodes = nodes
+        self._loaded = nodes
 
     @staticmethod
     def _encode(data: bytes) -> dict[str, object]:

@@ -83,8 +83,11 @@ def test_a_stale_temp_file_from_a_crash_is_ignored(tmp_path):
 
 def test_a_damaged_file_is_a_clear_error(tmp_path):
     (tmp_path / FILE_NAME).write_text("{not json")
+    store = LocalMetadataStore(tmp_path)  # read on first use
     with pytest.raises(StoreError, match="damaged"):
-        LocalMetadataStore(tmp_path)
+        store.load()
+    with pytest.raises(StoreError, match="damaged"):
+        store.get("/a")
 
 
 def test_a_failed_write_changes_nothing(tmp_path):

@@ -147,6 +147,17 @@ def test_describe_errors_as_kafka(tmp_path):
             assert [r.user for r in (await describe(broker)).results] == ["alice"]
             named = await describe(broker, ["quota-only"])
             assert named.results[0].error_code == ErrorCode.resource_not_found
+            # a damaged node is that user's error, not the request's
+            store.set("/config/users/bad", b"not json")
+            store.set("/config/users/bad-key", b'{"version":1,"config":{"SCRAM-SHA-256":"salt=x"}}')
+            named = await describe(broker, ["bad", "bad-key", "alice"])
+            assert [(r.user, r.error_code) for r in named.results] == [
+                ("bad", ErrorCode.unknown_server_error), ("bad-key", ErrorCode.unknown_server_error),
+                ("alice", ErrorCode.none)]
+            assert "Credentials not valid" in named.results[1].error_message
+        # and a broker with damaged nodes still starts, serving the good users
+        async with running_broker(tmp_path / "logs") as broker:
+            assert broker.server.services.credentials.users() == ["alice"]
 
     run(body())
 
@@ -186,6 +197,9 @@ class Deny:
     def authorize(self, session, operation, resource_type, name, **kwargs):
         self.asked.append((operation.name, resource_type.name, name))
         return False
+
+    def close(self):
+        pass
 
 
 def test_cluster_authorization(tmp_path):
