@@ -271,6 +271,23 @@ def split_connection_options(args: list[str]) -> tuple[list[str], list[str]]:
     return args[:i], args[i:]
 
 
+class KctlGroup(TyperGroup):
+    """The root command: its direct commands that talk to a broker (kctl acls) get the client security options
+    too, and every command's options reach ``client_security()`` through the context meta set here."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():  # type: ignore[union-attr]
+            with_client_security(command)
+
+    def invoke(self, ctx: Any) -> Any:
+        token = _CURRENT_META.set(ctx.meta)
+        try:
+            return super().invoke(ctx)
+        finally:
+            _CURRENT_META.reset(token)
+
+
 class ConnectionGroup(TyperGroup):
     """A command group (kctl groups, topics, transactions, offsets, zk) whose connection options -b, -z,
     --timeout and --auth go before or after the subcommand alike: those before its name are moved after it, so

@@ -24,7 +24,7 @@ def nobody() -> str:
     return f"127.0.0.1:{free_port()}"
 
 ONLINE = ["groups list", "groups describe g", "topics list", "topics describe t", "transactions list",
-          "offsets for-time now orders"]
+          "offsets for-time now orders", "users list", "acls --list"]
 
 
 @pytest.mark.parametrize("line", ONLINE)
