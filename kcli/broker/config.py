@@ -14,7 +14,6 @@ from pathlib import Path
 from kcli.broker.replica_selector import parse_selector_class
 from kcli.broker.config_error import ConfigError
 from kcli.broker.security.authorizer import parse_authorizer_class, parse_super_users_config
-from kcli.errors import KcliError  # noqa: F401 (kept for importers)
 from kcli.storage.checkpoint import parse_java_properties
 
 INT32_MAX = 2**31 - 1
@@ -343,6 +342,10 @@ class BrokerConfig:
 
         for listener in listeners:
             security = listener_security(self, listener)  # each listener's TLS and SASL settings; ConfigError names it
+            if security.ssl is not None:
+                from kcli.broker.security.tls import server_ssl_context
+
+                server_ssl_context(security.ssl, listener.name)  # the keystore loads (path, password, format)
             mechanism = str(self.values["sasl.mechanism.inter.broker.protocol"]).strip().upper()
             if listener.name == inter_broker and security.sasl and mechanism not in security.mechanisms:
                 raise ConfigError(f"sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "

@@ -97,6 +97,12 @@ class KafkaServer:
         from kcli.broker.security.listener_config import all_listener_security
 
         security = all_listener_security(self.config)
+        for name, listener_security in security.items():  # KIP-684, as Kafka warns
+            if (listener_security.security_protocol == "SASL_SSL" and str(self.config["ssl.client.auth"]) != "none"
+                    and not self.config.listener_has(name, "ssl.client.auth")):
+                log.warning("ssl.client.auth=%s is ignored on SASL_SSL listener %s: set listener.name.%s."
+                            "ssl.client.auth to ask its clients for certificates", self.config["ssl.client.auth"],
+                            name, name.lower())
         if self.config.values.get("sasl.jaas.config"):
             log.warning("sasl.jaas.config without a listener prefix is ignored by a broker: use "
                         "listener.name.<listener>.<mechanism>.sasl.jaas.config")

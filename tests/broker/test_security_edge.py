@@ -37,7 +37,7 @@ def broker(tmp_path_factory, pki):
         f"listeners={listeners}",
         "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,"
         "MTLS:SSL,OPT:SSL,REAUTH:SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
         f"listener.name.sasl_ssl.plain.sasl.jaas.config={JAAS}",
         f"listener.name.reauth.plain.sasl.jaas.config={JAAS}",
@@ -197,6 +197,18 @@ def test_plain_with_kafka_python(broker, pki, protocol):
     consumer.close()
 
 
+def test_plain_raw_tokens_of_an_old_client(broker):
+    """kafka-python pinned to 0.10.0: SaslHandshake v0, then the PLAIN token raw, without a Kafka header."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=_addr(broker, "SASL_PLAINTEXT"), api_version=(0, 10, 0),
+                             security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                             sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    producer.send(f"old-{uuid.uuid4().hex[:6]}", b"old").get(60)
+    producer.close()
+    assert any("SaslHandshake v0, PLAIN with raw tokens" in l for l in broker.log().splitlines())
+
+
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 def test_plain_with_kcat(broker, pki, protocol):
     if not shutil.which("kcat"):
@@ -286,6 +298,14 @@ def test_scram_credentials_from_alter_user_scram_credentials(broker, pki):
         bad.list_topics(timeout=5)
     assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in broker.log() or "Failed authentication" in \
         broker.log()
+
+
+def test_oauthbearer_unsecured_token_with_confluent_kafka(broker, pki):
+    """KIP-255's unsecured JWS (librdkafka's enable.sasl.oauthbearer.unsecure.jwt): the principal is its sub."""
+    settings = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "ssl.ca.location": pki.ca,
+                "enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": "principal=oauth-user"}
+    assert _ck_roundtrip(_addr(broker, "SASL_SSL"), settings) == [b"v0", b"v1", b"v2"]
+    assert any("listener SASL_SSL is User:oauth-user" in l for l in broker.log().splitlines())
 
 
 def test_reauthentication_keeps_a_client_connected(broker, pki):
@@ -417,3 +437,16 @@ def _read_frame(sock) -> bytes | None:
             return None
         data += chunk
     return data
+
+
+def test_describe_configs_hides_the_secrets(broker):
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": _addr(broker, "PLAINTEXT")})
+    configs = admin.describe_configs([ConfigResource("broker", "0")])[ConfigResource("broker", "0")].result(30)
+    for key in ("ssl.keystore.password", "listener.name.sasl_ssl.ssl.key.password",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config"):
+        if key in configs:
+            assert configs[key].is_sensitive and configs[key].value is None, configs[key]
+    assert "alice-secret" not in repr({k: v.value for k, v in configs.items()})
+    assert "changeit" not in repr({k: v.value for k, v in configs.items()})

@@ -301,3 +301,9 @@ def test_inter_broker_client_properties(pki):
     with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol must be included"):
         _config("listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093",
                 "inter.broker.listener.name=SASL_PLAINTEXT", "sasl.enabled.mechanisms=SCRAM-SHA-256")
+
+
+def test_a_keystore_that_does_not_load_stops_the_config(pki):
+    with pytest.raises(ConfigError, match=r"listener SSL: cannot read ssl.keystore .* \(wrong password\?\)"):
+        _config("listeners=PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093",
+                f"ssl.keystore.location={pki.path('broker.p12')}", "ssl.keystore.password=nope")

@@ -160,6 +160,8 @@ class SaslAuthenticator:
         self.mechanism = mechanism
         self.framed = request.api_version >= 1
         self.state = State.AUTHENTICATE
+        log.debug("%s: SaslHandshake v%d, %s with %s tokens", self.client_address, request.api_version, mechanism,
+                  "framed" if self.framed else "raw")
         body = R.SaslHandshakeResponse(error_code=ErrorCode.none, mechanisms=enabled)
         return Step(response=encode_response(request, body))
 

@@ -209,3 +209,26 @@ def test_kctl_users_usage_errors(broker, tmp_path):
     assert missing.returncode == 3 and "Traceback" not in missing.stderr
     unreachable = kctl("-b", f"127.0.0.1:{free_port()}", "list")
     assert unreachable.returncode == 3 and "Traceback" not in unreachable.stderr
+
+
+def test_librdkafka_0081_credentials_with_nul_bytes(admin, zk):
+    """librdkafka's 0081 do_test_UserScramCredentials (null_bytes variant): salt and password with NUL bytes,
+    10000 iterations, described as such, then deleted."""
+    import hashlib
+
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+
+    salt, password = b"s\x00l\x00", b"\x00as\x00word"
+    futures = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "rd-0081", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 10000), password, salt)])
+    assert futures["rd-0081"].result(30) is None
+    expected = ScramCredential.from_salted_password(
+        "SCRAM-SHA-256", salt, hashlib.pbkdf2_hmac("sha256", password, salt, 10000), 10000)
+    assert ScramCredential.from_config_string(stored(zk, "rd-0081")["config"]["SCRAM-SHA-256"]) == expected
+    described = confluent_describe(admin, ["rd-0081"])["rd-0081"]
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_256, 10000)]
+    deleted = admin.alter_user_scram_credentials([UserScramCredentialDeletion("rd-0081",
+                                                                              ScramMechanism.SCRAM_SHA_256)])
+    assert deleted["rd-0081"].result(30) is None

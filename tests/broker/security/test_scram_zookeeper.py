@@ -5,6 +5,7 @@ AlterUserScramCredentials writing the node and the notification every broker rea
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 
@@ -113,8 +114,6 @@ def test_alter_writes_zookeeper_as_kafka_and_describe_reads_it(zookeeper, chroot
             services = broker.server.services
             await eventually(lambda: services.controller.is_active)
             salt = b"0123456789abcdefghijklmnop"
-            import hashlib
-
             salted = hashlib.pbkdf2_hmac("sha512", b"alice-secret", salt, 8192)
             response = await broker.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0,
                                          alter_req.AlterUserScramCredentialsRequest(deletions=(), upsertions=(
@@ -137,3 +136,30 @@ def test_alter_writes_zookeeper_as_kafka_and_describe_reads_it(zookeeper, chroot
                     for r in described.results] == [("alice", [(2, 8192)]), ("bob", [(1, 4096)])]
 
     run(body())
+
+
+def test_a_credential_altered_on_the_controller_reaches_the_other_broker(zookeeper, chroot, zk, tmp_path):
+    """Two brokers of one cluster (in process): AlterUserScramCredentials on the controller; the other broker
+    answers NOT_CONTROLLER itself, and its credential cache has the new credential within seconds (through
+    /config/changes, as every Kafka broker's UserConfigHandler)."""
+    connect = {"zookeeper.connect": zookeeper.connect + chroot}
+
+    async def body():
+        async with running_broker(tmp_path / "a", **connect, **{"broker.id": "0"}) as first, \
+                running_broker(tmp_path / "b", **connect, **{"broker.id": "1"}) as second:
+            brokers = (first, second)
+            await eventually(lambda: any(b.server.services.controller.is_active for b in brokers))
+            controller = next(b for b in brokers if b.server.services.controller.is_active)
+            other = second if controller is first else first
+            salt = b"salt-salt-salt"
+            request = alter_req.AlterUserScramCredentialsRequest(deletions=(), upsertions=(
+                alter_req.ScramCredentialUpsertion(name="carol", mechanism=1, iterations=4096, salt=salt,
+                                                   salted_password=hashlib.pbkdf2_hmac("sha256", b"c", salt, 4096)),))
+            refused = await other.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, request)
+            assert [(r.user, r.error_code) for r in refused.results] == [("carol", ErrorCode.not_controller)]
+            done = await controller.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, request)
+            assert [(r.user, r.error_code) for r in done.results] == [("carol", ErrorCode.none)]
+            assert logs_in(controller.server.services, "SCRAM-SHA-256", "carol", "c")  # at once
+            await eventually(lambda: logs_in(other.server.services, "SCRAM-SHA-256", "carol", "c"))
+
+    run(body(), timeout=120)
