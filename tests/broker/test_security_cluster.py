@@ -20,6 +20,7 @@ from kcli.zk.scram_setup import add_scram_users
 pytestmark = pytest.mark.cluster
 
 SESSION_MS = 4000  # zookeeper.session.timeout.ms: a kill -9 is noticed within this
+REAUTH_MS = 3000  # connections.max.reauth.ms on the listener: every connection re-authenticates every few seconds
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +33,7 @@ def cluster(zookeeper, tmp_path_factory, security):
     def secure(c) -> None:
         for broker_id, broker in enumerate(c.brokers):
             broker.overrides += [f"{k}={v}" for k, v in security.broker_settings(broker_id, broker.port).items()]
+            broker.overrides.append(f"listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms={REAUTH_MS}")
         add_scram_users(c.connect, security.passwords)  # before any broker starts, as the cluster runner does
         c.client_config = security.client_settings(java=False)
 
@@ -94,6 +96,21 @@ def test_kill_9_of_a_leader_loses_no_acknowledged_record(cluster):
         work.stop()
     counts = work.check()
     assert counts["acked"] >= 300, counts
+
+
+def test_inter_broker_connections_reauthenticate_before_their_sessions_expire(cluster):
+    """Every session lasts REAUTH_MS; replica fetchers and the controller's senders keep their connections for the
+    whole module, re-authenticating (KIP-368) instead of being cut off: the brokers never close a broker's
+    connection for an expired session."""
+    create_topic(cluster, "secured-reauth", partitions=1, rf=3)
+    started = time.monotonic()
+    while time.monotonic() - started < 3 * REAUTH_MS / 1000:  # several sessions' worth of replication
+        assert all(err is None for err in produce(cluster, "secured-reauth", 20))
+        time.sleep(0.5)
+    assert _full_isrs(cluster, "secured-reauth", 1)
+    logs = "\n".join(broker.log() for broker in cluster.brokers)
+    expired = [line for line in logs.splitlines() if "expired" in line and f"User:{BROKER_USER}" in line]
+    assert not expired, expired
 
 
 def test_kctl_commands_with_command_config(cluster, security):
