@@ -117,8 +117,8 @@ _OTHER_CLIENT_KEYS: Final = frozenset({
     "sasl.login.class", "sasl.login.callback.handler.class", "sasl.client.callback.handler.class",
     "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
     "sasl.login.refresh.buffer.seconds", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
-    "ssl.secure.random.implementation", "ssl.provider", "ssl.engine.factory.class", "ssl.cipher.suites",
-    "ssl.protocol", "ssl.curves.list", "ssl.sigalgs.list", "ssl.keystore.type",
+    "ssl.secure.random.implementation", "ssl.provider", "ssl.engine.factory.class", "ssl.curves.list",
+    "ssl.sigalgs.list",
 })
 
 
@@ -340,7 +340,8 @@ def sasl_exchange(security: ClientSecurity, *, authenticate_version: int = SASL_
     """SaslHandshake v1, then SaslAuthenticate requests carrying the mechanism's tokens until it completes.
     Yields each request; the caller sends it and ``.send()``s the response body back. Returns the outcome;
     raises SaslAuthenticationFailed with the broker's message (or an unsupported mechanism with the broker's
-    list), SecurityConfigError when kcli.protocol.sasl lacks the mechanism."""
+    list) or when the mechanism's own check of the broker fails (SCRAM's server signature)."""
+    from kcli.protocol.sasl import SaslAuthenticationError
     from kcli.protocol.schema import load_request_schema
 
     mechanism = security.mechanism
@@ -370,20 +371,14 @@ def sasl_exchange(security: ClientSecurity, *, authenticate_version: int = SASL_
                 break
         lifetime = getattr(response, "session_lifetime", None)  # v1+ (kio: a timedelta); v0 announces none
         lifetime_ms = 0 if lifetime is None else int(lifetime.total_seconds() * 1000)
-    except SaslAuthenticationFailed:
-        raise
-    except Exception as exc:  # the mechanism's own check failed (a SCRAM server signature that does not verify)
-        if type(exc).__name__ != "SaslAuthenticationError":
-            raise
+    except SaslAuthenticationError as exc:  # the mechanism's own check (a SCRAM server signature that does not verify)
         raise SaslAuthenticationFailed(f"{mechanism} with {peer} failed: {exc}") from None
     return SaslOutcome(mechanism, lifetime_ms)
 
 
 def _sasl_client(security: ClientSecurity) -> Any:
-    try:
-        from kcli.protocol.sasl import create_client  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # kcli.protocol.sasl (the mechanisms) is a separate piece of work
-        raise SecurityConfigError(f"SASL mechanism {security.mechanism}: this kcli has no SASL mechanisms") from None
+    from kcli.protocol.sasl import create_client
+
     return create_client(security.mechanism or "", username=security.username, password=security.password,
                          token=security.token)
 

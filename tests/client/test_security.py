@@ -307,3 +307,22 @@ def test_oauthbearer_unsecured_token():
     broker = _Authenticator(("OAUTHBEARER",), {})
     drive(sasl_exchange(security), broker)
     assert broker.server.authorization_id == "alice"
+
+
+def test_a_scram_server_signature_that_does_not_verify_fails_the_login():
+    """SCRAM authenticates the broker too: a server-final message with a wrong signature (a broker that does
+    not know the password) is a failed login, even though the broker said yes."""
+    import base64
+
+    class Impostor(_Authenticator):
+        def __call__(self, api_key, version, body):
+            response = super().__call__(api_key, version, body)
+            if api_key == 36 and self.server.complete:
+                forged = b"v=" + base64.b64encode(bytes(64))
+                return type(response)(error_code=0, error_message=None, auth_bytes=forged,
+                                      **self._lifetime(version, 0))
+            return response
+
+    broker = Impostor(("SCRAM-SHA-512",), {"alice": "alice-secret"})
+    with pytest.raises(SaslAuthenticationFailed, match="SCRAM-SHA-512 with the broker failed"):
+        drive(sasl_exchange(_security("SCRAM-SHA-512")), broker)
