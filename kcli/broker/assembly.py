@@ -18,6 +18,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from kcli.broker.security.inter_broker import PLAINTEXT_INTER_BROKER, InterBrokerSecurity
 from kcli.broker.config import BrokerConfig
 from kcli.broker.group_coordinator import GroupCoordinator
 from kcli.broker.kafka_apis import KafkaApis
@@ -78,6 +79,8 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     replica_manager: ReplicaManager
     services: BrokerServices
     clustered = bool(config["zookeeper.connect"])
+    # the client side of the inter-broker listener (TLS, SASL) for this broker's requests to the others
+    inter_broker_security = InterBrokerSecurity.from_config(config) if clustered else PLAINTEXT_INTER_BROKER
     log_manager = LogManager(
         config.log_dirs, broker_id=broker_id,
         log_config=LogConfig(segment_bytes=config["log.segment.bytes"],
@@ -88,7 +91,8 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
         high_watermarks=(lambda: replica_manager.high_watermarks()) if clustered else None)
     zk = None if not clustered else _zookeeper_parts(
         config, log_manager, hooks, high_watermark_moved=lambda p: replica_manager.follower_high_watermark_moved(p),
-        isr_committed=lambda *a: replica_manager.isr_committed(*a), endpoint=lambda b: services.endpoint(b))
+        isr_committed=lambda *a: replica_manager.isr_committed(*a), endpoint=lambda b: services.endpoint(b),
+        inter_broker=inter_broker_security)
     # Until the controller's first UpdateMetadata says who is alive, Metadata answers list this broker alone
     # (MetadataCache.advertised_controller_id); standalone, it is its own controller.
     metadata = MetadataCache(controller_id=broker_id)
@@ -110,12 +114,12 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
             coordinator, local_broker_id=broker_id, leader_of=_leader_of(metadata),
             endpoint=lambda b: services.endpoint(b),
             write_local=lambda markers: write_txn_markers(replica_manager, groups, markers, timeout_ms),
-            request_timeout_ms=timeout_ms))
+            request_timeout_ms=timeout_ms, security=inter_broker_security))
     services = BrokerServices(config, broker_id, (listener.host, listener.port), log_manager, replica_manager,
                               metadata, admin, groups, producer_ids,
                               zk=None if zk is None else zk.registration,
                               controller=None if zk is None else zk.controller, transactions=transactions,
-                              listener_name=inter_broker)
+                              listener_name=inter_broker, inter_broker_security=inter_broker_security)
     services.metadata_store = _metadata_store(config)
     services.authorizer = _authorizer(config, services.metadata_store)
     services.credentials = _credential_cache(zk, services.metadata_store)
@@ -252,7 +256,8 @@ class ZooKeeperParts:
 
 def _zookeeper_parts(config: BrokerConfig, log_manager: LogManager, hooks: ServerHooks, *, high_watermark_moved: Callable[[Any], None],
                      isr_committed: Callable[..., None],
-                     endpoint: Callable[[int], tuple[str, int] | None]) -> ZooKeeperParts:
+                     endpoint: Callable[[int], tuple[str, int] | None],
+                     inter_broker: InterBrokerSecurity = PLAINTEXT_INTER_BROKER) -> ZooKeeperParts:
     from kcli.broker.controller import ControllerRunner
     from kcli.broker.isr_manager import ZkIsrManager
     from kcli.broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
@@ -274,9 +279,10 @@ def _zookeeper_parts(config: BrokerConfig, log_manager: LogManager, hooks: Serve
                              socket_timeout_ms=c["replica.socket.timeout.ms"],
                              response_timeout_ms=c["replica.fetch.response.timeout.ms"])
     fetchers = ReplicaFetcherManager(c.broker_id, log_manager, settings, endpoint,
-                                     on_append=hooks.follower_appended, on_high_watermark=high_watermark_moved)
+                                     on_append=hooks.follower_appended, on_high_watermark=high_watermark_moved,
+                                     security=inter_broker)
     return ZooKeeperParts(registration, client, fetchers, ZkIsrManager(client, isr_committed),
-                          ControllerRunner(c, c.broker_id, registration))
+                          ControllerRunner(c, c.broker_id, registration, security=inter_broker))
 
 
 class ZooKeeperMode:
@@ -387,7 +393,8 @@ class ZooKeeperMode:
                 try:
                     response = await send_request(*endpoint, ApiKey.CONTROLLED_SHUTDOWN, 3, request,
                                                   client_id=f"broker-{self.broker_id}-controlled-shutdown",
-                                                  timeout=timeout)
+                                                  timeout=timeout,
+                                                  security=self.services.inter_broker_security or PLAINTEXT_INTER_BROKER)
                 except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
                     reason = f"controller {controller} at {endpoint[0]}:{endpoint[1]} unreachable ({exc!r})"
                 else:

@@ -79,6 +79,9 @@ class BrokerServices:
     # SCRAM credentials (kcli.broker.security.credentials.CredentialCache): the SASL authenticator's
     # scram_credential(user, mechanism), and the store Describe/AlterUserScramCredentials use
     credentials: Any = None
+    # the client side of the inter-broker listener (kcli.broker.security.inter_broker.InterBrokerSecurity): TLS and
+    # SASL for this broker's requests to the others (controlled shutdown here; fetchers, markers, controller too)
+    inter_broker_security: Any = None
     # ACLs and credentials: kcli.zk.acl_store.ZkMetadataStore in a cluster, else local_store.LocalMetadataStore
     metadata_store: Any = None
     _metadata_event: asyncio.Event | None = None

@@ -25,8 +25,10 @@ from kcli.cli.compact import compact_cmd
 from kcli.cli.scan import scan_cmd
 from kcli.cli.completion import completion_cmd
 from kcli.cli.acls import acls_cmd
+from kcli.cli.common import KctlGroup
 
 app = typer.Typer(
+    cls=KctlGroup,  # --command-config and -X for the direct commands that talk to a broker
     name="kctl",
     help="Operations toolkit for Kafka logs: dump and verify segments, indexes, snapshots and log directories.",
     no_args_is_help=True,

@@ -20,7 +20,7 @@ import typer
 
 from kcli.cli.common import (BOOTSTRAP_ENV, BootstrapOpt, ConnectionGroup, ExitCode, GroupTimeoutOpt, JsonOpt,
                              ZookeeperAuthOpt, ZookeeperOpt, bootstrap_server, err_console, fail, parse_timestamp,
-                             progress_wanted, write_json_line, escape)
+                             progress_wanted, write_json_line, escape, client_security)
 from kcli.cli.errors import exit_code_for, report_exit_code
 from kcli.cli.zk import _cell, _console, _table
 from kcli.errors import KcliError
@@ -109,7 +109,7 @@ def _kafka_store(stack: ExitStack, bootstrap: str | None, log_dir: Path | None, 
         parse_bootstrap(bootstrap)
     except KcliError as exc:
         raise fail(exc.describe(), ExitCode.USAGE) from None
-    store = KafkaOffsetStore(KafkaClient(bootstrap, timeout=timeout))
+    store = KafkaOffsetStore(KafkaClient(bootstrap, timeout=timeout, security=client_security()))
     stack.callback(store.close)
     store.client.connect()
     return store
@@ -480,7 +480,7 @@ def for_time_cmd(
 
         with _errors(committed_note=False):
             parse_bootstrap(bootstrap)
-            with KafkaClient(bootstrap, timeout=timeout, client_id="kctl-offsets") as client:
+            with KafkaClient(bootstrap, timeout=timeout, client_id="kctl-offsets", security=client_security()) as client:
                 rows = online(client, [_split_target(t) for t in targets] if targets else None, stamp)
         document = {"ok": all(r.error is None for r in rows), "timestamp": stamp, "source": bootstrap,
                     "offsets": [r.to_json() for r in rows if r.error is None],

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from kcli.cli.common import (ConnectionGroup, GroupTimeoutOpt, JsonOpt, ZookeeperAuthOpt, ZookeeperOpt, ExitCode,
-                             escape, fail, write_json_line)
+                             client_security, escape, fail, write_json_line)
 from kcli.cli.errors import exit_code_for
 from kcli.errors import KcliError
 
@@ -258,7 +258,7 @@ def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this
             from kcli.zk.offsets import consumer_lag
 
             try:
-                with KafkaClient(bootstrap, timeout=timeout) as client:
+                with KafkaClient(bootstrap, timeout=timeout, security=client_security()) as client:
                     result["lag"] = consumer_lag(result["view"].offsets, client)
             except KcliError as exc:
                 raise fail(exc.describe(), exit_code_for(exc) or ExitCode.PROBLEMS) from None

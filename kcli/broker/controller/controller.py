@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from typing import Any
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 
@@ -109,7 +110,7 @@ class KafkaController:
                  socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_S,
                  on_resign: Callable[[], None] | None = None,
                  auto_leader_rebalance_enable: bool = True, leader_imbalance_check_interval_seconds: float = 300,
-                 leader_imbalance_per_broker_percentage: int = 10) -> None:
+                 leader_imbalance_per_broker_percentage: int = 10, security: Any = None) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.delete_topic_enable = delete_topic_enable
@@ -118,6 +119,7 @@ class KafkaController:
         self._on_resign = on_resign
         self.event_manager = ControllerEventManager(self.process, name=f"controller-event-thread-{broker_id}")
         self.channel_manager = ControllerChannelManager(broker_id, listener_name=inter_broker_listener_name,
+                                                        security=security,
                                                         socket_timeout=socket_timeout)
         self.batch = ControllerBrokerRequestBatch(broker_id, self.ctx, self.channel_manager, self.put,
                                                   listener_name=inter_broker_listener_name)
