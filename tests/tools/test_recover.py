@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from builders import build_partition
+from kctl_fork import KctlForkServer
 from kcli.records import BatchReader
 from kcli.storage.recovery import CRASH_AFTER_ENV, MANIFEST_NAME
 from kcli.tools.recover import QuarantinePlacementError, RecoveryRefusedError, recover, restore
@@ -221,25 +222,34 @@ def test_killed_at_every_step_then_recovered(damaged, tmp_path):
     template = damaged[0] / "t-0"
     originals = {p.name: p.read_bytes() for p in template.iterdir()}
     crashes = 0
-    for step in range(1, 200):
-        partition = Path(shutil.copytree(template, tmp_path / f"{step}" / "logs" / "t-0"))
-        quarantine = tmp_path / f"{step}" / "q"
-        proc = kctl("recover", "--quarantine", str(quarantine), str(partition), env={CRASH_AFTER_ENV: str(step)})
-        if proc.returncode == 0:
-            break
-        assert proc.returncode == -9, proc.stderr
-        crashes += 1
-        report = recover([str(partition)], dry_run=False, quarantine=quarantine)
-        assert report.is_ok() and report.partitions[0].log_end_offset == damaged[1], (step, report.to_json())
-        assert verify([str(partition)]).is_clean(strict=True), (step, verify([str(partition)]).problems)
-        assert recover([str(partition)], dry_run=True).actions == []
-        kept = _quarantined(quarantine)
-        for name, data in originals.items():
-            now = (partition / name).read_bytes() if (partition / name).exists() else b""
-            if now == data:
-                continue
-            assert any(file == name and position <= len(now) and data[:position] == now[:position]
-                       and data[position:] == piece for file, position, piece in kept), (step, name)
+    # Each step's kctl is its own process, forked from one that imported kcli once (kctl_fork); the first step
+    # also in a fresh interpreter, as an operator starts it.
+    with KctlForkServer(env={"COLUMNS": "200"}) as server:
+        for step in range(1, 200):
+            partition = Path(shutil.copytree(template, tmp_path / f"{step}" / "logs" / "t-0"))
+            quarantine = tmp_path / f"{step}" / "q"
+            args = ("recover", "--quarantine", str(quarantine), str(partition))
+            if step == 1:
+                fresh = tmp_path / "fresh" / "logs" / "t-0"
+                shutil.copytree(template, fresh)
+                proc = kctl(*args[:2], str(tmp_path / "fresh" / "q"), str(fresh), env={CRASH_AFTER_ENV: "1"})
+                assert proc.returncode == -9, proc.stderr
+            proc = server.run(*args, env={CRASH_AFTER_ENV: str(step)})
+            if proc.returncode == 0:
+                break
+            assert proc.returncode == -9, proc.stderr
+            crashes += 1
+            report = recover([str(partition)], dry_run=False, quarantine=quarantine)
+            assert report.is_ok() and report.partitions[0].log_end_offset == damaged[1], (step, report.to_json())
+            assert verify([str(partition)]).is_clean(strict=True), (step, verify([str(partition)]).problems)
+            assert recover([str(partition)], dry_run=True).actions == []
+            kept = _quarantined(quarantine)
+            for name, data in originals.items():
+                now = (partition / name).read_bytes() if (partition / name).exists() else b""
+                if now == data:
+                    continue
+                assert any(file == name and position <= len(now) and data[:position] == now[:position]
+                           and data[position:] == piece for file, position, piece in kept), (step, name)
     assert crashes > 20
 
 
