@@ -9,10 +9,14 @@ the process start itself (tests/cli/test_startup.py) keep starting fresh interpr
 
     with KctlForkServer() as server:
         proc = server.run("recover", str(path), env={...})   # a subprocess.CompletedProcess
+    proc = kctl_fork.run("recover", str(path))   # the same, one server for the whole pytest process
+
+Each test module that checks a command through the process also keeps a test or two that starts it fresh.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
@@ -86,13 +90,13 @@ PRELOAD = ("kcli.tools.recover", "kcli.tools.compact", "kcli.tools.verify", "kcl
 
 class KctlForkServer:
     def __init__(self, env: dict[str, str] | None = None):
-        self._env = {**os.environ, **(env or {})}
+        self._extra = dict(env or {})  # on top of the caller's environment at each run
         self._dir = tempfile.TemporaryDirectory(prefix="kctl-fork-")
         self._proc: subprocess.Popen | None = None
 
     def __enter__(self) -> KctlForkServer:
         self._proc = subprocess.Popen([sys.executable, "-c", _SERVER, *PRELOAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      text=True, env=self._env)
+                                      text=True, env={**os.environ, **self._extra})
         return self
 
     def __exit__(self, *exc) -> None:
@@ -111,7 +115,7 @@ class KctlForkServer:
         """`kctl *args` in a forked child: its returncode (negative for a signal), stdout and stderr."""
         assert self._proc is not None, "use KctlForkServer as a context manager"
         out, err = Path(self._dir.name) / "stdout", Path(self._dir.name) / "stderr"
-        request = {"args": list(args), "env": {**self._env, **(env or {})}, "cwd": str(cwd or os.getcwd()),
+        request = {"args": list(args), "env": {**os.environ, **self._extra, **(env or {})}, "cwd": str(cwd or os.getcwd()),
                    "stdout": str(out), "stderr": str(err), "timeout": timeout}
         self._proc.stdin.write(json.dumps(request) + "\n")
         self._proc.stdin.flush()
@@ -123,3 +127,16 @@ class KctlForkServer:
             raise subprocess.TimeoutExpired(["kctl", *args], timeout)
         return subprocess.CompletedProcess(["kctl", *args], answer["returncode"],
                                            out.read_text(errors="replace"), err.read_text(errors="replace"))
+
+
+_shared: KctlForkServer | None = None
+
+
+def run(*args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None,
+        timeout: float = 120) -> subprocess.CompletedProcess:
+    """`kctl *args` in a child of this pytest process's server (started on first use, stopped at exit)."""
+    global _shared
+    if _shared is None or _shared._proc.poll() is not None:
+        _shared = KctlForkServer().__enter__()
+        atexit.register(_shared.__exit__)
+    return _shared.run(*args, env=env, cwd=cwd, timeout=timeout)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import kctl_fork
 from builders import build_partition
-from kctl_fork import KctlForkServer
 from kcli.records import BatchReader
 from kcli.storage.recovery import CRASH_AFTER_ENV, MANIFEST_NAME
 from kcli.tools.recover import QuarantinePlacementError, RecoveryRefusedError, recover, restore
@@ -62,6 +62,12 @@ def log_dir(damaged, tmp_path):
 
 
 def kctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`kctl` as a process forked from one that imported kcli once (tests/kctl_fork.py)."""
+    return kctl_fork.run(*args, env={"COLUMNS": "200", **(env or {})})
+
+
+def kctl_fresh(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`kctl` started as an operator starts it: a fresh interpreter."""
     return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "COLUMNS": "200", **(env or {})})
 
@@ -173,10 +179,10 @@ def test_fixture_log_dirs_are_left_alone(fixtures_dir, tmp_path):
 
 def test_cli_text_json_restore_and_exit_codes(log_dir, tmp_path):
     before = _tree(log_dir)
-    dry = kctl("recover", "--dry-run", "--json", str(log_dir))
+    dry = kctl_fresh("recover", "--dry-run", "--json", str(log_dir))
     assert dry.returncode == 1 and _tree(log_dir) == before
     assert not json.loads(dry.stdout)["ok"]
-    proc = kctl("recover", "--quarantine", str(tmp_path / "q"), str(log_dir))
+    proc = kctl_fresh("recover", "--quarantine", str(tmp_path / "q"), str(log_dir))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     truncate = next(line for line in lines if line.lstrip().startswith("truncate "))
@@ -184,12 +190,12 @@ def test_cli_text_json_restore_and_exit_codes(log_dir, tmp_path):
     assert lines[-1].startswith("to undo: kctl recover --restore ") and lines[-1].startswith(
         f"to undo: kctl recover --restore {tmp_path / 'q'}/")  # the run, not a partition or the root
     command = lines[-1].removeprefix("to undo: kctl ").split()
-    assert kctl("recover", str(log_dir)).stdout.startswith("nothing to do")
-    restored = kctl(*command)
+    assert kctl_fresh("recover", str(log_dir)).stdout.startswith("nothing to do")
+    restored = kctl_fresh(*command)
     assert restored.returncode == 0 and restored.stdout.startswith("restored ") and _tree(log_dir) == before
-    assert kctl("recover", str(tmp_path / "missing")).returncode == 3
-    assert kctl("recover").returncode == 2
-    assert kctl("recover", "--restore", str(tmp_path / "nothing-here.json")).returncode == 3
+    assert kctl_fresh("recover", str(tmp_path / "missing")).returncode == 3
+    assert kctl_fresh("recover").returncode == 2
+    assert kctl_fresh("recover", "--restore", str(tmp_path / "nothing-here.json")).returncode == 3
 
 
 def test_rebuild_indexes_only(log_dir):
@@ -224,32 +230,30 @@ def test_killed_at_every_step_then_recovered(damaged, tmp_path):
     crashes = 0
     # Each step's kctl is its own process, forked from one that imported kcli once (kctl_fork); the first step
     # also in a fresh interpreter, as an operator starts it.
-    with KctlForkServer(env={"COLUMNS": "200"}) as server:
-        for step in range(1, 200):
-            partition = Path(shutil.copytree(template, tmp_path / f"{step}" / "logs" / "t-0"))
-            quarantine = tmp_path / f"{step}" / "q"
-            args = ("recover", "--quarantine", str(quarantine), str(partition))
-            if step == 1:
-                fresh = tmp_path / "fresh" / "logs" / "t-0"
-                shutil.copytree(template, fresh)
-                proc = kctl(*args[:2], str(tmp_path / "fresh" / "q"), str(fresh), env={CRASH_AFTER_ENV: "1"})
-                assert proc.returncode == -9, proc.stderr
-            proc = server.run(*args, env={CRASH_AFTER_ENV: str(step)})
-            if proc.returncode == 0:
-                break
+    for step in range(1, 200):
+        partition = Path(shutil.copytree(template, tmp_path / f"{step}" / "logs" / "t-0"))
+        quarantine = tmp_path / f"{step}" / "q"
+        if step == 1:
+            fresh = Path(shutil.copytree(template, tmp_path / "fresh" / "logs" / "t-0"))
+            proc = kctl_fresh("recover", "--quarantine", str(tmp_path / "fresh" / "q"), str(fresh),
+                              env={CRASH_AFTER_ENV: "1"})
             assert proc.returncode == -9, proc.stderr
-            crashes += 1
-            report = recover([str(partition)], dry_run=False, quarantine=quarantine)
-            assert report.is_ok() and report.partitions[0].log_end_offset == damaged[1], (step, report.to_json())
-            assert verify([str(partition)]).is_clean(strict=True), (step, verify([str(partition)]).problems)
-            assert recover([str(partition)], dry_run=True).actions == []
-            kept = _quarantined(quarantine)
-            for name, data in originals.items():
-                now = (partition / name).read_bytes() if (partition / name).exists() else b""
-                if now == data:
-                    continue
-                assert any(file == name and position <= len(now) and data[:position] == now[:position]
-                           and data[position:] == piece for file, position, piece in kept), (step, name)
+        proc = kctl("recover", "--quarantine", str(quarantine), str(partition), env={CRASH_AFTER_ENV: str(step)})
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == -9, proc.stderr
+        crashes += 1
+        report = recover([str(partition)], dry_run=False, quarantine=quarantine)
+        assert report.is_ok() and report.partitions[0].log_end_offset == damaged[1], (step, report.to_json())
+        assert verify([str(partition)]).is_clean(strict=True), (step, verify([str(partition)]).problems)
+        assert recover([str(partition)], dry_run=True).actions == []
+        kept = _quarantined(quarantine)
+        for name, data in originals.items():
+            now = (partition / name).read_bytes() if (partition / name).exists() else b""
+            if now == data:
+                continue
+            assert any(file == name and position <= len(now) and data[:position] == now[:position]
+                       and data[position:] == piece for file, position, piece in kept), (step, name)
     assert crashes > 20
 
 
