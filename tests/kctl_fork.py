@@ -95,8 +95,8 @@ class KctlForkServer:
         self._proc: subprocess.Popen | None = None
 
     def __enter__(self) -> KctlForkServer:
-        self._proc = subprocess.Popen([sys.executable, "-c", _SERVER, *PRELOAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      text=True, env={**os.environ, **self._extra})
+        self._proc = subprocess.Popen([sys.executable, "-c", _SERVER, *PRELOAD], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True, env={**os.environ, **self._extra})
         return self
 
     def __exit__(self, *exc) -> None:
@@ -110,12 +110,14 @@ class KctlForkServer:
         self._proc.stdout.close()
         self._dir.cleanup()
 
-    def run(self, *args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None,
+    def run(self, *args: str, env: dict[str, str | None] | None = None, cwd: str | Path | None = None,
             timeout: float = 120) -> subprocess.CompletedProcess:
-        """`kctl *args` in a forked child: its returncode (negative for a signal), stdout and stderr."""
+        """`kctl *args` in a forked child: its returncode (negative for a signal), stdout and stderr. ``env``
+        goes on top of this process's environment (a None value unsets a variable)."""
         assert self._proc is not None, "use KctlForkServer as a context manager"
         out, err = Path(self._dir.name) / "stdout", Path(self._dir.name) / "stderr"
-        request = {"args": list(args), "env": {**os.environ, **self._extra, **(env or {})}, "cwd": str(cwd or os.getcwd()),
+        environment = {k: v for k, v in {**os.environ, **self._extra, **(env or {})}.items() if v is not None}
+        request = {"args": list(args), "env": environment, "cwd": str(cwd or os.getcwd()),
                    "stdout": str(out), "stderr": str(err), "timeout": timeout}
         self._proc.stdin.write(json.dumps(request) + "\n")
         self._proc.stdin.flush()
@@ -132,7 +134,7 @@ class KctlForkServer:
 _shared: KctlForkServer | None = None
 
 
-def run(*args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None,
+def run(*args: str, env: dict[str, str | None] | None = None, cwd: str | Path | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess:
     """`kctl *args` in a child of this pytest process's server (started on first use, stopped at exit)."""
     global _shared
