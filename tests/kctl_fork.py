@@ -17,14 +17,17 @@ Each test module that checks a command through the process also keeps a test or 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
-# The server: reads one JSON request a line on stdin, forks, answers {"returncode": ...} on stdout.
+# The server: reads one JSON request a line on stdin, forks, answers {"pid": ...} then {"returncode": ...} on stdout.
 _SERVER = r'''
 import atexit, importlib, json, os, signal, sys, threading, time, traceback
 from kcli.cli.app import main
@@ -68,6 +71,7 @@ for line in sys.stdin:
     pid = os.fork()
     if pid == 0:
         child(request)
+    print(json.dumps({"pid": pid}), flush=True)
     deadline = time.monotonic() + request["timeout"]
     timed_out = False
     while True:
@@ -93,6 +97,7 @@ class KctlForkServer:
         self._extra = dict(env or {})  # on top of the caller's environment at each run
         self._dir = tempfile.TemporaryDirectory(prefix="kctl-fork-")
         self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()  # one command at a time: a request, its child's pid, its exit status
 
     def __enter__(self) -> KctlForkServer:
         self._proc = subprocess.Popen([sys.executable, "-c", _SERVER, *PRELOAD], stdin=subprocess.PIPE,
@@ -101,7 +106,8 @@ class KctlForkServer:
 
     def __exit__(self, *exc) -> None:
         assert self._proc is not None
-        self._proc.stdin.close()
+        with contextlib.suppress(OSError):
+            self._proc.stdin.close()
         try:
             self._proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -119,26 +125,43 @@ class KctlForkServer:
         environment = {k: v for k, v in {**os.environ, **self._extra, **(env or {})}.items() if v is not None}
         request = {"args": list(args), "env": environment, "cwd": str(cwd or os.getcwd()),
                    "stdout": str(out), "stderr": str(err), "timeout": timeout}
-        self._proc.stdin.write(json.dumps(request) + "\n")
-        self._proc.stdin.flush()
-        line = self._proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the kctl fork server exited ({self._proc.wait()})")
-        answer = json.loads(line)
+        with self._lock:
+            child = None
+            try:
+                self._proc.stdin.write(json.dumps(request) + "\n")
+                self._proc.stdin.flush()
+                child = self._answer()["pid"]
+                answer = self._answer()
+            except BaseException:  # e.g. pytest-timeout interrupting a hung command: nothing half-done is left
+                if child is not None:
+                    with contextlib.suppress(OSError):
+                        os.kill(child, signal.SIGKILL)
+                self._proc.kill()
+                self._proc.wait()
+                raise
         if answer["timed_out"]:
             raise subprocess.TimeoutExpired(["kctl", *args], timeout)
         return subprocess.CompletedProcess(["kctl", *args], answer["returncode"],
                                            out.read_text(errors="replace"), err.read_text(errors="replace"))
 
+    def _answer(self) -> dict:
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the kctl fork server exited ({self._proc.wait()})")
+        return json.loads(line)
+
 
 _shared: KctlForkServer | None = None
+_shared_lock = threading.Lock()
 
 
 def run(*args: str, env: dict[str, str | None] | None = None, cwd: str | Path | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess:
     """`kctl *args` in a child of this pytest process's server (started on first use, stopped at exit)."""
     global _shared
-    if _shared is None or _shared._proc.poll() is not None:
-        _shared = KctlForkServer().__enter__()
-        atexit.register(_shared.__exit__)
-    return _shared.run(*args, env=env, cwd=cwd, timeout=timeout)
+    with _shared_lock:
+        if _shared is None or _shared._proc.poll() is not None:  # first use, or a run interrupted
+            _shared = KctlForkServer().__enter__()
+            atexit.register(_shared.__exit__)
+        server = _shared
+    return server.run(*args, env=env, cwd=cwd, timeout=timeout)
