@@ -261,7 +261,7 @@ class SocketServer:
                 if frame is None:
                     continue
                 if isinstance(frame, list):
-                    await (self._send_parts_tls(writer, frame) if tls else self._send_parts(writer, frame))
+                    await self._send_parts(writer, frame, tls=tls)
                 else:
                     writer.write(frame)
                 await writer.drain()
@@ -302,9 +302,9 @@ class SocketServer:
             return conn.send_parts(request, response)
         return conn.send(request, response)
 
-    async def _send_parts(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
-        """Bytes through the stream; open segment regions with sendfile. Every region is closed afterwards,
-        sent or not.
+    async def _send_parts(self, writer: asyncio.StreamWriter, parts: list[Any], *, tls: bool = False) -> None:
+        """Bytes through the stream; open segment regions with sendfile, or over TLS read and written (the bytes
+        must go through the TLS transport, kafka-security.md §3.4). Every region is closed afterwards, sent or not.
 
         The bytes between regions go in one write (the size prefix and the fields before the records: one send,
         not two). TCP_CORK around the whole response measured no better in bench/bench_rdkafka.py."""
@@ -320,7 +320,10 @@ class SocketServer:
                     pending.clear()
                 await writer.drain()
                 with part.opened() as segment:
-                    await _sendfile(loop, writer, segment, part.position, part.length)
+                    if tls:
+                        await _write_region(writer, segment, part.position, part.length)
+                    else:
+                        await _sendfile(loop, writer, segment, part.position, part.length)
             if pending:
                 writer.write(b"".join(pending))
         finally:
@@ -330,35 +333,17 @@ class SocketServer:
                     close()
 
 
-    async def _send_parts_tls(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
-        """``_send_parts`` over TLS: no sendfile (the bytes must go through the TLS transport); the file regions are
-        read in large slices and written (kafka-security.md §3.4)."""
-        try:
-            pending: list[Any] = []
-            for part in parts:
-                if isinstance(part, (bytes, bytearray, memoryview)):
-                    pending.append(part)
-                    continue
-                if pending:
-                    writer.write(b"".join(pending))
-                    pending.clear()
-                with part.opened() as segment:
-                    fd, offset, remaining = segment.fileno(), part.position, part.length
-                    while remaining > 0:
-                        chunk = os.pread(fd, min(remaining, _TLS_READ_CHUNK), offset)
-                        if not chunk:
-                            raise ConnectionError("segment file ended before the region did")
-                        writer.write(chunk)
-                        offset += len(chunk)
-                        remaining -= len(chunk)
-                        await writer.drain()
-            if pending:
-                writer.write(b"".join(pending))
-        finally:
-            for part in parts:
-                close = getattr(part, "close", None)
-                if close is not None:
-                    close()
+async def _write_region(writer: asyncio.StreamWriter, segment: Any, offset: int, count: int) -> None:
+    """A file region read in large slices and written through the (TLS) stream."""
+    fd = segment.fileno()
+    while count > 0:
+        chunk = os.pread(fd, min(count, _TLS_READ_CHUNK), offset)
+        if not chunk:
+            raise ConnectionError("segment file ended before the region did")
+        writer.write(chunk)
+        offset += len(chunk)
+        count -= len(chunk)
+        await writer.drain()
 
 
 def _peer_text(peer: Any) -> str:
