@@ -352,6 +352,216 @@ class Cluster:
         return [self.out] + sorted(self.dir.glob("broker-*/broker.log"))
 
 
+# -- the secure target: TLS and SASL listeners, an authorizer, the users and files the tests expect ----------
+SECURE_USER, SECURE_PASSWORD = "testuser", "testpass"  # trivup's sasl users are myuser/mypassword; any will do
+SECURE_KEY_PASSWORD = "client-key-pass"  # ssl.key.password and the client's PKCS#12 password (SSL_password)
+SECURE_REAUTH_MS = 10000  # connections.max.reauth.ms: 0142 reads it through DescribeConfigs and waits ~1.2x it
+# (variant, test number, SUBTESTS substring or None): the tests that need security, each against the listener and
+# client settings it is written for. 0081 runs only its sub-tests that need an authorizer or SCRAM (SUBTESTS is
+# test-runner's substring filter on sub-test names); its other sub-tests are the single target's.
+SECURE_PLAN = (
+    ("ssl", "0097", None),
+    ("scram", "0135", None),
+    ("scram", "0142", None),
+    ("scram", "0081", "Acls"),
+    ("scram", "0081", "UserScramCredentials"),
+    ("scram", "0081", "DescribeConsumerGroups"),
+    ("scram", "0081", "DescribeTopics"),
+    ("scram", "0081", "DescribeCluster"),
+    ("oauthbearer", "0142", None),
+)
+
+
+def make_secure_files(out: Path) -> dict[str, Path]:
+    """A test CA, the broker's PEM keystore and a client key and certificate in every encoding 0097 loads (what
+    trivup's SslApp makes with openssl and keytool), with Python's cryptography."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    out.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    pem, der = serialization.Encoding.PEM, serialization.Encoding.DER
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kctl"),
+                          x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def cert(cn: str, key, issuer, issuer_key, *, ca: bool = False, server: bool = False):
+        b = (x509.CertificateBuilder().subject_name(name(cn)).issuer_name(issuer).public_key(key.public_key())
+             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+             .not_valid_after(now + datetime.timedelta(days=30))
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if not ca:
+            b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+                                                      if server else [ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        if server:  # clients check the host name (ssl.endpoint.identification.algorithm=https)
+            b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(
+                ipaddress.ip_address(bb.LOOPBACK))]), critical=False)
+        return b.sign(issuer_key, hashes.SHA256())
+
+    def key_bytes(key, encoding, password: bytes | None = None) -> bytes:
+        return key.private_bytes(encoding, serialization.PrivateFormat.PKCS8,
+                                 serialization.BestAvailableEncryption(password) if password
+                                 else serialization.NoEncryption())
+
+    # RSA, as trivup's: librdkafka's PKCS#12 and DER loaders take any key type, but RSA is what its CI exercises
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca = cert("kctl-librdkafka-suite-ca", ca_key, name("kctl-librdkafka-suite-ca"), ca_key, ca=True)
+    broker_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    broker = cert("localhost", broker_key, ca.subject, ca_key, server=True)
+    client_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    client = cert("client", client_key, ca.subject, ca_key)
+    files = {
+        "ca": (out / "ca.pem", ca.public_bytes(pem)),
+        "ca_der": (out / "ca.der", ca.public_bytes(der)),
+        "broker": (out / "broker.pem", key_bytes(broker_key, pem) + broker.public_bytes(pem) + ca.public_bytes(pem)),
+        "client_cert": (out / "client.pem", client.public_bytes(pem)),
+        "client_cert_der": (out / "client.der", client.public_bytes(der)),
+        "client_key": (out / "client.key", key_bytes(client_key, pem, SECURE_KEY_PASSWORD.encode())),
+        "client_key_der": (out / "client.key.der", key_bytes(client_key, der)),
+        "client_p12": (out / "client.p12", pkcs12.serialize_key_and_certificates(
+            b"client", client_key, client, [ca], serialization.BestAvailableEncryption(SECURE_KEY_PASSWORD.encode()))),
+    }
+    for path, data in files.values():
+        path.write_bytes(data)
+    return {k: path for k, (path, _) in files.items()}
+
+
+def ssl_env(files: dict[str, Path]) -> dict[str, str]:
+    """The SSL_* variables trivup exports for 0097 (tests/0097-ssl_verify.cpp's envname table)."""
+    return {"SSL_pkcs": str(files["client_p12"]), "SSL_password": SECURE_KEY_PASSWORD,
+            "SSL_pub_der": str(files["client_cert_der"]), "SSL_pub_pem": str(files["client_cert"]),
+            "SSL_priv_der": str(files["client_key_der"]), "SSL_priv_pem": str(files["client_key"]),
+            "SSL_ca_der": str(files["ca_der"]), "SSL_all_cas_pem": str(files["ca"]), "SSL_client_auth": "required"}
+
+
+class Secure(Single):
+    """One `kctl broker run` with the listeners librdkafka's security tests need, configured as trivup configures
+    Kafka for them (an AclAuthorizer with allow.everyone.if.no.acl.found=true, no super users but OAUTHBEARER's
+    admin): SSL with ssl.client.auth=required (0097), SASL_SSL with PLAIN, SCRAM-SHA-256/512 and unsecured
+    OAUTHBEARER (0081, 0135, 0142), and a PLAINTEXT listener through which the harness sets up the SCRAM user
+    (`kctl users set-scram`)."""
+
+    name = "secure"
+
+    def __init__(self, workdir: Path, scenario: str) -> None:
+        self.dir = workdir / "secure"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.scenario = scenario
+        self.port, self.ssl_port, self.sasl_ssl_port = bb.free_port(), bb.free_port(), bb.free_port()
+        self.proc: subprocess.Popen | None = None
+        self.log = self.dir / "broker.log"
+        self.files = make_secure_files(self.dir / "ssl")
+
+    def bootstrap_for(self, variant: str) -> str:
+        return f"{bb.LOOPBACK}:{self.ssl_port if variant == 'ssl' else self.sasl_ssl_port}"
+
+    def start(self) -> None:
+        plain_jaas = (f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{SECURE_USER}='
+                      f'"{SECURE_PASSWORD}";')
+        oauth_jaas = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+                      'unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="requiredScope";')
+        overrides = [
+            f"listeners=PLAINTEXT://{bb.LOOPBACK}:{self.port},SSL://{bb.LOOPBACK}:{self.ssl_port},"
+            f"SASL_SSL://{bb.LOOPBACK}:{self.sasl_ssl_port}",
+            f"log.dirs={self.dir / 'logs'}", "broker.rack=RACK0", "auto.create.topics.enable=true",
+            *TRIVUP_OVERRIDES,
+            "ssl.keystore.type=PEM", f"ssl.keystore.location={self.files['broker']}",
+            "ssl.truststore.type=PEM", f"ssl.truststore.location={self.files['ca']}",
+            "listener.name.ssl.ssl.client.auth=required",
+            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+            f"listener.name.sasl_ssl.plain.sasl.jaas.config={plain_jaas}",
+            f"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config={oauth_jaas}",
+            f"connections.max.reauth.ms={SECURE_REAUTH_MS}",
+            "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+            "allow.everyone.if.no.acl.found=true", "super.users=User:admin",
+        ]
+        command = kctl() + ["broker", "run"] + [x for o in overrides for x in ("--override", o)]
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=kctl_env(), cwd=self.dir, start_new_session=True)
+        bb.wait_listening(self.proc, self.sasl_ssl_port, 90, self.log)
+        # the SCRAM user, as trivup adds it after the start (kafka-configs.sh --alter --add-config SCRAM-...)
+        setup = subprocess.run(kctl() + ["users", "set-scram", SECURE_USER, "-b", self.bootstrap, "--password-file",
+                                         "-", "--iterations", "4096"], input=SECURE_PASSWORD + "\n", text=True,
+                               capture_output=True, env=kctl_env(), timeout=120)
+        if setup.returncode != 0:
+            raise RuntimeError(f"kctl users set-scram {SECURE_USER} failed: {setup.stderr.strip()[-300:]}")
+
+    def test_conf(self, variant: str) -> str:
+        ssl = [f"ssl.ca.location={self.files['ca']}", f"ssl.certificate.location={self.files['client_cert']}",
+               f"ssl.key.location={self.files['client_key']}", f"ssl.key.password={SECURE_KEY_PASSWORD}"]
+        if variant == "ssl":
+            return "\n".join(["security.protocol=SSL", *ssl])
+        sasl = ["security.protocol=SASL_SSL", f"ssl.ca.location={self.files['ca']}"]
+        if variant == "scram":
+            return "\n".join(sasl + ["sasl.mechanism=SCRAM-SHA-512", f"sasl.username={SECURE_USER}",
+                                     f"sasl.password={SECURE_PASSWORD}"])
+        return "\n".join(sasl + ["sasl.mechanism=OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt=true",
+                                 "sasl.oauthbearer.config=principal=admin scope=requiredScope"])
+
+
+def run_secure(tests: list[SuiteTest], tests_dir: Path, workdir: Path, out: Path, args) -> dict[str, dict[str, Result]]:
+    """SECURE_PLAN's runs against one Secure broker: a column per variant ("secure-ssl", ...); a run of part of
+    a test is named <test>[<SUBTESTS>]."""
+    by_number = {}
+    for t in tests:
+        by_number.setdefault(t.number, []).append(t.name)
+    plan = [(v, n, sub) for v, n, sub in SECURE_PLAN if n in by_number]
+    results: dict[str, dict[str, Result]] = {f"secure-{v}": {} for v, _, _ in plan}
+    if not plan:
+        return {}
+    target = Secure(workdir, "default")
+    print("[secure] starting ...", flush=True)
+    try:
+        target.start()
+    except Exception as exc:
+        print(f"[secure] !! did not start: {exc}", flush=True)
+        for v, n, sub in plan:
+            for name in by_number[n]:
+                results[f"secure-{v}"][f"{name}[{sub}]" if sub else name] = Result(
+                    "fail", 0.0, f"target did not start: {str(exc)[:200]}")
+        target.stop()
+        return results
+    logdir = out / "secure"
+    logdir.mkdir(parents=True, exist_ok=True)
+    kafka_path = write_kafka_path(workdir)
+    try:
+        for variant, number, sub in plan:
+            conf = workdir / f"secure-{variant}-test.conf"
+            conf.write_text(f"bootstrap.servers={target.bootstrap_for(variant)}\n"
+                            f"test.timeout.multiplier={args.timeout_multiplier}\ntest.topic.random=true\n"
+                            f"{target.test_conf(variant)}\n")
+            env = dict(os.environ, TEST_KAFKA_VERSION=KAFKA_VERSION, BROKERS=target.bootstrap_for(variant),
+                       KAFKA_PATH=str(kafka_path), **ssl_env(target.files),
+                       LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(tests_dir.parent / "src"),
+                                                                     str(tests_dir.parent / "src-cpp"),
+                                                                     os.environ.get("LD_LIBRARY_PATH")])))
+            env.pop("CI", None)
+            job = Job(number, "default", list(by_number[number]), subtests=sub,
+                      label=f"{variant}{'-' + sub if sub else ''}")
+            # the logs are kept: which sub-tests ran and which skipped is only in them
+            for name, r in sorted(run_job(job, tests_dir, conf, env, args.timeout, args.quick, logdir,
+                                          args.nice, keep=True).items()):
+                key = f"{name}[{sub}]" if sub else name
+                results[f"secure-{variant}"][key] = r
+                print(f"[secure-{variant}] {key:<48} {r.state:<7} {r.seconds:7.1f}s  {r.reason[:90]}", flush=True)
+            if not target.alive():
+                print(f"[secure] !! the broker exited (after {number} {variant})", flush=True)
+                break
+    finally:
+        target.stop()
+        if target.log.exists():
+            shutil.copy2(target.log, logdir / "broker.log")
+    return results
+
+
 def kctl() -> list[str]:
     exe = Path(sys.executable).parent / "kctl"
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "kcli"]
@@ -377,6 +587,8 @@ class Job:
     number: str
     scenario: str
     names: list[str] = field(default_factory=list)
+    subtests: str | None = None  # test-runner's SUBTESTS: only the sub-tests whose name holds this
+    label: str | None = None  # in log file names instead of the scenario
 
 
 def failure_reason(output: str, name: str) -> str:
@@ -389,14 +601,16 @@ def failure_reason(output: str, name: str) -> str:
 
 
 def run_job(job: Job, tests_dir: Path, conf: Path, env: dict[str, str], timeout: float, quick: bool,
-            logdir: Path, nice: int) -> dict[str, Result]:
-    log = logdir / f"{job.number}-{job.scenario}.log"
-    report = logdir / f"{job.number}-{job.scenario}.json"
+            logdir: Path, nice: int, keep: bool = False) -> dict[str, Result]:
+    log = logdir / f"{job.number}-{job.label or job.scenario}.log"
+    report = logdir / f"{job.number}-{job.label or job.scenario}.json"
     command = ["nice", "-n", str(nice), "./test-runner", "-L", "-E", "-p1", "-s", job.scenario]
     if quick:
         command.append("-Q")
     run_env = dict(env, TESTS=job.number, TEST_REPORT=str(report), RDKAFKA_TEST_CONF=str(conf),
                    TEST_SCENARIO=job.scenario)
+    if job.subtests:
+        run_env["SUBTESTS"] = job.subtests
     started = time.monotonic()
     timed_out = False
     with open(log, "wb") as out:
@@ -424,7 +638,7 @@ def run_job(job: Job, tests_dir: Path, conf: Path, env: dict[str, str], timeout:
             results[name] = r = Result(state, elapsed, failure_reason(output, name) or why)
         elif r.state == "fail":
             r.reason = failure_reason(output, name) or r.reason
-    if any(r.state in ("fail", "timeout") for r in results.values()):
+    if keep or any(r.state in ("fail", "timeout") for r in results.values()):
         for r in results.values():
             r.log = str(log)
     else:
@@ -486,9 +700,13 @@ def run_target(kind: type, jobs: list[Job], tests_dir: Path, workdir: Path, out:
 
 def print_table(tests: list[SuiteTest], results: dict[str, dict[str, Result]]) -> None:
     targets = list(results)
-    print("\n" + f"{'test':<48}" + "".join(f"{t:<10}" for t in targets))
-    for t in tests:
-        print(f"{t.name:<48}" + "".join(f"{results[k].get(t.name, Result('-')).state:<10}" for k in targets))
+    names = [t.name for t in tests]
+    names += sorted({n for k in targets for n in results[k]} - set(names))  # the secure target's part-runs
+    width = max(48, *(len(n) + 2 for n in names))
+    print("\n" + f"{'test':<{width}}" + "".join(f"{t:<18}" for t in targets))
+    for n in names:
+        if any(n in results[k] for k in targets):
+            print(f"{n:<{width}}" + "".join(f"{results[k].get(n, Result('-')).state:<18}" for k in targets))
     print()
     for k in targets:
         counts = {s: sum(1 for r in results[k].values() if r.state == s) for s in ("pass", "fail", "timeout", "skip")}
@@ -501,7 +719,7 @@ def print_table(tests: list[SuiteTest], results: dict[str, dict[str, Result]]) -
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--targets", default="single,cluster", help="single, cluster or both (comma-separated)")
+    ap.add_argument("--targets", default="single,cluster,secure", help="single, cluster, secure (comma-separated)")
     ap.add_argument("--tests", help="only these test numbers (comma-separated, e.g. 0001,0045)")
     ap.add_argument("--jobs", type=int, default=2, help="test-runner processes at a time")
     ap.add_argument("--timeout", type=float, default=900, help="seconds at most for one test-runner process")
@@ -541,11 +759,19 @@ def main() -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):  # the finally blocks must still stop the brokers
         signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
     kinds = {"single": Single, "cluster": Cluster}
+    unknown = set(args.targets.split(",")) - set(kinds) - {"secure"}
+    if unknown:
+        ap.error(f"unknown targets: {', '.join(sorted(unknown))}")
     results: dict[str, dict[str, Result]] = {}
     workdir = Path(tempfile.mkdtemp(prefix="kcli-librdkafka-suite-"))
     print(f"librdkafka tests in {tests_dir}; {len(tests)} tests; output in {out}; workdir {workdir}", flush=True)
     try:
         for name in args.targets.split(","):
+            if name == "secure":
+                results.update(run_secure(tests, tests_dir, workdir, out, args))
+                (out / "results.json").write_text(json.dumps(
+                    {k: {n: vars(r) for n, r in v.items()} for k, v in results.items()}, indent=1))
+                continue
             try:
                 results[name] = run_target(kinds[name], sorted(jobs.values(), key=lambda j: j.number), tests_dir,
                                            workdir, out, args)
