@@ -356,19 +356,20 @@ class Cluster:
 SECURE_USER, SECURE_PASSWORD = "testuser", "testpass"  # trivup's sasl users are myuser/mypassword; any will do
 SECURE_KEY_PASSWORD = "client-key-pass"  # ssl.key.password and the client's PKCS#12 password (SSL_password)
 SECURE_REAUTH_MS = 10000  # connections.max.reauth.ms: 0142 reads it through DescribeConfigs and waits ~1.2x it
-# (variant, test number, SUBTESTS substring or None): the tests that need security, each against the listener and
-# client settings it is written for. 0081 runs only its sub-tests that need an authorizer or SCRAM (SUBTESTS is
-# test-runner's substring filter on sub-test names); its other sub-tests are the single target's.
+# (target, variant, test number, SUBTESTS substring or None): the tests that need security, each against the
+# listener and client settings it is written for. 0081 runs only its sub-tests that need an authorizer or SCRAM
+# (SUBTESTS is test-runner's substring filter on sub-test names); its other sub-tests are the single target's.
+# 0142 creates its topic with replication factor 3: it runs against a secured 3-broker cluster.
 SECURE_PLAN = (
-    ("ssl", "0097", None),
-    ("scram", "0135", None),
-    ("scram", "0142", None),
-    ("scram", "0081", "Acls"),
-    ("scram", "0081", "UserScramCredentials"),
-    ("scram", "0081", "DescribeConsumerGroups"),
-    ("scram", "0081", "DescribeTopics"),
-    ("scram", "0081", "DescribeCluster"),
-    ("oauthbearer", "0142", None),
+    ("secure", "ssl", "0097", None),
+    ("secure", "scram", "0135", None),
+    ("secure", "scram", "0081", "Acls"),
+    ("secure", "scram", "0081", "UserScramCredentials"),
+    ("secure", "scram", "0081", "DescribeConsumerGroups"),
+    ("secure", "scram", "0081", "DescribeTopics"),
+    ("secure", "scram", "0081", "DescribeCluster"),
+    ("secure-cluster", "scram", "0142", None),
+    ("secure-cluster", "oauthbearer", "0142", None),
 )
 
 
@@ -511,69 +512,127 @@ class Secure(Single):
                                  "sasl.oauthbearer.config=principal=admin scope=requiredScope"])
 
 
+class SecureCluster(Cluster):
+    """`kctl cluster run --security` (SASL_SSL, SCRAM-SHA-512, its test CA, the super user admin) for the tests
+    that create topics of replication factor 3 (0142), with connections.max.reauth.ms and unsecured OAUTHBEARER
+    (as trivup: unsecuredValidatorRequiredScope) added."""
+
+    name = "secure-cluster"
+    files: dict[str, Path] = {}
+
+    def __init__(self, workdir: Path, scenario: str) -> None:
+        super().__init__(workdir, scenario)
+        self.dir = workdir / "secure-cluster"
+        self.out = workdir / "secure-cluster.out"
+
+    def start(self) -> None:
+        oauth_jaas = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+                      'unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="requiredScope";')
+        overrides = ["auto.create.topics.enable=true", *TRIVUP_OVERRIDES,
+                     f"connections.max.reauth.ms={SECURE_REAUTH_MS}", "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,OAUTHBEARER",
+                     f"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config={oauth_jaas}"]
+        command = kctl() + ["cluster", "run", "--brokers", "3", "--racks", "3", "--rack-prefix", "RACK", "--security",
+                            "--start-timeout", "300", "--data-dir", str(self.dir), "--json"] + [
+                                x for o in overrides for x in ("--override", o)]
+        err = open(self.out, "wb")
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+                                     env=kctl_env(), start_new_session=True)
+        err.close()
+        deadline = time.monotonic() + 600
+        line = b""
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 1)
+            if ready:
+                line = self.proc.stdout.readline()
+                break
+        if not line:
+            self.stop()
+            raise RuntimeError(f"kctl cluster run --security did not start:\n{bb.tail(self.out, 30)}")
+        self.info = json.loads(line)
+
+    def bootstrap_for(self, variant: str) -> str:
+        return self.bootstrap
+
+    def test_conf(self, variant: str) -> str:
+        sec = self.info["security"]
+        sasl = [f"security.protocol={sec['protocol']}", f"ssl.ca.location={sec['ca']}"]
+        if variant == "scram":
+            return "\n".join(sasl + [f"sasl.mechanism={sec['mechanism']}", f"sasl.username={sec['user']}",
+                                     f"sasl.password={sec['password']}"])
+        return "\n".join(sasl + ["sasl.mechanism=OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt=true",
+                                 "sasl.oauthbearer.config=principal=admin scope=requiredScope"])
+
+
 def run_secure(tests: list[SuiteTest], tests_dir: Path, workdir: Path, out: Path, args) -> dict[str, dict[str, Result]]:
-    """SECURE_PLAN's runs against one Secure broker: a column per variant ("secure-ssl", ...); a run of part of
-    a test is named <test>[<SUBTESTS>]."""
-    by_number = {}
+    """SECURE_PLAN's runs: against one Secure broker, then a SecureCluster; a column per target and variant
+    ("secure-ssl", "secure-cluster-scram", ...); a run of part of a test is named <test>[<SUBTESTS>]."""
+    by_number: dict[str, list[str]] = {}
     for t in tests:
         by_number.setdefault(t.number, []).append(t.name)
-    plan = [(v, n, sub) for v, n, sub in SECURE_PLAN if n in by_number]
-    results: dict[str, dict[str, Result]] = {f"secure-{v}": {} for v, _, _ in plan}
-    if not plan:
-        return {}
-    target = Secure(workdir, "default")
-    target.nice = args.nice
-    client_wrap: list[str] = []
+    results: dict[str, dict[str, Result]] = {}
     cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) >= 2 and shutil.which("taskset") and not args.no_pin:
-        # the broker and test-runner on different CPUs: librdkafka (2.12.0, rd_kafka_transport_ssl_connect) reports
-        # a TLS handshake that fails within its first SSL_connect() call as a transport failure instead of _SSL,
-        # and 0097 fails on that. That happens when the client is preempted between sending its ClientHello and
-        # reading, and the broker's whole first flight is there when it reads: on a loaded machine, with both
-        # on one CPU, in 2 of 3 runs here; pinned apart, in none of 3 (load average 17 on 2 cores)
-        target.wrap = ["taskset", "-c", str(cpus[0])]
-        client_wrap = ["taskset", "-c", str(cpus[-1])]
-    print("[secure] starting ...", flush=True)
-    try:
-        target.start()
-    except Exception as exc:
-        print(f"[secure] !! did not start: {exc}", flush=True)
-        for v, n, sub in plan:
-            for name in by_number[n]:
-                results[f"secure-{v}"][f"{name}[{sub}]" if sub else name] = Result(
-                    "fail", 0.0, f"target did not start: {str(exc)[:200]}")
-        target.stop()
-        return results
-    logdir = out / "secure"
-    logdir.mkdir(parents=True, exist_ok=True)
+    pin = len(cpus) >= 2 and shutil.which("taskset") is not None and not args.no_pin
     kafka_path = write_kafka_path(workdir)
-    try:
-        for variant, number, sub in plan:
-            conf = workdir / f"secure-{variant}-test.conf"
-            conf.write_text(f"bootstrap.servers={target.bootstrap_for(variant)}\n"
-                            f"test.timeout.multiplier={args.timeout_multiplier}\ntest.topic.random=true\n"
-                            f"{target.test_conf(variant)}\n")
-            env = dict(os.environ, TEST_KAFKA_VERSION=KAFKA_VERSION, BROKERS=target.bootstrap_for(variant),
-                       KAFKA_PATH=str(kafka_path), **ssl_env(target.files),
-                       LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(tests_dir.parent / "src"),
-                                                                     str(tests_dir.parent / "src-cpp"),
-                                                                     os.environ.get("LD_LIBRARY_PATH")])))
-            env.pop("CI", None)
-            job = Job(number, "default", list(by_number[number]), subtests=sub,
-                      label=f"{variant}{'-' + sub if sub else ''}", wrap=client_wrap)
-            # the logs are kept: which sub-tests ran and which skipped is only in them
-            for name, r in sorted(run_job(job, tests_dir, conf, env, args.timeout, args.quick, logdir,
-                                          args.nice, keep=True).items()):
-                key = f"{name}[{sub}]" if sub else name
-                results[f"secure-{variant}"][key] = r
-                print(f"[secure-{variant}] {key:<48} {r.state:<7} {r.seconds:7.1f}s  {r.reason[:90]}", flush=True)
-            if not target.alive():
-                print(f"[secure] !! the broker exited (after {number} {variant})", flush=True)
-                break
-    finally:
-        target.stop()
-        if target.log.exists():
-            shutil.copy2(target.log, logdir / "broker.log")
+    for kind in (Secure, SecureCluster):
+        plan = [(v, n, sub) for k, v, n, sub in SECURE_PLAN if k == kind.name and n in by_number]
+        if not plan:
+            continue
+        for v, _, _ in plan:
+            results.setdefault(f"{kind.name}-{v}", {})
+        target = kind(workdir, "default")
+        client_wrap: list[str] = []
+        if kind is Secure:
+            target.nice = args.nice
+            if pin:
+                # the broker and test-runner on different CPUs: librdkafka (2.12.0, rd_kafka_transport_ssl_connect)
+                # reports a TLS handshake that fails within its first SSL_connect() call as a transport failure
+                # instead of _SSL, and 0097 fails on that. That happens when the client is preempted between sending
+                # its ClientHello and reading, and the broker's whole first flight is there when it reads: on a
+                # loaded machine, both on one CPU, in 2 of 3 runs here; pinned apart, in none of 3 (load 17, 2 cores)
+                target.wrap = ["taskset", "-c", str(cpus[0])]
+                client_wrap = ["taskset", "-c", str(cpus[-1])]
+        print(f"[{kind.name}] starting ...", flush=True)
+        try:
+            target.start()
+        except Exception as exc:
+            print(f"[{kind.name}] !! did not start: {exc}", flush=True)
+            for v, n, sub in plan:
+                for name in by_number[n]:
+                    results[f"{kind.name}-{v}"][f"{name}[{sub}]" if sub else name] = Result(
+                        "fail", 0.0, f"target did not start: {str(exc)[:200]}")
+            target.stop()
+            continue
+        logdir = out / kind.name
+        logdir.mkdir(parents=True, exist_ok=True)
+        try:
+            for variant, number, sub in plan:
+                column = f"{kind.name}-{variant}"
+                conf = workdir / f"{column}-test.conf"
+                conf.write_text(f"bootstrap.servers={target.bootstrap_for(variant)}\n"
+                                f"test.timeout.multiplier={args.timeout_multiplier}\ntest.topic.random=true\n"
+                                f"{target.test_conf(variant)}\n")
+                env = dict(os.environ, TEST_KAFKA_VERSION=KAFKA_VERSION, BROKERS=target.bootstrap_for(variant),
+                           KAFKA_PATH=str(kafka_path), **(ssl_env(target.files) if target.files else {}),
+                           LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(tests_dir.parent / "src"),
+                                                                         str(tests_dir.parent / "src-cpp"),
+                                                                         os.environ.get("LD_LIBRARY_PATH")])))
+                env.pop("CI", None)
+                job = Job(number, "default", list(by_number[number]), subtests=sub,
+                          label=f"{variant}{'-' + sub if sub else ''}", wrap=client_wrap)
+                # the logs are kept: which sub-tests ran and which skipped is only in them
+                for name, r in sorted(run_job(job, tests_dir, conf, env, args.timeout, args.quick, logdir,
+                                              args.nice, keep=True).items()):
+                    key = f"{name}[{sub}]" if sub else name
+                    results[column][key] = r
+                    print(f"[{column}] {key:<48} {r.state:<7} {r.seconds:7.1f}s  {r.reason[:90]}", flush=True)
+                if not target.alive():
+                    print(f"[{kind.name}] !! the target exited (after {number} {variant})", flush=True)
+                    break
+        finally:
+            target.stop()
+            for log in target.logs():
+                if log.exists():
+                    shutil.copy2(log, logdir / f"{log.parent.name}-{log.name}")
     return results
 
 
