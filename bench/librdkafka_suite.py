@@ -14,8 +14,8 @@ from `test.conf` and picks tests by number (`TESTS=0045`). Which of them are "br
   librdkafka's mock cluster and never talk to test.conf's brokers.
 
 With librdkafka 2.12.0 (what `node-rdkafka@3.6.1` bundles, the default source) that is 97 tests. Some of them
-skip themselves here by design, and are reported as skip: the SSL/SASL/OIDC ones (0097, 0126, 0135, 0142:
-no SSL or SASL listener), 0098 (its Java producer needs RapidJSON and Kafka's jars), 0153 (KIP-848 consumer
+skip themselves here by design, and are reported as skip: on single and cluster the SSL/SASL/OIDC ones (0097,
+0126, 0135, 0142: plaintext listeners; the secure targets run them, 0126 needs an OIDC token server), 0098 (its Java producer needs RapidJSON and Kafka's jars), 0153 (KIP-848 consumer
 groups only), parts of 0016 (broker JMX). The 4 tests of the `noautocreate` scenario (0045 two of them, 0107,
 0111) run with `-s noautocreate` against a second start of the target with auto.create.topics.enable=false,
 as librdkafka's trivup scenarios do.
@@ -27,6 +27,14 @@ broker.rack=RACK<broker id> and replica.selector.class=RackAwareReplicaSelector 
 
 * single:  `kctl broker run` (one broker, standalone);
 * cluster: `kctl cluster run --brokers 3 --racks 3 --rack-prefix RACK` (ZooKeeper mode; Debian's zookeeper).
+* secure: the tests that need TLS or SASL (SECURE_PLAN), as librdkafka's CI runs them under trivup: one
+  `kctl broker run` with an SSL listener (ssl.client.auth=required) for 0097, a SASL_SSL listener (PLAIN,
+  SCRAM-SHA-256/512, unsecured OAUTHBEARER) for 0135 and 0081's ACL, SCRAM-credential and authorized-operations
+  sub-tests (SUBTESTS=...), AclAuthorizer with allow.everyone.if.no.acl.found=true, a SCRAM user set through
+  `kctl users set-scram`, a test CA and client keys in PEM, DER and PKCS#12 made with `cryptography` and the
+  SSL_* variables 0097 reads; then `kctl cluster run --security` (0142 creates topics of replication factor 3)
+  with connections.max.reauth.ms (--reauth-ms, 10000 as librdkafka's CI) and OAUTHBEARER added, 0142 once with
+  SCRAM-SHA-512 and once with OAUTHBEARER. Columns secure-<variant> and secure-cluster-<variant>.
 
 Each test number runs in its own `test-runner` process (`TESTS=<number> ./test-runner -L -E -p1`; several
 names share a number, e.g. 0045's, and then run one after the other in that process), niced, under a
@@ -46,9 +54,9 @@ The suite is built once into ~/.cache/kcli-bench/librdkafka-suite-<version>/ (or
 --disable-curl --disable-zstd --disable-lz4-ext` (and --disable-ssl without OpenSSL's headers), `make libs`,
 `make -C tests build`. Needs gcc, g++, make, zlib's headers, npm for the default source.
 
-Usage: bench/librdkafka_suite.py [--targets single,cluster] [--tests 0001,0045,...] [--jobs 2]
+Usage: bench/librdkafka_suite.py [--targets single,cluster,secure] [--tests 0001,0045,...] [--jobs 2]
          [--timeout 900] [--timeout-multiplier 2] [--quick] [--librdkafka-src DIR] [--build-only] [--list]
-         [--out DIR]
+         [--out DIR] [--reauth-ms 10000] [--no-pin]
 """
 
 from __future__ import annotations
@@ -355,7 +363,6 @@ class Cluster:
 # -- the secure target: TLS and SASL listeners, an authorizer, the users and files the tests expect ----------
 SECURE_USER, SECURE_PASSWORD = "testuser", "testpass"  # trivup's sasl users are myuser/mypassword; any will do
 SECURE_KEY_PASSWORD = "client-key-pass"  # ssl.key.password and the client's PKCS#12 password (SSL_password)
-SECURE_REAUTH_MS = 10000  # connections.max.reauth.ms: 0142 reads it through DescribeConfigs and waits ~1.2x it
 # (target, variant, test number, SUBTESTS substring or None): the tests that need security, each against the
 # listener and client settings it is written for. 0081 runs only its sub-tests that need an authorizer or SCRAM
 # (SUBTESTS is test-runner's substring filter on sub-test names); its other sub-tests are the single target's.
@@ -450,6 +457,7 @@ class Secure(Single):
     (`kctl users set-scram`)."""
 
     name = "secure"
+    reauth_ms = 10000  # connections.max.reauth.ms (--reauth-ms)
 
     def __init__(self, workdir: Path, scenario: str) -> None:
         self.dir = workdir / "secure"
@@ -481,7 +489,7 @@ class Secure(Single):
             "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
             f"listener.name.sasl_ssl.plain.sasl.jaas.config={plain_jaas}",
             f"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config={oauth_jaas}",
-            f"connections.max.reauth.ms={SECURE_REAUTH_MS}",
+            f"connections.max.reauth.ms={self.reauth_ms}",
             "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
             "allow.everyone.if.no.acl.found=true", "super.users=User:admin",
         ]
@@ -518,6 +526,7 @@ class SecureCluster(Cluster):
     (as trivup: unsecuredValidatorRequiredScope) added."""
 
     name = "secure-cluster"
+    reauth_ms = 10000
     files: dict[str, Path] = {}
 
     def __init__(self, workdir: Path, scenario: str) -> None:
@@ -529,7 +538,8 @@ class SecureCluster(Cluster):
         oauth_jaas = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
                       'unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="requiredScope";')
         overrides = ["auto.create.topics.enable=true", *TRIVUP_OVERRIDES,
-                     f"connections.max.reauth.ms={SECURE_REAUTH_MS}", "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,OAUTHBEARER",
+                     f"connections.max.reauth.ms={self.reauth_ms}",
+                     "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,OAUTHBEARER",
                      f"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config={oauth_jaas}"]
         command = kctl() + ["cluster", "run", "--brokers", "3", "--racks", "3", "--rack-prefix", "RACK", "--security",
                             "--start-timeout", "300", "--data-dir", str(self.dir), "--json"] + [
@@ -580,6 +590,9 @@ def run_secure(tests: list[SuiteTest], tests_dir: Path, workdir: Path, out: Path
         for v, _, _ in plan:
             results.setdefault(f"{kind.name}-{v}", {})
         target = kind(workdir, "default")
+        # connections.max.reauth.ms: 0142 reads it through DescribeConfigs, re-authenticates at 90% of it and
+        # produces for 1.2 times it per sub-test
+        target.reauth_ms = args.reauth_ms
         client_wrap: list[str] = []
         if kind is Secure:
             target.nice = args.nice
@@ -802,6 +815,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="test-runner -Q, as librdkafka's CI runs: skips every "
                     "sub-test not marked quick (0045_subscribe_update then does nothing and passes)")
     ap.add_argument("--nice", type=int, default=10)
+    ap.add_argument("--reauth-ms", type=int, default=10000, help="secure targets: connections.max.reauth.ms "
+                    "(0142 re-authenticates at 90%% of it; librdkafka's CI uses 10000)")
     ap.add_argument("--no-pin", action="store_true", help="secure target: do not pin the broker and test-runner "
                     "to different CPUs (see run_secure: a race in librdkafka's TLS error reporting fails 0097)")
     ap.add_argument("--librdkafka-src", type=Path, help="build from this librdkafka source tree (default: the "
