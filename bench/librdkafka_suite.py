@@ -375,6 +375,10 @@ SECURE_PLAN = (
     ("secure", "scram", "0081", "DescribeConsumerGroups"),
     ("secure", "scram", "0081", "DescribeTopics"),
     ("secure", "scram", "0081", "DescribeCluster"),
+    # they skip unless security.protocol is plaintext, and need an authorizer (kafka-acls.sh denies User:*)
+    ("secure", "plaintext", "0109", None),
+    ("secure", "plaintext", "0115", None),
+    ("secure", "plaintext", "0119", None),
     ("secure-cluster", "scram", "0142", None),
     ("secure-cluster", "oauthbearer", "0142", None),
 )
@@ -453,8 +457,8 @@ class Secure(Single):
     """One `kctl broker run` with the listeners librdkafka's security tests need, configured as trivup configures
     Kafka for them (an AclAuthorizer with allow.everyone.if.no.acl.found=true, no super users but OAUTHBEARER's
     admin): SSL with ssl.client.auth=required (0097), SASL_SSL with PLAIN, SCRAM-SHA-256/512 and unsecured
-    OAUTHBEARER (0081, 0135, 0142), and a PLAINTEXT listener through which the harness sets up the SCRAM user
-    (`kctl users set-scram`)."""
+    OAUTHBEARER (0081, 0135), and a PLAINTEXT listener through which the harness sets up the SCRAM user
+    (`kctl users set-scram`) and on which 0109, 0115 and 0119 meet the authorizer."""
 
     name = "secure"
     reauth_ms = 10000  # connections.max.reauth.ms (--reauth-ms)
@@ -471,7 +475,8 @@ class Secure(Single):
         self.files = make_secure_files(self.dir / "ssl")
 
     def bootstrap_for(self, variant: str) -> str:
-        return f"{bb.LOOPBACK}:{self.ssl_port if variant == 'ssl' else self.sasl_ssl_port}"
+        port = {"ssl": self.ssl_port, "plaintext": self.port}.get(variant, self.sasl_ssl_port)
+        return f"{bb.LOOPBACK}:{port}"
 
     def start(self) -> None:
         plain_jaas = (f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{SECURE_USER}='
@@ -512,6 +517,8 @@ class Secure(Single):
                f"ssl.key.location={self.files['client_key']}", f"ssl.key.password={SECURE_KEY_PASSWORD}"]
         if variant == "ssl":
             return "\n".join(["security.protocol=SSL", *ssl])
+        if variant == "plaintext":
+            return ""
         sasl = ["security.protocol=SASL_SSL", f"ssl.ca.location={self.files['ca']}"]
         if variant == "scram":
             return "\n".join(sasl + ["sasl.mechanism=SCRAM-SHA-512", f"sasl.username={SECURE_USER}",
@@ -623,7 +630,7 @@ def run_secure(tests: list[SuiteTest], tests_dir: Path, workdir: Path, out: Path
                 conf = workdir / f"{column}-test.conf"
                 conf.write_text(f"bootstrap.servers={target.bootstrap_for(variant)}\n"
                                 f"test.timeout.multiplier={args.timeout_multiplier}\ntest.topic.random=true\n"
-                                f"{target.test_conf(variant)}\n")
+                                f"{target.test_conf(variant)}\n" + "".join(f"{c}\n" for c in args.client_conf))
                 env = dict(os.environ, TEST_KAFKA_VERSION=KAFKA_VERSION, BROKERS=target.bootstrap_for(variant),
                            KAFKA_PATH=str(kafka_path), **(ssl_env(target.files) if target.files else {}),
                            LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(tests_dir.parent / "src"),
@@ -817,6 +824,8 @@ def main() -> int:
     ap.add_argument("--nice", type=int, default=10)
     ap.add_argument("--reauth-ms", type=int, default=10000, help="secure targets: connections.max.reauth.ms "
                     "(0142 re-authenticates at 90%% of it; librdkafka's CI uses 10000)")
+    ap.add_argument("--client-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="secure targets: one more line of test.conf (every client the tests make), for diagnosis")
     ap.add_argument("--no-pin", action="store_true", help="secure target: do not pin the broker and test-runner "
                     "to different CPUs (see run_secure: a race in librdkafka's TLS error reporting fails 0097)")
     ap.add_argument("--librdkafka-src", type=Path, help="build from this librdkafka source tree (default: the "
