@@ -608,7 +608,7 @@ def run_secure(tests: list[SuiteTest], tests_dir: Path, workdir: Path, out: Path
                 # reports a TLS handshake that fails within its first SSL_connect() call as a transport failure
                 # instead of _SSL, and 0097 fails on that. That happens when the client is preempted between sending
                 # its ClientHello and reading, and the broker's whole first flight is there when it reads: on a
-                # loaded machine, both on one CPU, in 2 of 3 runs here; pinned apart, in none of 3 (load 17, 2 cores)
+                # loaded machine, both on one CPU, in 2 of 3 runs here; pinned apart, in none of 4 (load 10-17, 2 cores)
                 target.wrap = ["taskset", "-c", str(cpus[0])]
                 client_wrap = ["taskset", "-c", str(cpus[-1])]
         print(f"[{kind.name}] starting ...", flush=True)
