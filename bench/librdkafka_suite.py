@@ -15,8 +15,9 @@ from `test.conf` and picks tests by number (`TESTS=0045`). Which of them are "br
 
 With librdkafka 2.12.0 (what `node-rdkafka@3.6.1` bundles, the default source) that is 97 tests. Some of them
 skip themselves here by design, and are reported as skip: on single and cluster the SSL/SASL/OIDC ones (0097,
-0126, 0135, 0142: plaintext listeners; the secure targets run them, 0126 needs an OIDC token server), 0098 (its Java producer needs RapidJSON and Kafka's jars), 0153 (KIP-848 consumer
-groups only), parts of 0016 (broker JMX). The 4 tests of the `noautocreate` scenario (0045 two of them, 0107,
+0126, 0135, 0142: plaintext listeners; the secure targets run them but 0126, which needs an OIDC token
+server), 0098 (its Java producer needs RapidJSON and Kafka's jars), 0153 (KIP-848 consumer groups only), parts
+of 0016 (broker JMX). The 4 tests of the `noautocreate` scenario (0045 two of them, 0107,
 0111) run with `-s noautocreate` against a second start of the target with auto.create.topics.enable=false,
 as librdkafka's trivup scenarios do.
 
