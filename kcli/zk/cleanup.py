@@ -8,43 +8,33 @@ so the nodes come back with it; meanwhile a broker with the same id cannot regis
 
 from __future__ import annotations
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
 
 from kcli.zk import paths
-from kcli.zk.registration import ZooKeeperConnectionError
+from kcli.zk.errors import ZooKeeperConnectionError, short_session
 
 
 def clear_stale_registrations(connect: str, *, timeout: float = 10.0) -> list[str]:
     """Delete every broker registration and the controller claim under ``connect``'s chroot; returns the paths
     deleted (as seen from ZooKeeper's root). Only for a cluster none of whose brokers is running."""
     where = paths.parse_connect(connect)
-    client = KazooClient(hosts=where.servers, timeout=timeout)
-    try:
-        client.start(timeout=timeout)
-    except KazooTimeoutError:
-        client.close()
-        raise ZooKeeperConnectionError(f"ZooKeeper at {where.servers} opened no session within {timeout:g}s") from None
     deleted = []
-    try:
-        ids = where.absolute(paths.BROKER_IDS)
+    with short_session(where.servers, timeout) as client:
         try:
-            children = client.get_children(ids)
-        except NoNodeError:
-            children = []
-        for path in [f"{ids}/{child}" for child in sorted(children)] + [where.absolute(paths.CONTROLLER)]:
+            ids = where.absolute(paths.BROKER_IDS)
             try:
-                stat = client.exists(path)
-                if stat is not None and stat.ephemeralOwner:
-                    client.delete(path)
-                    deleted.append(path)
+                children = client.get_children(ids)
             except NoNodeError:
-                pass  # its session expired meanwhile
-    except KazooException as exc:
-        raise ZooKeeperConnectionError(f"ZooKeeper at {where.servers}: cannot clear stale registrations "
-                                       f"({type(exc).__name__})") from None
-    finally:
-        client.stop()
-        client.close()
+                children = []
+            for path in [f"{ids}/{child}" for child in sorted(children)] + [where.absolute(paths.CONTROLLER)]:
+                try:
+                    stat = client.exists(path)
+                    if stat is not None and stat.ephemeralOwner:
+                        client.delete(path)
+                        deleted.append(path)
+                except NoNodeError:
+                    pass  # its session expired meanwhile
+        except KazooException as exc:
+            raise ZooKeeperConnectionError(f"ZooKeeper at {where.servers}: cannot clear stale registrations "
+                                           f"({type(exc).__name__})") from None
     return deleted

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, KazooException, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -36,3 +37,20 @@ def kazoo_errors(where: str, timeout: float, doing: str) -> Iterator[None]:
         raise ZooKeeperConnectionError(f"lost the connection to {where} while {doing} ({describe(exc)})") from None
     except KazooException as exc:
         raise KcliError(f"{where} refused {doing}: {describe(exc)}") from None
+
+
+@contextmanager
+def short_session(hosts: str, timeout: float) -> Iterator[KazooClient]:
+    """A started kazoo client for a few operations (``hosts`` as KazooClient takes them, a chroot included),
+    stopped and closed afterwards; no session in ``timeout`` seconds is a ZooKeeperConnectionError."""
+    client = KazooClient(hosts=hosts, timeout=timeout)
+    try:
+        client.start(timeout=timeout)
+    except KazooTimeoutError:
+        client.close()
+        raise ZooKeeperConnectionError(f"ZooKeeper at {hosts} opened no session within {timeout:g}s") from None
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
