@@ -22,6 +22,7 @@ from kcli.broker.controller.elections import ElectionType
 from kcli.broker.controller.events import Expire, Reelect, RegisterBrokerAndReelect
 from kcli.errors import KcliError
 from kcli.broker.errors import NotControllerError
+from kcli.zk import paths
 from kcli.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from kcli.zk.models import TopicPartition
 from kcli.zk.registration import RECONNECTED, SESSION_EXPIRED, SESSION_REESTABLISHED, BrokerRegistration
@@ -124,7 +125,7 @@ class ControllerRunner:
             return
         try:
             if self.registration.zk_client.connected and zk.delete_controller_if_ours():
-                log.info("controller %d: gave up /controller", self.broker_id)
+                log.info("broker %d gave up %s", self.broker_id, self.registration.connect.absolute(paths.CONTROLLER))
         except KcliError as exc:
             # closing the session removes it anyway; only the timing is lost
             log.warning("controller %d: could not give up /controller: %s", self.broker_id, exc)
