@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import re
+import shutil
+import stat
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO.parent / "shared" / "kafka-fixtures"
+
+
+def writable_copy(source: Path, target: Path) -> Path:
+    """A copy of a shared fixture that the test may change (the fixtures are read-only)."""
+    shutil.copytree(source, target)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    return target
 
 
 def fixture_records(path: Path):

@@ -26,6 +26,7 @@ from kcli.broker.handlers import (
     transactions,
 )
 from kcli.broker.handlers.common import RequestContext
+from kcli.broker.security import PLAINTEXT_SESSION, Session
 from kcli.protocol import ApiKey
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
@@ -85,11 +86,12 @@ class KafkaApis:
         self.services = services
 
     async def handle(self, api_key: ApiKey, api_version: int, body: Any, *, client_id: str, client_host: str,
-                     correlation_id: int = 0) -> Any:
+                     correlation_id: int = 0, session: Session = PLAINTEXT_SESSION, request_name: str = "") -> Any:
         """The response body for one request (None: no response, as for acks=0). Unknown keys raise
         LookupError: the socket edge treats that as a protocol error of that connection only."""
         handler = HANDLERS.get(api_key)
         if handler is None:
             raise LookupError(f"no handler for api key {int(api_key)}")
-        context = RequestContext(self.services, api_version, client_id, client_host, correlation_id)
+        context = RequestContext(self.services, api_version, client_id, client_host, correlation_id, session,
+                                 request_name or api_key.name.title().replace("_", ""))
         return await handler(context, body)

@@ -75,6 +75,7 @@ class BrokerServices:
     controller: object | None = None  # ZooKeeper mode: kcli.broker.controller's runner (is_active)
     leader_endpoints: dict[int, tuple[str, int]] = field(default_factory=dict)  # from LeaderAndIsr
     transactions: Any = None  # kcli.broker.transaction_coordinator.TransactionCoordinator
+    authorizer: Any = None  # kcli.broker.security.Authorizer; None: every check passes (authorizer.class.name unset)
     _metadata_event: asyncio.Event | None = None
 
     @property

@@ -49,9 +49,12 @@ def test_replicated_topic_is_assigned_and_led(cluster):
         replicas = assignment["partitions"][str(p)]
         assert sorted(replicas) == [0, 1, 2]
         state = cluster.state("replicated", p)
-        # the controller's choice: the first live replica in assignment order, every replica in the ISR
-        assert state["leader"] == replicas[0]
-        assert sorted(state["isr"]) == [0, 1, 2]
+        # the controller's choice: the first live replica in assignment order, every replica in the ISR. A
+        # follower that a loaded machine held back replica.lag.time.max.ms leaves the ISR (the leader's right)
+        # and rejoins once caught up: what is certain is that it does.
+        assert state["leader"] == replicas[0] and state["leader"] in state["isr"]
+        wait_for(lambda p=p: sorted(cluster.state("replicated", p)["isr"]) == [0, 1, 2], 60,
+                 f"every replica of replicated-{p} in its ISR")
         assert state["leader_epoch"] == 0
         assert state["controller_epoch"] >= 1
         assert topic.partitions[p].leader == replicas[0]

@@ -80,8 +80,8 @@ def test_elect_leaders_moves_leadership_back_under_acks_all_load(cluster):
         assert elect(cluster, "preferred", [("pref", 0), ("pref", 1)]) == {("pref", 0): None,
                                                                             ("pref", 1): "ELECTION_NOT_NEEDED"}
         after = cluster.state("pref", 0)
-        assert (after["leader"], after["leader_epoch"], after["isr"]) == (1, before["leader_epoch"] + 1,
-                                                                          before["isr"])
+        # one election (the ISR is the leader's to shrink meanwhile on a loaded machine, and the new leader's)
+        assert (after["leader"], after["leader_epoch"]) == (1, before["leader_epoch"] + 1) and 1 in after["isr"]
         # The answer came once the broker that answered knew the new leader; clients learn it from Metadata.
         wait_for(lambda: metadata(cluster, "pref").topics["pref"].partitions[0].leader == 1, 30,
                  "Metadata naming broker 1")

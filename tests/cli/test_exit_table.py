@@ -7,8 +7,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -18,20 +16,14 @@ from typer.testing import CliRunner
 
 from broker_support import free_port
 from kcli.cli.app import app
+from support import writable_copy
 from kcli.storage.segment import FileBatchReader
-
-
-def _copy(source: Path, target: Path) -> Path:
-    shutil.copytree(source, target)
-    for path in [target, *target.rglob("*")]:  # the shared fixtures are read-only
-        path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    return target
 
 
 @pytest.fixture
 def zk_log_dir(fixtures_dir, tmp_path) -> Path:
     """A Kafka 2.x (ZooKeeper mode) broker's log dir: broker.id 0, first_topic-0..2, __consumer_offsets-N."""
-    return _copy(fixtures_dir / "VolodymyrZee__kafka", tmp_path / "kafka-logs")
+    return writable_copy(fixtures_dir / "VolodymyrZee__kafka", tmp_path / "kafka-logs")
 
 
 def _run(*args: str):

@@ -8,29 +8,21 @@ import fcntl
 import json
 import os
 import re
-import shutil
-import stat
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from kcli.cli.app import app
+from support import writable_copy
 
 INDEX_MAX, TIME_INDEX_MAX = 10 * 2**20, 10 * 2**20 - 4  # what a broker preallocates (segment.index.bytes)
-
-
-def _copy(source: Path, target: Path) -> Path:
-    shutil.copytree(source, target)
-    for path in [target, *target.rglob("*")]:  # the shared fixtures are read-only
-        path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    return target
 
 
 @pytest.fixture
 def zk_log_dir(fixtures_dir, tmp_path) -> Path:
     """A Kafka 2.x broker's log dir (first_topic-0..2, __consumer_offsets-N, meta.properties)."""
-    return _copy(fixtures_dir / "VolodymyrZee__kafka", tmp_path / "kafka-logs")
+    return writable_copy(fixtures_dir / "VolodymyrZee__kafka", tmp_path / "kafka-logs")
 
 
 def _run(*args: str):
@@ -76,7 +68,7 @@ def test_recover_json_counts_stored_bytes(zk_log_dir):
 def test_cat_on_healthy_partitions_writes_nothing_to_stderr(fixtures_dir, tmp_path, source):
     """Was "<dir>/00000000000000000000.index is empty." and "The following indexed offsets are not found in the
     log." for partitions that verify finds clean."""
-    log_dir = _copy(fixtures_dir / source, tmp_path / "kafka-logs")
+    log_dir = writable_copy(fixtures_dir / source, tmp_path / "kafka-logs")
     partitions = sorted(p for p in log_dir.iterdir() if p.is_dir())
     assert len(partitions) >= 10
     for partition in partitions:

@@ -4,8 +4,6 @@ on copies of real brokers' log dirs; `--output` without pyarrow is one line nami
 from __future__ import annotations
 
 import json
-import shutil
-import stat
 import sys
 from collections import Counter
 from pathlib import Path
@@ -14,16 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from kcli.cli.app import app
+from support import writable_copy
 from support import fixture_records
 
 
 @pytest.fixture
 def log_dir(fixtures_dir, tmp_path) -> Path:
-    target = tmp_path / "kafka-logs"
-    shutil.copytree(fixtures_dir / "VolodymyrZee__kafka", target)
-    for path in [target, *target.rglob("*")]:
-        path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    return target
+    return writable_copy(fixtures_dir / "VolodymyrZee__kafka", tmp_path / "kafka-logs")
 
 
 @pytest.fixture

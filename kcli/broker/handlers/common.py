@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.errors import error_code_for, error_message_for
+from kcli.broker.security import PLAINTEXT_SESSION, Session
 from kcli.protocol import build_entity, response_types
+from kcli.protocol.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from kcli.broker.services import BrokerServices
@@ -37,13 +39,27 @@ GROUP_OPERATIONS = _bits(READ, DESCRIBE, DELETE)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Who asked and with what: the services, the decoded request's header fields and the peer's host."""
+    """Who asked and with what: the services, the decoded request's header fields, the peer's host and the
+    connection's authenticated session."""
 
     services: BrokerServices
     api_version: int
     client_id: str
     client_host: str
     correlation_id: int = 0
+    session: Session = PLAINTEXT_SESSION
+    request_name: str = ""  # the API's name, for the authorizer's audit log ("Produce")
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str, *,
+                  log_if_allowed: bool = True, log_if_denied: bool = True, ref_count: int = 1) -> bool:
+        """Kafka's AuthHelper.authorize: True without an authorizer, else the authorizer's decision for this
+        session (checked before existence, so that a denial does not reveal whether the resource exists)."""
+        authorizer = self.services.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(self.session, operation, resource_type, name, request=self.request_name,
+                                    log_if_allowed=log_if_allowed, log_if_denied=log_if_denied,
+                                    ref_count=ref_count)
 
 
 def response_module(request: Any) -> Any:
