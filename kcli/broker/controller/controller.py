@@ -228,8 +228,44 @@ class KafkaController:
                 event.result.set_result(self.active_controller_id)
 
     def _process_reelect(self) -> None:
+        """Kafka's processReelect (maybeResign, elect); RegisterBrokerAndReelect too, the registration having
+        registered the broker again in its new session. A controller still active after it (its /controller
+        survived a reconnection) sets its watches again (``_rewatch``)."""
+        was_active, epoch = self.active, self.ctx.epoch
         self._maybe_resign()
         self.elect()
+        if was_active and self.active and self.ctx.epoch == epoch:  # no resignation, no new failover in between
+            self._rewatch()
+
+    def _rewatch(self) -> None:
+        """The connection came back within the session and this broker is still the controller. ZooKeeper's Java
+        client, which Kafka's ZooKeeperClient runs on, sets its watches again on a reconnection (SetWatches, the
+        server firing those whose node changed meanwhile), so Kafka's controller never does this; kazoo drops
+        every watch when the connection drops and sets none again. So: read again, with their watches, the paths
+        onControllerFailover and the handlers watch, through the events that read them (each compares with the
+        context and acts on what changed, notifications missed meanwhile included), and finish partitions that
+        an event cut short by the dropped connection left New or Offline."""
+        log.info("controller %d: reconnected to ZooKeeper; reading the watched paths again", self.broker_id)
+        self.partition_state_machine.trigger_online_partition_state_change()
+        for event in (BrokerChange(), TopicChange(), TopicDeletion(), IsrChangeNotification(),
+                      LogDirEventNotification()):
+            self.put(event)
+        for broker_id in sorted(self._broker_modification_handlers):
+            self.put(BrokerModifications(broker_id))
+        for topic in sorted(self._partition_modification_handlers):
+            self.put(PartitionModifications(topic))
+        for tp in sorted(self.ctx.partitions_being_reassigned):
+            self.put(PartitionReassignmentIsrChange(tp))
+        self.put(ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK))
+        # /admin/reassign_partitions: watched again; processed only if it asks for what is not under way (each
+        # processing starts its entries over: a leader epoch bump per partition)
+        if self.zk.register_change_handler_and_check_existence(
+                paths.REASSIGN_PARTITIONS, ZNodeChangeHandler(on_created=lambda: self.put(ZkPartitionReassignment()))):
+            pending = self.zk.get_partition_reassignment()
+            if any(tp not in self.ctx.partitions_being_reassigned
+                   or self.ctx.partition_full_replica_assignment(tp).target_replicas != tuple(target)
+                   for tp, target in pending.items()):
+                self.put(ZkPartitionReassignment())
 
     def _process_expire(self) -> None:
         self._set_active_controller_id(-1)
@@ -513,11 +549,12 @@ class KafkaController:
         if not self.active:
             return
         topics = self.zk.get_all_topics(watch=True)
-        new_topics = topics - self.ctx.all_topics
+        # A known topic without partitions is one whose TopicChange a dropped connection cut short: new again.
+        new_topics = {t for t in topics if t not in self.ctx.all_topics or not self.ctx.partitions_for_topic(t)}
         deleted_topics = self.ctx.all_topics - topics
+        self._register_partition_modifications_handlers(new_topics)  # before the read that arms their watches
+        added = self.zk.get_topic_assignments(new_topics)  # before the context changes, which a failure leaves
         self.ctx.set_all_topics(topics)
-        self._register_partition_modifications_handlers(new_topics)
-        added = self.zk.get_topic_assignments(new_topics)
         for topic in deleted_topics:
             self.ctx.remove_topic(topic)
         self._process_topic_ids(added)
