@@ -61,7 +61,7 @@ RECONNECT_MAX_DELAY_S = 0.25
 # What on_session_event callbacks are told.
 SESSION_EXPIRED = "expired"  # the session is gone, and its ephemeral nodes and watches with it
 SESSION_REESTABLISHED = "reestablished"  # a new session is open and the broker registered again in it
-RECONNECTED = "reconnected"  # the connection is back within the same session
+RECONNECTED = "reconnected"  # the connection is back within the same session (kazoo has set no watch again)
 
 class InvalidGroupIdError(KcliError):
     """A consumer group name that cannot name a znode under /consumers (empty, "/", "." or "..")."""

@@ -5,9 +5,11 @@ Startup the controller watches /controller and bids through KafkaZkClient.regist
 controller_epoch; the winner fails over with the new epoch and its zkVersion, the others record who won. When
 /controller changes (ControllerChange) a controller that lost it resigns; when it goes (Reelect) every broker
 bids again. The registration (kcli.zk.registration) keeps the broker's own node and tells of the session: an
-expired one (Expire) resigns, a new one (RegisterBrokerAndReelect) bids again. While active, the controller watches brokers, topics, topic deletions and ISR/log-dir notifications,
-keeps ControllerContext in step, makes the leadership decisions through the two state machines and sends
-LeaderAndIsr / UpdateMetadata / StopReplica through the channel manager.
+expired one (Expire) resigns, a new one (RegisterBrokerAndReelect) bids again; after a reconnection within the
+session (Reelect too) a controller still active reads its watched paths again, kazoo having dropped every watch
+with the connection. While active, the controller watches brokers, topics, topic deletions and ISR/log-dir
+notifications, keeps ControllerContext in step, makes the leadership decisions through the two state machines and
+sends LeaderAndIsr / UpdateMetadata / StopReplica through the channel manager.
 """
 
 from __future__ import annotations
