@@ -134,14 +134,32 @@ def drop_connection(registration: BrokerRegistration) -> None:
     assert client.client_id == session  # the same session: its ephemeral nodes (/controller among them) stayed
 
 
-def expire_session(zookeeper, chroot, registration: BrokerRegistration) -> None:
+def expire_session(zookeeper, registration: BrokerRegistration) -> None:
     """Expire the broker's session on the server: another client joins it with its id and password, then closes it
-    (ZooKeeper's own tests do this); the broker's kazoo client learns it on reconnecting and opens a new one."""
-    session_id, password = registration.zk_client.client_id
-    intruder = KazooClient(hosts=zookeeper.connect + chroot, client_id=(session_id, password))
-    intruder.start(timeout=15)
-    intruder.stop()
-    intruder.close()
+    (ZooKeeper's own tests do this); the broker's kazoo client learns it on reconnecting and opens a new session.
+    The two connections of one session take it from each other, so the intruder may be thrown out before its close
+    went through: it tries again until the broker is in a new session."""
+    client = registration.zk_client
+    session = client.client_id
+
+    def moved() -> bool:
+        now = client.client_id
+        return now is not None and now[0] != session[0]
+
+    deadline = time.monotonic() + 60
+    while not moved():
+        assert time.monotonic() < deadline, "the session did not expire"
+        intruder = KazooClient(hosts=zookeeper.connect, client_id=session)  # no chroot: start() reads nothing
+        try:
+            intruder.start(timeout=15)  # closes itself when it times out
+        except Exception:  # thrown out by the broker's reconnection: again
+            pass
+        else:
+            intruder.stop()
+            intruder.close()
+        settle = time.monotonic() + 10
+        while not moved() and time.monotonic() < settle:
+            time.sleep(0.05)
 
 
 def partition_state(root, chroot, topic: str, partition: int = 0) -> dict | None:
@@ -187,7 +205,7 @@ def test_a_controller_whose_session_expired_resigns_registers_again_and_bids(zoo
     assert brokers[0].runner.is_active
     first_epoch = brokers[0].registration.broker_epoch
 
-    expire_session(zookeeper, chroot, brokers[0].registration)
+    expire_session(zookeeper, brokers[0].registration)
     # /controller went with the session: both bid (broker 0 once registered again in its new session), one wins.
     wait_for(lambda: brokers[0].registration.broker_epoch != first_epoch, what="broker 0 registered again")
     wait_for(lambda: epoch(root, chroot) == 2 and holder(root, chroot) is not None
