@@ -92,3 +92,8 @@ def describe_os_error(exc: OSError, path: object = None) -> str:
 
 class PortInUseError(UsageError):
     """A loopback port a launcher was told (or chose earlier) to use is taken by another process."""
+
+
+class BadVersion(KcliError):
+    """A versioned metadata write (a ZooKeeper node or the standalone store's document) expected another version:
+    someone else changed it since it was read (ZooKeeper's BADVERSION / NODEEXISTS); re-read and retry."""

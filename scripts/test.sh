@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine: installs what the tests need, then runs pytest in tiers
 # (tests/tiers.py marks each test by what it starts):
-#   in-process   protocol, records, storage, tools, handlers: nothing started (CPU-bound, one process)
+#   in-process   protocol, records, storage, tools, handlers: nothing started (CPU-bound), on two pytest-xdist
+#                workers, a test module each at a time: the longest tier, it takes up a core the other tiers
+#                leave idle while they wait on what they started
 #   processes    kctl broker processes, clusters, ZooKeeper: mostly waiting on what they started, so two
 #                pytest-xdist workers, a test module each at a time (module fixtures stay whole; each worker
 #                starts its own ZooKeeper when a module needs one)
@@ -10,8 +12,8 @@
 # is shown when it ends, in this order; the exit status is the first failing tier's.
 #
 # Extra arguments go to every tier's pytest (e.g. scripts/test.sh -q -x). To run one pytest over everything
-# instead (e.g. scripts/test.sh tests/tools -k verify), set KCLI_TEST_TIERS=0. KCLI_PROCESS_WORKERS sets the
-# processes tier's workers (default 2; 0 runs it in one process).
+# instead (e.g. scripts/test.sh tests/tools -k verify), set KCLI_TEST_TIERS=0. KCLI_PROCESS_WORKERS and
+# KCLI_INPROCESS_WORKERS set the processes and in-process tiers' workers (default 2; 0 runs the tier in one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -50,12 +52,15 @@ show() {
   cat "$logs/$1.log"
 }
 
-run_tier in-process "not (broker_process or cluster or zookeeper or spark)" "$@" &
+xdist() {  # workers: pytest-xdist's options, a test module at a time (module fixtures stay whole)
+  [ "$1" != 0 ] && echo "-n $1 --dist loadfile"
+  return 0
+}
+# shellcheck disable=SC2046  # the options split into words on purpose
+run_tier in-process "not (broker_process or cluster or zookeeper or spark)" $(xdist "${KCLI_INPROCESS_WORKERS:-2}") "$@" &
 in_process=$!
-workers="${KCLI_PROCESS_WORKERS:-2}"
-xdist=()
-[ "$workers" != 0 ] && xdist=(-n "$workers" --dist loadfile)
-run_tier processes "(broker_process or cluster or zookeeper) and not spark" "${xdist[@]}" "$@" &
+# shellcheck disable=SC2046
+run_tier processes "(broker_process or cluster or zookeeper) and not spark" $(xdist "${KCLI_PROCESS_WORKERS:-2}") "$@" &
 processes=$!
 run_tier spark "spark" "$@" &
 spark=$!

@@ -29,6 +29,7 @@ class BrokerProcess:
     proc: subprocess.Popen | None = None
     stderr_path: Path | None = None
     env: dict | None = None
+    extra_args: list[str] | None = None  # after `kctl broker run`, e.g. ["--log-level", "debug"]
 
     @property
     def bootstrap(self) -> str:
@@ -37,7 +38,7 @@ class BrokerProcess:
     def start(self, timeout: float = 120.0) -> None:  # returns once serving: only a loaded machine takes long
         tiers.require("broker_process", f"a kctl broker process on port {self.port}")
         self.stderr_path = self.log_dir.parent / f"broker-{self.port}-{int(time.time() * 1000)}.log"
-        args = [sys.executable, "-m", "kcli", "broker", "run",
+        args = [sys.executable, "-m", "kcli", "broker", "run", *(self.extra_args or []),
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"log.dirs={self.log_dir}", *sum((["--override", o] for o in self.overrides), [])]
         env = None if self.env is None else {**os.environ, **self.env}

@@ -43,6 +43,8 @@ class Cluster:
         self.extra = tuple(extra)
         self.brokers: list[BrokerProcess] = [self._process(broker_id) for broker_id in range(brokers)]
         self.zk = KazooClient(hosts=zookeeper.connect, timeout=10)
+        # a secured cluster's client settings (librdkafka's names), given to every client the helpers make
+        self.client_config: dict[str, str] = {}
 
     def _process(self, broker_id: int) -> BrokerProcess:
         return BrokerProcess(free_port(), self.base / f"broker-{broker_id}", [
@@ -104,13 +106,17 @@ class Cluster:
 
 @contextlib.contextmanager
 def running_cluster(zookeeper, base: Path, *, brokers: int = 3, live: int | None = None,
-                    env: Callable[[int], dict[str, str]] | None = None, **options) -> Iterator[Cluster]:
+                    env: Callable[[int], dict[str, str]] | None = None,
+                    before_start: Callable[[Cluster], None] | None = None, **options) -> Iterator[Cluster]:
     """The module fixtures' one factory: a started cluster of ``brokers`` (``Cluster`` options), yielded once
-    ``live`` brokers (default all) are in Metadata, stopped on exit. ``env`` gives a broker's extra environment."""
+    ``live`` brokers (default all) are in Metadata, stopped on exit. ``env`` gives a broker's extra environment;
+    ``before_start`` may change the brokers' overrides (their ports are known) and the client settings."""
     cluster = Cluster(zookeeper, base, brokers=brokers, **options)
     if env is not None:
         for broker_id, broker in enumerate(cluster.brokers):
             broker.env = env(broker_id)
+    if before_start is not None:
+        before_start(cluster)
     try:
         cluster.start()
         wait_for(lambda: len(metadata(cluster).brokers) == (live or brokers), 60,
@@ -120,10 +126,15 @@ def running_cluster(zookeeper, base: Path, *, brokers: int = 3, live: int | None
         cluster.stop()
 
 
+def client_config(cluster) -> dict[str, str]:
+    """The cluster's client security settings (none for a PLAINTEXT cluster, or an object without them)."""
+    return dict(getattr(cluster, "client_config", None) or {})
+
+
 def metadata(cluster, topic=None):
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **client_config(cluster)})
     return admin.list_topics(topic=topic, timeout=30)
 
 
@@ -131,7 +142,7 @@ def create_topic(cluster, name, partitions=3, rf=3, assignment=None, config=None
     """Create through a real admin client and wait for leaders and full ISRs on every partition."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **client_config(cluster)})
     if assignment is not None:
         new = NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment, config=config or {})
     else:
@@ -151,7 +162,7 @@ def create_topic(cluster, name, partitions=3, rf=3, assignment=None, config=None
 def produce(cluster, topic, count, *, acks="all", idempotent=True, value=b"v" * 100):
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": acks,
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, **client_config(cluster), "acks": acks,
                          "enable.idempotence": idempotent, "linger.ms": 5, "message.timeout.ms": 30000})
     outcomes: list = []
     for i in range(count):
@@ -165,7 +176,8 @@ def produce(cluster, topic, count, *, acks="all", idempotent=True, value=b"v" * 
 def consume_all(cluster, topic, expected, group=None, timeout: float = 60):
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group or f"g-{uuid.uuid4().hex[:6]}",
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, **client_config(cluster),
+                         "group.id": group or f"g-{uuid.uuid4().hex[:6]}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])
     got = {}
@@ -213,7 +225,8 @@ class Workload:
             if err.fatal():
                 self.fatal.append(err)
 
-        producer = Producer({"bootstrap.servers": self.cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+        producer = Producer({"bootstrap.servers": self.cluster.bootstrap, **client_config(self.cluster),
+                             "acks": "all", "enable.idempotence": True,
                              "linger.ms": 5, "message.timeout.ms": 120000, "error_cb": on_error,
                              "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
                              # a SIGSTOPped leader never answers: give up on its in-flight requests sooner
@@ -244,7 +257,8 @@ class Workload:
     def _consume(self) -> None:
         from confluent_kafka import Consumer
 
-        consumer = Consumer({"bootstrap.servers": self.cluster.bootstrap, "group.id": f"wl-{uuid.uuid4().hex[:6]}",
+        consumer = Consumer({"bootstrap.servers": self.cluster.bootstrap, **client_config(self.cluster),
+                             "group.id": f"wl-{uuid.uuid4().hex[:6]}",
                              "auto.offset.reset": "earliest", "enable.auto.commit": True,
                              "auto.commit.interval.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
         consumer.subscribe([self.topic])

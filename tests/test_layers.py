@@ -24,6 +24,10 @@ FORBIDDEN = {
                     "pyspark"),
     # Local clusters start brokers and ZooKeeper as processes: no broker internals, no kazoo of their own.
     "kcli.cluster": ("kcli.cli", "kcli.spark", "kcli.tools", "typer", "rich", "kazoo", "pyspark", "asyncio"),
+    # The client side of TLS (an ssl.SSLContext from kcli.protocol.security's settings), under both the admin
+    # client and the broker's inter-broker connections: stdlib ssl, cryptography and kcli.protocol only.
+    "kcli.tls": ("kcli.storage", "kcli.tools", "kcli.cli", "kcli.broker", "kcli.zk", "kcli.spark", "kcli.client",
+                 "kcli.cluster", "typer", "rich", "kazoo", "pyspark", "asyncio", "socket"),
     # The launcher of ZooKeeper itself needs no ZooKeeper client: it probes with a four-letter word.
     "kcli.zk.server": ("kazoo",),
     # Process and port helpers of the launchers: stdlib and kcli.errors only.
@@ -69,7 +73,8 @@ def test_cluster_runner_uses_only_the_broker_config_and_zookeeper_helpers():
         if name == "kcli.cluster" or name.startswith("kcli.cluster."):
             for imported in _imports(path):
                 if imported.startswith(("kcli.broker", "kcli.zk")):
-                    assert imported in ("kcli.broker.config", "kcli.zk.server", "kcli.zk.cleanup"), (
+                    assert imported in ("kcli.broker.config", "kcli.zk.server", "kcli.zk.cleanup",
+                                        "kcli.zk.scram_setup"), (
                         f"{name} imports {imported}")
 
 

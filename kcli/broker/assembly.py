@@ -18,6 +18,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from kcli.broker.security.inter_broker import PLAINTEXT_INTER_BROKER, InterBrokerSecurity
 from kcli.broker.config import BrokerConfig
 from kcli.broker.group_coordinator import GroupCoordinator
 from kcli.broker.kafka_apis import KafkaApis
@@ -30,6 +31,7 @@ from kcli.broker.socket_server import SocketServer
 from kcli.broker.topic_admin import TopicAdmin
 from kcli.broker.transaction_coordinator import TransactionCoordinator
 from kcli.broker.transaction_markers import TransactionMarkerChannelManager, write_txn_markers
+from kcli.errors import KcliError
 from kcli.storage.log import LogConfig
 
 log = logging.getLogger("kcli.broker")
@@ -67,12 +69,18 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     """The broker's services for ``config``: a member of the cluster at ``zookeeper.connect``, else standalone.
     The mode is decided here, once; the services are told what they need to know in their constructors."""
     broker_id = config.broker_id
-    listener = config.advertised_listeners[0]
+    # host/port of a broker in the metadata cache are its inter-broker listener's (replicas and the controller
+    # use them); clients get the listener they came in on (MetadataCache.alive_brokers_for)
+    inter_broker = config.inter_broker_listener_name
+    listener = next(l for l in config.advertised_listeners if l.name == inter_broker)
+    endpoints = tuple((l.name, l.host, l.port) for l in config.advertised_listeners)
     # Some collaborators are built before the ReplicaManager or the BrokerServices they call back into (those need
     # them at construction): the lambdas resolve `replica_manager` and `services` when called, once both exist.
     replica_manager: ReplicaManager
     services: BrokerServices
     clustered = bool(config["zookeeper.connect"])
+    # the client side of the inter-broker listener (TLS, SASL) for this broker's requests to the others
+    inter_broker_security = InterBrokerSecurity.from_config(config) if clustered else PLAINTEXT_INTER_BROKER
     log_manager = LogManager(
         config.log_dirs, broker_id=broker_id,
         log_config=LogConfig(segment_bytes=config["log.segment.bytes"],
@@ -83,12 +91,13 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
         high_watermarks=(lambda: replica_manager.high_watermarks()) if clustered else None)
     zk = None if not clustered else _zookeeper_parts(
         config, log_manager, hooks, high_watermark_moved=lambda p: replica_manager.follower_high_watermark_moved(p),
-        isr_committed=lambda *a: replica_manager.isr_committed(*a), endpoint=lambda b: services.endpoint(b))
+        isr_committed=lambda *a: replica_manager.isr_committed(*a), endpoint=lambda b: services.endpoint(b),
+        inter_broker=inter_broker_security)
     # Until the controller's first UpdateMetadata says who is alive, Metadata answers list this broker alone
     # (MetadataCache.advertised_controller_id); standalone, it is its own controller.
     metadata = MetadataCache(controller_id=broker_id)
     metadata.add_broker(BrokerEndpoint(broker_id, listener.host, listener.port,
-                                       config.values.get("broker.rack")))  # type: ignore[arg-type]
+                                       config.values.get("broker.rack"), endpoints))  # type: ignore[arg-type]
     replica_manager = ReplicaManager(
         log_manager, local_broker_id=broker_id, replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
         on_flush_due=hooks.schedule_flush, metadata=metadata,
@@ -105,16 +114,64 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
             coordinator, local_broker_id=broker_id, leader_of=_leader_of(metadata),
             endpoint=lambda b: services.endpoint(b),
             write_local=lambda markers: write_txn_markers(replica_manager, groups, markers, timeout_ms),
-            request_timeout_ms=timeout_ms))
+            request_timeout_ms=timeout_ms, security=inter_broker_security))
     services = BrokerServices(config, broker_id, (listener.host, listener.port), log_manager, replica_manager,
                               metadata, admin, groups, producer_ids,
                               zk=None if zk is None else zk.registration,
-                              controller=None if zk is None else zk.controller, transactions=transactions)
+                              controller=None if zk is None else zk.controller, transactions=transactions,
+                              listener_name=inter_broker, inter_broker_security=inter_broker_security)
+    services.metadata_store = _metadata_store(config)
+    services.authorizer = _authorizer(config, services.metadata_store)
+    services.credentials = _credential_cache(zk, services.metadata_store)
     socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"])
-    mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions) if zk is None else
+    mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions, services) if zk is None else
             ZooKeeperMode(config, zk, log_manager, replica_manager, metadata, admin, services))
     return Broker(log_manager, replica_manager, metadata, admin, groups, producer_ids, transactions, services,
                   socket_server, mode)
+
+
+def _credential_cache(zk: ZooKeeperParts | None, store: Any) -> Any:
+    """SCRAM credentials from /config/users: in a cluster through the broker's own ZooKeeper session (Kafka's
+    broker zkClient, whose /config/changes listener refreshes them), standalone in the broker's one local
+    metadata store (shared with the ACLs: one instance per file). Loaded by the mode's logs_loaded, before the
+    listeners open."""
+    from kcli.broker.security.credentials import CredentialCache
+
+    if zk is not None:
+        from kcli.zk.scram import ZkNodes
+
+        return CredentialCache(ZkNodes(zk.client))
+    return CredentialCache(store)
+
+
+def _metadata_store(config: BrokerConfig) -> Any:
+    """Where ACLs (and SCRAM credentials) live: ZooKeeper's nodes in a cluster (a session of their own, opened
+    when the authorizer starts, as Kafka's AclAuthorizer has its own ZooKeeper client), else the same paths and
+    JSON in a file of the first log dir. One instance per broker: every user of the store shares it."""
+    if config["zookeeper.connect"]:
+        from kcli.zk.acl_store import ZkMetadataStore
+
+        return ZkMetadataStore(str(config["zookeeper.connect"]),
+                               timeout=config["zookeeper.session.timeout.ms"] / 1000)
+    from kcli.broker.security.local_store import LocalMetadataStore
+
+    return LocalMetadataStore(config.log_dirs[0])
+
+
+def _authorizer(config: BrokerConfig, store: Any) -> Any:
+    """Kafka's AclAuthorizer when authorizer.class.name names it (checked by the config), else None; started by
+    KafkaServer.start once the log dirs exist, closed by stop."""
+    if not config["authorizer.class.name"]:
+        return None
+    from kcli.broker.security.authorizer import AclAuthorizer, parse_super_users
+
+    changes = None
+    if config["zookeeper.connect"]:
+        from kcli.zk.acl_store import ZkAclChangeChannel
+
+        changes = ZkAclChangeChannel(store)
+    return AclAuthorizer(store, super_users=parse_super_users(config["super.users"]),
+                         allow_everyone_if_no_acl_found=config["allow.everyone.if.no.acl.found"], changes=changes)
 
 
 def _leader_of(metadata: MetadataCache) -> Callable[[str, int], int | None]:
@@ -131,11 +188,12 @@ class StandaloneMode:
     replay all of __consumer_offsets and __transaction_state at startup."""
 
     def __init__(self, replica_manager: ReplicaManager, groups: GroupCoordinator, producer_ids: ProducerIdManager,
-                 transactions: TransactionCoordinator) -> None:
+                 transactions: TransactionCoordinator, services: BrokerServices | None = None) -> None:
         self.replica_manager = replica_manager
         self.groups = groups
         self.producer_ids = producer_ids
         self.transactions = transactions
+        self.services = services
 
     def connect(self) -> str | None:
         """The cluster id the log dirs must carry: theirs (None)."""
@@ -146,6 +204,11 @@ class StandaloneMode:
         here (loaded by load_transactions)."""
         self.producer_ids.reserve(pid for p in self.replica_manager.partitions.values() for pid in p.log.producers)
         self.transactions.begin_standalone_load()
+        if self.services is not None and self.services.credentials is not None:
+            try:  # SCRAM credentials of the local store, before the listeners open
+                self.services.credentials.load()
+            except KcliError as exc:  # a damaged store: SCRAM logins fail (and say why here), the rest serves
+                log.error("SCRAM credentials not loaded: %s", exc.describe())
 
     async def join(self, spawn: Spawn) -> None:
         """Nothing to join."""
@@ -193,7 +256,8 @@ class ZooKeeperParts:
 
 def _zookeeper_parts(config: BrokerConfig, log_manager: LogManager, hooks: ServerHooks, *, high_watermark_moved: Callable[[Any], None],
                      isr_committed: Callable[..., None],
-                     endpoint: Callable[[int], tuple[str, int] | None]) -> ZooKeeperParts:
+                     endpoint: Callable[[int], tuple[str, int] | None],
+                     inter_broker: InterBrokerSecurity = PLAINTEXT_INTER_BROKER) -> ZooKeeperParts:
     from kcli.broker.controller import ControllerRunner
     from kcli.broker.isr_manager import ZkIsrManager
     from kcli.broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
@@ -215,9 +279,10 @@ def _zookeeper_parts(config: BrokerConfig, log_manager: LogManager, hooks: Serve
                              socket_timeout_ms=c["replica.socket.timeout.ms"],
                              response_timeout_ms=c["replica.fetch.response.timeout.ms"])
     fetchers = ReplicaFetcherManager(c.broker_id, log_manager, settings, endpoint,
-                                     on_append=hooks.follower_appended, on_high_watermark=high_watermark_moved)
+                                     on_append=hooks.follower_appended, on_high_watermark=high_watermark_moved,
+                                     security=inter_broker)
     return ZooKeeperParts(registration, client, fetchers, ZkIsrManager(client, isr_committed),
-                          ControllerRunner(c, c.broker_id, registration))
+                          ControllerRunner(c, c.broker_id, registration, security=inter_broker))
 
 
 class ZooKeeperMode:
@@ -253,7 +318,11 @@ class ZooKeeperMode:
         return self.registration.start(None, register=False)
 
     def logs_loaded(self) -> None:
-        """The controller's LeaderAndIsr says which replicas are served here; producer ids come in blocks."""
+        """The controller's LeaderAndIsr says which replicas are served here; producer ids come in blocks. SCRAM
+        credentials are read from /config/users before the listeners open (Kafka's dynamic config manager
+        startup); the config change listener keeps them current from join() on."""
+        if self.services.credentials is not None:
+            self.services.credentials.load()
 
     async def join(self, spawn: Spawn) -> None:
         """Kafka's order: logs loaded and listeners bound, then /brokers/ids (the controller's requests can be
@@ -270,7 +339,8 @@ class ZooKeeperMode:
         # topic configs other brokers change (Kafka starts its dynamic config manager after the controller)
         from kcli.broker.config_change import ConfigChangeListener
 
-        self.config_changes = ConfigChangeListener(self.zk_client, self.admin, asyncio.get_running_loop())
+        self.config_changes = ConfigChangeListener(self.zk_client, self.admin, asyncio.get_running_loop(),
+                                                   credentials=self.services.credentials)
         self.config_changes.start()
 
     async def _replication_housekeeping(self) -> None:
@@ -329,7 +399,8 @@ class ZooKeeperMode:
                 try:
                     response = await send_request(*endpoint, ApiKey.CONTROLLED_SHUTDOWN, 3, request,
                                                   client_id=f"broker-{self.broker_id}-controlled-shutdown",
-                                                  timeout=timeout)
+                                                  timeout=timeout,
+                                                  security=self.services.inter_broker_security or PLAINTEXT_INTER_BROKER)
                 except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
                     reason = f"controller {controller} at {endpoint[0]}:{endpoint[1]} unreachable ({exc!r})"
                 else:

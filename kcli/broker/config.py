@@ -12,15 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcli.broker.replica_selector import parse_selector_class
-from kcli.errors import KcliError
+from kcli.broker.config_error import ConfigError
+from kcli.broker.security.authorizer import parse_authorizer_class, parse_super_users_config
 from kcli.storage.checkpoint import parse_java_properties
 
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
 
-class ConfigError(KcliError):
-    """A configuration value Kafka would refuse."""
 
 
 def _bool(text: str) -> bool:
@@ -151,15 +150,48 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "replica.selector.class": (parse_selector_class, None),
     "request.timeout.ms": (_int(0, INT32_MAX), 30_000),
     "inter.broker.listener.name": (_str, None),
-    # listener name -> security protocol (Kafka's default maps the protocol names to themselves); only
-    # PLAINTEXT is implemented, so a listener mapped to anything else stops the start (check_listeners)
+    # listener name -> security protocol (Kafka's default maps the protocol names to themselves)
     "listener.security.protocol.map": (_str, DEFAULT_SECURITY_PROTOCOL_MAP),
+    # -- security: listeners, TLS and SASL (issue 25, the broker's edge; kafka-security.md §1-§3). Each SSL/SASL key
+    # may also be given per listener as listener.name.<lower-case name>.<key> (and the SASL ones per mechanism,
+    # listener.name.<name>.<mechanism>.<key>): BrokerConfig.listener_value resolves them as Kafka's ChannelBuilders.
+    "security.inter.broker.protocol": (_str, None),  # Kafka's default PLAINTEXT; exclusive with the listener name
+    "sasl.enabled.mechanisms": (_str, "GSSAPI"),
+    "sasl.mechanism.inter.broker.protocol": (_str, "GSSAPI"),
+    "sasl.jaas.config": (_str, None),  # a broker reads only the listener and mechanism prefixed form (§1.3)
+    "sasl.server.max.receive.size": (_int(1, INT32_MAX), 524_288),
+    "connection.failed.authentication.delay.ms": (_int(0, INT32_MAX), 100),  # KIP-306
+    "connections.max.reauth.ms": (_int(0), 0),  # KIP-368; 0 = sessions never expire
+    "ssl.keystore.type": (_str, "JKS"),
+    "ssl.keystore.location": (_str, None),
+    "ssl.keystore.password": (_str, None),
+    "ssl.key.password": (_str, None),
+    "ssl.keystore.certificate.chain": (_str, None),  # KIP-651: PEM text
+    "ssl.keystore.key": (_str, None),
+    "ssl.truststore.type": (_str, "JKS"),
+    "ssl.truststore.location": (_str, None),
+    "ssl.truststore.password": (_str, None),
+    "ssl.truststore.certificates": (_str, None),
+    "ssl.client.auth": (_str, "none"),
+    "ssl.enabled.protocols": (_str, "TLSv1.2,TLSv1.3"),
+    "ssl.protocol": (_str, "TLSv1.3"),
+    "ssl.cipher.suites": (_str, None),
+    "ssl.principal.mapping.rules": (_str, "DEFAULT"),  # KIP-371
+    "ssl.endpoint.identification.algorithm": (_str, "https"),
+    # kctl's own: a TLS handshake or a SASL exchange not finished within this closes the connection (Kafka leaves
+    # it to connections.max.idle.ms, ten minutes)
+    "kctl.authentication.timeout.ms": (_int(1, INT32_MAX), 10_000),
     # tiered storage (KIP-405) is not implemented: "true" stops the start (check_unsupported)
     "remote.log.storage.system.enable": (_bool, False),
     "controlled.shutdown.enable": (_bool, True),
     "offsets.commit.timeout.ms": (_int(1, INT32_MAX), 5000),
     "controlled.shutdown.max.retries": (_int(0, INT32_MAX), 3),
     "controlled.shutdown.retry.backoff.ms": (_int(0, INT32_MAX), 5000),
+    # authorization (Kafka's AclAuthorizer): unset = no authorizer, every API allowed, the ACL APIs answer
+    # SECURITY_DISABLED; an unknown class stops the start
+    "authorizer.class.name": (parse_authorizer_class, ""),
+    "super.users": (parse_super_users_config, None),
+    "allow.everyone.if.no.acl.found": (_bool, False),
 }
 # Accepted because every real server.properties has them; they mean nothing on one standalone broker.
 IGNORED = frozenset({
@@ -197,6 +229,8 @@ class BrokerConfig:
     values: dict[str, object]
     unknown: list[str] = field(default_factory=list)
     explicit: frozenset[str] = frozenset()  # keys the file or overrides set (DescribeConfigs sources)
+    # listener.name.<name>.[<mechanism>.]<key> as given (parsed by listener_value): per-listener security settings
+    prefixed: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str):
         return self.values[key]
@@ -233,17 +267,90 @@ class BrokerConfig:
             raise ConfigError(f"No security protocol defined for listener {listener.name}")
         return protocol
 
+    def listener_value(self, listener_name: str, key: str, mechanism: str | None = None) -> object:
+        """``key`` for one listener, as Kafka's ChannelBuilders resolve it: ``listener.name.<name>.<mechanism>.<key>``
+        (SASL keys, with a mechanism), then ``listener.name.<name>.<key>``, then the broker-wide value (KIP-103)."""
+        prefix = f"listener.name.{listener_name.lower()}."
+        candidates = ([prefix + f"{mechanism.lower()}.{key}"] if mechanism else []) + [prefix + key]
+        for name in candidates:
+            if name in self.prefixed:
+                text = self.prefixed[name]
+                try:
+                    return KNOWN[key][0](text)
+                except ValueError as exc:
+                    raise ConfigError(f"Invalid value {text!r} for configuration {name}: {exc}") from None
+        return self.values[key]
+
+    def listener_has(self, listener_name: str, key: str) -> bool:
+        """Whether ``key`` is set for this listener with its prefix (ssl.client.auth on SASL_SSL, KIP-684)."""
+        return f"listener.name.{listener_name.lower()}.{key}" in self.prefixed
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """inter.broker.listener.name, else the listener named after security.inter.broker.protocol (Kafka's
+        default PLAINTEXT): KafkaConfig.getInterBrokerListenerNameAndSecurityProtocol."""
+        name = self.values["inter.broker.listener.name"]
+        if name:
+            return str(name).upper()
+        return str(self.values["security.inter.broker.protocol"] or "PLAINTEXT").upper()
+
+    @property
+    def inter_broker_security_protocol(self) -> str:
+        protocol = self.security_protocol_map.get(self.inter_broker_listener_name)
+        if protocol is None:
+            raise ConfigError(f"No security protocol defined for listener {self.inter_broker_listener_name}")
+        return protocol
+
     def check_listeners(self) -> None:
-        """Every listener and advertised listener needs a protocol in listener.security.protocol.map, and it
-        must be PLAINTEXT: SSL and SASL are not implemented yet, and a listener named SSL:// served as plaintext
-        would let clients believe they are encrypted or authenticated. A refusal names the listener."""
-        for key, listeners in (("listeners", self.listeners), ("advertised.listeners", self.advertised_listeners)):
-            for listener in listeners:
-                protocol = self.security_protocol(listener)
-                if protocol != "PLAINTEXT":
-                    raise ConfigError(
-                        f"{key}: listener {listener.name}://{listener.host}:{listener.port} has security protocol "
-                        f"{protocol}, which kctl broker does not implement (only PLAINTEXT listeners are served)")
+        """Kafka's KafkaConfig validation of listeners: every listener has a protocol in
+        listener.security.protocol.map, names and ports are unique, advertised names are listeners, and the
+        inter-broker listener is one of them; each listener's own security settings must be usable (a SASL listener
+        with a mechanism kctl serves, an SSL listener with a keystore): a listener is never served with less
+        security than its protocol says. A refusal names the listener."""
+        listeners = self.listeners
+        for key, group in (("listeners", listeners), ("advertised.listeners", self.advertised_listeners)):
+            names = [l.name for l in group]
+            duplicate = next((n for n in names if names.count(n) > 1), None)
+            if duplicate is not None:
+                raise ConfigError(f"{key}: each listener must have a different name, {duplicate} is given twice")
+            for listener in group:
+                self.security_protocol(listener)
+        ports = [l.port for l in listeners if l.port]
+        duplicate_port = next((p for p in ports if ports.count(p) > 1), None)
+        if duplicate_port is not None:
+            raise ConfigError(f"listeners: each listener must have a different port, {duplicate_port} is given twice")
+        listener_names = {l.name for l in listeners}
+        advertised = [l.name for l in self.advertised_listeners]
+        for name in advertised:
+            if name not in listener_names:
+                raise ConfigError(f"advertised.listeners listener names must be equal to or a subset of the ones "
+                                  f"defined in listeners. Found {name}; the listeners are {', '.join(sorted(listener_names))}")
+        if self.values["inter.broker.listener.name"] and self.values["security.inter.broker.protocol"]:
+            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+        protocol = self.values["security.inter.broker.protocol"]
+        if protocol and str(protocol).upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"Invalid value {protocol!r} for configuration security.inter.broker.protocol: "
+                              f"one of {', '.join(SECURITY_PROTOCOLS)}")
+        inter_broker = self.inter_broker_listener_name
+        if inter_broker not in advertised:
+            raise ConfigError(f"inter.broker.listener.name must be a listener name defined in advertised.listeners. "
+                              f"The valid options based on currently configured listeners are {','.join(advertised)}"
+                              if self.values["inter.broker.listener.name"] else
+                              f"security.inter.broker.protocol={inter_broker}: no advertised listener is named "
+                              f"{inter_broker} (set inter.broker.listener.name to one of {','.join(advertised)})")
+        from kcli.broker.security.listener_config import listener_security  # reads this config, imports none of it
+
+        for listener in listeners:
+            security = listener_security(self, listener)  # each listener's TLS and SASL settings; ConfigError names it
+            if security.ssl is not None:
+                from kcli.broker.security.tls import server_ssl_context
+
+                server_ssl_context(security.ssl, listener.name)  # the keystore loads (path, password, format)
+            mechanism = str(self.values["sasl.mechanism.inter.broker.protocol"]).strip().upper()
+            if listener.name == inter_broker and security.sasl and mechanism not in security.mechanisms:
+                raise ConfigError(f"sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
+                                  f"when SASL is used for inter-broker communication: {mechanism} is not enabled on "
+                                  f"the inter-broker listener {inter_broker} ({', '.join(security.mechanisms)})")
 
     def check_unsupported(self) -> None:
         if self.values["remote.log.storage.system.enable"]:
@@ -283,8 +390,11 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
 def build_config(raw: Mapping[str, str]) -> BrokerConfig:
     values = {key: default for key, (_parser, default) in KNOWN.items()}
     unknown = []
+    prefixed: dict[str, str] = {}
     for key, text in raw.items():
-        if key in KNOWN:
+        if key.startswith("listener.name.") and _prefixed_key(key) in KNOWN:
+            prefixed[key] = text.strip()
+        elif key in KNOWN:
             parser = KNOWN[key][0]
             try:
                 values[key] = parser(text)
@@ -292,9 +402,24 @@ def build_config(raw: Mapping[str, str]) -> BrokerConfig:
                 raise ConfigError(f"Invalid value {text!r} for configuration {key}: {exc}") from None
         elif key not in IGNORED:
             unknown.append(key)
-    config = BrokerConfig(values, unknown, frozenset(k for k in raw if k in KNOWN))
+    config = BrokerConfig(values, unknown, frozenset(k for k in raw if k in KNOWN), prefixed)
     config.listeners  # validate now, not at bind time
     config.advertised_listeners
     config.check_listeners()
     config.check_unsupported()
     return config
+
+
+_SASL_MECHANISM_PREFIXES = ("plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer.", "gssapi.")
+
+
+def _prefixed_key(key: str) -> str:
+    """The broker key inside ``listener.name.<name>.[<mechanism>.]<key>`` ("" when it has none)."""
+    rest = key[len("listener.name."):]
+    _name, sep, tail = rest.partition(".")
+    if not sep:
+        return ""
+    for mechanism in _SASL_MECHANISM_PREFIXES:
+        if tail.startswith(mechanism):
+            return tail[len(mechanism):]
+    return tail

@@ -7,6 +7,8 @@ children of /config/changes, re-reads the configs of the topics named by notific
 processed, and hands them to TopicAdmin: its logs use them from their next append, retention pass or cleaning,
 and DescribeConfigs answers them. Dynamic broker configs (KIP-226) travel the same way: a notification for
 /config/brokers/<default> or /config/brokers/<this broker's id> is read and applied (Kafka's BrokerConfigHandler).
+SCRAM credentials too: a notification for users/<user> re-reads /config/users/<user> into the broker's credential
+cache (Kafka's UserConfigHandler), so a credential kafka-configs writes straight to ZooKeeper is usable at once.
 Notifications older than 15 minutes are purged (changeExpirationMs).
 """
 
@@ -18,6 +20,7 @@ import time
 from typing import Any
 
 from kcli.broker.dynamic_config import DEFAULT_ENTITY
+from kcli.errors import KcliError
 
 log = logging.getLogger("kcli.broker")
 
@@ -28,9 +31,10 @@ _PREFIX_LEN = len("config_change_")
 class ConfigChangeListener:
     """Processes /config/changes on the event loop; ZooKeeper reads run in a worker thread."""
 
-    def __init__(self, zk: Any, admin: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, zk: Any, admin: Any, loop: asyncio.AbstractEventLoop, credentials: Any = None) -> None:
         self.zk = zk  # kcli.zk.kafka_zk_client.KafkaZkClient
         self.admin = admin  # kcli.broker.topic_admin.TopicAdmin
+        self.credentials = credentials  # kcli.broker.security.credentials.CredentialCache, or None
         self.loop = loop
         self.last_executed = -1  # the sequence number of the last notification processed
         self._pending = False
@@ -73,7 +77,10 @@ class ConfigChangeListener:
             except Exception as exc:  # noqa: BLE001 - a lost session re-arms on the next event; keep serving
                 log.warning("reading /config/changes failed: %s", exc)
                 return
-            topics, brokers = changes
+            topics, brokers, users = changes
+            for name, config in users:
+                self.credentials.user_config_changed(name, config)
+                self.processed += 1
             for topic, overrides in topics:
                 self.admin.config_changed(topic, overrides)
                 self.processed += 1
@@ -81,13 +88,15 @@ class ConfigChangeListener:
                 self.admin.dynamic.changed(entity, configs)
                 self.processed += 1
 
-    def _read(self) -> tuple[list[tuple[str, dict[str, str]]], list[tuple[str, dict[str, str]]]]:
-        """The topics and brokers named by new notifications with their current configs; purges expired
+    def _read(self) -> tuple[list[tuple[str, dict[str, str]]], list[tuple[str, dict[str, str]]],
+                             list[tuple[str, dict[str, str]]]]:
+        """The topics, brokers and users named by new notifications with their current configs; purges expired
         notifications."""
         nodes = self.zk.get_config_change_notifications(watch=True)
         fresh = [n for n in nodes if _sequence(n) > self.last_executed]
         topics: list[str] = []
         brokers: list[str] = []
+        users: list[str] = []
         mine = (DEFAULT_ENTITY, str(self.admin.broker_id))
         now_ms = int(time.time() * 1000)
         expired: list[str] = []
@@ -98,6 +107,8 @@ class ConfigChangeListener:
                     topics.append(name)
                 elif kind == "brokers" and name in mine and name not in brokers:
                     brokers.append(name)
+                elif kind == "users" and self.credentials is not None and "/" not in name and name not in users:
+                    users.append(name)  # users/<u>/clients/<c> and <default> are quota entities only
                 elif kind not in ("topics", "brokers"):
                     log.debug("config change for %s/%s: nothing to apply here", kind, name)
             if ctime and now_ms - ctime > CHANGE_EXPIRATION_MS and _sequence(node) <= max(
@@ -107,9 +118,15 @@ class ConfigChangeListener:
             self.last_executed = max(_sequence(n) for n in fresh)
         out = [(topic, self.zk.get_topic_configs(topic)) for topic in topics]
         broker_configs = [(entity, self.zk.entity_config("brokers", entity)) for entity in brokers]
+        user_configs = []
+        for name in users:
+            try:
+                user_configs.append((name, self.zk.entity_config("users", name)))
+            except KcliError as exc:  # a malformed node: that user keeps what it had, the others are applied
+                log.warning("config change for users/%s: %s", name, exc)
         if expired:
             self.zk.delete_config_changes(expired)
-        return out, broker_configs
+        return out, broker_configs, user_configs
 
 
 def _sequence(node: str) -> int:

@@ -7,6 +7,7 @@ come and go; in a cluster, UpdateMetadata from the controller will.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 
@@ -16,10 +17,23 @@ LEADER_DURING_DELETE = -2  # UpdateMetadata's leader for a partition whose topic
 
 @dataclass(frozen=True)
 class BrokerEndpoint:
+    """A live broker: ``host``/``port`` of the inter-broker listener (replicas and the controller use it), and every
+    advertised listener's endpoint as (name, host, port) (clients get the one of the listener they came in on)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def for_listener(self, listener: str) -> tuple[str, int] | None:
+        """The endpoint of ``listener``; None when the broker lacks it (without the list: host and port)."""
+        if not self.endpoints:
+            return self.host, self.port
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 @dataclass
@@ -94,6 +108,19 @@ class MetadataCache:
 
     def alive_brokers(self) -> list[BrokerEndpoint]:
         return [self.brokers[b] for b in sorted(self.brokers)]
+
+    def alive_brokers_for(self, listener: str) -> list[BrokerEndpoint]:
+        """Kafka's getAliveBrokerNodes(listenerName): the live brokers with that listener, at its endpoint; a broker
+        without it is left out (kafka-security.md §1.2)."""
+        out = []
+        for broker_id in sorted(self.brokers):
+            broker = self.brokers[broker_id]
+            endpoint = broker.for_listener(listener)
+            if endpoint is None:
+                continue
+            out.append(broker if endpoint == (broker.host, broker.port)
+                       else dataclasses.replace(broker, host=endpoint[0], port=endpoint[1]))
+        return out
 
     def advertised_controller_id(self) -> int:
         """The controller id a Metadata answer gives: -1 unless that broker is in the same answer's broker list.

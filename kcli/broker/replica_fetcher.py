@@ -39,6 +39,7 @@ from kio.static.primitive import i8, i32, i64
 
 from kcli.broker.log_manager import LogManager
 from kcli.broker.network_client import BrokerConnection
+from kcli.broker.security.inter_broker import PLAINTEXT_INTER_BROKER, InterBrokerSecurity
 from kcli.broker.partition import Partition
 from kcli.protocol import ApiKey
 from kcli.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
@@ -231,7 +232,8 @@ class ReplicaFetcher:
                 raise _ConnectFailed(f"no endpoint known for broker {self.leader_id}")
             timeout = self.manager.settings.connect_timeout_s
             try:
-                self._connection = await BrokerConnection.open(*endpoint, client_id=self.name, timeout=timeout)
+                self._connection = await BrokerConnection.open(*endpoint, client_id=self.name, timeout=timeout,
+                                                               security=self.manager.security)
             except TimeoutError:
                 raise _ConnectFailed(f"no connection within {timeout * 1000:.0f} ms") from None
             except OSError as exc:
@@ -382,8 +384,10 @@ class ReplicaFetcherManager:
     """The fetchers of this broker, one per leader it follows partitions of."""
 
     def __init__(self, local_broker_id: int, log_manager: LogManager, settings: FetchSettings,
-                 endpoints: Any, on_append: Any = None, on_high_watermark: Any = None) -> None:
+                 endpoints: Any, on_append: Any = None, on_high_watermark: Any = None,
+                 security: InterBrokerSecurity = PLAINTEXT_INTER_BROKER) -> None:
         self.local_broker_id = local_broker_id
+        self.security = security  # the inter-broker listener's TLS and SASL
         self.log_manager = log_manager
         self.settings = settings
         self._endpoints = endpoints  # broker id -> (host, port) | None

@@ -77,8 +77,14 @@ class KafkaServer:
         started = time.monotonic()
         cluster_id = self.mode.connect()  # ZooKeeper mode: /cluster/id, which the log dirs must carry
         try:
+            if self.services.authorizer is not None:  # ACLs loaded (and their changes watched) before serving
+                await asyncio.to_thread(self.services.authorizer.start)
             await asyncio.to_thread(self.log_manager.startup, cluster_id)
         except BaseException:
+            if self.services.authorizer is not None:
+                self.services.authorizer.close()
+            if self.services.metadata_store is not None:
+                self.services.metadata_store.close()
             self.mode.close()
             raise
         for run in self.log_manager.recoveries:
@@ -88,7 +94,19 @@ class KafkaServer:
         self.admin.load()
         _freeze_long_lived(full=True)
         self.mode.logs_loaded()
-        await self.socket_server.start([(l.host, l.port) for l in self.config.listeners])
+        from kcli.broker.security.listener_config import all_listener_security
+
+        security = all_listener_security(self.config)
+        for name, listener_security in security.items():  # KIP-684, as Kafka warns
+            if (listener_security.security_protocol == "SASL_SSL" and str(self.config["ssl.client.auth"]) != "none"
+                    and not self.config.listener_has(name, "ssl.client.auth")):
+                log.warning("ssl.client.auth=%s is ignored on SASL_SSL listener %s: set listener.name.%s."
+                            "ssl.client.auth to ask its clients for certificates", self.config["ssl.client.auth"],
+                            name, name.lower())
+        if self.config.values.get("sasl.jaas.config"):
+            log.warning("sasl.jaas.config without a listener prefix is ignored by a broker: use "
+                        "listener.name.<listener>.<mechanism>.sasl.jaas.config")
+        await self.socket_server.start([(l.host, l.port, security[l.name]) for l in self.config.listeners])
         # ZooKeeper mode: Kafka's order, logs loaded and listeners bound, then /brokers/ids, the controller bid and
         # the config change listener (ZooKeeperMode.join)
         await self.mode.join(self._spawn)
@@ -202,6 +220,10 @@ class KafkaServer:
             rows = [{"api": api, "version": v, "requests": n, "clients": sorted(c)}
                     for (api, v), (n, c) in sorted(self.socket_server.served.items())]
             Path(ledger).write_text(json.dumps(rows, indent=1))
+        if self.services.authorizer is not None:
+            await asyncio.to_thread(self.services.authorizer.close)
+        if self.services.metadata_store is not None:  # the authorizer's (and credentials') ZooKeeper session
+            await asyncio.to_thread(self.services.metadata_store.close)
         self.mode.close()
         log.info("kctl broker %d stopped cleanly", self.broker_id)
 

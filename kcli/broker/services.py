@@ -76,6 +76,14 @@ class BrokerServices:
     leader_endpoints: dict[int, tuple[str, int]] = field(default_factory=dict)  # from LeaderAndIsr
     transactions: Any = None  # kcli.broker.transaction_coordinator.TransactionCoordinator
     authorizer: Any = None  # kcli.broker.security.Authorizer; None: every check passes (authorizer.class.name unset)
+    # SCRAM credentials (kcli.broker.security.credentials.CredentialCache): the SASL authenticator's
+    # scram_credential(user, mechanism), and the store Describe/AlterUserScramCredentials use
+    credentials: Any = None
+    # the client side of the inter-broker listener (kcli.broker.security.inter_broker.InterBrokerSecurity): TLS and
+    # SASL for this broker's requests to the others (controlled shutdown here; fetchers, markers, controller too)
+    inter_broker_security: Any = None
+    # ACLs and credentials: kcli.zk.acl_store.ZkMetadataStore in a cluster, else local_store.LocalMetadataStore
+    metadata_store: Any = None
     _metadata_event: asyncio.Event | None = None
 
     @property
@@ -84,6 +92,14 @@ class BrokerServices:
 
     def remember_endpoint(self, broker_id: int, host: str, port: int) -> None:
         self.leader_endpoints[broker_id] = (host, port)
+
+    def client_endpoint(self, broker_id: int, listener: str) -> tuple[str, int] | None:
+        """A broker's endpoint on the listener a client came in on (Metadata, FindCoordinator: §1.2 of
+        kafka-security.md); None when that broker is not known alive with that listener."""
+        broker = self.metadata.brokers.get(broker_id)
+        if broker is not None:
+            return broker.for_listener(listener)
+        return self.leader_endpoints.get(broker_id) if listener == self.listener_name else None
 
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
         broker = self.metadata.brokers.get(broker_id)

@@ -1,9 +1,12 @@
 """SocketServer: the network edge, the only broker module that touches sockets (Kafka's SocketServer).
 
-Per connection: whole frames from the stream -> ServerConnection (frame checks and decoding) -> KafkaApis ->
-response frame.
+Per listener (kafka-security.md §7.1): TCP -> TLS (SSL, SASL_SSL: the handshake with a timeout; a failure is
+logged with the peer's address) -> SASL authentication (SASL_PLAINTEXT, SASL_SSL: kcli.broker.security.authenticator)
+-> whole frames from the stream -> ServerConnection (frame checks and decoding) -> KafkaApis, with the connection's
+Session (who is asking, on which listener) -> response frame.
 Requests of one connection are answered in order, one at a time, as Kafka does (it mutes a channel until
-its response is sent). Fetch responses carry open segment files, sent with sendfile (zero-copy).
+its response is sent). Fetch responses carry open segment files, sent with sendfile (zero-copy) on plaintext
+connections; over TLS the file ranges are read and written through the TLS transport (Kafka's SslTransportLayer).
 """
 
 from __future__ import annotations
@@ -11,14 +14,42 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
+import struct
+import time
+from dataclasses import dataclass
 from typing import Any
 
+from kcli.broker.handlers.common import CloseConnection
 from kcli.broker.kafka_apis import KafkaApis
+from kcli.broker.security import ANONYMOUS, PLAINTEXT_SESSION, Session
+from kcli.broker.security.listener_config import ListenerSecurity
 from kcli.protocol import ApiKey, LocalProtocolError, ProtocolError, ServerConnection, UnsupportedVersionError, api_versions_response
 
 log = logging.getLogger("kcli.broker")
+security_log = logging.getLogger("kcli.broker.security")
 
 _STREAM_LIMIT = 1 << 20
+_TLS_READ_CHUNK = 256 * 1024  # file bytes read per write over TLS (Kafka's SslTransportLayer uses 32 KiB buffers)
+
+
+@dataclass
+class ListenerPipeline:
+    """What one listener adds before the request loop: TLS (a server context and the DN mapping rules) and SASL."""
+
+    security: ListenerSecurity
+    context: ssl.SSLContext | None = None
+    mapper: Any = None  # kcli.broker.security.tls.SslPrincipalMapper
+
+
+def listener_pipeline(security: ListenerSecurity) -> ListenerPipeline:
+    if not security.tls:
+        return ListenerPipeline(security)
+    from kcli.broker.security.tls import SslPrincipalMapper, server_ssl_context
+
+    assert security.ssl is not None
+    return ListenerPipeline(security, server_ssl_context(security.ssl, security.listener_name),
+                            SslPrincipalMapper.from_rules(security.ssl.principal_mapping_rules))
 
 
 class SocketServer:
@@ -31,13 +62,25 @@ class SocketServer:
         # (api, version) -> [requests, client software names]: the version ledger's evidence
         self.served: dict[tuple[str, int], list[Any]] = {}
 
-    async def start(self, listeners: list[tuple[str, int]]) -> None:
+    async def start(self, listeners: list[tuple[str, int]] | list[tuple[str, int, ListenerSecurity]]) -> None:
+        """Bind every listener: (host, port) for PLAINTEXT, or (host, port, ListenerSecurity). TLS contexts are
+        built before anything is bound (a bad keystore stops the start naming the listener)."""
         keep_large_buffers_in_heap()
-        for host, port in listeners:
+        pipelines = [listener_pipeline(item[2]) if len(item) > 2 else None for item in listeners]  # type: ignore[misc]
+        for item, pipeline in zip(listeners, pipelines):
+            host, port = item[0], item[1]
+            if pipeline is None or pipeline.security.security_protocol == "PLAINTEXT":
+                name = pipeline.security.listener_name if pipeline is not None else "PLAINTEXT"
+                session = PLAINTEXT_SESSION if name == "PLAINTEXT" else Session(listener_name=name)
+
+                async def handler(reader, writer, session=session):
+                    await self._serve_connection(reader, writer, session)
+            else:
+                async def handler(reader, writer, pipeline=pipeline):
+                    await self._serve_secured(reader, writer, pipeline)
             # The stream's buffer limit: a frame of up to 2x this is read without pausing the transport once
             # per 256 KiB read (producers send batches of up to about 1 MiB).
-            server = await asyncio.start_server(self._serve_connection, host, port, reuse_address=True,
-                                                limit=_STREAM_LIMIT)
+            server = await asyncio.start_server(handler, host, port, reuse_address=True, limit=_STREAM_LIMIT)
             self._servers.append(server)
             for sock in server.sockets:
                 self.bound.append(sock.getsockname()[:2])
@@ -50,16 +93,135 @@ class SocketServer:
         for server in self._servers:
             await server.wait_closed()
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve_secured(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                             pipeline: ListenerPipeline) -> None:
+        """TLS, then SASL, then the request loop with the authenticated session; never a traceback."""
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        address = peer[0] if peer else ""
+        security = pipeline.security
+        try:
+            principal = ANONYMOUS
+            if pipeline.context is not None:
+                try:
+                    await writer.start_tls(pipeline.context,
+                                           ssl_handshake_timeout=security.authentication_timeout_ms / 1000)
+                except (OSError, ssl.SSLError, TimeoutError, ConnectionError, EOFError) as exc:
+                    security_log.warning("TLS handshake with %s on listener %s failed: %s", _peer_text(peer),
+                                         security.listener_name, exc or type(exc).__name__)
+                    return
+                if not security.sasl:
+                    ssl_object = writer.get_extra_info("ssl_object")
+                    der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+                    from kcli.broker.security.tls import principal_from_certificate
+
+                    try:
+                        principal = principal_from_certificate(der, pipeline.mapper)
+                    except (LookupError, ValueError) as exc:
+                        security_log.info("Failed authentication with %s (%s)", _peer_text(peer), exc)
+                        return
+            if security.sasl:
+                outcome = await self._authenticate(reader, writer, security, address)
+                if outcome is None:
+                    return
+                session, expiry = outcome
+            else:
+                session = Session(principal, address, security.listener_name, security.security_protocol)
+                expiry = None
+            security_log.debug("%s on listener %s is %s", _peer_text(peer), security.listener_name, session.principal)
+            await self._serve_connection(reader, writer, session, expiry=expiry, security=security,
+                                         tls=pipeline.context is not None, registered=True)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception:  # a bug must cost one connection, never the broker
+            log.exception("internal error serving %s; closing the connection", peer)
+        finally:
+            if task is not None:
+                self._connections.discard(task)
+            writer.close()
+
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            security: ListenerSecurity, address: str, first: bytes | None = None,
+                            previous: Session | None = None) -> tuple[Session, float | None] | None:
+        """The SASL exchange (kafka-security.md §2.1); None when the connection is to be closed. ``first`` and
+        ``previous``: a re-authentication that began with the SaslHandshake frame ``first`` (KIP-368)."""
+        from kcli.broker.security.authenticator import SaslAuthenticator
+
+        credentials = getattr(self.apis.services, "credentials", None)
+        auth = SaslAuthenticator(security, client_address=address, credentials=credentials,
+                                 reauthenticating=previous, on_request=self._record)
+        try:
+            async with asyncio.timeout(security.authentication_timeout_ms / 1000):
+                while True:
+                    if first is not None:
+                        frame, first = first, None
+                    else:
+                        try:
+                            (size,) = struct.unpack(">i", await reader.readexactly(4))
+                        except asyncio.IncompleteReadError:
+                            return None
+                        if size < 0 or size > auth.max_frame():
+                            step = auth.oversized(size)
+                            await self._finish_failed(writer, security, step.response)
+                            return None
+                        try:
+                            frame = await reader.readexactly(size)
+                        except asyncio.IncompleteReadError:
+                            return None
+                    step = auth.receive(frame)
+                    if step.fail:
+                        await self._finish_failed(writer, security, step.response)
+                        return None
+                    if step.response is not None:
+                        writer.write(step.response)
+                        await writer.drain()
+                    if step.close:
+                        return None
+                    if step.complete:
+                        assert auth.session is not None
+                        return auth.session, auth.session_expiry
+        except TimeoutError:
+            security_log.info("SASL authentication of %s on listener %s not finished within %d ms; closing", address,
+                              security.listener_name, security.authentication_timeout_ms)
+            return None
+
+    async def _finish_failed(self, writer: asyncio.StreamWriter, security: ListenerSecurity,
+                             response: bytes | None) -> None:
+        """KIP-306: stop reading, wait connection.failed.authentication.delay.ms, then send the error and close."""
+        delay = security.failed_authentication_delay_ms / 1000
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if response is not None:
+            try:
+                writer.write(response)
+                await writer.drain()
+            except ConnectionError:
+                pass
+
+    def _record(self, request: Any) -> None:
+        entry = self.served.setdefault((request.api_key.name, request.api_version), [0, set()])
+        entry[0] += 1
+        entry[1].add(_client_family(request.client_id))
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                                session: Session = PLAINTEXT_SESSION, *, expiry: float | None = None,
+                                security: ListenerSecurity | None = None, tls: bool = False,
+                                registered: bool = False) -> None:
+        task = asyncio.current_task()
+        if task is not None and not registered:
+            self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        if session.client_address == "" and peer:
+            session = Session(session.principal, peer[0], session.listener_name, session.security_protocol,
+                              session.sasl_mechanism)
         conn = ServerConnection(max_frame_bytes=self.max_frame_bytes)
         if isinstance(getattr(writer.transport, "max_size", None), int):
             # asyncio's selector transport reads at most 256 KiB per recv; a 1 MiB produce then takes four
             # rounds of the event loop (and four wake-ups of the reading task) instead of one.
             writer.transport.max_size = _STREAM_LIMIT  # type: ignore[attr-defined]
+        reauth_started = time.monotonic()
         try:
             while True:
                 # Whole frames straight from the stream's buffer: the size prefix (checked before the frame is
@@ -69,6 +231,24 @@ class SocketServer:
                     data = await reader.readexactly(size)
                 except asyncio.IncompleteReadError:
                     return
+                if expiry is not None:
+                    # KIP-368: a SaslHandshake on an expiring session re-authenticates (at most once a second);
+                    # any other request after the expiry closes the connection unanswered
+                    now = time.monotonic()
+                    if data[:2] == b"\x00\x11" and now - reauth_started >= 1.0 and security is not None:
+                        reauth_started = now
+                        outcome = await self._authenticate(reader, writer, security, session.client_address,
+                                                           first=data, previous=session)
+                        if outcome is None:
+                            return
+                        session, expiry = outcome
+                        security_log.debug("%s on listener %s re-authenticated", session.principal,
+                                           session.listener_name)
+                        continue
+                    if now >= expiry:
+                        security_log.info("session of %s on listener %s expired; closing the connection",
+                                          session.principal, session.listener_name)
+                        return
                 try:
                     request = conn.receive_frame(data)
                 except UnsupportedVersionError as exc:
@@ -77,17 +257,19 @@ class SocketServer:
                     writer.write(exc.response)  # ApiVersions too new: our ranges in the v0 layout (KIP-511)
                     continue
                 del data
-                frame = await self._answer(conn, request, peer[0] if peer else "")
+                frame = await self._answer(conn, request, peer[0] if peer else "", session)
                 if frame is None:
                     continue
                 if isinstance(frame, list):
-                    await self._send_parts(writer, frame)
+                    await (self._send_parts_tls(writer, frame) if tls else self._send_parts(writer, frame))
                 else:
                     writer.write(frame)
                 await writer.drain()
                 # One request per connection per turn, as Kafka's processors serve them: a client pipelining
                 # produces would otherwise be answered a whole buffer (1 MiB of requests) before anyone else.
                 await asyncio.sleep(0)
+        except CloseConnection as exc:  # Kafka's closeConnection: e.g. an acks=0 produce that failed
+            log.info("closing connection from %s: %s", peer, exc)
         except ProtocolError as exc:
             # Malformed frames close this connection only; everyone else is served on.
             log.warning("closing connection from %s: %s", peer, exc)
@@ -96,11 +278,12 @@ class SocketServer:
         except Exception:  # a handler bug must cost one connection, never the broker
             log.exception("internal error serving %s; closing the connection", peer)
         finally:
-            if task is not None:
+            if task is not None and not registered:
                 self._connections.discard(task)
             writer.close()
 
-    async def _answer(self, conn: ServerConnection, request: Any, client_host: str) -> bytes | list[Any] | None:
+    async def _answer(self, conn: ServerConnection, request: Any, client_host: str,
+                      session: Session = PLAINTEXT_SESSION) -> bytes | list[Any] | None:
         entry = self.served.setdefault((request.api_key.name, request.api_version), [0, set()])
         entry[0] += 1
         entry[1].add(_client_family(request.client_id))
@@ -109,7 +292,7 @@ class SocketServer:
         try:
             response = await self.apis.handle(request.api_key, request.api_version, request.body,
                                               client_id=request.client_id or "", client_host=client_host,
-                                              correlation_id=request.correlation_id)
+                                              correlation_id=request.correlation_id, session=session)
         except LookupError:  # advertised but unhandled would be a bug: cost the connection, not the broker
             raise LocalProtocolError(f"no handler for {request.name}", request=request.name,
                                      correlation_id=request.correlation_id) from None
@@ -145,6 +328,41 @@ class SocketServer:
                 close = getattr(part, "close", None)
                 if close is not None:
                     close()
+
+
+    async def _send_parts_tls(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
+        """``_send_parts`` over TLS: no sendfile (the bytes must go through the TLS transport); the file regions are
+        read in large slices and written (kafka-security.md §3.4)."""
+        try:
+            pending: list[Any] = []
+            for part in parts:
+                if isinstance(part, (bytes, bytearray, memoryview)):
+                    pending.append(part)
+                    continue
+                if pending:
+                    writer.write(b"".join(pending))
+                    pending.clear()
+                with part.opened() as segment:
+                    fd, offset, remaining = segment.fileno(), part.position, part.length
+                    while remaining > 0:
+                        chunk = os.pread(fd, min(remaining, _TLS_READ_CHUNK), offset)
+                        if not chunk:
+                            raise ConnectionError("segment file ended before the region did")
+                        writer.write(chunk)
+                        offset += len(chunk)
+                        remaining -= len(chunk)
+                        await writer.drain()
+            if pending:
+                writer.write(b"".join(pending))
+        finally:
+            for part in parts:
+                close = getattr(part, "close", None)
+                if close is not None:
+                    close()
+
+
+def _peer_text(peer: Any) -> str:
+    return f"{peer[0]}:{peer[1]}" if peer else "an unknown peer"
 
 
 async def _sendfile(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, segment: Any, offset: int,

@@ -104,8 +104,9 @@ class TransactionMarkerChannelManager:
                  leader_of: Callable[[str, int], int | None],
                  endpoint: Callable[[int], tuple[str, int] | None],
                  write_local: Callable[[list[TxnMarker]], Awaitable[list[dict[TopicPartition, ErrorCode]]]],
-                 request_timeout_ms: int) -> None:
+                 request_timeout_ms: int, security: Any = None) -> None:
         self.coordinator = coordinator
+        self.security = security  # kcli.broker.security.inter_broker.InterBrokerSecurity (None: PLAINTEXT)
         self.local_broker_id = local_broker_id
         self.leader_of = leader_of
         self.endpoint = endpoint
@@ -218,7 +219,8 @@ class TransactionMarkerChannelManager:
         try:
             response = await send_request(*endpoint, ApiKey.WRITE_TXN_MARKERS, 1, body,
                                           client_id=f"broker-{self.local_broker_id}-txn-marker-sender",
-                                          timeout=self.request_timeout_ms / 1000)
+                                          timeout=self.request_timeout_ms / 1000,
+                                          **({} if self.security is None else {"security": self.security}))
         except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
             log.info("WriteTxnMarkers to broker %d at %s:%d failed (%r); retrying", leader, *endpoint, exc)
             return {tp: ErrorCode.request_timed_out for tp in marker.partitions}

@@ -15,6 +15,8 @@ from kcli.cli import offsets as offsets_cli
 from kcli.cli import transactions as transactions_cli
 from kcli.cli import groups as groups_cli
 from kcli.cli import topics as topics_cli
+from kcli.cli import log_dirs as log_dirs_cli
+from kcli.cli import users as users_cli
 from kcli.cli.dump_log import dump_log
 from kcli.cli.cat import cat_cmd
 from kcli.cli.verify import verify_cmd
@@ -22,8 +24,11 @@ from kcli.cli.recover import recover_cmd
 from kcli.cli.compact import compact_cmd
 from kcli.cli.scan import scan_cmd
 from kcli.cli.completion import completion_cmd
+from kcli.cli.acls import acls_cmd
+from kcli.cli.common import KctlGroup
 
 app = typer.Typer(
+    cls=KctlGroup,  # --command-config and -X for the direct commands that talk to a broker
     name="kctl",
     help="Operations toolkit for Kafka logs: dump and verify segments, indexes, snapshots and log directories.",
     no_args_is_help=True,
@@ -60,6 +65,9 @@ app.add_typer(guard_group(offsets_cli.app), name="offsets", rich_help_panel="Zoo
 app.add_typer(guard_group(transactions_cli.app), name="transactions", rich_help_panel="Broker")
 app.add_typer(guard_group(groups_cli.app), name="groups", rich_help_panel="Broker")
 app.add_typer(guard_group(topics_cli.app), name="topics", rich_help_panel="Broker")
+app.add_typer(guard_group(log_dirs_cli.app), name="log-dirs", rich_help_panel="Broker")
+app.add_typer(guard_group(users_cli.app), name="users", rich_help_panel="Broker")
+app.command("acls", rich_help_panel="Broker")(guarded(acls_cmd))
 
 app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
 

@@ -41,6 +41,11 @@ def run_cmd(
                                   "report it and keep the others).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Write one JSON object (bootstrap, zookeeper, brokers, "
                                           "data_dir) to standard output once every broker answers.")] = False,
+    security: Annotated[bool, typer.Option(
+        "--security", help="Secure the cluster: one SASL_SSL listener per broker (TLS with a test CA made in "
+        "DATA_DIR/security, SCRAM-SHA-512 logins), the brokers logging in to each other as user 'broker', an "
+        "'admin' user for you; prints the client settings (client.properties for Kafka's tools and kctl "
+        "--command-config, librdkafka.properties for kcat -F and confluent-kafka).")] = False,
 ) -> None:
     """Start ZooKeeper (Debian's zookeeper package) and N brokers on 127.0.0.1, print the bootstrap list, and
     stop them all on Ctrl-C. The bootstrap list (or the --json object) goes to standard output, progress to
@@ -65,7 +70,7 @@ def run_cmd(
 
     spec = ClusterSpec(brokers=brokers, data_dir=data_dir, base_port=base_port, zookeeper_port=zookeeper_port,
                        overrides=tuple(override or ()), racks=racks, rack_prefix=rack_prefix,
-                       start_timeout_s=start_timeout, exit_on_failure=exit_on_failure)
+                       start_timeout_s=start_timeout, exit_on_failure=exit_on_failure, security=security)
     with stop_on_signals() as stop:
         result = run_cluster(spec, stop=stop, on_event=lambda event: _render(event, as_json))
     raise typer.Exit(int(ExitCode.OK if result.ok else ExitCode.PROBLEMS))
@@ -89,11 +94,31 @@ def _render(event, as_json: bool) -> None:
         for b in info.brokers:
             rack = f"  rack {b.rack}" if b.rack else ""
             err_console.print(f"  broker {b.id}   {b.address}  (pid {b.pid}){rack}  log {escape(str(b.log))}")
-        err_console.print(f"Try:  kcat -b {escape(info.bootstrap)} -L\n"
-                          f"      kctl zk brokers --zookeeper {escape(info.zookeeper)}\n"
-                          "Ctrl-C stops the cluster.\n")
+        if info.security is not None:
+            _render_security(info)
+        else:
+            err_console.print(f"Try:  kcat -b {escape(info.bootstrap)} -L\n"
+                              f"      kctl zk brokers --zookeeper {escape(info.zookeeper)}\n"
+                              "Ctrl-C stops the cluster.\n")
     elif isinstance(event, ProcessExited):
         then = "stopping the cluster" if event.fatal else "the others keep running"
         err_console.print(f"kctl cluster: {event.name} (pid {event.pid}) exited with status {event.status}; {then}. "
                           f"The end of {event.log}:", markup=False)
         err_console.print(event.log_tail or "(empty)", markup=False)
+
+
+def _render_security(info) -> None:
+    """The client settings of a --security cluster: files to point clients at, and kcat's -X lines."""
+    security = info.security
+    settings = security.client_settings(java=False)
+    x = " ".join(f"-X {k}={v}" for k, v in settings.items())
+    err_console.print(f"  security   SASL_SSL, SCRAM-SHA-512 as user admin (password in "
+                      f"{escape(str(security.client_properties))}), CA {escape(str(security.ca))}")
+    err_console.print("Client settings:\n"
+                      f"  Kafka's tools, kctl:      --command-config {escape(str(security.client_properties))}\n"
+                      f"  kcat, confluent-kafka:    -F {escape(str(security.librdkafka_properties))}  (or -X ...)")
+    err_console.print(f"Try:  kcat -b {escape(info.bootstrap)} -F {escape(str(security.librdkafka_properties))} -L\n"
+                      f"      kcat -b {escape(info.bootstrap)} {escape(x)} -L\n"
+                      f"      kctl topics list -b {escape(info.bootstrap)} --command-config "
+                      f"{escape(str(security.client_properties))}\n"
+                      "Ctrl-C stops the cluster.\n")

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from enum import Enum
 from collections.abc import Iterator
@@ -160,13 +161,76 @@ def kafka_client(bootstrap: str | None, timeout: float, client_id: str) -> Itera
         parse_bootstrap(bootstrap)
     except KcliError as exc:
         raise fail(exc.describe(), ExitCode.USAGE) from None
-    client = KafkaClient(bootstrap, timeout=timeout, client_id=client_id)
+    client = KafkaClient(bootstrap, timeout=timeout, client_id=client_id, security=client_security())
     try:
         yield client
     except KcliError as exc:
         raise fail(exc.describe(), exit_code_for(exc) or ExitCode.PROBLEMS) from None
     finally:
         client.close()
+
+
+# -- client security: --command-config FILE and -X key=value on every online command ----------------------------
+# ConnectionGroup adds both to every command of its group that takes --bootstrap-server (and to the group), so no
+# command declares them: their values go to the click context's meta (one dict shared by the group's context and
+# the subcommand's), and ``client_security()`` reads them when the command builds its client.
+_COMMAND_CONFIG, _CLIENT_PROPERTIES = "kcli_command_config", "kcli_client_properties"
+_CURRENT_META: ContextVar[dict[str, Any] | None] = ContextVar("kcli_cli_meta", default=None)
+
+
+def _remember(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    if value:  # -X given before and after the subcommand name adds up; the later --command-config wins
+        if param.name == _CLIENT_PROPERTIES:
+            value = (*ctx.meta.get(_CLIENT_PROPERTIES, ()), *value)
+        ctx.meta[param.name] = value
+    return value
+
+
+def security_params() -> list[Any]:
+    """The two client security options as click parameters (typer builds them from this declaration)."""
+    from typer.main import get_command
+
+    options = typer.Typer(add_completion=False)
+
+    @options.command()
+    def _declared(
+        kcli_command_config: Annotated[Optional[str], typer.Option(
+            "--command-config", metavar="FILE", expose_value=False, callback=_remember, show_default=False,
+            help="Client properties for the connection to Kafka, as Kafka's tools' --command-config: "
+            "security.protocol, sasl.mechanism, sasl.username + sasl.password or sasl.jaas.config, ssl.ca.location "
+            "or ssl.truststore.*, ssl.certificate.location + ssl.key.location or ssl.keystore.*.")] = None,
+        kcli_client_properties: Annotated[Optional[list[str]], typer.Option(
+            "-X", metavar="KEY=VALUE", expose_value=False, callback=_remember, show_default=False,
+            help="One client property (as kcat's -X), e.g. -X security.protocol=SASL_SSL; repeatable, wins over "
+            "--command-config.")] = None,
+    ) -> None:
+        pass  # never run: only its parameters are used
+
+    return list(get_command(options).params)
+
+
+def with_client_security(command: Any) -> Any:
+    """Give a click command the security options when it takes --bootstrap-server (idempotent)."""
+    names = {opt for param in command.params for opt in param.opts}
+    if "--bootstrap-server" in names and "--command-config" not in names:
+        command.params.extend(security_params())
+    return command
+
+
+def client_security() -> Any:
+    """The running command's ClientSecurity (--command-config, then -X); a bad setting exits 2, settings read
+    but not used are warned about on stderr."""
+    from kcli.client.security import load_client_security
+    from kcli.protocol.security import SecurityConfigError
+
+    meta = _CURRENT_META.get() or {}
+    try:
+        security = load_client_security(meta.get(_COMMAND_CONFIG), meta.get(_CLIENT_PROPERTIES, ()))
+    except SecurityConfigError as exc:
+        raise fail(exc.describe(), ExitCode.USAGE) from None
+    for warning in security.warnings:
+        err_console.print(f"kctl: warning: {warning}", markup=False)
+    return security
 
 
 # The connection options the commands share (one definition: the same flags, env var and help everywhere).
@@ -186,7 +250,8 @@ GroupTimeoutOpt = Annotated[Optional[float], typer.Option(
     "(default 10).")]
 
 # -- connection options before or after the subcommand ------------------------------------------------------------
-CONNECTION_OPTIONS = frozenset({"-b", "--bootstrap-server", "-z", "--zookeeper", "--timeout", "--auth"})
+CONNECTION_OPTIONS = frozenset({"-b", "--bootstrap-server", "-z", "--zookeeper", "--timeout", "--auth",
+                                "--command-config", "-X"})
 
 
 def split_connection_options(args: list[str]) -> tuple[list[str], list[str]]:
@@ -199,11 +264,28 @@ def split_connection_options(args: list[str]) -> tuple[list[str], list[str]]:
             i += 2
         elif word.startswith("--") and word.partition("=")[0] in CONNECTION_OPTIONS:
             i += 1  # --bootstrap-server=B
-        elif word[:2] in ("-b", "-z") and len(word) > 2:
+        elif word[:2] in ("-b", "-z", "-X") and len(word) > 2:
             i += 1  # -bB
         else:
             break
     return args[:i], args[i:]
+
+
+class KctlGroup(TyperGroup):
+    """The root command: its direct commands that talk to a broker (kctl acls) get the client security options
+    too, and every command's options reach ``client_security()`` through the context meta set here."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():  # type: ignore[union-attr]
+            with_client_security(command)
+
+    def invoke(self, ctx: Any) -> Any:
+        token = _CURRENT_META.set(ctx.meta)
+        try:
+            return super().invoke(ctx)
+        finally:
+            _CURRENT_META.reset(token)
 
 
 class ConnectionGroup(TyperGroup):
@@ -211,6 +293,19 @@ class ConnectionGroup(TyperGroup):
     --timeout and --auth go before or after the subcommand alike: those before its name are moved after it, so
     the subcommand's one parser reads them. Given twice, the later (the subcommand's own) wins, and an option on
     the command line always beats the environment ($KCTL_ZOOKEEPER, $KCTL_BOOTSTRAP_SERVER)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        with_client_security(self)  # --command-config and -X wherever --bootstrap-server is
+        for command in self.commands.values():  # type: ignore[union-attr]
+            with_client_security(command)
+
+    def invoke(self, ctx: Any) -> Any:
+        token = _CURRENT_META.set(ctx.meta)  # the subcommand's options land in this same dict (client_security)
+        try:
+            return super().invoke(ctx)
+        finally:
+            _CURRENT_META.reset(token)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         leading, rest = split_connection_options(args)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import typer
 
-from kcli.errors import InputError, KcliError, UsageError, describe_os_error
+from kcli.errors import KcliError, describe_os_error
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -52,28 +52,28 @@ class ExitCode(IntEnum):
     UNREADABLE = 3  # input missing, unreadable, or not Kafka data at all; a service unreachable
 
 
-def _table() -> tuple[tuple[type[BaseException], ExitCode], ...]:
-    """Exception class -> exit status, most specific first (looked up with isinstance)."""
-    from kcli.client.client import BrokerUnreachableError
-    from kcli.tools.recover import QuarantinePlacementError
-    from kcli.zk.models import ZnodeFormatError
-    from kcli.zk.registry import ZnodeAccessError, ZnodeMissingError, ZooKeeperConnectionError
-    from kcli.zk.server import ZooKeeperNotInstalledError, ZooKeeperStartError
+# Exception class -> exit status, most specific first (looked up with isinstance), by module and name: a class
+# whose module was never imported cannot have raised, so a failing command does not import the admin client or
+# ZooKeeper's modules (kio and kazoo: most of a second) just to find its exit status.
+_TABLE: tuple[tuple[str, str, ExitCode], ...] = (
+    ("kcli.errors", "UsageError", ExitCode.USAGE),
+    ("kcli.tools.recover", "QuarantinePlacementError", ExitCode.USAGE),
+    ("kcli.errors", "InputError", ExitCode.UNREADABLE),  # includes a missing ZooKeeper chroot
+    ("kcli.client.client", "BrokerUnreachableError", ExitCode.UNREADABLE),
+    ("kcli.zk.errors", "ZooKeeperConnectionError", ExitCode.UNREADABLE),
+    ("kcli.zk.registry", "ZnodeAccessError", ExitCode.UNREADABLE),
+    ("kcli.zk.registry", "ZnodeMissingError", ExitCode.UNREADABLE),
+    ("kcli.zk.server", "ZooKeeperNotInstalledError", ExitCode.UNREADABLE),  # with the apt-get command installing it
+    ("kcli.zk.server", "ZooKeeperStartError", ExitCode.UNREADABLE),
+    ("kcli.zk.models", "ZnodeFormatError", ExitCode.PROBLEMS),
+    ("kcli.errors", "KcliError", ExitCode.PROBLEMS),
+    ("builtins", "OSError", ExitCode.UNREADABLE),
+)
 
-    return (
-        (UsageError, ExitCode.USAGE),
-        (QuarantinePlacementError, ExitCode.USAGE),
-        (InputError, ExitCode.UNREADABLE),  # includes a missing ZooKeeper chroot
-        (BrokerUnreachableError, ExitCode.UNREADABLE),
-        (ZooKeeperConnectionError, ExitCode.UNREADABLE),
-        (ZnodeAccessError, ExitCode.UNREADABLE),
-        (ZnodeMissingError, ExitCode.UNREADABLE),
-        (ZooKeeperNotInstalledError, ExitCode.UNREADABLE),  # with the apt-get command that installs it
-        (ZooKeeperStartError, ExitCode.UNREADABLE),
-        (ZnodeFormatError, ExitCode.PROBLEMS),
-        (KcliError, ExitCode.PROBLEMS),
-        (OSError, ExitCode.UNREADABLE),
-    )
+
+def _table() -> tuple[tuple[type[BaseException], ExitCode], ...]:
+    """The rows of ``_TABLE`` whose module is imported."""
+    return tuple((getattr(sys.modules[module], name), code) for module, name, code in _TABLE if module in sys.modules)
 
 
 def exit_code_for(exc: BaseException, *, generic: ExitCode = ExitCode.PROBLEMS) -> ExitCode | None:

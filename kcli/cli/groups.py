@@ -108,6 +108,19 @@ def _read_log_dir(log_dir: Path, groups: list[str] | None, offsets_partitions: i
 
 
 # -- list ----------------------------------------------------------------------------------------------------
+def _print_names(groups: list[tuple[str, str | None]], *, with_state: bool) -> None:
+    """kafka-consumer-groups --list: bare names; with --state, GROUP and STATE columns padded as Kafka pads them
+    (the longest entry plus one space)."""
+    if not with_state:
+        for name, _state in groups:
+            typer.echo(name)
+        return
+    width = max([len("GROUP")] + [len(name) for name, _ in groups]) + 1
+    typer.echo(f"{'GROUP':<{width}}STATE")
+    for name, group_state in groups:
+        typer.echo(f"{name:<{width}}{group_state or '-'}")
+
+
 @app.command("list")
 def list_cmd(
     bootstrap: BootstrapOpt = None,
@@ -116,16 +129,24 @@ def list_cmd(
     state: Annotated[Optional[list[str]], typer.Option(
         "--state", show_default=False, help="Only groups in this state (Stable, Empty, PreparingRebalance, "
         "CompletingRebalance, Dead; repeat for several; case-insensitive).")] = None,
+    table_view: Annotated[bool, typer.Option("--table", help="A table: state, protocol type and coordinator (or, "
+                                             "with --log-dir, the __consumer_offsets partition) of each group.")
+                          ] = False,
     as_json: JsonOpt = False,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
-    """Every group with its state, protocol type and coordinator (ListGroups to every broker; v4+ filters by state
-    on the broker). With --log-dir: the groups a stopped broker's __consumer_offsets holds, and the partition."""
+    """Every group's name, one per line, as kafka-consumer-groups --list prints them; with --state, GROUP and STATE
+    columns as it prints them then; --table for state, protocol type and coordinator (ListGroups to every
+    broker; v4+ filters by state on the broker). With --log-dir: the groups a stopped broker's
+    __consumer_offsets holds."""
     _source(bootstrap, log_dir)
     if log_dir is not None:
         found = _read_log_dir(log_dir, None, offsets_partitions)
         wanted = {s.lower() for s in state or ()}
         rows = [g for g in found.groups.values() if not wanted or g.state.lower() in wanted]
+        if not as_json and not table_view:
+            _print_names([(g.group, g.state) for g in rows], with_state=bool(state))
+            return
         if as_json:
             write_json_line({"log_dir": found.log_dir, "groups": [
                 {"group": g.group, "state": g.state, "protocol_type": g.protocol_type,
@@ -143,6 +164,9 @@ def list_cmd(
         listings = list_groups(client, states=state or ())
     if as_json:
         write_json_line({"groups": [g.to_json() for g in listings]})
+        return
+    if not table_view:
+        _print_names([(g.group, g.state) for g in listings], with_state=bool(state))
         return
     table = _table("GROUP", "STATE", "PROTOCOL TYPE", "COORDINATOR")
     for g in listings:
@@ -195,7 +219,7 @@ def _fit(columns: list[str], rows: list[list[str]], width: int, *, shorten: int 
     return table
 
 
-def _render_describe(details: list[Any], view: str) -> None:
+def _render_describe(details: list[Any], view: str, verbose: bool = False) -> None:
     console = _console()
     if view == "state":
         rows = [[_cell(d.group), escape(f"{d.coordinator} ({d.coordinator_id})") if d.coordinator_id is not None
@@ -210,30 +234,39 @@ def _render_describe(details: list[Any], view: str) -> None:
         if not d.exists:
             err_console.print(f"kctl: consumer group {d.group!r} does not exist", markup=False)
             continue
-        console.print(_header(d))
+        if verbose:
+            console.print(_header(d))
         if view == "members":
-            rows = [[_cell(m.member_id), _cell(m.client_host), _cell(m.client_id),
+            # kafka-consumer-groups --members: ASSIGNMENT only with --verbose
+            rows = [[_cell(d.group), _cell(m.member_id), _cell(m.client_host), _cell(m.client_id),
                      "-" if m.assignment is None else str(len(m.assignment)),
                      "-" if not m.assignment else escape(",".join(f"{t}-{p}" for t, p in m.assignment))]
                     for m in d.members]
-            columns = ["CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
-            if _width(columns, rows, list(range(5)))[1] > console.width:
-                # too wide for a table: two lines per member, ids whole
+            columns = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+            if not verbose:
+                columns, rows = columns[:5], [row[:5] for row in rows]
+                table = _fit(columns, rows, console.width, shorten=1)
+            elif _width(columns, rows, list(range(6)))[1] > console.width:
+                # too wide for a table: two lines per member, ids and assignments whole
                 table = _table()
                 for row in rows:
-                    console.print(f"member {row[0]}\n  client id {row[2]}, host {row[1]}, {row[3]} partitions: "
-                                  f"{row[4]}")
+                    console.print(f"member {row[1]} of {row[0]}\n  client id {row[3]}, host {row[2]}, {row[4]} "
+                                  f"partitions: {row[5]}")
             else:
                 table = _fit(columns, rows, console.width)
         else:
-            rows = [[_cell(p.topic), _cell(p.partition), _cell(p.committed_offset), _cell(p.log_end_offset),
-                     _cell(p.lag), _cell(p.member_id), _cell(p.client_host), _cell(p.client_id)] for p in d.partitions]
-            table = _fit(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-                          "CLIENT-ID"], rows, console.width, shorten=5, optional=(5, 7, 6))
+            rows = [[_cell(d.group), _cell(p.topic), _cell(p.partition), _cell(p.committed_offset),
+                     _cell(p.log_end_offset), _cell(p.lag), _cell(p.member_id), _cell(p.client_host),
+                     _cell(p.client_id)] for p in d.partitions]
+            table = _fit(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                          "HOST", "CLIENT-ID"], rows, console.width, shorten=6, optional=(6, 8, 7))
+        # Kafka's ConsumerGroupCommand says these on stderr: the table on stdout stays rows only.
+        if not d.members and d.state != "Dead":
+            err_console.print(f"Consumer group '{d.group}' has no active members.", markup=False)
+        elif d.state in ("PreparingRebalance", "CompletingRebalance"):
+            err_console.print(f"Warning: Consumer group '{d.group}' is rebalancing.", markup=False)
         if table.row_count:
             console.print(table)
-        if not d.members and d.state not in ("Dead",):
-            console.print(f"consumer group {escape(d.group)!r} has no active members")
         for note in d.notes:
             console.print(f"note: {escape(note)}")
 
@@ -252,6 +285,9 @@ def describe_cmd(
                                           "lag and member (the default view).")] = False,
     state: Annotated[bool, typer.Option("--state", help="One row per group: coordinator, assignment strategy, "
                                         "state, member count and __consumer_offsets partition.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Before each group's rows, two lines on the "
+                                          "group: state, protocol, members, total lag, coordinator and "
+                                          "__consumer_offsets partition.")] = False,
     as_json: JsonOpt = False,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
@@ -278,7 +314,7 @@ def describe_cmd(
     if as_json:
         write_json_line({"groups": [d.to_json() for d in details]})
     else:
-        _render_describe(details, view)
+        _render_describe(details, view, verbose)
     if any(not d.exists for d in details):
         raise typer.Exit(int(ExitCode.PROBLEMS))
 

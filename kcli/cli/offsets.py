@@ -20,7 +20,7 @@ import typer
 
 from kcli.cli.common import (BOOTSTRAP_ENV, BootstrapOpt, ConnectionGroup, ExitCode, GroupTimeoutOpt, JsonOpt,
                              ZookeeperAuthOpt, ZookeeperOpt, bootstrap_server, err_console, fail, parse_timestamp,
-                             progress_wanted, write_json_line, escape)
+                             progress_wanted, write_json_line, escape, client_security)
 from kcli.cli.errors import exit_code_for, report_exit_code
 from kcli.cli.zk import _cell, _console, _table
 from kcli.errors import KcliError
@@ -109,7 +109,7 @@ def _kafka_store(stack: ExitStack, bootstrap: str | None, log_dir: Path | None, 
         parse_bootstrap(bootstrap)
     except KcliError as exc:
         raise fail(exc.describe(), ExitCode.USAGE) from None
-    store = KafkaOffsetStore(KafkaClient(bootstrap, timeout=timeout))
+    store = KafkaOffsetStore(KafkaClient(bootstrap, timeout=timeout, security=client_security()))
     stack.callback(store.close)
     store.client.connect()
     return store
@@ -455,13 +455,16 @@ def for_time_cmd(
     bootstrap: BootstrapOpt = None,
     topic: Annotated[Optional[list[str]], typer.Option(
         "--topic", show_default=False, help="Offline: only this topic (repeat for several).")] = None,
+    table_view: Annotated[bool, typer.Option("--table", help="A table with each answer's timestamp, the log end "
+                                             "and where a consumer reset to TIME starts (SEEK).")] = False,
     as_json: JsonOpt = False,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """The earliest offset whose timestamp is >= TIME, per partition: offline from a log dir through the time
     indexes (as Kafka's fetchOffsetByTimestamp), online with ListOffsets (kcat -Q, kafka-get-offsets --time).
-    A partition without such a record answers offset -1 (ListOffsets' answer); a consumer reset to TIME starts
-    at its log end offset (SEEK). Exit 1 when a partition or topic could not be answered."""
+    Printed as kafka-get-offsets prints it, topic:partition:offset lines; --table for timestamps, log ends and
+    SEEK. A partition without such a record answers offset -1 (ListOffsets' answer); a consumer reset to TIME
+    starts at its log end offset (SEEK). Exit 1 when a partition or topic could not be answered."""
     try:
         stamp = parse_time_spec(when)
     except typer.BadParameter as exc:
@@ -477,7 +480,7 @@ def for_time_cmd(
 
         with _errors(committed_note=False):
             parse_bootstrap(bootstrap)
-            with KafkaClient(bootstrap, timeout=timeout, client_id="kctl-offsets") as client:
+            with KafkaClient(bootstrap, timeout=timeout, client_id="kctl-offsets", security=client_security()) as client:
                 rows = online(client, [_split_target(t) for t in targets] if targets else None, stamp)
         document = {"ok": all(r.error is None for r in rows), "timestamp": stamp, "source": bootstrap,
                     "offsets": [r.to_json() for r in rows if r.error is None],
@@ -500,8 +503,12 @@ def for_time_cmd(
         code = report_exit_code(report)  # 3 when an input could not be read, else 1 for damage
     if as_json:
         write_json_line(document)
-    else:
+    elif table_view:
         _render_for_time(rows, stamp)
+    else:
+        # kafka-get-offsets (GetOffsetShell): topic:partition:offset, sorted by topic then partition
+        for r in sorted(rows, key=lambda r: (r.topic, r.partition)):
+            typer.echo(f"{r.topic}:{r.partition}:{r.offset}")
     for line in errors:
         err_console.print(f"kctl: {line}", markup=False)
     if code is not ExitCode.OK:

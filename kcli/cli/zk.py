@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from kcli.cli.common import (ConnectionGroup, GroupTimeoutOpt, JsonOpt, ZookeeperAuthOpt, ZookeeperOpt, ExitCode,
-                             escape, fail, write_json_line)
+                             client_security, escape, fail, write_json_line)
 from kcli.cli.errors import exit_code_for
 from kcli.errors import KcliError
 
@@ -258,7 +258,7 @@ def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this
             from kcli.zk.offsets import consumer_lag
 
             try:
-                with KafkaClient(bootstrap, timeout=timeout) as client:
+                with KafkaClient(bootstrap, timeout=timeout, security=client_security()) as client:
                     result["lag"] = consumer_lag(result["view"].offsets, client)
             except KcliError as exc:
                 raise fail(exc.describe(), exit_code_for(exc) or ExitCode.PROBLEMS) from None
@@ -340,6 +340,33 @@ def config_cmd(zookeeper: ZookeeperOpt = None, as_json: JsonOpt = False, timeout
     _run(zookeeper, timeout, auth, as_json, lambda r: r.configs(),
          lambda es: {"configs": [{"entity_type": e.entity_type, "name": e.name, "config": e.config} for e in es]},
          human)
+
+
+@app.command("acls")
+def acls_cmd(zookeeper: ZookeeperOpt = None, as_json: JsonOpt = False, timeout: TimeoutOpt = 10.0,
+             auth: AuthOpt = None) -> None:
+    """ACLs as Kafka's AclAuthorizer stores them (/kafka-acl, /kafka-acl-extended/prefixed), read-only; kctl acls
+    changes them."""
+
+    def to_json(nodes: list) -> dict:
+        return {"acls": [{"resource_type": n.pattern.resource_type.name, "name": n.pattern.name,
+                          "pattern_type": n.pattern.pattern_type.name, "zk_version": n.version,
+                          "entries": [{"principal": e.principal, "host": e.host, "operation": e.operation.name,
+                                       "permission_type": e.permission_type.name} for e in n.entries]}
+                         for n in nodes]}
+
+    def human(nodes: list) -> None:
+        table = _table("TYPE", "PATTERN", "NAME", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION")
+        for n in nodes:
+            for e in n.entries:
+                table.add_row(n.pattern.resource_type.pascal, n.pattern.pattern_type.name, escape(n.pattern.name),
+                              escape(e.principal), escape(e.host), e.operation.pascal, e.permission_type.pascal)
+        if not table.row_count:
+            _console().print("no ACLs")
+            return
+        _show(table)
+
+    _run(zookeeper, timeout, auth, as_json, lambda r: r.acls(), to_json, human)
 
 
 @app.command("admin")

@@ -7,6 +7,7 @@ DescribeGroups, ListGroups, DeleteGroups. No asyncio, no consumer or producer.
 from __future__ import annotations
 
 from kcli.client.client import (
+    BrokerAuthenticationError,
     BrokerUnreachableError,
     GroupDescription,
     KafkaClient,
@@ -17,6 +18,7 @@ from kcli.client.client import (
 from kcli.client.store import KafkaOffsetStore
 
 __all__ = [
+    "BrokerAuthenticationError",
     "BrokerUnreachableError",
     "GroupDescription",
     "KafkaClient",

@@ -10,6 +10,7 @@ Errors name the request, the field and Kafka's error code (``OffsetCommitRespons
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,15 @@ from kcli.protocol.connection import ClientConnection
 from kcli.protocol.errors import ProtocolError
 from kcli.protocol.legacy import build_entity
 from kcli.protocol.schema import load_payload_module, load_request_schema
+from kcli.protocol.security import (
+    PLAINTEXT,
+    SASL_AUTHENTICATE,
+    ClientSecurity,
+    SaslAuthenticationFailed,
+    drive,
+    reauth_deadline,
+    sasl_exchange,
+)
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_CLIENT_ID = "kctl"
@@ -59,6 +69,11 @@ class KafkaClientError(KcliError):
 
 class BrokerUnreachableError(KafkaClientError):
     """No connection to the broker, or it went away mid-request."""
+
+
+class BrokerAuthenticationError(KafkaClientError):
+    """The TLS handshake or the SASL exchange with a broker failed (a certificate not trusted, wrong credentials,
+    a mechanism the listener does not enable)."""
 
 
 class KafkaRequestError(KafkaClientError):
@@ -123,10 +138,13 @@ class BrokerConnection:
     """One blocking connection to one broker; the API versions it serves, learnt at connect time."""
 
     def __init__(self, host: str, port: int, *, timeout: float = DEFAULT_TIMEOUT_S,
-                 client_id: str = DEFAULT_CLIENT_ID) -> None:
+                 client_id: str = DEFAULT_CLIENT_ID, security: ClientSecurity = PLAINTEXT,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.address = f"{host}:{port}"
         self.timeout = timeout
         self.client_id = client_id
+        self.security = security
+        self._reauth_at: float | None = None
         self._wire = ClientConnection(client_id, max_frame_bytes=MAX_RESPONSE_BYTES, peer=f"the broker at {self.address}")
         try:
             self._sock: socket.socket | None = socket.create_connection((host, port), timeout=timeout)
@@ -134,11 +152,50 @@ class BrokerConnection:
             raise BrokerUnreachableError(f"cannot connect to the Kafka broker at {self.address}: "
                                          f"{exc.strerror or exc}") from None
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if security.protocol.tls:
+            self._sock = self._tls(self._sock, host, ssl_context)
         self.versions: dict[int, tuple[int, int]] = {}
+        # ApiVersions first, before SASL as Kafka's clients do: a SASL listener answers it unauthenticated
         body = self._call_raw(ApiKey.API_VERSIONS, 0, [load_request_schema(ApiKey.API_VERSIONS, 0)()])[0]
         if body.error_code != ErrorCode.none:
             raise KafkaRequestError("", request="ApiVersionsResponse v0", field="error_code", error=body.error_code)
         self.versions = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
+        if security.protocol.sasl:
+            self._authenticate()
+
+    def _tls(self, sock: socket.socket, host: str, context: ssl.SSLContext | None) -> ssl.SSLSocket:
+        if context is None:
+            from kcli.tls import client_ssl_context
+
+            context = client_ssl_context(self.security.ssl)
+        try:
+            return context.wrap_socket(sock, server_hostname=host)
+        except ssl.SSLCertVerificationError as exc:
+            sock.close()
+            raise BrokerAuthenticationError(f"TLS handshake with the broker at {self.address} failed: "
+                                            f"{exc.verify_message or exc.reason} (is ssl.ca.location the CA that signed "
+                                            "the broker's certificate, and the host name in it?)") from None
+        except (ssl.SSLError, OSError) as exc:
+            sock.close()
+            raise BrokerAuthenticationError(f"TLS handshake with the broker at {self.address} failed: "
+                                            f"{getattr(exc, 'reason', None) or exc.strerror or exc} "
+                                            "(is it a TLS listener?)") from None
+
+    def _authenticate(self) -> None:
+        """SaslHandshake + SaslAuthenticate on this connection (again before the session expires, KIP-368)."""
+        theirs = self.versions.get(SASL_AUTHENTICATE)
+        if theirs is None:
+            self.close()
+            raise BrokerAuthenticationError(f"the broker at {self.address} does not serve SaslAuthenticate "
+                                            "(a PLAINTEXT listener, or a broker older than Kafka 1.0)")
+        exchange = sasl_exchange(self.security, authenticate_version=theirs[1], peer=f"the broker at {self.address}")
+        self._reauth_at = None
+        try:
+            outcome = drive(exchange, lambda key, version, body: self._call_raw(key, version, [body])[0])
+        except SaslAuthenticationFailed as exc:
+            self.close()
+            raise BrokerAuthenticationError(exc.reason) from None
+        self._reauth_at = reauth_deadline(time.monotonic(), outcome)
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
@@ -168,6 +225,8 @@ class BrokerConnection:
         """Send every body (pipelined), then read the answers in order."""
         if not bodies:
             return []
+        if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+            self._authenticate()
         return self._call_raw(api_key, type(bodies[0]).__version__, bodies)
 
     def _call_raw(self, api_key: ApiKey, version: int, bodies: Sequence[Any]) -> list[Any]:
@@ -203,7 +262,11 @@ class BrokerConnection:
         while left:
             chunk = self._sock.recv(min(left, 1 << 20))
             if not chunk:
-                raise BrokerUnreachableError(f"the broker at {self.address} closed the connection during {name}")
+                hint = ""
+                if self.security.plaintext:  # a TLS or SASL listener closes on a plaintext client's first request
+                    hint = (" (does its listener need security settings: --command-config FILE or "
+                            "-X security.protocol=SSL, SASL_SSL...?)")
+                raise BrokerUnreachableError(f"the broker at {self.address} closed the connection during {name}{hint}")
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
@@ -229,11 +292,13 @@ class KafkaClient:
     """A client for one cluster, from its bootstrap servers; close() (or a with block) ends every connection."""
 
     def __init__(self, bootstrap: str, *, timeout: float = DEFAULT_TIMEOUT_S,
-                 client_id: str = DEFAULT_CLIENT_ID) -> None:
+                 client_id: str = DEFAULT_CLIENT_ID, security: ClientSecurity | None = None) -> None:
         self.bootstrap = bootstrap
         self.servers = parse_bootstrap(bootstrap)
         self.timeout = timeout
         self.client_id = client_id
+        self.security = security or PLAINTEXT
+        self._ssl_context: ssl.SSLContext | None = None
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
         self._coordinators: dict[str, int] = {}
@@ -257,7 +322,12 @@ class KafkaClient:
     def _connect(self, address: tuple[str, int]) -> BrokerConnection:
         connection = self._connections.get(address)
         if connection is None or connection._sock is None:
-            connection = BrokerConnection(*address, timeout=self.timeout, client_id=self.client_id)
+            if self.security.protocol.tls and self._ssl_context is None:
+                from kcli.tls import client_ssl_context
+
+                self._ssl_context = client_ssl_context(self.security.ssl)  # one context for every broker
+            connection = BrokerConnection(*address, timeout=self.timeout, client_id=self.client_id,
+                                          security=self.security, ssl_context=self._ssl_context)
             self._connections[address] = connection
         return connection
 

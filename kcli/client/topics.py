@@ -26,6 +26,7 @@ from kcli.client.client import BrokerConnection, KafkaClient, KafkaClientError, 
 from kcli.protocol.api import ApiKey
 from kcli.protocol.codec import api_name
 from kcli.protocol.schema import load_payload_module, load_request_schema
+from kcli.records.schema import kafka_uuid_to_string
 
 # The highest version asked for per API (the response shapes read below); lower ones are used when the broker
 # or kio stops earlier.
@@ -210,7 +211,9 @@ def cluster_view(client: KafkaClient, topics: Sequence[str] | None = None) -> Cl
     for t in body.topics:
         name = t.name or str(getattr(t, "topic_id", ""))
         topic_id = getattr(t, "topic_id", None)
-        topic = TopicDescription(name, None if topic_id in (None, uuid.UUID(int=0)) else str(topic_id),
+        # Kafka's tools print topic ids as Uuid.toString does: 22 characters of URL-safe base64
+        known_id = None if topic_id in (None, uuid.UUID(int=0)) else kafka_uuid_to_string(topic_id)
+        topic = TopicDescription(name, known_id,
                                  bool(getattr(t, "is_internal", False)) or name in INTERNAL_TOPICS)
         if t.error_code != ErrorCode.none:
             topic.error = _failure(label, f"topics[{name}].error_code", t.error_code)
@@ -323,7 +326,7 @@ def create_topics(client: KafkaClient, specs: Sequence[NewTopic], *, validate_on
             detail = {"partitions": int(t.num_partitions), "replication_factor": int(t.replication_factor)}
             topic_id = getattr(t, "topic_id", None)
             if topic_id not in (None, uuid.UUID(int=0)):
-                detail["topic_id"] = str(topic_id)
+                detail["topic_id"] = kafka_uuid_to_string(topic_id)
         if t.error_code == ErrorCode.none:
             results.append(TopicResult(t.name, "validated" if validate_only else "created", None, detail))
         elif t.error_code == ErrorCode.topic_already_exists and if_not_exists:

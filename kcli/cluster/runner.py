@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Union
 
 import kcli
-from kcli.broker.config import ConfigError, build_config
+from kcli.broker.config import KNOWN, ConfigError, build_config
+from kcli.cluster.security import ClusterSecurity
 from kcli.errors import KcliError, UsageError
 from kcli.processes import LOOPBACK, check_ports_free, command_line, free_ports, pid_alive, spawn, stop_pid, tail, \
     terminate
@@ -71,6 +72,8 @@ class ClusterSpec:
     exit_on_failure: bool = False
     start_timeout_s: float = 60.0
     stop_timeout_s: float = 30.0
+    # SASL_SSL everywhere, SCRAM-SHA-512 between brokers, a test CA, an admin user (kcli.cluster.security)
+    security: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,11 +103,15 @@ class ClusterInfo:
     zookeeper_log: Path
     data_dir: Path
     brokers: tuple[BrokerInfo, ...]
+    security: ClusterSecurity | None = None  # --security: the CA, the admin user, the client settings files
 
     def to_json(self) -> dict[str, Any]:
-        return {"bootstrap": self.bootstrap, "zookeeper": self.zookeeper, "zookeeper_pid": self.zookeeper_pid,
-                "zookeeper_log": str(self.zookeeper_log), "data_dir": str(self.data_dir),
-                "brokers": [b.to_json() for b in self.brokers]}
+        out = {"bootstrap": self.bootstrap, "zookeeper": self.zookeeper, "zookeeper_pid": self.zookeeper_pid,
+               "zookeeper_log": str(self.zookeeper_log), "data_dir": str(self.data_dir),
+               "brokers": [b.to_json() for b in self.brokers]}
+        if self.security is not None:
+            out["security"] = self.security.to_json()
+        return out
 
 
 @dataclass(frozen=True)
@@ -185,9 +192,9 @@ def parse_overrides(overrides: tuple[str, ...], *, racks: int) -> dict[str, str]
 
 
 def broker_properties(broker_id: int, port: int, log_dir: Path, zookeeper: str, brokers: int, rack: str | None,
-                      overrides: dict[str, str]) -> dict[str, str]:
-    """One broker's server.properties: the runner's keys, replication defaults for ``brokers`` brokers, then
-    the overrides."""
+                      overrides: dict[str, str], security: ClusterSecurity | None = None) -> dict[str, str]:
+    """One broker's server.properties: the runner's keys, replication defaults for ``brokers`` brokers, the
+    secured cluster's listener, TLS and SASL keys (``security``), then the overrides."""
     replicas = str(min(MAX_REPLICATION_FACTOR, brokers))
     props = {
         "broker.id": str(broker_id),
@@ -202,6 +209,11 @@ def broker_properties(broker_id: int, port: int, log_dir: Path, zookeeper: str, 
     }
     if rack is not None:
         props["broker.rack"] = rack
+    if security is not None:
+        props.update(security.broker_settings(broker_id, port))
+        if "authorizer.class.name" in KNOWN:  # ACLs, where this kctl has the authorizer (super.users: the brokers)
+            props["authorizer.class.name"] = "kafka.security.authorizer.AclAuthorizer"
+            props["super.users"] = security.super_users
     props.update(overrides)
     return props
 
@@ -227,6 +239,8 @@ class LocalCluster:
         self._state_base: dict[str, Any] = {"format": STATE_FORMAT, "zookeeper": {}, "brokers": {}}
         self._exited: list[ProcessExited] = []
         self._killed: list[str] = []
+        self.security: ClusterSecurity | None = None
+        self._probe_security: Any = None  # the admin's kcli.protocol.security.ClientSecurity (--security)
 
     # -- the one call ------------------------------------------------------------------------------
     def run(self) -> ClusterRun:
@@ -369,10 +383,18 @@ class LocalCluster:
         check_ports_free({"ZooKeeper": zk_port, **{f"broker {i}": p for i, p in ports.items()}}, hint=hint)
 
         zookeeper = f"{LOOPBACK}:{zk_port}{CHROOT}"
+        if self.spec.security:
+            from kcli.cluster.security import prepare
+            from kcli.protocol.security import ClientSecurity
+
+            self.security = prepare(self.data_dir, sorted(ports))
+            self._probe_security = ClientSecurity.from_properties(self.security.client_settings(java=False))
+            self.on_event(Progress(f"TLS and SASL: CA, broker certificates and passwords in {self.security.directory}"))
         for i, port in sorted(ports.items()):
             rack = broker_rack(i, self.spec)
             broker = _Broker(i, port, rack, self.data_dir / f"broker-{i}", self.data_dir / f"server-{i}.properties")
-            props = broker_properties(i, port, broker.log_dir, zookeeper, self.spec.brokers, rack, self.overrides)
+            props = broker_properties(i, port, broker.log_dir, zookeeper, self.spec.brokers, rack, self.overrides,
+                                      self.security)
             broker.config.write_text("# written by kctl cluster run at every start: edits are lost, use --override\n"
                                      + format_java_properties(props))
             self.brokers.append(broker)
@@ -396,6 +418,12 @@ class LocalCluster:
         if stale:
             self.on_event(Progress(f"removed what brokers that did not stop cleanly left in ZooKeeper: "
                                    f"{', '.join(stale)}"))
+        if self.security is not None:
+            from kcli.zk.scram_setup import add_scram_users
+
+            # before the brokers: they log in to each other as the broker user from the start
+            add_scram_users(zookeeper, self.security.passwords, timeout=self.spec.start_timeout_s)
+            self.on_event(Progress(f"SCRAM users {', '.join(sorted(self.security.passwords))} written to ZooKeeper"))
 
         env = _child_env()
         for broker in self.brokers:
@@ -405,14 +433,14 @@ class LocalCluster:
                                 log_path=broker.log, cwd=self.data_dir, env=env)
         self._write_state()
         for broker in self.brokers:
-            self._wait(f"broker {broker.id} on {LOOPBACK}:{broker.port}", lambda b=broker: self._broker_ready(b),
-                       broker.log)
+            self._wait(f"broker {broker.id} on {LOOPBACK}:{broker.port}",
+                       lambda b=broker: self._broker_ready(b, self._probe_security), broker.log)
             self.on_event(Progress(f"broker {broker.id} serves on {LOOPBACK}:{broker.port} (pid {broker.proc.pid})"))
         return ClusterInfo(
             bootstrap=",".join(f"{LOOPBACK}:{b.port}" for b in self.brokers), zookeeper=zookeeper,
             zookeeper_pid=self.zookeeper.pid or -1, zookeeper_log=self.zookeeper.log_path, data_dir=self.data_dir,
             brokers=tuple(BrokerInfo(b.id, b.port, b.rack, b.log_dir, b.config, b.log, b.proc.pid)
-                          for b in self.brokers if b.proc is not None))
+                          for b in self.brokers if b.proc is not None), security=self.security)
 
     def _wait(self, what: str, ready: Callable[[], bool], log: Path,
               error: type[KcliError] = ClusterStartError) -> None:
@@ -428,7 +456,7 @@ class LocalCluster:
             raise _Interrupted
 
     @staticmethod
-    def _broker_ready(broker: _Broker) -> bool:
+    def _broker_ready(broker: _Broker, security: Any = None) -> bool:
         from kcli.client.client import BrokerConnection
 
         assert broker.proc is not None
@@ -437,7 +465,9 @@ class LocalCluster:
             raise ClusterStartError(f"broker {broker.id} exited with status {broker.proc.returncode} while starting; "
                                     f"the end of {broker.log}:\n{tail(broker.log)}")
         try:
-            BrokerConnection(LOOPBACK, broker.port, timeout=PROBE_TIMEOUT_S).close()  # it answers ApiVersions
+            # it answers ApiVersions (and, secured, the admin user logs in)
+            BrokerConnection(LOOPBACK, broker.port, timeout=PROBE_TIMEOUT_S,
+                             **({} if security is None else {"security": security})).close()
         except (KcliError, OSError):
             return False
         return True

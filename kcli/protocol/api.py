@@ -37,6 +37,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -53,6 +54,8 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -110,6 +113,10 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.DESCRIBE_GROUPS:   SupportedApi(0, 5, 5),
     ApiKey.LIST_GROUPS:       SupportedApi(0, 4, 3),
     ApiKey.API_VERSIONS:      SupportedApi(0, 3, 3),
+    # SASL (KIP-43, KIP-152): answered by a SASL listener's authenticator before any other request; the
+    # handshake's version is never bumped (KAFKA-9577), so it never turns flexible
+    ApiKey.SASL_HANDSHAKE:    SupportedApi(0, 1, 99),
+    ApiKey.SASL_AUTHENTICATE: SupportedApi(0, 2, 2),
     ApiKey.CREATE_TOPICS:     SupportedApi(2, 7, 5),
     ApiKey.DELETE_TOPICS:     SupportedApi(1, 6, 4),
     ApiKey.INIT_PRODUCER_ID:  SupportedApi(0, 4, 2),
@@ -120,6 +127,7 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.WRITE_TXN_MARKERS: SupportedApi(1, 1, 1),  # Kafka 3.7 has v0 too; kio starts at v1
     ApiKey.TXN_OFFSET_COMMIT: SupportedApi(0, 3, 3),
     ApiKey.DESCRIBE_CONFIGS:  SupportedApi(1, 4, 4),
+    ApiKey.DESCRIBE_LOG_DIRS: SupportedApi(1, 4, 2),  # Kafka 3.7 has v0 too; kio starts at v1
     ApiKey.CREATE_PARTITIONS: SupportedApi(0, 3, 2),
     ApiKey.DELETE_GROUPS:     SupportedApi(0, 2, 2),
     ApiKey.ELECT_LEADERS:     SupportedApi(0, 2, 2),

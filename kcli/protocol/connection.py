@@ -49,7 +49,72 @@ class NeedData(enum.Enum):
 NEED_DATA: Final = NeedData.NEED_DATA
 
 
-class ServerConnection:
+class _Framing:
+    """What both ends share: the receive buffer, the 4-byte size framing with its maximum, and the error that
+    made the connection unusable."""
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+        self._start = 0
+        self._error: ProtocolError | None = None
+
+    @property
+    def error(self) -> ProtocolError | None:
+        """The error that made this connection unusable, if any."""
+        return self._error
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received but not yet part of a returned frame (a partial frame at EOF)."""
+        return len(self._buffer) - self._start
+
+    def receive_data(self, data: bytes) -> None:
+        """Buffer bytes read from the socket; frames are taken in ``next_request`` / ``next_response``."""
+        if self._error is None:
+            self._buffer += data
+
+    def frame_size(self, prefix: bytes) -> int:
+        """The size a frame's 4-byte size prefix announces; a negative or too large one is a ProtocolError
+        (before any of the frame is read)."""
+        self._check_usable()
+        return self._checked_size(SIZE_PREFIX.unpack(prefix)[0])
+
+    def _checked_size(self, size: int) -> int:
+        raise NotImplementedError
+
+    def _next_frame(self) -> bytes | None:
+        """The next whole frame from the buffer (the bytes after its size prefix), or None until one is in."""
+        self._check_usable()
+        if self.buffered_bytes < SIZE_PREFIX.size:
+            return None
+        size = self._checked_size(SIZE_PREFIX.unpack_from(self._buffer, self._start)[0])
+        end = self._start + SIZE_PREFIX.size + size
+        if len(self._buffer) < end:
+            return None
+        with memoryview(self._buffer) as view:
+            frame = bytes(view[self._start + SIZE_PREFIX.size:end])
+        self._start = end
+        if self._start == len(self._buffer):
+            self._buffer.clear()
+            self._start = 0
+        elif self._start > _COMPACT_AFTER and self._start * 2 > len(self._buffer):
+            del self._buffer[:self._start]
+            self._start = 0
+        return frame
+
+    def _check_usable(self) -> None:
+        if self._error is not None:
+            raise LocalProtocolError(f"connection unusable after: {self._error}")
+
+    def _fail(self, error: ProtocolError) -> ProtocolError:
+        self._error = error
+        self._buffer = bytearray()
+        self._start = 0
+        return error
+
+
+class ServerConnection(_Framing):
     """Frames and decodes requests; encodes responses in the order the requests arrived.
 
     Kafka answers the requests of one connection strictly in order (its socket server mutes
@@ -63,56 +128,21 @@ class ServerConnection:
     """
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray()
-        self._start = 0
+        super().__init__(max_frame_bytes)
         self._awaiting: deque[Request] = deque()
-        self._error: ProtocolError | None = None
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes received but not yet part of a returned request (a partial frame at EOF)."""
-        return len(self._buffer) - self._start
 
     @property
     def awaiting_response(self) -> int:
         """Requests returned by ``next_request`` whose response has not been sent."""
         return len(self._awaiting)
 
-    @property
-    def error(self) -> ProtocolError | None:
-        """The error that made this connection unusable, if any."""
-        return self._error
-
-    def receive_data(self, data: bytes) -> None:
-        """Buffer bytes read from the socket; decoding happens in ``next_request``."""
-        if self._error is None:
-            self._buffer += data
-
     def next_request(self) -> Request | Literal[NeedData.NEED_DATA]:
         """The next complete request, or ``NEED_DATA`` until a whole frame is buffered."""
-        if self._error is not None:
-            raise LocalProtocolError(f"connection unusable after: {self._error}")
-        if self.buffered_bytes < SIZE_PREFIX.size:
-            return NEED_DATA
-        size = self._checked_size(SIZE_PREFIX.unpack_from(self._buffer, self._start)[0])
-        end = self._start + SIZE_PREFIX.size + size
-        if len(self._buffer) < end:
-            return NEED_DATA
-        with memoryview(self._buffer) as view:
-            frame = bytes(view[self._start + SIZE_PREFIX.size:end])
-        self._consume(end)
-        return self.receive_frame(frame)
+        frame = self._next_frame()
+        return NEED_DATA if frame is None else self.receive_frame(frame)
 
     # A caller that reads whole frames itself (the broker's socket edge: one copy of each frame fewer than
-    # receive_data + next_request) uses these two instead, with the same checks and the same order.
-    def frame_size(self, prefix: bytes) -> int:
-        """The size a frame's 4-byte size prefix announces; a negative or too large one is a ProtocolError
-        (before any of the frame is read), as in ``next_request``."""
-        if self._error is not None:
-            raise LocalProtocolError(f"connection unusable after: {self._error}")
-        return self._checked_size(SIZE_PREFIX.unpack(prefix)[0])
-
+    # receive_data + next_request) uses ``frame_size`` and ``receive_frame``, with the same checks and order.
     def _checked_size(self, size: int) -> int:
         if size < 0:
             raise self._fail(RemoteProtocolError(f"negative frame size {size}", position=0))
@@ -122,8 +152,7 @@ class ServerConnection:
 
     def receive_frame(self, frame: bytes) -> Request:
         """The request in one whole frame (the bytes after its size prefix), as ``next_request`` returns it."""
-        if self._error is not None:
-            raise LocalProtocolError(f"connection unusable after: {self._error}")
+        self._check_usable()
         try:
             request = decode_request(frame)
         except UnsupportedVersionError as e:
@@ -162,21 +191,6 @@ class ServerConnection:
             reason = "no such request awaits a response on this connection"
         raise LocalProtocolError(reason, request=request.name, correlation_id=request.correlation_id)
 
-    def _consume(self, end: int) -> None:
-        self._start = end
-        if self._start == len(self._buffer):
-            self._buffer.clear()
-            self._start = 0
-        elif self._start > _COMPACT_AFTER and self._start * 2 > len(self._buffer):
-            del self._buffer[:self._start]
-            self._start = 0
-
-    def _fail(self, error: ProtocolError) -> ProtocolError:
-        self._error = error
-        self._buffer = bytearray()
-        self._start = 0
-        return error
-
 
 @dataclass(frozen=True, slots=True)
 class InFlight:
@@ -199,7 +213,7 @@ class Response:
     body: Any
 
 
-class ClientConnection:
+class ClientConnection(_Framing):
     """Frames requests with increasing correlation ids; decodes each response with the schema of the request it
     answers.
 
@@ -213,29 +227,21 @@ class ClientConnection:
 
     def __init__(self, client_id: str | None, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
                  peer: str | None = None) -> None:
+        super().__init__(max_frame_bytes)
         self.client_id = client_id
-        self.max_frame_bytes = max_frame_bytes
         self.peer = peer  # for messages: "broker 2 at host:port"
         self._correlation = 0
         self._in_flight: deque[InFlight] = deque()
-        self._buffer = bytearray()
-        self._start = 0
-        self._error: ProtocolError | None = None
 
     @property
     def in_flight(self) -> int:
         """Requests sent whose response has not been returned."""
         return len(self._in_flight)
 
-    @property
-    def error(self) -> ProtocolError | None:
-        return self._error
-
     def send_request(self, api_key: int, api_version: int, body: Any, *, expects_response: bool = True
                      ) -> tuple[InFlight, bytes]:
         """The request's frame to write, and the request it becomes in flight."""
-        if self._error is not None:
-            raise LocalProtocolError(f"connection unusable after: {self._error}")
+        self._check_usable()
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF  # a non-negative int32, as Kafka's clients
         request = InFlight(int(api_key), api_version, self._correlation)
         frame = encode_request(api_key, api_version, request.correlation_id, self.client_id, body)
@@ -243,36 +249,14 @@ class ClientConnection:
             self._in_flight.append(request)
         return request, frame
 
-    def receive_data(self, data: bytes) -> None:
-        if self._error is None:
-            self._buffer += data
-
     def next_response(self) -> Response | Literal[NeedData.NEED_DATA]:
         """The next complete response, or ``NEED_DATA`` until a whole frame is buffered."""
-        if self._error is not None:
-            raise LocalProtocolError(f"connection unusable after: {self._error}")
-        if len(self._buffer) - self._start < SIZE_PREFIX.size:
-            return NEED_DATA
-        size = self.frame_size(bytes(self._buffer[self._start:self._start + SIZE_PREFIX.size]))
-        end = self._start + SIZE_PREFIX.size + size
-        if len(self._buffer) < end:
-            return NEED_DATA
-        frame = bytes(self._buffer[self._start + SIZE_PREFIX.size:end])
-        self._start = end
-        if self._start == len(self._buffer):
-            self._buffer.clear()
-            self._start = 0
-        elif self._start > _COMPACT_AFTER and self._start * 2 > len(self._buffer):
-            del self._buffer[:self._start]
-            self._start = 0
-        return self.receive_frame(frame)
+        frame = self._next_frame()
+        return NEED_DATA if frame is None else self.receive_frame(frame)
 
-    # For a caller that reads whole frames itself (blocking sockets, asyncio's readexactly): the same checks.
-    def frame_size(self, prefix: bytes) -> int:
-        """The size a response's 4-byte prefix announces; negative or above ``max_frame_bytes`` is an error."""
-        if self._error is not None:
-            raise LocalProtocolError(f"connection unusable after: {self._error}")
-        (size,) = SIZE_PREFIX.unpack(prefix)
+    # For a caller that reads whole frames itself (blocking sockets, asyncio's readexactly): ``frame_size`` and
+    # ``receive_frame``, with the same checks.
+    def _checked_size(self, size: int) -> int:
         if size < 0:
             raise self._fail(RemoteProtocolError(f"{self._who()} sent a negative frame size {size}", position=0))
         if size > self.max_frame_bytes:
@@ -285,8 +269,7 @@ class ClientConnection:
 
     def receive_frame(self, frame: bytes | bytearray | memoryview) -> Response:
         """The response in one whole frame (the bytes after its size prefix), matched to the oldest request."""
-        if self._error is not None:
-            raise LocalProtocolError(f"connection unusable after: {self._error}")
+        self._check_usable()
         if not self._in_flight:
             raise self._fail(RemoteProtocolError(f"{self._who()} sent a response to no request in flight"))
         request = self._in_flight[0]
@@ -303,9 +286,3 @@ class ClientConnection:
 
     def _who(self) -> str:
         return self.peer or "the broker"
-
-    def _fail(self, error: ProtocolError) -> ProtocolError:
-        self._error = error
-        self._buffer = bytearray()
-        self._start = 0
-        return error

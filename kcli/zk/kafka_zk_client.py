@@ -18,8 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +33,6 @@ from kazoo.exceptions import (
     RolledBackError,
     SessionExpiredError,
 )
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from kcli.errors import KcliError
@@ -42,7 +40,7 @@ from kcli.storage.checkpoint import uuid_from_base64, uuid_to_base64
 from kcli.zk import models, paths
 from kcli.zk.models import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from kcli.zk.errors import ZooKeeperConnectionError
-from kcli.zk.errors import describe as _describe
+from kcli.zk.errors import describe as _describe, kazoo_errors
 
 log = logging.getLogger("kcli.zk")
 
@@ -158,20 +156,8 @@ class KafkaZkClient:
         return self._client()
 
     # -- plumbing ----------------------------------------------------------------------------------------------
-    @contextmanager
-    def _zk_call(self, doing: str) -> Iterator[None]:
-        try:
-            yield
-        except KcliError:
-            raise
-        except KazooTimeoutError:
-            raise ZooKeeperConnectionError(f"{self._where} did not answer within {self._timeout:g}s while "
-                                           f"{doing}") from None
-        except (ConnectionLoss, ConnectionClosedError, SessionExpiredError) as exc:
-            raise ZooKeeperConnectionError(f"lost the connection to {self._where} while {doing} "
-                                           f"({_describe(exc)})") from None
-        except KazooException as exc:
-            raise KcliError(f"{self._where} refused {doing}: {_describe(exc)}") from None
+    def _zk_call(self, doing: str):
+        return kazoo_errors(self._where, self._timeout, doing)
 
     def _gather(self, pending: Sequence[Any], doing: str) -> list[Any]:
         """Results of async calls sent together (pipelined, as Kafka's ZooKeeperClient does); a per-call
@@ -482,6 +468,29 @@ class KafkaZkClient:
         """Write /config/<type>/<name>, then its change notification (AdminZkClient.changeEntityConfig, e.g.
         changeBrokerConfig for "brokers")."""
         self._set_or_create_config(name, dict(config), paths.entity_config(entity_type, name))
+        prefix = paths.child(paths.CONFIG_CHANGES, paths.CONFIG_CHANGE_PREFIX)
+        self._one(self._zk.create_async(prefix, models.encode_config_change(entity_type, name), sequence=True,
+                                        makepath=True), "writing a config change notification")
+
+    def set_data_versioned(self, path: str, data: bytes, expected_version: int) -> int:
+        """Compare-and-set of one node: create it (with its parents) when ``expected_version`` is -1, else replace
+        its data if its zkVersion is still ``expected_version``. Answers the new version; kcli.errors.BadVersion
+        when someone else changed (or created) it since it was read. The read-modify-write of shared entity
+        configs (SCRAM credentials and quotas share /config/users/<user>) loops on this."""
+        from kcli.errors import BadVersion
+
+        try:
+            if expected_version == -1:
+                self._one(self._zk.create_async(path, data, makepath=True), f"creating {path}")
+                return 0
+            return self._one(self._zk.set_async(path, data, version=expected_version), f"writing {path}").version
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            raise BadVersion(f"{path} changed since it was read (expected version {expected_version})",
+                             path=path) from None
+
+    def create_config_change_notification(self, entity_type: str, name: str) -> None:
+        """/config/changes/config_change_<seq> = ``{"version":2,"entity_path":"<type>/<name>"}``
+        (KafkaZkClient.createConfigChangeNotification)."""
         prefix = paths.child(paths.CONFIG_CHANGES, paths.CONFIG_CHANGE_PREFIX)
         self._one(self._zk.create_async(prefix, models.encode_config_change(entity_type, name), sequence=True,
                                         makepath=True), "writing a config change notification")

@@ -22,19 +22,15 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.retry import KazooRetry
 from kazoo.exceptions import (
-    ConnectionClosedError,
-    ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
-    SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
@@ -42,7 +38,7 @@ from kazoo.protocol.states import ZnodeStat
 from kcli.errors import KcliError
 from kcli.zk import paths
 from kcli.zk.errors import ZooKeeperConnectionError
-from kcli.zk.errors import describe as _describe
+from kcli.zk.errors import describe as _describe, kazoo_errors
 from kcli.zk.models import new_cluster_id
 
 log = logging.getLogger("kcli.zk")
@@ -314,18 +310,8 @@ class BrokerRegistration:
     def _wait(self, result: Any, timeout: float | None = None) -> Any:
         return result.get(timeout=self._timeout if timeout is None else timeout)
 
-    @contextmanager
-    def _zk(self, doing: str) -> Iterator[None]:
-        try:
-            yield
-        except KazooTimeoutError:
-            raise ZooKeeperConnectionError(f"ZooKeeper at {self.connect.text} did not answer within "
-                                           f"{self._timeout:g}s while {doing}") from None
-        except (ConnectionLoss, ConnectionClosedError, SessionExpiredError) as exc:
-            raise ZooKeeperConnectionError(f"lost the connection to ZooKeeper at {self.connect.text} while {doing} "
-                                           f"({_describe(exc)})") from None
-        except KazooException as exc:
-            raise KcliError(f"ZooKeeper at {self.connect.text} refused {doing}: {_describe(exc)}") from None
+    def _zk(self, doing: str):
+        return kazoo_errors(f"ZooKeeper at {self.connect.text}", self._timeout, doing)
 
     # -- znodes ------------------------------------------------------------------------------------
     def _get_or_create_cluster_id(self, proposed: str | None) -> str:

@@ -125,6 +125,13 @@ class TreeNode:
     children: list[TreeNode] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class AclNode:
+    pattern: Any  # kcli.protocol.acl.ResourcePattern
+    entries: tuple[Any, ...]  # kcli.protocol.acl.AccessControlEntry
+    version: int  # the node's zkVersion
+
+
 class ZkRegistry:
     """Reads Kafka's registries from the ensemble named by ``connect`` (``host:port[,host:port][/chroot]``).
 
@@ -339,6 +346,31 @@ class ZkRegistry:
                 data = self._data_or_none(path)
                 if data is not None:
                     result.append(models.parse_config(self._where(path), data, entity_type, name))
+        return result
+
+    def acls(self) -> list[AclNode]:
+        """The ACL nodes (/kafka-acl, /kafka-acl-extended/prefixed) with their entries and zkVersion; a node Kafka
+        could not read raises ZnodeFormatError naming it."""
+        from kcli.protocol.acl import PatternType, ResourcePattern, ResourceType
+        from kcli.zk import acls as layout
+
+        result = []
+        for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
+            root = layout.STORES[pattern_type]
+            for type_name in self._children_or_empty(root):
+                for name in self._children_or_empty(paths.child(root, type_name)):
+                    path = paths.child(paths.child(root, type_name), name)
+                    try:
+                        data, stat = self._call("get", path)
+                    except ZnodeMissingError:
+                        continue  # removed since listed
+                    try:
+                        pattern = ResourcePattern(ResourceType.parse(type_name), name, pattern_type)
+                        entries = layout.decode_acls(data)
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise models.ZnodeFormatError(f"not an ACL node as Kafka writes it: {exc}",
+                                                      path=self._where(path)) from None
+                    result.append(AclNode(pattern, tuple(sorted(entries, key=str)), stat.version))
         return result
 
     def cleanup_policies(self) -> KnownPolicies:

@@ -155,9 +155,9 @@ def test_a_pipelining_client_does_not_hold_up_the_other_connections(tmp_path):
             order: list[str] = []
             answer = sockets._answer
 
-            async def recording(conn: Any, request: Any, client_host: str) -> Any:
+            async def recording(conn: Any, request: Any, client_host: str, *session: Any) -> Any:
                 order.append(request.client_id)
-                return await answer(conn, request, client_host)
+                return await answer(conn, request, client_host, *session)
             sockets._answer = recording  # type: ignore[method-assign]
             host, port = sockets.bound[0]
             (busy_r, busy_w), (other_r, other_w) = [await asyncio.open_connection(host, port) for _ in range(2)]

@@ -47,19 +47,34 @@ def test_missing_file(tmp_path):
         load_config(tmp_path / "nope.properties")
 
 
-# -- settings this broker does not implement stop the start (issue 23.7) --------------------------------------
+# -- settings this broker cannot serve stop the start (issue 23.7, issue 25) -----------------------------------
 @pytest.mark.parametrize("overrides,message", [
-    (["listeners=SSL://127.0.0.1:9093"], "listener SSL://127.0.0.1:9093 has security protocol SSL"),
-    (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094"], "listener SASL_SSL://127.0.0.1:9094"),
-    # the protocol comes from listener.security.protocol.map, by listener name (EndPoint.createEndPoint)
-    (["listeners=EXTERNAL://127.0.0.1:9093", "listener.security.protocol.map=EXTERNAL:SASL_PLAINTEXT"],
-     "listener EXTERNAL://127.0.0.1:9093 has security protocol SASL_PLAINTEXT"),
+    # every protocol is served, but never with less security than it says: TLS needs a keystore ...
+    (["listeners=PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093"], "listener SSL \\(SSL\\) needs a keystore"),
+    # ... SASL a mechanism kctl serves (Kafka's default is GSSAPI) ...
+    (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9094"],
+     "listener SASL_PLAINTEXT .*GSSAPI \\(Kerberos"),
+    # ... and PLAIN its users, from the listener's JAAS config (the unprefixed sasl.jaas.config is ignored)
+    (["listeners=PLAINTEXT://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093", "sasl.enabled.mechanisms=PLAIN",
+      "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+      'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_a="a";'],
+     "listener EXTERNAL \\(SASL_PLAINTEXT\\) enables PLAIN but has no users"),
+    (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9094", "sasl.enabled.mechanisms=PLAIN,DIGEST-MD5"],
+     "listener SASL_PLAINTEXT .*DIGEST-MD5 is not served"),
     (["listeners=INTERNAL://127.0.0.1:9093"], "No security protocol defined for listener INTERNAL"),
     (["listener.security.protocol.map=PLAINTEXT:TLS"], "listener.security.protocol.map"),
-    (["advertised.listeners=SSL://broker:9093"], "advertised.listeners: listener SSL://broker:9093"),
+    (["advertised.listeners=SSL://broker:9093"], "advertised.listeners listener names must be .* Found SSL"),
+    # the inter-broker listener must be advertised; the two keys that name it exclude each other
+    (["listeners=SSL://127.0.0.1:9093"], "security.inter.broker.protocol=PLAINTEXT: no advertised listener"),
+    (["inter.broker.listener.name=INTERNAL"], "inter.broker.listener.name must be a listener name defined in "
+                                              "advertised.listeners"),
+    (["inter.broker.listener.name=PLAINTEXT", "security.inter.broker.protocol=PLAINTEXT"],
+     "Only one of inter.broker.listener.name and security.inter.broker.protocol"),
+    (["listeners=PLAINTEXT://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9093"], "PLAINTEXT is given twice"),
+    (["listeners=PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9092"], "9092 is given twice"),
     (["remote.log.storage.system.enable=true"], "tiered storage"),
 ])
-def test_unimplemented_security_and_tiered_storage_are_refused(overrides, message):
+def test_unservable_listeners_and_tiered_storage_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, overrides)
 
@@ -71,13 +86,14 @@ def test_listener_names_map_to_plaintext_through_the_protocol_map():
         ("INTERNAL", "PLAINTEXT"), ("PLAINTEXT", "PLAINTEXT")]
 
 
-def test_an_ssl_listener_is_a_startup_error_naming_it(tmp_path):
+def test_an_ssl_listener_without_keystore_is_a_startup_error_naming_it(tmp_path):
     """kctl-broker(1): bad configuration exits 2, before anything is bound or written; the message names the
     listener."""
     port = free_port()
     proc = subprocess.run([sys.executable, "-m", "kcli", "broker", "run",
-                           "--override", f"listeners=SSL://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path / 'logs'}"],
+                           "--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()},SSL://127.0.0.1:{port}",
+                           "--override", f"log.dirs={tmp_path / 'logs'}"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
-    assert f"listener SSL://127.0.0.1:{port} has security protocol SSL" in " ".join(proc.stderr.split())
+    assert "listener SSL (SSL) needs a keystore" in " ".join(proc.stderr.split())
     assert not (tmp_path / "logs").exists()

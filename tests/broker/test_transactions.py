@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import kctl_fork
 from broker_support import BrokerProcess, free_port, read_response
 from kcli.protocol import ApiKey, decode_response, encode_request, minimal_request
 from kcli.records import Record, build_record_batch
@@ -80,9 +81,14 @@ def _values(records: list) -> dict[int, list[bytes]]:
     return out
 
 
-def _kctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=60,
-                            cwd=REPO)
+def _kctl(*args: str, check: bool = True, fresh: bool = False) -> subprocess.CompletedProcess:
+    """kctl as a process forked from one that imported kcli once (tests/kctl_fork.py), or ``fresh``: a new
+    interpreter, as an operator starts it."""
+    if fresh:
+        result = subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=60,
+                                cwd=REPO)
+    else:
+        result = kctl_fork.run(*args, cwd=REPO, timeout=60)
     if check:
         assert result.returncode == 0, result.stderr + result.stdout
     return result
@@ -301,13 +307,16 @@ def test_kctl_transactions_list_describe_find_hanging_abort(broker):
     ongoing = json.loads(_kctl("transactions", "list", "--state", "Ongoing", "-b", broker.bootstrap,
                                "--json").stdout)["transactions"]
     assert all(t["state"] == "Ongoing" for t in ongoing)
-    missing = _kctl("transactions", "describe", "no-such-id", "-b", broker.bootstrap, check=False)
+    missing = _kctl("transactions", "describe", "no-such-id", "-b", broker.bootstrap, check=False, fresh=True)
     assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
 
     pid = _call(broker.port, ApiKey.INIT_PRODUCER_ID, 4, minimal_request(ApiKey.INIT_PRODUCER_ID, 4)).producer_id
     batch = build_record_batch([Record(0, int(time.time() * 1000), b"k", b"hanging")], producer_id=pid,
                                producer_epoch=0, base_sequence=0, is_transactional=True)
-    produced = _call(broker.port, ApiKey.PRODUCE, 9, minimal_request(ApiKey.PRODUCE, 9, topic=topic, records=batch))
+    # a transactional batch must name a transactional id (Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # otherwise, with or without an authorizer); no coordinator ever heard of this one
+    produced = _call(broker.port, ApiKey.PRODUCE, 9, minimal_request(ApiKey.PRODUCE, 9, topic=topic, records=batch,
+                                                                     transactional_id=f"hanging-{topic}"))
     start = produced.responses[0].partition_responses[0].base_offset
     assert start == 2  # after the committed record and its marker
     hanging = _kctl("transactions", "find-hanging", "-t", topic, "--max-transaction-timeout", "0",

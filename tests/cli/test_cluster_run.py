@@ -347,3 +347,64 @@ def test_rack_names_are_dealt_round_robin_with_the_prefix():
     assert [broker_rack(i, trivup) for i in range(3)] == ["RACK0", "RACK1", "RACK2"]
     assert [broker_rack(i, ClusterSpec(brokers=3, racks=2)) for i in range(3)] == ["r0", "r1", "r0"]
     assert broker_rack(0, ClusterSpec(brokers=3)) is None
+
+
+def test_security_prints_client_settings_that_kcat_confluent_kafka_and_kctl_use(cluster_run, tmp_path):
+    """--security: every broker's one listener is SASL_SSL, the brokers replicate to each other over it, and the
+    settings files it prints serve kcat (-F), confluent-kafka and kctl (--command-config); a restart reuses the
+    CA and passwords, so the files keep working; a client without them gets nothing."""
+    _installed()
+    import shutil
+
+    from confluent_kafka import Consumer, Producer
+
+    from kcli.storage.checkpoint import parse_java_properties
+
+    run = cluster_run("--brokers", "2", "--security", "--json")
+    info = run.json(timeout=120)
+    security = info["security"]
+    run.wait_stderr("Ctrl-C stops the cluster.")
+    assert f"--command-config {security['client_properties']}" in run.stderr
+    assert f"-F {security['librdkafka_properties']}" in run.stderr
+    for broker in info["brokers"]:
+        config = parse_java_properties(Path(broker["config"]).read_text())
+        assert config["listeners"] == f"SASL_SSL://127.0.0.1:{broker['port']}"
+        assert config["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
+    for name in ("client_properties", "librdkafka_properties"):
+        assert os.stat(security[name]).st_mode & 0o077 == 0  # it holds the admin's password
+    librdkafka = parse_java_properties(Path(security["librdkafka_properties"]).read_text())
+    assert librdkafka["security.protocol"] == "SASL_SSL" and librdkafka["sasl.username"] == "admin"
+    bootstrap = info["bootstrap"]
+
+    created = _kctl("topics", "create", "sec", "--partitions", "2", "--replication-factor", "2", "-b", bootstrap,
+                    "--command-config", security["client_properties"])
+    assert created.returncode == 0, created.stderr
+    producer = Producer({"bootstrap.servers": bootstrap, **librdkafka})
+    producer.produce("sec", b"over SASL_SSL")
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, **librdkafka, "group.id": "g",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["sec"])
+    deadline, got = time.monotonic() + 60, None
+    while got is None and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        got = msg.value() if msg is not None and not msg.error() else None
+    consumer.close()
+    assert got == b"over SASL_SSL"
+    described = _kctl("topics", "describe", "sec", "-b", bootstrap, "--command-config", security["client_properties"])
+    assert described.returncode == 0, described.stderr
+    assert described.stdout.count("Isr: ") == 2 and all(  # both replicas in sync: the follower logged in
+        len(line.split("Isr: ")[1].split(",")) == 2 for line in described.stdout.splitlines() if "Isr: " in line)
+    if shutil.which("kcat"):
+        listed = subprocess.run(["kcat", "-b", bootstrap, "-F", security["librdkafka_properties"], "-L", "-t", "sec"],
+                                capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0 and 'topic "sec" with 2 partitions' in listed.stdout, listed.stderr
+    plain = _kctl("topics", "list", "-b", bootstrap, "--timeout", "5")
+    assert plain.returncode != 0 and "security settings" in plain.stderr
+    assert run.interrupt() == 0, run.stderr
+
+    again = cluster_run("--brokers", "2", "--security", "--json")
+    assert again.json(timeout=120)["security"] == security  # the same CA, user and password
+    listed = _kctl("topics", "list", "-b", bootstrap, "--command-config", security["client_properties"])
+    assert listed.returncode == 0 and "sec" in listed.stdout.split(), listed.stderr
+    assert again.interrupt() == 0, again.stderr

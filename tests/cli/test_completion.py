@@ -1,4 +1,5 @@
-"""Shell completion as a shell runs it: bash sources `kctl completion bash` and asks for candidates."""
+"""Shell completion as a shell runs it: bash sources `kctl completion bash` (its output, written once a module)
+and asks kctl for candidates."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ def kctl_bin(tmp_path_factory):
     shim = bin_dir / "kctl"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kcli "$@"\n')
     shim.chmod(0o755)
+    # what `source <(kctl completion bash)` reads, written once by the shim for every test of the module
+    proc = subprocess.run([str(shim), "completion", "bash"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == 0 and proc.stdout, proc.stderr
+    (bin_dir / "completion.bash").write_text(proc.stdout)
     return bin_dir
 
 
@@ -28,7 +34,7 @@ def complete(kctl_bin, words: str) -> list[str]:
         pytest.skip("bash not installed")
     parts = words.split(" ")
     script = (
-        'source <(kctl completion bash)\n'
+        f'source "{kctl_bin / "completion.bash"}"\n'
         f'COMP_WORDS=({words})\n'
         f'COMP_CWORD={len(parts) - 1}\n'
         '_kctl_completion kctl\n'

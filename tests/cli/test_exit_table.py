@@ -147,3 +147,14 @@ def test_dump_log_and_verify_share_problem_codes(zk_log_dir, tail, tail_code):
                     if p["file"] == str(log) and p["severity"] == "error"}
     assert {"crc_mismatch", tail_code} <= verify_codes
     assert dump_codes == {"crc_mismatch", tail_code}, dump_codes
+
+
+def test_every_row_names_the_module_defining_its_class():
+    """The exit-status table looks a class up only once its module is imported (a class never imported cannot
+    have raised): each row must name the module that defines the class, not one that re-exports it."""
+    import importlib
+
+    from kcli.cli.errors import _TABLE
+
+    for module, name, _code in _TABLE:
+        assert getattr(importlib.import_module(module), name).__module__ == module, (module, name)

@@ -106,12 +106,27 @@ def test_live_group_describe_and_refusals_then_reset_round_trip(broker, tmp_path
         assert (rows[(PAYMENTS, 0)]["lag"], rows[(PAYMENTS, 0)]["member_id"]) == (3, None)
         assert doc["total_lag"] == 15
 
-        text = kctl("describe", group, "-b", b).stdout
+        # kafka-consumer-groups --describe's layout: a header row, then one row per partition, GROUP first
+        lines = kctl("describe", group, "-b", b).stdout.splitlines()
+        assert lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                                    "CONSUMER-ID", "HOST", "CLIENT-ID"]
+        assert sorted(tuple(line.split()[:6]) for line in lines[1:]) == [
+            (group, ORDERS, "0", "3", "10", "7"), (group, ORDERS, "1", "5", "10", "5"),
+            (group, ORDERS, "2", "10", "10", "0"), (group, PAYMENTS, "0", "2", "5", "3")]
+        text = kctl("describe", group, "-b", b, "--verbose").stdout
         assert "group app: Stable, consumer/range, 1 members, total lag 15" in text
         assert f"__consumer_offsets-{doc['offsets_topic_partition']}" in text
         assert max(len(line.rstrip()) for line in text.splitlines()) <= 100
-        assert "cg-client" in kctl("describe", group, "-b", b, "--members").stdout
+        members = kctl("describe", group, "-b", b, "--members").stdout.splitlines()
+        assert members[0].split()[:2] == ["GROUP", "CONSUMER-ID"] and members[1].split()[0] == group
+        assert "cg-client" in members[1] and "ASSIGNMENT" not in members[0]
+        assert f"{ORDERS}-0,{ORDERS}-1" in kctl("describe", group, "-b", b, "--members", "--verbose").stdout
         assert "Stable" in kctl("describe", "--all-groups", "-b", b, "--state").stdout
+        # kafka-consumer-groups --list: bare names; --list --state: GROUP and STATE columns
+        assert group in kctl("list", "-b", b).stdout.splitlines()
+        with_state = kctl("list", "-b", b, "--state", "stable").stdout.splitlines()
+        assert with_state[0].split() == ["GROUP", "STATE"] and [group, "Stable"] in [l.split() for l in with_state]
+        assert "COORDINATOR" in kctl("list", "-b", b, "--table").stdout
         listed = {g["group"]: g for g in as_json("list", "-b", b)["groups"]}
         assert listed[group]["state"] == "Stable" and listed[group]["protocol_type"] == "consumer"
         assert group not in {g["group"] for g in as_json("list", "-b", b, "--state", "empty")["groups"]}

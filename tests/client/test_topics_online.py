@@ -78,7 +78,13 @@ def test_list_and_describe(broker, admin):
     assert head[0] == "Topic: orders" and head[2:4] == ["PartitionCount: 3", "ReplicationFactor: 1"]
     assert head[4] == "Configs: cleanup.policy=compact,delete,retention.ms=3600000"
     meta = admin.list_topics("orders", timeout=30).topics["orders"]
-    assert head[1] == f"TopicId: {meta.topic_id}" if getattr(meta, "topic_id", None) else head[1].startswith("TopicId")
+    from confluent_kafka import TopicCollection
+
+    [described] = admin.describe_topics(TopicCollection(["orders"])).values()
+    # Kafka's Uuid.toString: 22 characters of URL-safe base64 (librdkafka prints the standard alphabet)
+    theirs = str(described.result(30).topic_id).replace("+", "-").replace("/", "_")
+    assert head[1] == f"TopicId: {theirs}"
+    assert len(head[1].split()[1]) == 22
     for line, p in zip(out[1:], sorted(meta.partitions.values(), key=lambda p: p.id)):
         assert line == (f"\tTopic: orders\tPartition: {p.id}\tLeader: {p.leader}\tReplicas: "
                         f"{','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isrs))}")
@@ -149,7 +155,10 @@ def test_offsets_for_time_against_librdkafka(broker, tmp_path):
                 consumer.get_watermark_offsets(TopicPartition("orders", 1), timeout=30)[pick]]
     finally:
         consumer.close()
-    text = kctl(broker, "offsets", "for-time", str(T0 + 4500), "-b", broker.bootstrap, "orders:2", "keyed").stdout
+    lines = kctl(broker, "offsets", "for-time", str(T0 + 4500), "-b", broker.bootstrap, "orders", "keyed").stdout
+    assert lines.splitlines() == ["keyed:0:-1", "keyed:1:-1", "orders:0:2", "orders:1:2", "orders:2:1"]  # i = 6, 7, 5
+    text = kctl(broker, "offsets", "for-time", str(T0 + 4500), "-b", broker.bootstrap, "orders:2", "keyed",
+                "--table").stdout
     assert "orders  2          1       2023-11-14T22:13:25.000Z  10       1" in text  # i = 5
     assert "offset -1: no record" in text  # keyed is empty
     missing = kctl(broker, "offsets", "for-time", "now", "-b", broker.bootstrap, "nope", "orders:9", code=1).output
@@ -165,6 +174,42 @@ def test_offline_rollup_of_the_brokers_log_dir(broker):
     assert row.split()[1:2] == ["3"] and row.split()[4] == str(RECORDS)
     # kctl broker keeps its topic overrides in the log dir: the rollup shows them
     assert "config orders: cleanup.policy=compact,delete, max.message.bytes=200000, segment.ms=600000" in result.stdout
+
+
+def test_log_dirs_describe_against_the_files_and_kafka_python(broker):
+    """kctl log-dirs describe (DescribeLogDirs to each broker): sizes are the segment files' sizes in the log dir,
+    and kafka-python's describe_log_dirs reads the same answer from the broker."""
+    from kafka.admin import KafkaAdminClient
+
+    result = CliRunner().invoke(app, ["log-dirs", "describe", "-b", broker.bootstrap, "--topic-list", "orders",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    [entry] = doc["brokers"]
+    [log_dir] = entry["logDirs"]
+    assert log_dir["logDir"] == str(broker.log_dir.resolve()) and log_dir["error"] is None
+    assert log_dir["totalBytes"] >= log_dir["usableBytes"] > 0
+    sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+    on_disk = {f"orders-{i}": sum(f.stat().st_size for f in (broker.log_dir / f"orders-{i}").glob("*.log"))
+               for i in range(3)}
+    assert sizes == on_disk and all(on_disk.values())
+    assert {p["offsetLag"] for p in log_dir["partitions"]} == {0}
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30_000)
+    try:
+        answers = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    text = str(answers)
+    assert str(broker.log_dir.resolve()) in text and "orders" in text
+
+    table = CliRunner().invoke(app, ["log-dirs", "-b", broker.bootstrap, "describe", "--partitions"])
+    assert table.exit_code == 0, table.output
+    assert f"broker 0\t{broker.log_dir.resolve()}" in table.stdout and "orders-1\tsize " in table.stdout
+    bad = CliRunner().invoke(app, ["log-dirs", "describe", "-b", broker.bootstrap, "--broker-list", "x"])
+    assert bad.exit_code == 2 and "--broker-list" in bad.output
+    missing = CliRunner().invoke(app, ["log-dirs", "describe", "-b", broker.bootstrap, "--broker-list", "7"])
+    assert missing.exit_code == 1 and "broker 7 is not in the cluster's metadata" in missing.stdout
 
 
 def test_delete(broker, admin):

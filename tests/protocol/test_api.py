@@ -31,7 +31,9 @@ WANTED = {18, 3, 0, 1, 2, 10, 11, 14, 12, 13, 8, 9, 15, 16, 42, 19, 20, 37, 32, 
           45, 46,  # Alter/ListPartitionReassignments (KIP-455), served by the controller (issue 13)
           23,  # OffsetForLeaderEpoch: followers truncate with it (KIP-101), consumers validate positions (KIP-320)
           24, 25, 26, 27, 28,  # transactions (KIP-98, issue 14): AddPartitions/AddOffsets/EndTxn/WriteTxnMarkers/TxnOffsetCommit
-          61, 65, 66}  # DescribeProducers, DescribeTransactions, ListTransactions (KIP-664, issue 14)
+          17, 36,  # SaslHandshake, SaslAuthenticate (issue 25: SASL listeners)
+          61, 65, 66,  # DescribeProducers, DescribeTransactions, ListTransactions (KIP-664, issue 14)
+          35}  # DescribeLogDirs (KIP-113; issue 27: kctl log-dirs describe)
 INTER_BROKER = {4, 5, 6, 7}  # ZooKeeper mode's controller APIs: LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown
 # The APIs whose schemas are kio's (the inter-broker ones are ours: Kafka 4 removed them).
 KIO_APIS = sorted(set(SUPPORTED_APIS) - set(INTER_BROKER_APIS))
@@ -114,7 +116,7 @@ def test_api_versions_response_header_is_always_v0():
 def test_is_supported():
     assert is_supported(18, 3)
     assert not is_supported(18, 4)
-    assert not is_supported(17, 0)  # SaslHandshake: not served
+    assert is_supported(17, 1) and not is_supported(17, 2)  # SaslHandshake v0-v1 (issue 25)
     assert is_supported(1, 3)  # Fetch v3: below the KIP-896 baseline, served from kcli.protocol.legacy
     assert not is_supported(19, 1)  # CreateTopics v1: below the baseline, not served
     assert is_supported(0, 0)

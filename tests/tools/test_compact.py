@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import kctl_fork
 from builders import T0, build_partition
 from kcli.records import Record
 from kcli.storage.cleanup_policy import KCTL_TOPIC_CONFIGS
@@ -26,6 +27,12 @@ COMPACTED = {"cleanup.policy": "compact"}  # the synthetic topics here are compa
 
 
 def kctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`kctl` as a process forked from one that imported kcli once (tests/kctl_fork.py)."""
+    return kctl_fork.run(*args, env={"COLUMNS": "200", **(env or {})})
+
+
+def kctl_fresh(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`kctl` started as an operator starts it: a fresh interpreter."""
     return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "COLUMNS": "200", **(env or {})})
 
@@ -62,7 +69,7 @@ def test_dry_run_changes_nothing(log_dir):
     assert report.is_ok() and len(report.partitions) == 2
     assert report.total("records_dropped") > 0 and report.total("bytes_after") < report.total("bytes_before")
     assert _tree(log_dir) == before
-    proc = kctl("compact", "--dry-run", "--json", str(log_dir))
+    proc = kctl_fresh("compact", "--dry-run", "--json", str(log_dir))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["dry_run"] is True
     assert _tree(log_dir) == before
@@ -93,9 +100,9 @@ def test_include_active_and_max_memory(log_dir):
 
 
 def test_usage_and_unreadable_exit_codes(log_dir, tmp_path):
-    assert kctl("compact", "--config", "bogus.config=1", str(log_dir)).returncode == 2
-    assert kctl("compact", "--config", "delete.retention.ms", str(log_dir)).returncode == 2
-    assert kctl("compact", str(tmp_path / "missing")).returncode == 3
+    assert kctl_fresh("compact", "--config", "bogus.config=1", str(log_dir)).returncode == 2
+    assert kctl_fresh("compact", "--config", "delete.retention.ms", str(log_dir)).returncode == 2
+    assert kctl_fresh("compact", str(tmp_path / "missing")).returncode == 3
 
 
 def test_refuses_a_locked_log_dir(log_dir):
@@ -161,7 +168,7 @@ def test_killed_between_swap_steps_then_recovered(tmp_path):
     new = _data(done)
     assert new != old
     crashes = 0
-    for step in range(1, 100):
+    for step in range(1, 100):  # each kctl its own process (forked: kctl_fork), killed for real
         partition = Path(shutil.copytree(template, tmp_path / f"{step}" / "logs" / "t-0"))
         proc = kctl("compact", "--config", "cleanup.policy=compact", str(partition), env={CRASH_AFTER_ENV: str(step)})
         if proc.returncode == 0:

@@ -218,12 +218,10 @@ def test_fast_json_lines_equal_to_json(fixtures_dir, tmp_path, enc):
 # -- range filters and encodings (kctl dump-log) ---------------------------------------------------------
 
 def _kctl(*args):
-    import os
-    import subprocess
-    import sys
+    """`kctl` as a process forked from one that imported kcli once (tests/kctl_fork.py)."""
+    import kctl_fork
 
-    return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "200"})
+    return kctl_fork.run(*args, env={"COLUMNS": "200"})
 
 
 def test_end_time_stops_the_output(tmp_path):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import kctl_fork
 from builders import build_partition
 from kcli.records import BatchReader
 from kcli.storage.recovery import CRASH_AFTER_ENV, MANIFEST_NAME
@@ -61,6 +62,12 @@ def log_dir(damaged, tmp_path):
 
 
 def kctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`kctl` as a process forked from one that imported kcli once (tests/kctl_fork.py)."""
+    return kctl_fork.run(*args, env={"COLUMNS": "200", **(env or {})})
+
+
+def kctl_fresh(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`kctl` started as an operator starts it: a fresh interpreter."""
     return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "COLUMNS": "200", **(env or {})})
 
@@ -172,10 +179,10 @@ def test_fixture_log_dirs_are_left_alone(fixtures_dir, tmp_path):
 
 def test_cli_text_json_restore_and_exit_codes(log_dir, tmp_path):
     before = _tree(log_dir)
-    dry = kctl("recover", "--dry-run", "--json", str(log_dir))
+    dry = kctl_fresh("recover", "--dry-run", "--json", str(log_dir))
     assert dry.returncode == 1 and _tree(log_dir) == before
     assert not json.loads(dry.stdout)["ok"]
-    proc = kctl("recover", "--quarantine", str(tmp_path / "q"), str(log_dir))
+    proc = kctl_fresh("recover", "--quarantine", str(tmp_path / "q"), str(log_dir))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     truncate = next(line for line in lines if line.lstrip().startswith("truncate "))
@@ -183,12 +190,12 @@ def test_cli_text_json_restore_and_exit_codes(log_dir, tmp_path):
     assert lines[-1].startswith("to undo: kctl recover --restore ") and lines[-1].startswith(
         f"to undo: kctl recover --restore {tmp_path / 'q'}/")  # the run, not a partition or the root
     command = lines[-1].removeprefix("to undo: kctl ").split()
-    assert kctl("recover", str(log_dir)).stdout.startswith("nothing to do")
-    restored = kctl(*command)
+    assert kctl_fresh("recover", str(log_dir)).stdout.startswith("nothing to do")
+    restored = kctl_fresh(*command)
     assert restored.returncode == 0 and restored.stdout.startswith("restored ") and _tree(log_dir) == before
-    assert kctl("recover", str(tmp_path / "missing")).returncode == 3
-    assert kctl("recover").returncode == 2
-    assert kctl("recover", "--restore", str(tmp_path / "nothing-here.json")).returncode == 3
+    assert kctl_fresh("recover", str(tmp_path / "missing")).returncode == 3
+    assert kctl_fresh("recover").returncode == 2
+    assert kctl_fresh("recover", "--restore", str(tmp_path / "nothing-here.json")).returncode == 3
 
 
 def test_rebuild_indexes_only(log_dir):
@@ -221,9 +228,16 @@ def test_killed_at_every_step_then_recovered(damaged, tmp_path):
     template = damaged[0] / "t-0"
     originals = {p.name: p.read_bytes() for p in template.iterdir()}
     crashes = 0
+    # Each step's kctl is its own process, forked from one that imported kcli once (kctl_fork); the first step
+    # also in a fresh interpreter, as an operator starts it.
     for step in range(1, 200):
         partition = Path(shutil.copytree(template, tmp_path / f"{step}" / "logs" / "t-0"))
         quarantine = tmp_path / f"{step}" / "q"
+        if step == 1:
+            fresh = Path(shutil.copytree(template, tmp_path / "fresh" / "logs" / "t-0"))
+            proc = kctl_fresh("recover", "--quarantine", str(tmp_path / "fresh" / "q"), str(fresh),
+                              env={CRASH_AFTER_ENV: "1"})
+            assert proc.returncode == -9, proc.stderr
         proc = kctl("recover", "--quarantine", str(quarantine), str(partition), env={CRASH_AFTER_ENV: str(step)})
         if proc.returncode == 0:
             break

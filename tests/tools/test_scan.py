@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import kctl_fork
 from builders import T0
 from kcli.cli.app import app
 from kcli.records import Codec, Record
@@ -26,8 +27,8 @@ NOW = 1_800_000_000_000
 
 
 def kctl(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, env=env, timeout=120)
+    """`kctl` as a process forked from one that imported kcli once (tests/kctl_fork.py)."""
+    return kctl_fork.run(*args, env={"COLUMNS": "200"})
 
 
 def expected_from_dump(path: Path) -> dict[str, dict]:

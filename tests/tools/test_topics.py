@@ -176,10 +176,13 @@ def test_for_time_cli():
     assert doc["ok"] and doc["timestamp"] == 1700000300000
     assert doc["offsets"] == [{"topic": "orders", "partition": 0, "offset": 186, "timestamp": 1700000300000,
                                "seek_offset": 186, "log_start_offset": 0, "log_end_offset": 373}]
-    text = run("offsets", "for-time", "2023-11-14T22:18:20Z", str(SAMPLES), "--topic", "orders").stdout
+    text = run("offsets", "for-time", "2023-11-14T22:18:20Z", str(SAMPLES), "--topic", "orders", "--table").stdout
     assert "orders  0          186     2023-11-14T22:18:20.000Z  373      186" in text
-    late = run("offsets", "for-time", "-1h", str(SAMPLES / "orders-0")).stdout  # negative TIME, no `--` needed
+    # kafka-get-offsets' lines by default
+    assert run("offsets", "for-time", "2023-11-14T22:18:20Z", str(SAMPLES / "orders-0")).stdout == "orders:0:186\n"
+    late = run("offsets", "for-time", "-1h", str(SAMPLES / "orders-0"), "--table").stdout  # negative TIME, no `--`
     assert "offset -1: no record" in late and " -1 " in late
+    assert run("offsets", "for-time", "-1h", str(SAMPLES / "orders-0")).stdout == "orders:0:-1\n"
     earliest = json.loads(run("offsets", "for-time", "-2", "--json", str(SAMPLES / "payments-0")).stdout)
     assert earliest["offsets"][0]["offset"] == 0 and earliest["timestamp"] == -2
     latest = json.loads(run("offsets", "for-time", "latest", "--json", str(SAMPLES / "payments-0")).stdout)

@@ -1,4 +1,5 @@
-"""`kctl zk` as users run it (a subprocess) against a real ZooKeeper seeded with Kafka's layout."""
+"""`kctl zk` as users run it (a process) against a real ZooKeeper seeded with Kafka's layout: most commands in
+processes forked from one that imported kcli once (tests/kctl_fork.py), some in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+import kctl_fork
 from zookeeper_support import free_port
 
 pytestmark = pytest.mark.zookeeper
@@ -25,11 +27,18 @@ seed, MEMBER, TOPIC_ID, CLUSTER_ID = (_seed_module.seed, _seed_module.MEMBER, _s
                                       _seed_module.CLUSTER_ID)
 
 
-def kctl(*args: str, check: int | None = 0, env: dict | None = None) -> subprocess.CompletedProcess:
+def kctl(*args: str, check: int | None = 0, env: dict | None = None,
+         fresh: bool = False) -> subprocess.CompletedProcess:
+    """`kctl zk ARGS` as a process forked from one that imported kcli once (tests/kctl_fork.py), or ``fresh``: a
+    new interpreter, as an operator starts it."""
     environment = {key: value for key, value in os.environ.items() if not key.startswith("KCTL_ZOOKEEPER")}
     environment.update(COLUMNS="200", **(env or {}))
-    proc = subprocess.run([sys.executable, "-m", "kcli", "zk", *args], capture_output=True, text=True,
-                          env=environment, timeout=120)
+    if fresh:
+        proc = subprocess.run([sys.executable, "-m", "kcli", "zk", *args], capture_output=True, text=True,
+                              env=environment, timeout=120)
+    else:
+        unset = {key: None for key in os.environ if key not in environment}
+        proc = kctl_fork.run("zk", *args, env={**environment, **unset})
     if check is not None:
         assert proc.returncode == check, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return proc
@@ -52,7 +61,7 @@ def zk(zookeeper, chroot) -> str:
 
 
 def test_brokers(zk):
-    table = kctl("brokers", "--zookeeper", zk).stdout
+    table = kctl("brokers", "--zookeeper", zk, fresh=True).stdout
     assert "broker1" in table and "rack-a" in table and "PLAINTEXT://broker3:9092" in table
     assert "2023-11-14T22:13:20.000Z" in table  # the registration time, readable
     data = as_json("brokers", "--zookeeper", zk)["brokers"]
@@ -154,14 +163,14 @@ def test_ls_get_tree(zk, chroot):
 
 def test_zookeeper_from_environment_and_missing(zk):
     assert as_json("cluster-id", env={"KCTL_ZOOKEEPER": zk})["cluster_id"] == CLUSTER_ID
-    usage = kctl("brokers", check=2)
+    usage = kctl("brokers", check=2, fresh=True)
     assert "--zookeeper" in usage.stderr and "KCTL_ZOOKEEPER" in usage.stderr
-    assert kctl("brokers", "--zookeeper", "host:notaport", check=2).stderr
+    assert kctl("brokers", "--zookeeper", "host:notaport", check=2, fresh=True).stderr
 
 
 def test_unreachable_zookeeper_exits_3_quickly():
     started = time.monotonic()
-    proc = kctl("brokers", "--zookeeper", f"127.0.0.1:{free_port()}", "--timeout", "300", check=3)
+    proc = kctl("brokers", "--zookeeper", f"127.0.0.1:{free_port()}", "--timeout", "300", check=3, fresh=True)
     assert "unreachable" in proc.stderr and proc.stdout == ""
     assert time.monotonic() - started < 150  # refused at once, not retried until the 300 s timeout
 

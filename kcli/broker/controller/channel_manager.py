@@ -13,12 +13,14 @@ import logging
 import queue
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from kcli.broker.controller import requests
 from kcli.broker.controller.context import ControllerContext, ReplicaAssignment
+from kcli.broker.security.inter_broker import PLAINTEXT_INTER_BROKER, InterBrokerSecurity
 from kcli.broker.controller.events import (
     ControllerEvent,
     LeaderAndIsrResponseReceived,
@@ -73,7 +75,7 @@ class RequestSendThread(threading.Thread):
     """Sends one broker's queued requests in order, each until it is answered or the broker is removed."""
 
     def __init__(self, controller_id: int, broker_id: int, endpoint: Endpoint, messages: queue.Queue[_QueueItem],
-                 socket_timeout: float) -> None:
+                 socket_timeout: float, security: InterBrokerSecurity = PLAINTEXT_INTER_BROKER) -> None:
         super().__init__(name=f"Controller-{controller_id}-to-broker-{broker_id}-send-thread", daemon=True)
         self.controller_id = controller_id
         self.broker_id = broker_id
@@ -84,6 +86,8 @@ class RequestSendThread(threading.Thread):
         self._sock: socket.socket | None = None
         self._sock_lock = threading.Lock()
         self._wire: ClientConnection | None = None
+        self.security = security  # the inter-broker listener's TLS and SASL
+        self._reauth_at: float | None = None
 
     def initiate_shutdown(self) -> None:
         """Stop after the current attempt; a blocked read is woken by closing the socket."""
@@ -126,7 +130,13 @@ class RequestSendThread(threading.Thread):
 
     def _send_and_receive(self, item: _QueueItem) -> Any:
         sock, wire = self._connect()
-        _, frame = wire.send_request(item.api_key, requests.VERSIONS[item.api_key], item.body)
+        if self._reauth_at is not None and time.monotonic() >= self._reauth_at:  # KIP-368, before the expiry
+            self._reauth_at = self.security.authenticate(lambda *step: self._exchange(sock, wire, *step),
+                                                         f"broker {self.broker_id}")
+        return self._exchange(sock, wire, item.api_key, requests.VERSIONS[item.api_key], item.body)
+
+    def _exchange(self, sock: socket.socket, wire: ClientConnection, api_key: int, version: int, body: Any) -> Any:
+        _, frame = wire.send_request(api_key, version, body)
         sock.sendall(frame)
         size = wire.frame_size(self._read_exactly(sock, SIZE_PREFIX.size))
         return wire.receive_frame(self._read_exactly(sock, size)).body
@@ -139,10 +149,17 @@ class RequestSendThread(threading.Thread):
                 if self._stopped.is_set():
                     sock.close()
                     raise KcliError("shutting down")
-                self._sock = sock
+                sock = self.security.wrap(sock, self.endpoint.host)  # TLS on an SSL / SASL_SSL listener
                 # a new connection, a new protocol state: nothing in flight, correlation ids from 1
-                self._wire = ClientConnection(str(self.controller_id), max_frame_bytes=MAX_RESPONSE_BYTES,
-                                              peer=f"broker {self.broker_id}")
+                wire = ClientConnection(str(self.controller_id), max_frame_bytes=MAX_RESPONSE_BYTES,
+                                        peer=f"broker {self.broker_id}")
+                try:
+                    self._reauth_at = self.security.authenticate(
+                        lambda *step: self._exchange(sock, wire, *step), f"broker {self.broker_id}")
+                except BaseException:
+                    sock.close()
+                    raise
+                self._sock, self._wire = sock, wire
                 log.info("controller %d connected to broker %d at %s:%d for sending state change requests",
                          self.controller_id, self.broker_id, self.endpoint.host, self.endpoint.port)
             assert self._wire is not None
@@ -180,8 +197,9 @@ class ControllerChannelManager:
     """The controller's connections: ``send_request`` queues for a broker; unknown brokers are skipped."""
 
     def __init__(self, controller_id: int, *, listener_name: str | None = None,
-                 socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_S) -> None:
+                 socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_S, security: InterBrokerSecurity | None = None) -> None:
         self.controller_id = controller_id
+        self.security = security or PLAINTEXT_INTER_BROKER
         self.listener_name = listener_name
         self.socket_timeout = socket_timeout
         self._brokers: dict[int, _BrokerState] = {}
@@ -205,7 +223,8 @@ class ControllerChannelManager:
                 return
             endpoint = broker_endpoint(broker, self.listener_name)
             messages: queue.Queue[_QueueItem] = queue.Queue()
-            thread = RequestSendThread(self.controller_id, broker.id, endpoint, messages, self.socket_timeout)
+            thread = RequestSendThread(self.controller_id, broker.id, endpoint, messages, self.socket_timeout,
+                                       self.security)
             self._brokers[broker.id] = _BrokerState(endpoint, messages, thread)
             thread.start()
 

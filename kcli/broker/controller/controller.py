@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from typing import Any
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 
@@ -119,7 +120,7 @@ class KafkaController:
                  on_resign: Callable[[], None] | None = None,
                  on_controller_id: Callable[[int], None] | None = None,
                  auto_leader_rebalance_enable: bool = True, leader_imbalance_check_interval_seconds: float = 300,
-                 leader_imbalance_per_broker_percentage: int = 10) -> None:
+                 leader_imbalance_per_broker_percentage: int = 10, security: Any = None) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.delete_topic_enable = delete_topic_enable
@@ -133,6 +134,7 @@ class KafkaController:
             on_deleted=lambda: self.put(Reelect()))
         self.event_manager = ControllerEventManager(self.process, name=f"controller-event-thread-{broker_id}")
         self.channel_manager = ControllerChannelManager(broker_id, listener_name=inter_broker_listener_name,
+                                                        security=security,
                                                         socket_timeout=socket_timeout)
         self.batch = ControllerBrokerRequestBatch(broker_id, self.ctx, self.channel_manager, self.put,
                                                   listener_name=inter_broker_listener_name)

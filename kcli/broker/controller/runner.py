@@ -51,12 +51,17 @@ class ControllerRunner:
     and ``leader.imbalance.per.broker.percentage`` are read from it) or None for Kafka's defaults."""
 
     def __init__(self, config: Any, broker_id: int, registration: BrokerRegistration, *,
-                 socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_S) -> None:
+                 socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_S, security: Any = None) -> None:
         self.broker_id = broker_id
         self.registration = registration
         self.delete_topic_enable = bool(_config_value(config, "delete.topic.enable", True))
         self.unclean_leader_election_enable = bool(_config_value(config, "unclean.leader.election.enable", False))
         self.inter_broker_listener_name = _config_value(config, "inter.broker.listener.name", None)
+        # kcli.broker.security.inter_broker.InterBrokerSecurity: the listener (also when only
+        # security.inter.broker.protocol names it) and its TLS and SASL for the request threads
+        self.security = security
+        if security is not None and security.listener_name is not None:
+            self.inter_broker_listener_name = security.listener_name
         self.auto_leader_rebalance_enable = bool(_config_value(config, "auto.leader.rebalance.enable", True))
         self.leader_imbalance_check_interval_seconds = int(
             _config_value(config, "leader.imbalance.check.interval.seconds", 300))
@@ -90,6 +95,7 @@ class ControllerRunner:
                 self.broker_id, zk, delete_topic_enable=self.delete_topic_enable,
                 unclean_leader_election_enable=self.unclean_leader_election_enable,
                 inter_broker_listener_name=self.inter_broker_listener_name, socket_timeout=self.socket_timeout,
+                security=self.security,
                 auto_leader_rebalance_enable=self.auto_leader_rebalance_enable,
                 leader_imbalance_check_interval_seconds=self.leader_imbalance_check_interval_seconds,
                 leader_imbalance_per_broker_percentage=self.leader_imbalance_per_broker_percentage,

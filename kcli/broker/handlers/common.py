@@ -20,22 +20,10 @@ if TYPE_CHECKING:
 
 ZERO = datetime.timedelta(0)
 ZERO_UUID = uuid.UUID(int=0)
-# authorized_operations (KIP-430): Int.MIN_VALUE when the client did not ask; when it did, Kafka's
-# AuthHelper.authorizedOperations, which without an authorizer is every operation the resource type supports
-# (AclEntry.supportedOperations), as a bit set of AclOperation codes.
+# authorized_operations (KIP-430): Int.MIN_VALUE when the client did not ask; when it did, the bit set of the
+# operations the caller is allowed (kcli.broker.handlers.authz.authorized_operations).
 NOT_REQUESTED = -2147483648
-READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8  # AclOperation codes
-CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
 
-
-def _bits(*operations: int) -> int:
-    return sum(1 << op for op in operations)  # Utils.to32BitField
-
-
-TOPIC_OPERATIONS = _bits(READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS)
-CLUSTER_OPERATIONS = _bits(CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER,
-                           DESCRIBE)
-GROUP_OPERATIONS = _bits(READ, DESCRIBE, DELETE)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RequestContext:
@@ -54,12 +42,20 @@ class RequestContext:
                   log_if_allowed: bool = True, log_if_denied: bool = True, ref_count: int = 1) -> bool:
         """Kafka's AuthHelper.authorize: True without an authorizer, else the authorizer's decision for this
         session (checked before existence, so that a denial does not reveal whether the resource exists)."""
-        authorizer = self.services.authorizer
+        authorizer = getattr(self.services, "authorizer", None)
         if authorizer is None:
             return True
-        return authorizer.authorize(self.session, operation, resource_type, name, request=self.request_name,
+        session = self.session if self.session.client_address else dataclasses.replace(
+            self.session, client_address=self.client_host)  # host ACLs match the peer's address
+        return authorizer.authorize(session, operation, resource_type, name, request=self.request_name,
                                     log_if_allowed=log_if_allowed, log_if_denied=log_if_denied,
                                     ref_count=ref_count)
+
+
+class CloseConnection(Exception):
+    """Raised by a handler whose request gets no answer and must cost the connection instead: Kafka's
+    closeConnection, e.g. an acks=0 produce that failed (the producer reads no response, so a closed connection
+    is how it learns; it then refreshes its metadata). The socket edge closes the connection without a reply."""
 
 
 def response_module(request: Any) -> Any:

@@ -6,10 +6,28 @@ from collections.abc import Callable
 from typing import Any
 
 from kcli.broker.errors import InvalidRequestError
+from kio.schema.errors import ErrorCode
+
+from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, RequestContext, attempt, build, build_all, response_module
+from kcli.protocol.acl import AclOperation, ResourceType
 from kcli.storage.log_config import ConfigEntry, ConfigSource
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+# Kafka's Errors messages, which DescribeConfigs puts next to a denial
+_DENIED = {TOPIC: (ErrorCode.topic_authorization_failed, "Topic authorization failed."),
+           BROKER: (ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
+           BROKER_LOGGER: (ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")}
+
+
+def _denied(ctx: RequestContext, operation: AclOperation, resource: Any) -> bool:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for a broker or its loggers; other
+    resource types are not this check's to refuse (the handler's InvalidRequest does)."""
+    if resource.resource_type == TOPIC:
+        return not ctx.authorize(operation, ResourceType.TOPIC, resource.resource_name)
+    if resource.resource_type in (BROKER, BROKER_LOGGER):
+        return not authz.cluster(ctx, operation)
+    return False
 
 
 def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
@@ -28,6 +46,12 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
     include_synonyms = getattr(req, "include_synonyms", False)
     results = []
     for resource in req.resources:
+        if _denied(ctx, AclOperation.DESCRIBE_CONFIGS, resource):  # before existence
+            error, message = _DENIED[resource.resource_type]
+            results.append(build(R, "DescribeConfigsResult", error_code=error, error_message=message,
+                                 resource_type=resource.resource_type, resource_name=resource.resource_name,
+                                 configs=()))
+            continue
         entries, error, message = attempt(lambda r=resource: _entries(ctx, r))
         keys = resource.configuration_keys
         configs = tuple(build(
@@ -43,7 +67,8 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
     return build(R, "DescribeConfigsResponse", throttle_time=ZERO, results=tuple(results))
 
 
-def _alter(req: Any, response: str, topic: Callable[[Any], None], broker: Callable[[Any], None]) -> Any:
+def _alter(ctx: RequestContext, req: Any, response: str, topic: Callable[[Any], None],
+           broker: Callable[[Any], None]) -> Any:
     """AlterConfigs and IncrementalAlterConfigs: per resource, a topic's or this broker's configs (KIP-226,
     kcli.broker.dynamic_config); broker loggers (KIP-412) and other resource types are refused."""
     R = response_module(req)
@@ -60,7 +85,10 @@ def _alter(req: Any, response: str, topic: Callable[[Any], None], broker: Callab
 
     responses = []
     for resource in req.resources:
-        _, error, message = attempt(lambda r=resource: one(r))
+        if _denied(ctx, AclOperation.ALTER_CONFIGS, resource):
+            error, message = _DENIED[resource.resource_type][0], None
+        else:
+            _, error, message = attempt(lambda r=resource: one(r))
         responses.append(build(R, "AlterConfigsResourceResponse", error_code=error, error_message=message,
                                resource_type=resource.resource_type, resource_name=resource.resource_name))
     return build(R, response, throttle_time=ZERO, responses=tuple(responses))
@@ -69,7 +97,7 @@ def _alter(req: Any, response: str, topic: Callable[[Any], None], broker: Callab
 async def alter_configs(ctx: RequestContext, req: Any) -> Any:
     admin = ctx.services.admin
     return _alter(
-        req, "AlterConfigsResponse",
+        ctx, req, "AlterConfigsResponse",
         lambda r: admin.set_config(r.resource_name, {c.name: c.value for c in r.configs},
                                    validate_only=req.validate_only),
         lambda r: admin.dynamic.alter(r.resource_name, {c.name: c.value for c in r.configs},
@@ -83,6 +111,6 @@ async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
         return [(c.name, int(c.config_operation), c.value) for c in resource.configs]
 
     return _alter(
-        req, "IncrementalAlterConfigsResponse",
+        ctx, req, "IncrementalAlterConfigsResponse",
         lambda r: admin.incremental_config(r.resource_name, ops(r), validate_only=req.validate_only),
         lambda r: admin.dynamic.incremental_alter(r.resource_name, ops(r), validate_only=req.validate_only))

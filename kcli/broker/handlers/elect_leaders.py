@@ -18,7 +18,9 @@ from kio.schema.errors import ErrorCode
 
 from kcli.broker.controller.elections import ElectionType
 from kcli.broker.errors import BrokerError, NotControllerError, error_code_for, error_message_for
+from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, RequestContext, build, ms, response_module
+from kcli.protocol.acl import AclOperation
 from kcli.zk.models import TopicPartition
 
 Outcome = tuple[ErrorCode, str | None]
@@ -30,6 +32,17 @@ async def elect_leaders(ctx: RequestContext, req: Any) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, ms(req.timeout)) / 1000
     every_partition = req.topic_partitions is None
+    if not authz.cluster(ctx, AclOperation.ALTER):
+        # Kafka's handleElectLeaders: the top-level error, and on each named partition
+        denied = ErrorCode.cluster_authorization_failed
+        named: dict[str, list[int]] = {}
+        for t in req.topic_partitions or ():
+            named.setdefault(t.topic, []).extend(int(p) for p in t.partitions)
+        return build(R, "ElectLeadersResponse", throttle_time=ZERO, error_code=denied, replica_election_results=tuple(
+            build(R, "ReplicaElectionResult", topic=topic, partition_result=tuple(
+                build(R, "PartitionResult", partition_id=p, error_code=denied, error_message=None)
+                for p in sorted(set(ps))))
+            for topic, ps in named.items()))
     if every_partition:
         wanted = {TopicPartition(t.name, p.index) for t in list(services.metadata.topics.values())
                   for p in t.partitions}

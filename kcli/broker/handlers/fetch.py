@@ -8,9 +8,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.errors import error_code_for
+from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, RequestContext, build, has_class, ms, response_module
 from kcli.broker.replica_manager import FetchParams, FetchPartition, FetchPartitionResult, ReplicaManager
 from kcli.protocol import fetch_record_magic
+from kcli.protocol.acl import AclOperation, ResourceType
 from kcli.records.convert import downconvert
 
 
@@ -37,7 +39,21 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
                          replica_id=getattr(req, "replica_id", -1),
                          # Kafka's clientMetadata (KIP-392): present from v11, which carries the consumer's rack
                          client_rack=(getattr(req, "rack_id", None) or "") if ctx.api_version >= 11 else None)
-    results = await ctx.services.replica_manager.fetch_messages(params, infos)
+    # Authorization before existence: a follower (replica_id >= 0) needs CLUSTER_ACTION, a consumer READ on each
+    # topic; a denied partition is answered TOPIC_AUTHORIZATION_FAILED and never read (Kafka's "erroneous").
+    if params.replica_id >= 0:
+        readable = {i.topic for i in infos} if authz.cluster(ctx, AclOperation.CLUSTER_ACTION) else set()
+    else:
+        readable = authz.authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC,
+                                          (i.topic for i in infos if i.topic_id not in unknown_ids))
+    denied = [i.topic not in readable and i.topic_id not in unknown_ids for i in infos]
+    if any(denied):
+        allowed = [i for i, no in zip(infos, denied) if not no]
+        fetched = iter(await ctx.services.replica_manager.fetch_messages(params, allowed) if allowed else ())
+        results = [FetchPartitionResult(ErrorCode.topic_authorization_failed) if no else next(fetched)
+                   for no in denied]
+    else:
+        results = await ctx.services.replica_manager.fetch_messages(params, infos)
     magic = fetch_record_magic(ctx.api_version)
     if magic < 2:  # Fetch v0-v3: the stored v2 batches as magic 0/1 message sets (reads files, compresses)
         results = await asyncio.to_thread(_down_convert_all, ctx.services.replica_manager, params, infos, results,
@@ -88,6 +104,8 @@ def _down_convert_all(replicas: ReplicaManager, params: FetchParams, infos: list
 
 def _down_convert(replicas: ReplicaManager, params: FetchParams, info: FetchPartition, result: FetchPartitionResult,
                   magic: int) -> FetchPartitionResult:
+    if result.error == ErrorCode.topic_authorization_failed:
+        return result  # nothing read, and nothing about the topic (its compression) may show
     read = result.read
     records = read.records if read is not None else b""
     try:

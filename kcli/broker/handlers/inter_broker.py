@@ -14,9 +14,19 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.errors import error_code_for
+from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO_UUID, RequestContext, build, response_module
 from kcli.broker.metadata_cache import BrokerEndpoint, PartitionState
 from kcli.broker.partition import LeaderAndIsrState
+from kcli.protocol.acl import AclOperation
+
+DENIED = ErrorCode.cluster_authorization_failed
+
+
+def _controller_allowed(ctx: RequestContext) -> bool:
+    """The controller's requests and ControlledShutdown need CLUSTER_ACTION on the cluster (brokers' principals
+    usually are super users); a denial is the whole request's CLUSTER_AUTHORIZATION_FAILED, nothing applied."""
+    return authz.cluster(ctx, AclOperation.CLUSTER_ACTION)
 
 
 def _partition_epoch(state: Any) -> int:
@@ -26,6 +36,8 @@ def _partition_epoch(state: Any) -> int:
 
 async def leader_and_isr(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
+    if not _controller_allowed(ctx):
+        return build(R, "LeaderAndIsrResponse", error_code=DENIED, topics=())
     services = ctx.services
     states: dict[tuple[str, int], LeaderAndIsrState] = {}
     topic_ids: dict[str, uuid.UUID] = {}
@@ -69,6 +81,8 @@ async def leader_and_isr(ctx: RequestContext, req: Any) -> Any:
 
 async def update_metadata(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
+    if not _controller_allowed(ctx):
+        return build(R, "UpdateMetadataResponse", error_code=DENIED)
     services = ctx.services
     error = services.replica_manager.check_controller(int(req.controller_epoch), int(getattr(req, "broker_epoch", -1)))
     if error != ErrorCode.none:
@@ -80,7 +94,8 @@ async def update_metadata(ctx: RequestContext, req: Any) -> Any:
         chosen = next((e for e in endpoints if e.listener == listener), endpoints[0] if endpoints else None)
         if chosen is None:
             continue
-        brokers.append(BrokerEndpoint(int(broker.id), chosen.host, int(chosen.port), broker.rack))
+        brokers.append(BrokerEndpoint(int(broker.id), chosen.host, int(chosen.port), broker.rack,
+                                      tuple((e.listener, e.host, int(e.port)) for e in endpoints)))
     states = []
     for topic in req.topic_states:
         topic_id = getattr(topic, "topic_id", None)
@@ -95,6 +110,8 @@ async def update_metadata(ctx: RequestContext, req: Any) -> Any:
 
 async def stop_replica(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
+    if not _controller_allowed(ctx):
+        return build(R, "StopReplicaResponse", error_code=DENIED, partition_errors=())
     services = ctx.services
     error = services.replica_manager.check_controller(int(req.controller_epoch), int(getattr(req, "broker_epoch", -1)))
     if error != ErrorCode.none:
@@ -129,6 +146,8 @@ async def controlled_shutdown(ctx: RequestContext, req: Any) -> Any:
     KafkaApis.handleControlledShutdownRequest). The answer lists the partitions it still leads; the broker
     retries until that is empty. Only the active controller answers; any other broker says NOT_CONTROLLER."""
     R = response_module(req)
+    if not _controller_allowed(ctx):
+        return build(R, "ControlledShutdownResponse", error_code=DENIED, remaining_partitions=())
     controller = ctx.services.controller
     if controller is None or not getattr(controller, "is_active", False):
         return build(R, "ControlledShutdownResponse", error_code=ErrorCode.not_controller, remaining_partitions=())

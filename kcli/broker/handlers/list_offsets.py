@@ -7,8 +7,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.errors import error_code_for
+from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, RequestContext, build, response_module
 from kcli.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kcli.protocol.acl import AclOperation, ResourceType
 
 DEBUGGING_REPLICA_ID = -2  # ListOffsetsRequest.DEBUGGING_REPLICA_ID: the only requester a follower answers
 CONSUMER_REPLICA_ID = -1  # a client's request (Kafka's isClientRequest)
@@ -27,8 +29,9 @@ def _partition(replicas: Any, req: Any, topic: str, index: int, current_leader_e
 async def list_offsets(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     replicas = ctx.services.replica_manager
+    described = authz.authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics))
     if ctx.api_version == 0:
-        return _offsets_before(R, replicas, req)
+        return _offsets_before(R, replicas, req, described)
     read_committed = getattr(req, "isolation_level", 0) == 1
     topics = []
     for topic in req.topics:
@@ -36,6 +39,10 @@ async def list_offsets(ctx: RequestContext, req: Any) -> Any:
         for lp in topic.partitions:
             values: dict[str, Any] = dict(partition_index=lp.partition_index, timestamp=-1, offset=-1,
                                           leader_epoch=-1)
+            if topic.name not in described:
+                parts.append(build(R, "ListOffsetsPartitionResponse",
+                                   error_code=ErrorCode.topic_authorization_failed, **values))
+                continue
             try:
                 partition = _partition(replicas, req, topic.name, lp.partition_index,
                                        getattr(lp, "current_leader_epoch", -1))
@@ -58,7 +65,7 @@ async def list_offsets(ctx: RequestContext, req: Any) -> Any:
     return build(R, "ListOffsetsResponse", throttle_time=ZERO, topics=tuple(topics))
 
 
-def _offsets_before(R: Any, replicas: Any, req: Any) -> Any:
+def _offsets_before(R: Any, replicas: Any, req: Any, described: set[str]) -> Any:
     """ListOffsets v0 (Kafka's handleListOffsetRequestV0): per partition up to ``max_num_offsets`` offsets before
     the time (-1 latest: the log end first; -2 earliest: the log start), newest first, in ``old_style_offsets``.
     A negative ``max_num_offsets`` asks for none (Kafka fails to size its array and answers UNKNOWN_SERVER_ERROR)."""
@@ -66,6 +73,10 @@ def _offsets_before(R: Any, replicas: Any, req: Any) -> Any:
     for topic in req.topics:
         parts = []
         for lp in topic.partitions:
+            if topic.name not in described:
+                parts.append(build(R, "ListOffsetsPartitionResponse", partition_index=lp.partition_index,
+                                   error_code=ErrorCode.topic_authorization_failed, old_style_offsets=()))
+                continue
             try:
                 partition = _partition(replicas, req, topic.name, lp.partition_index)
                 offsets = tuple(partition.legacy_offsets_before(lp.timestamp, max(0, lp.max_num_offsets)))

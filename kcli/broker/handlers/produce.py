@@ -5,16 +5,58 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kcli.broker.handlers.common import ZERO, RequestContext, build, build_all, ms, response_module
+from kio.schema.errors import ErrorCode
+
+from kcli.broker.handlers import authz
+from kcli.broker.handlers.common import (
+    ZERO,
+    CloseConnection,
+    RequestContext,
+    build,
+    build_all,
+    ms,
+    response_module,
+)
+from kcli.broker.replica_manager import PartitionAppend
+from kcli.protocol.acl import AclOperation, ResourceType
+
+_ATTRIBUTES_LOW = 22  # v2 batch header: base offset 8, length 4, leader epoch 4, magic 1, crc 4, attributes int16
+_TRANSACTIONAL = 0x10
+
+
+def _transactional(records: bytes) -> bool:
+    """RequestUtils.hasTransactionalRecords looks at each partition's first batch."""
+    return len(records) > _ATTRIBUTES_LOW and records[16] == 2 and bool(records[_ATTRIBUTES_LOW] & _TRANSACTIONAL)
 
 
 async def produce(ctx: RequestContext, req: Any) -> Any | None:
     R = response_module(req)
     entries = {(topic.name, pd.index): bytes(pd.records or b"") for topic in req.topic_data
                for pd in topic.partition_data}
-    results = await ctx.services.replica_manager.append_and_wait(req.acks, ms(req.timeout), entries)
+    denied: dict[tuple[str, int], PartitionAppend] = {}
+    transactional_id = getattr(req, "transactional_id", None)
+    if any(_transactional(r) for r in entries.values()) and (
+            transactional_id is None
+            or not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)):
+        denied = {tp: PartitionAppend(ErrorCode.transactional_id_authorization_failed) for tp in entries}
+    else:
+        # authorization before existence: an unauthorized topic never reaches the replica manager
+        writable = authz.authorized_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                                          (t.name for t in req.topic_data))
+        denied = {tp: PartitionAppend(ErrorCode.topic_authorization_failed) for tp in entries
+                  if tp[0] not in writable}
+    for tp in denied:
+        del entries[tp]
+    results = dict(denied)
+    if entries:
+        results.update(await ctx.services.replica_manager.append_and_wait(req.acks, ms(req.timeout), entries))
     if req.acks == 0:
-        return None  # acks=0: the producer reads no response, so none is sent
+        # acks=0: the producer reads no response, so none is sent; an error closes the connection instead, so that
+        # the producer notices and refreshes its metadata (Kafka's handleProduceRequest)
+        failed = [f"{t}-{p}: {r.error.name.upper()}" for (t, p), r in results.items() if r.error != ErrorCode.none]
+        if failed:
+            raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
+        return None
     topics = []
     for topic in req.topic_data:
         parts = []

@@ -7,13 +7,27 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, RequestContext, build, ms, response_module
 from kcli.broker.handlers.transactions import client_error
+from kcli.protocol.acl import AclOperation, ResourceType
 
 
 async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     services = ctx.services
+    # A transactional id needs WRITE on it; an idempotent producer IDEMPOTENT_WRITE on the cluster, or (KIP-679,
+    # Kafka 2.8+) WRITE on some topic, which is what idempotence is on by default for (its denial not logged:
+    # the second check may still allow).
+    if req.transactional_id is not None:
+        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            return build(R, "InitProducerIdResponse", throttle_time=ZERO,
+                         error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1,
+                         producer_epoch=-1)
+    elif not (authz.cluster(ctx, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False)
+              or authz.any_of_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
+        return build(R, "InitProducerIdResponse", throttle_time=ZERO,
+                     error_code=ErrorCode.cluster_authorization_failed, producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
         coordinator = services.transactions
         expected_pid, expected_epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)

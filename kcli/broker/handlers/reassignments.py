@@ -22,9 +22,14 @@ from kcli.broker.errors import (
     error_code_for,
     error_message_for,
 )
+from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, RequestContext, build, response_module
+from kcli.protocol.acl import AclOperation
 from kcli.zk.kafka_zk_client import ControllerMovedError
 from kcli.zk.models import TopicPartition
+
+
+_CLUSTER_DENIED = "Cluster authorization failed."  # Kafka's answer carries its exception's message
 
 
 def _top_level_error(exc: BaseException) -> tuple[ErrorCode, str | None]:
@@ -35,6 +40,9 @@ def _top_level_error(exc: BaseException) -> tuple[ErrorCode, str | None]:
 
 async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
+    if not authz.cluster(ctx, AclOperation.ALTER):
+        return build(R, "AlterPartitionReassignmentsResponse", throttle_time=ZERO,
+                     error_code=ErrorCode.cluster_authorization_failed, error_message=_CLUSTER_DENIED, responses=())
     wanted: dict[TopicPartition, tuple[int, ...] | None] = {}
     for topic in req.topics:
         for p in topic.partitions:
@@ -61,6 +69,9 @@ async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> Any:
 
 async def list_partition_reassignments(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
+    if not authz.cluster(ctx, AclOperation.DESCRIBE):
+        return build(R, "ListPartitionReassignmentsResponse", throttle_time=ZERO,
+                     error_code=ErrorCode.cluster_authorization_failed, error_message=_CLUSTER_DENIED, topics=())
     partitions = None if req.topics is None else [TopicPartition(t.name, int(i))
                                                   for t in req.topics for i in t.partition_indexes]
     try:

@@ -8,7 +8,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.errors import error_code_for, error_message_for
+from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, ZERO_UUID, RequestContext, attempt, build, build_all, ms, response_module
+from kcli.protocol.acl import AclOperation, ResourceType
+
+TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
 
 async def create_topics(ctx: RequestContext, req: Any) -> Any:
@@ -27,6 +31,12 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
     seen: dict[str, int] = {}
     for t in req.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
+    # Authorization before existence (a denied caller never learns TOPIC_ALREADY_EXISTS): CREATE on the cluster,
+    # else on each topic; the answer's configs need DESCRIBE_CONFIGS on the topic (TopicConfigErrorCode).
+    creatable = (set(seen) if authz.cluster(ctx, AclOperation.CREATE, log_if_denied=False)
+                 else authz.authorized_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, seen))
+    hidden = set(seen) - authz.authorized_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, seen,
+                                                log_if_denied=False)
     for t in req.topics:
         assignments = {a.partition_index: list(a.broker_ids) for a in (t.assignments or ())}
         configs = {c.name: c.value for c in (t.configs or ())}
@@ -37,6 +47,9 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
             if seen[t.name] > 1:
                 values.update(error_code=ErrorCode.invalid_request,
                               error_message=f"Create topics request from client contains duplicate topic {t.name}")
+            elif t.name not in creatable:
+                values.update(error_code=TOPIC_DENIED, error_message="Authorization failed.",
+                              topic_config_error_code=TOPIC_DENIED if t.name in hidden else ErrorCode.none)
             else:
                 creation = admin.begin_create_topic(t.name, t.num_partitions, t.replication_factor,
                                                     assignments or None, configs, validate_only=req.validate_only)
@@ -74,6 +87,10 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
                 if not ctx.services.topic_ready(v["name"], v["num_partitions"]):
                     v.update(error_code=ErrorCode.request_timed_out,
                              error_message="the controller has not elected leaders for every partition yet")
+    for v in results:
+        if v["name"] in hidden and v["error_code"] == ErrorCode.none:
+            # created, but the caller may not read its configs (Kafka's includeConfigsAndMetadata)
+            v.update(num_partitions=-1, replication_factor=-1, configs=(), topic_config_error_code=TOPIC_DENIED)
     return build(R, "CreateTopicsResponse", throttle_time=ZERO,
                  topics=tuple(build(R, "CreatableTopicResult", **v) for v in results))
 
@@ -87,14 +104,27 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
     wanted: list[tuple[str | None, Any]] = [(n, None) for n in (getattr(req, "topic_names", ()) or ())]
     for state in getattr(req, "topics", ()) or ():
         wanted.append((state.name or cache.topic_name(state.topic_id), state.topic_id))
-    named = [name for name, _ in wanted if name is not None]
-    outcomes = iter(await ctx.services.admin.delete_topics_async(named))
+    # Authorization before existence: DELETE on each topic; one named by id also needs DESCRIBE, or its name
+    # is left out of the answer (ids are not secret, names are).
+    by_id = {name for name, topic_id in wanted if name is not None and topic_id not in (None, ZERO_UUID)}
+    describable = authz.authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                         (n for n, _ in wanted if n in by_id))
+    deletable = authz.authorized_names(ctx, AclOperation.DELETE, ResourceType.TOPIC, (n for n, _ in wanted))
+
+    def denied(name: str, topic_id: Any) -> bool:
+        return name not in deletable or (topic_id not in (None, ZERO_UUID) and name not in describable)
+
+    named = [name for name, topic_id in wanted if name is not None and not denied(name, topic_id)]
+    outcomes = iter(await ctx.services.admin.delete_topics_async(named) if named else ())
     results = []
     for name, topic_id in wanted:
         values: dict[str, Any] = dict(name=name, topic_id=topic_id or ZERO_UUID, error_code=ErrorCode.none,
                                       error_message=None)
         if name is None:
             values.update(error_code=ErrorCode.unknown_topic_id)
+        elif denied(name, topic_id):
+            hide = topic_id not in (None, ZERO_UUID) and name not in describable
+            values.update(error_code=TOPIC_DENIED, name=None if hide else name)
         else:
             outcome = next(outcomes)
             if isinstance(outcome, Exception):
@@ -124,7 +154,12 @@ async def create_partitions(ctx: RequestContext, req: Any) -> Any:
     timeout = ms(req.timeout)
     deadline = loop.time() + max(0, timeout) / 1000
     results = []
+    alterable = authz.authorized_names(ctx, AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
+        if t.name not in alterable:  # before existence: the same answer whether or not the topic exists
+            results.append(dict(name=t.name, error_code=TOPIC_DENIED,
+                                error_message="The topic authorization is failed.", count=t.count))
+            continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         task = admin.start(admin.create_partitions_async(t.name, t.count, assignments,
                                                          validate_only=req.validate_only))
@@ -155,10 +190,15 @@ async def delete_records(ctx: RequestContext, req: Any) -> Any:
     """Move each partition's log start offset up to the given offset (-1: the high watermark)."""
     R = response_module(req)
     replicas = ctx.services.replica_manager
+    deletable = authz.authorized_names(ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in req.topics))
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
+            if t.name not in deletable:
+                parts.append(build(R, "DeleteRecordsPartitionResult", partition_index=p.partition_index,
+                                   low_watermark=-1, error_code=TOPIC_DENIED))
+                continue
             low, error, _ = attempt(lambda t=t, p=p: replicas.delete_records(t.name, p.partition_index, p.offset))
             parts.append(build(R, "DeleteRecordsPartitionResult", partition_index=p.partition_index,
                                low_watermark=-1 if low is None else low, error_code=error))

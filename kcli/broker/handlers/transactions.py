@@ -11,9 +11,19 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.group_coordinator import OFFSETS_TOPIC
+from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, RequestContext, build, response_module
+from kcli.protocol.acl import AclOperation, ResourceType
 from kcli.broker import transaction_markers
 from kcli.broker.transaction_markers import TxnMarker
+
+WRITE, READ, DESCRIBE = AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE
+TXN_ID, GROUP, TOPIC = ResourceType.TRANSACTIONAL_ID, ResourceType.GROUP, ResourceType.TOPIC
+TXN_DENIED = ErrorCode.transactional_id_authorization_failed
+GROUP_DENIED = ErrorCode.group_authorization_failed
+TOPIC_DENIED = ErrorCode.topic_authorization_failed
+CLUSTER_DENIED = ErrorCode.cluster_authorization_failed
+_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})  # Kafka's Topic.isInternal
 
 # Kafka's PRODUCER_FENCED (KIP-588) is answered as INVALID_PRODUCER_EPOCH below these versions.
 _PRODUCER_FENCED_SINCE = {"AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2, "InitProducerId": 4}
@@ -35,12 +45,19 @@ def _unknown_partitions(ctx: RequestContext, partitions: list[tuple[str, int]]) 
 
 async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions: list[tuple[str, int]], verify_only: bool = False) -> dict[tuple[str, int], ErrorCode]:
-    """Kafka's handleAddPartitionsToTxnRequest: partitions that do not exist fail the call (the others get
-    OPERATION_NOT_ATTEMPTED); otherwise one coordinator answer for all."""
-    unknown = _unknown_partitions(ctx, partitions)
-    if unknown:
-        return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
-                for tp in partitions}
+    """Kafka's handleAddPartitionsToTxnRequest: partitions the client may not write (WRITE on the topic, before
+    existence; never an internal topic) or that do not exist fail the call (the others get
+    OPERATION_NOT_ATTEMPTED); otherwise one coordinator answer for all. Other brokers' requests (v4+) were
+    authorized as a whole (CLUSTER_ACTION)."""
+    if ctx.api_version < 4:
+        writable = authz.authorized_names(ctx, WRITE, TOPIC, (t for t, _ in partitions if t not in _INTERNAL_TOPICS))
+    else:
+        writable = {t for t, _ in partitions}
+    denied = {tp for tp in partitions if tp[0] not in writable}
+    unknown = _unknown_partitions(ctx, [tp for tp in partitions if tp not in denied])
+    if unknown or denied:
+        return {tp: TOPIC_DENIED if tp in denied else ErrorCode.unknown_topic_or_partition if tp in unknown
+                else ErrorCode.operation_not_attempted for tp in partitions}
     coordinator = _coordinator(ctx)
     if coordinator is None:
         return {tp: ErrorCode.coordinator_not_available for tp in partitions}
@@ -59,6 +76,9 @@ def _topic_results(R: Any, errors: dict[tuple[str, int], ErrorCode], topics: Any
 async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     if hasattr(req, "transactions"):  # v4+ (KIP-890): batched, from other brokers, possibly verify-only
+        if not authz.cluster(ctx, AclOperation.CLUSTER_ACTION):
+            return build(R, "AddPartitionsToTxnResponse", throttle_time=ZERO, error_code=CLUSTER_DENIED,
+                         results_by_transaction=())
         results = []
         for txn in req.transactions:
             partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
@@ -70,6 +90,9 @@ async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> Any:
                      results_by_transaction=tuple(results))
     topics = req.v3_and_below_topics
     partitions = [(t.name, p) for t in topics for p in t.partitions]
+    if not ctx.authorize(WRITE, TXN_ID, req.v3_and_below_transactional_id):
+        return build(R, "AddPartitionsToTxnResponse", throttle_time=ZERO,
+                     results_by_topic_v3_and_below=_topic_results(R, {tp: TXN_DENIED for tp in partitions}, topics))
     errors = await _add_partitions(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                                    req.v3_and_below_producer_epoch, partitions)
     errors = {tp: client_error(e, "AddPartitionsToTxn", ctx.api_version) for tp, e in errors.items()}
@@ -81,7 +104,11 @@ async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> Any:
     """The group's __consumer_offsets partition joins the transaction (its markers settle the offsets)."""
     R = response_module(req)
     coordinator = _coordinator(ctx)
-    if coordinator is None:
+    if not ctx.authorize(WRITE, TXN_ID, req.transactional_id):
+        error = TXN_DENIED
+    elif not ctx.authorize(READ, GROUP, req.group_id):
+        error = GROUP_DENIED
+    elif coordinator is None:
         error = ErrorCode.coordinator_not_available
     else:
         index = ctx.services.groups.partition_for(req.group_id)
@@ -94,7 +121,9 @@ async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> Any:
 async def end_txn(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     coordinator = _coordinator(ctx)
-    if coordinator is None:
+    if not ctx.authorize(WRITE, TXN_ID, req.transactional_id):
+        error = TXN_DENIED
+    elif coordinator is None:
         error = ErrorCode.coordinator_not_available
     else:
         error = await coordinator.handle_end_transaction(req.transactional_id, req.producer_id, req.producer_epoch,
@@ -108,18 +137,29 @@ async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.services.groups
     offsets = [(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                 p.committed_metadata) for t in req.topics for p in t.partitions]
-    unknown = {(t, p) for t, p, *_ in offsets if ctx.services.metadata.partition_state(t, p) is None}
-    error = groups.coordinator_error(req.group_id)
+    # WRITE on the transactional id, READ on the group (either denial fails every partition), then READ on each
+    # topic, before existence
+    top = (TXN_DENIED if not ctx.authorize(WRITE, TXN_ID, req.transactional_id) else
+           GROUP_DENIED if not ctx.authorize(READ, GROUP, req.group_id) else None)
+    readable = authz.authorized_names(ctx, READ, TOPIC, (t.name for t in req.topics)) if top is None else set()
+    denied = {(t, p) for t, p, *_ in offsets if t not in readable}
+    unknown = {(t, p) for t, p, *_ in offsets
+               if (t, p) not in denied and ctx.services.metadata.partition_state(t, p) is None}
+    wanted = [o for o in offsets if (o[0], o[1]) not in unknown and (o[0], o[1]) not in denied]
+    error = top if top is not None else groups.coordinator_error(req.group_id)
     if error == ErrorCode.coordinator_load_in_progress and ctx.api_version < 2:
         error = ErrorCode.coordinator_not_available
+    if error is None and not wanted:
+        error = ErrorCode.none  # nothing to commit: the per-partition errors are the answer
     if error is None:
         error = await groups.commit_transactional(
-            req.group_id, req.producer_id, req.producer_epoch, [o for o in offsets if (o[0], o[1]) not in unknown],
+            req.group_id, req.producer_id, req.producer_epoch, wanted,
             member_id=getattr(req, "member_id", ""), group_instance_id=getattr(req, "group_instance_id", None),
             generation=getattr(req, "generation_id", -1))
     topics = tuple(build(R, "TxnOffsetCommitResponseTopic", name=t.name, partitions=tuple(
         build(R, "TxnOffsetCommitResponsePartition", partition_index=p.partition_index,
-              error_code=ErrorCode.unknown_topic_or_partition if (t.name, p.partition_index) in unknown else error)
+              error_code=top if top is not None else TOPIC_DENIED if (t.name, p.partition_index) in denied else
+              ErrorCode.unknown_topic_or_partition if (t.name, p.partition_index) in unknown else error)
         for p in t.partitions)) for t in req.topics)
     return build(R, "TxnOffsetCommitResponse", throttle_time=ZERO, topics=topics)
 
@@ -129,7 +169,13 @@ async def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     markers = [TxnMarker(m.producer_id, m.producer_epoch, bool(m.transaction_result), m.coordinator_epoch,
                          tuple((t.name, p) for t in m.topics for p in t.partition_indexes)) for m in req.markers]
-    results = await write_txn_markers_locally(ctx, markers)
+    # ALTER on the cluster (an operator's abort, KIP-664; its denial not logged) or CLUSTER_ACTION (a
+    # coordinator); denied: every partition CLUSTER_AUTHORIZATION_FAILED (Kafka's getErrorResponse)
+    if (authz.cluster(ctx, AclOperation.ALTER, log_if_denied=False)
+            or authz.cluster(ctx, AclOperation.CLUSTER_ACTION)):
+        results = await write_txn_markers_locally(ctx, markers)
+    else:
+        results = [{tp: CLUSTER_DENIED for tp in m.partitions} for m in markers]
     out = []
     for marker, errors in zip(req.markers, results):
         topics = tuple(build(R, "WritableTxnMarkerTopicResult", name=t.name, partitions=tuple(
@@ -150,8 +196,10 @@ async def describe_transactions(ctx: RequestContext, req: Any) -> Any:
     coordinator = _coordinator(ctx)
     states = []
     for transactional_id in req.transactional_ids:
-        if coordinator is None:
-            states.append(build(R, "TransactionState", error_code=ErrorCode.coordinator_not_available,
+        denied = not ctx.authorize(DESCRIBE, TXN_ID, transactional_id)
+        if coordinator is None or denied:
+            states.append(build(R, "TransactionState",
+                                error_code=TXN_DENIED if denied else ErrorCode.coordinator_not_available,
                                 transactional_id=transactional_id, transaction_state="",
                                 transaction_timeout=ZERO, transaction_start_time_ms=-1, producer_id=-1,
                                 producer_epoch=-1, topics=()))
@@ -160,6 +208,8 @@ async def describe_transactions(ctx: RequestContext, req: Any) -> Any:
         by_topic: dict[str, list[int]] = {}
         for topic, index in d.partitions:
             by_topic.setdefault(topic, []).append(index)
+        # only the partitions of topics the caller may describe
+        by_topic = {t: ps for t, ps in by_topic.items() if ctx.authorize(DESCRIBE, TOPIC, t)}
         states.append(build(R, "TransactionState", error_code=d.error, transactional_id=transactional_id,
                             transaction_state=d.state, transaction_timeout=datetime.timedelta(milliseconds=d.timeout_ms),
                             transaction_start_time_ms=d.start_timestamp, producer_id=d.producer_id,
@@ -176,6 +226,8 @@ async def list_transactions(ctx: RequestContext, req: Any) -> Any:
         error, listings, unknown = ErrorCode.coordinator_not_available, [], []
     else:
         error, listings, unknown = coordinator.list_transactions(req.producer_id_filters, req.state_filters)
+        # only the transactional ids the caller may describe
+        listings = [t for t in listings if ctx.authorize(DESCRIBE, TXN_ID, t.transactional_id)]
     return build(R, "ListTransactionsResponse", throttle_time=ZERO, error_code=error,
                  unknown_state_filters=tuple(unknown),
                  transaction_states=tuple(build(R, "TransactionState", transactional_id=t.transactional_id,
@@ -191,7 +243,12 @@ async def describe_producers(ctx: RequestContext, req: Any) -> Any:
     topics = []
     for t in req.topics:
         partitions = []
+        readable = ctx.authorize(READ, TOPIC, t.name)  # before existence
         for index in t.partition_indexes:
+            if not readable:
+                partitions.append(build(R, "PartitionResponse", partition_index=index, error_code=TOPIC_DENIED,
+                                        error_message=None, active_producers=()))
+                continue
             partition = replicas.find(t.name, index)
             if partition is None or not partition.is_leader:
                 code = ErrorCode.unknown_topic_or_partition if partition is None else ErrorCode.not_leader_or_follower
