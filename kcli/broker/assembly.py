@@ -305,6 +305,12 @@ class ZooKeeperMode:
         self.admin = admin
         self.services = services
         self.config_changes: Any = None  # kcli.broker.config_change.ConfigChangeListener, from join() on
+        # Metadata names the controller the election found until the controller's UpdateMetadata says it
+        self.controller.on_controller_id(self._controller_elected)
+
+    def _controller_elected(self, controller_id: int) -> None:
+        if controller_id >= 0:
+            self.metadata.controller_id = controller_id
 
     def connect(self) -> str | None:
         """Open the session; the cluster id lives in ZooKeeper (/cluster/id) and the log dirs' meta.properties
@@ -320,16 +326,16 @@ class ZooKeeperMode:
 
     async def join(self, spawn: Spawn) -> None:
         """Kafka's order: logs loaded and listeners bound, then /brokers/ids (the controller's requests can be
-        served from the moment it sees us), then the controller bid. The fetchers exist first: the controller's
+        served from the moment it sees us), then the controller's Startup (its election, on its event thread). The fetchers exist first: the controller's
         LeaderAndIsr can arrive the moment we are registered."""
         self.isr_manager.start()
         spawn(self._replication_housekeeping())
         await asyncio.to_thread(self.registration.register)
         # Until the controller's first UpdateMetadata says who is alive, Metadata answers list this broker
         # alone and name the controller only if that is this broker (MetadataCache.advertised_controller_id).
-        controller_id = self.registration.controller_id
+        await asyncio.to_thread(self.controller.start)  # returns once the first election is over
+        controller_id = self.controller.controller_id
         self.metadata.controller_id = controller_id if controller_id is not None else -1
-        self.controller.start()
         # topic configs other brokers change (Kafka starts its dynamic config manager after the controller)
         from kcli.broker.config_change import ConfigChangeListener
 
@@ -380,11 +386,11 @@ class ZooKeeperMode:
         started = time.monotonic()
         attempts = self.config["controlled.shutdown.max.retries"]
         timeout = self.config["request.timeout.ms"] / 1000
-        zk = self.registration
-        epoch = zk.broker_epoch if zk.broker_epoch is not None else -1
+        epoch = self.registration.broker_epoch if self.registration.broker_epoch is not None else -1
         request = load_request_schema(ApiKey.CONTROLLED_SHUTDOWN, 3)(broker_id=self.broker_id, broker_epoch=epoch)
         for attempt in range(1, attempts + 1):
-            controller = zk.controller_id if zk.controller_id is not None else self.metadata.controller_id
+            elected = self.controller.controller_id  # who the election last found, else who UpdateMetadata named
+            controller = elected if elected is not None else self.metadata.controller_id
             endpoint = self.services.endpoint(controller) if controller is not None and controller >= 0 else None
             reason: str
             if endpoint is None:

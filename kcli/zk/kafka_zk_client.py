@@ -375,6 +375,19 @@ class KafkaZkClient:
             return found
         return 0, 0
 
+    def delete_controller_if_ours(self) -> bool:
+        """Give up /controller if this session's ephemeral node it is (a controller that resigned, possibly while
+        the connection was down); True if it was deleted here."""
+        stat = self._one(self._zk.exists_async(paths.CONTROLLER), f"reading {paths.CONTROLLER}")
+        client_id = self._zk.client_id
+        if stat is None or client_id is None or stat.ephemeralOwner != client_id[0]:
+            return False
+        try:
+            self._one(self._zk.delete_async(paths.CONTROLLER, stat.version), f"deleting {paths.CONTROLLER}")
+        except (NoNodeError, BadVersionError):
+            return False
+        return True
+
     def delete_controller(self, expected_controller_epoch_zk_version: int) -> None:
         """Give up /controller, fenced (KafkaController.triggerControllerMove): the brokers elect again."""
         self._delete_all([paths.CONTROLLER], expected_controller_epoch_zk_version)

@@ -1,27 +1,24 @@
 """A broker's presence in ZooKeeper, as a ZooKeeper-mode Kafka broker (2.7-3.9) leaves it.
 
-At startup: the chroot and Kafka's persistent paths, ``/cluster/id`` (get or create), the ephemeral
-``/brokers/ids/<id>`` registration (version 5 JSON) and a bid for the ephemeral ``/controller`` node, which
-bumps ``/controller_epoch`` in the same ZooKeeper transaction
-(KafkaZkClient.register_controller_and_increment_controller_epoch, Kafka's
-registerControllerAndIncrementControllerEpoch).
-A broker that lost the election watches ``/controller`` and bids again when it goes; a broker whose session
-expired registers again. Topics are written by KafkaZkClient (any broker's admin, the controller).
+At startup: the chroot and Kafka's persistent paths, ``/cluster/id`` (get or create) and the ephemeral
+``/brokers/ids/<id>`` registration (version 5 JSON). A broker whose session expired registers again. The
+controller election is not here: the broker's controller runs it on its event thread (KafkaController.elect,
+over KafkaZkClient.register_controller_and_increment_controller_epoch), told of the session's changes by
+``on_session_event``. Topics are written by KafkaZkClient (any broker's admin, the controller).
 
 Every call is synchronous and bounded by the session timeout; kazoo failures surface as KcliError.
 
 The broker's controller (kcli.broker.controller) runs over this registration's session: ``zk_client``, the
-broker epoch (the czxid of ``/brokers/ids/<id>``, KIP-380), the ``/controller_epoch`` zkVersion the winning
-election left (Kafka's ``epochZkVersion``, the fencing token of every controller write), and
-``on_controller_change`` callbacks, called on a thread of their own when this broker becomes or stops being
-the controller.
+broker epoch (the czxid of ``/brokers/ids/<id>``, KIP-380) and ``on_session_event`` callbacks: SESSION_EXPIRED
+when the session (and every ephemeral node and watch with it) is gone, then SESSION_REESTABLISHED once a new
+one is open and the broker registered again in it (Kafka's Expire and RegisterBrokerAndReelect), or
+RECONNECTED when the connection came back within the same session.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import queue
 import socket
 import threading
 import time
@@ -36,7 +33,7 @@ from kazoo.exceptions import (
     NoNodeError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
+from kazoo.protocol.states import ZnodeStat
 
 from kcli.errors import KcliError
 from kcli.zk import paths
@@ -50,13 +47,17 @@ BROKER_INFO_VERSION = 5  # BrokerIdZNode layout written by Kafka 2.7+ (IBP >= 2.
 # Kafka's default listener.security.protocol.map maps these names to themselves.
 SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 PROBE_TIMEOUT_S = 2.0
-ELECTION_ATTEMPTS = 5
 STOP_TIMEOUT_S = 2.0  # closing the session removes the ephemeral nodes anyway: shutdown must not wait longer
 # Reconnect every quarter second at most (kazoo's default backs off to an hour; ZooKeeper's Java client sleeps up
 # to a second): after a network partition heals, a broker whose session expired meanwhile learns it (and that it
 # leads nothing any more) within that, and clients' requests parked on it as a zombie leader are answered. While
 # ZooKeeper cannot be reached an attempt fails at once or times out, and costs the server nothing.
 RECONNECT_MAX_DELAY_S = 0.25
+
+# What on_session_event callbacks are told.
+SESSION_EXPIRED = "expired"  # the session is gone, and its ephemeral nodes and watches with it
+SESSION_REESTABLISHED = "reestablished"  # a new session is open and the broker registered again in it
+RECONNECTED = "reconnected"  # the connection is back within the same session (kazoo has set no watch again)
 
 class InvalidGroupIdError(KcliError):
     """A consumer group name that cannot name a znode under /consumers (empty, "/", "." or "..")."""
@@ -105,10 +106,6 @@ class BrokerRegistration:
         self.session_timeout_ms = session_timeout_ms
         self.rack = rack
         self.cluster_id: str | None = None
-        self.controller_id: int | None = None  # who held /controller when we last looked
-        self.controller_epoch = 0
-        # The /controller_epoch zkVersion our winning election left: controller writes check it (epochZkVersion).
-        self.controller_epoch_zk_version = 0
         self.broker_epoch: int | None = None  # czxid of our /brokers/ids/<id> node (KIP-380)
         # Kafka's zookeeper.connection.timeout.ms defaults to the session timeout; a request queued while
         # disconnected is answered within it too, or the session (and every ephemeral node) is gone anyway.
@@ -116,13 +113,10 @@ class BrokerRegistration:
         self._client: KazooClient | None = None
         self._lock = threading.RLock()  # the broker's thread and kazoo's watch threads share the state
         self._stopping = False
-        self._candidate = True  # bids for /controller; False once the broker's controller has shut down
         self._registered = False  # the /brokers/ids node is (to be) ours: start(register=False) defers it
         self._session_lost = False
-        self._listeners: list[Callable[[bool], None]] = []
-        self._active = False  # what the listeners were last told
-        self._active_lock = threading.Lock()  # never held across a ZooKeeper call: kazoo's threads take it
-        self._notifications: queue.SimpleQueue[bool | None] | None = None
+        self._session_listeners: list[Callable[[str], None]] = []
+        self._listeners_lock = threading.Lock()  # never held across a ZooKeeper call: kazoo's threads take it
 
     # -- what the controller uses ------------------------------------------------------------------
     @property
@@ -130,49 +124,31 @@ class BrokerRegistration:
         """The kazoo client of this registration's session (the controller's watches and writes use it)."""
         return self._require()
 
-    @property
-    def is_controller(self) -> bool:
-        """True while this broker holds /controller, as far as the last look at ZooKeeper tells."""
-        return self._active
+    def on_session_event(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(SESSION_EXPIRED)`` when the session expired (on kazoo's connection thread: enqueue only),
+        ``callback(SESSION_REESTABLISHED)`` once a new session is open and this broker registered again in it, and
+        ``callback(RECONNECTED)`` when the connection came back within the same session (both on a kazoo worker
+        thread, which may call ZooKeeper). Nothing is said before ``register()`` has run."""
+        with self._listeners_lock:
+            self._session_listeners.append(callback)
 
-    def on_controller_change(self, callback: Callable[[bool], None]) -> None:
-        """Call ``callback(True)`` when this broker becomes the controller and ``callback(False)`` when it stops
-        (another broker won, the session expired, stop()). Calls come in order, on a thread of their own."""
-        with self._active_lock:
-            self._listeners.append(callback)
+    def remove_session_listener(self, callback: Callable[[str], None]) -> None:
+        with self._listeners_lock:
+            if callback in self._session_listeners:
+                self._session_listeners.remove(callback)
 
-    def remove_controller_change(self, callback: Callable[[bool], None]) -> None:
-        with self._active_lock:
-            if callback in self._listeners:
-                self._listeners.remove(callback)
-
-    def _set_active(self, active: bool) -> None:
-        with self._active_lock:
-            if active == self._active:
-                return
-            self._active = active
-            if self._notifications is not None:
-                self._notifications.put(active)
-
-    def _start_notifier(self) -> None:
-        notifications: queue.SimpleQueue[bool | None] = queue.SimpleQueue()
-        self._notifications = notifications
-        threading.Thread(target=self._notify, args=(notifications,), name=f"controller-change-{self.broker_id}",
-                         daemon=True).start()
-
-    def _notify(self, notifications: queue.SimpleQueue[bool | None]) -> None:
-        while (active := notifications.get()) is not None:
-            with self._active_lock:
-                listeners = list(self._listeners)
-            for callback in listeners:
-                try:
-                    callback(active)
-                except Exception:  # a listener's failure must not silence the others
-                    log.exception("controller change listener failed")
+    def _tell(self, event: str) -> None:
+        with self._listeners_lock:
+            listeners = list(self._session_listeners)
+        for callback in listeners:
+            try:
+                callback(event)
+            except Exception:  # a listener's failure must not silence the others
+                log.exception("ZooKeeper session listener failed on %s", event)
 
     # -- the broker's calls ------------------------------------------------------------------------
     def start(self, cluster_id: str | None, *, register: bool = True) -> str:
-        """Connect, register, bid for controller; returns the cluster id stored in ZooKeeper. With
+        """Connect and register; returns the cluster id stored in ZooKeeper. With
         ``register=False`` only connect and read the cluster id: a broker registers (``register()``) once its
         logs are recovered and its listeners bound, as Kafka's KafkaServer.startup does, so that the controller
         never sends requests to a broker that cannot take them yet."""
@@ -180,12 +156,9 @@ class BrokerRegistration:
             if self._client is not None:
                 raise KcliError(f"broker {self.broker_id} is already registered in ZooKeeper at {self.connect.text}")
             self._stopping = False
-            self._candidate = True
             self._registered = False
             self._session_lost = False
-            self._active = False
             self._probe()
-            self._start_notifier()
             with self._zk("creating the chroot"):
                 if self.connect.chroot:
                     self._ensure_chroot(self.connect.chroot)
@@ -199,23 +172,19 @@ class BrokerRegistration:
                 if register:
                     with self._zk(f"registering broker {self.broker_id}"):
                         self._register()
-                    with self._zk("electing the controller"):
-                        self._elect()
                     self._registered = True
             except BaseException:
                 self._close()  # closing the session drops whatever ephemeral node it created
-                self._stop_notifier()
                 raise
             self._client.add_listener(self._on_state)
             if not register:
                 return self.cluster_id
-            log.info("broker %d registered at %s in ZooKeeper %s (cluster id %s); the controller is broker %s, "
-                     "epoch %d", self.broker_id, self.connect.absolute(paths.broker(self.broker_id)),
-                     self.connect.servers, self.cluster_id, self.controller_id, self.controller_epoch)
+            log.info("broker %d registered at %s in ZooKeeper %s (cluster id %s)", self.broker_id,
+                     self.connect.absolute(paths.broker(self.broker_id)), self.connect.servers, self.cluster_id)
             return self.cluster_id
 
     def register(self) -> None:
-        """The deferred half of ``start(register=False)``: the /brokers/ids node, then the controller bid."""
+        """The deferred half of ``start(register=False)``: the /brokers/ids node."""
         with self._lock:
             if self._client is None:
                 raise KcliError(f"broker {self.broker_id} is not connected to ZooKeeper")
@@ -223,22 +192,19 @@ class BrokerRegistration:
                 return
             with self._zk(f"registering broker {self.broker_id}"):
                 self._register()
-            with self._zk("electing the controller"):
-                self._elect()
             self._registered = True
-        log.info("broker %d registered at %s in ZooKeeper %s (cluster id %s); the controller is broker %s, epoch %d",
-                 self.broker_id, self.connect.absolute(paths.broker(self.broker_id)), self.connect.servers,
-                 self.cluster_id, self.controller_id, self.controller_epoch)
+        log.info("broker %d registered at %s in ZooKeeper %s (cluster id %s)", self.broker_id,
+                 self.connect.absolute(paths.broker(self.broker_id)), self.connect.servers, self.cluster_id)
 
     def stop(self) -> None:
-        """Delete the ephemeral nodes this broker owns and close the session; safe to call twice."""
+        """Delete the ephemeral nodes this session owns (/brokers/ids/<id>, /controller if its controller still
+        holds it) and close the session; safe to call twice."""
         self._stopping = True
         with self._lock:
             client = self._client
             if client is None:
                 return
             client.remove_listener(self._on_state)
-            self._set_active(False)
             if client.connected:
                 for path in (paths.broker(self.broker_id), paths.CONTROLLER):
                     try:
@@ -248,33 +214,7 @@ class BrokerRegistration:
                         log.warning("could not delete %s from ZooKeeper: %s", self.connect.absolute(path),
                                     _describe(exc))
             self._close()
-            self._stop_notifier()
             log.info("broker %d unregistered from ZooKeeper %s", self.broker_id, self.connect.servers)
-
-    def resign_controller(self) -> None:
-        """Bid for /controller no more and give it up if this broker holds it: a stopping broker whose controller
-        has resigned lets another broker take over now, not when its session closes at the end of the shutdown
-        (closing the logs alone can take seconds). Kafka holds /controller until zkClient.close(); nobody can act
-        as controller meanwhile. Who the controller is stays watched. Without a connection now, the next
-        reconnection gives it up (if the session outlived the outage)."""
-        self._candidate = False
-        with self._lock:
-            if self._client is None:
-                return
-            self._set_active(False)
-            if not self._client.connected:
-                return
-            try:
-                self._give_up_controller()
-            except (KazooException, KazooTimeoutError) as exc:
-                log.warning("could not delete %s from ZooKeeper: %s", self.connect.absolute(paths.CONTROLLER),
-                            _describe(exc))
-
-    def _give_up_controller(self) -> None:
-        if self._delete_if_ours(paths.CONTROLLER, min(STOP_TIMEOUT_S, self._timeout)):
-            log.info("broker %d gave up %s", self.broker_id, self.connect.absolute(paths.CONTROLLER))
-        self.controller_id = None
-        self._follow_controller()  # a winner watches nothing: learn the next one
 
     # -- the old consumers' offsets (OffsetCommit/OffsetFetch v0 on a ZooKeeper-mode broker) ----------------
     def consumer_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
@@ -350,13 +290,6 @@ class BrokerRegistration:
         finally:
             root.stop()
             root.close()
-
-    def _stop_notifier(self) -> None:
-        with self._active_lock:
-            self._active = False
-            notifications, self._notifications = self._notifications, None
-        if notifications is not None:
-            notifications.put(None)
 
     def _close(self) -> None:
         client, self._client = self._client, None
@@ -450,75 +383,6 @@ class BrokerRegistration:
                 "registration of a killed broker disappears when its ZooKeeper session times out)")
         raise KcliError(f"{self.connect.absolute(path)} keeps changing in ZooKeeper at {self.connect.text}")
 
-    def _elect(self) -> None:
-        """Bid for /controller; the winner bumps /controller_epoch in the same transaction
-        (KafkaZkClient.register_controller_and_increment_controller_epoch)."""
-        from kcli.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient  # it builds on this module
-
-        zk = KafkaZkClient(self._require(), timeout=self._timeout, where=f"ZooKeeper at {self.connect.text}")
-        for _ in range(ELECTION_ATTEMPTS):
-            if self._stopping:
-                return
-            if not self._candidate:
-                self._give_up_controller()  # still ours if the connection was down when the broker resigned
-                return
-            try:
-                epoch, epoch_zk_version = zk.register_controller_and_increment_controller_epoch(self.broker_id)
-            except ControllerMovedError:
-                # another broker holds /controller, or moved the epoch first
-                if self._follow_controller():
-                    return
-                continue  # the controller went away meanwhile: bid again
-            self.controller_id, self.controller_epoch = self.broker_id, epoch
-            self.controller_epoch_zk_version = epoch_zk_version
-            log.info("broker %d is the controller (epoch %d)", self.broker_id, self.controller_epoch)
-            self._set_active(True)
-            return
-        raise KcliError(f"the controller election in ZooKeeper at {self.connect.text} did not settle after "
-                        f"{ELECTION_ATTEMPTS} attempts")
-
-    def _follow_controller(self) -> bool:
-        """Watch the current /controller and remember who holds it; False when it is already gone."""
-        client = self._require()
-        stat = self._wait(client.exists_async(paths.CONTROLLER, watch=self._on_controller_event))
-        if stat is None:
-            return False
-        try:
-            data, stat = self._wait(client.get_async(paths.CONTROLLER))
-        except NoNodeError:
-            return False
-        if stat.ephemeralOwner == self._session_id():
-            # Our own claim from before a dropped connection: the epoch was bumped then.
-            self.controller_id = self.broker_id
-        else:
-            document = _load(data)
-            holder = document.get("brokerid") if isinstance(document, dict) else None
-            self.controller_id = holder if isinstance(holder, int) else None
-        self.controller_epoch, epoch_version = self._read_controller_epoch_and_version()
-        if self.controller_id == self.broker_id:
-            self.controller_epoch_zk_version = epoch_version
-        log.info("broker %s is the controller (epoch %d)", self.controller_id, self.controller_epoch)
-        self._set_active(self.controller_id == self.broker_id and self._candidate)
-        return True
-
-    def _read_controller_epoch(self) -> int:
-        return self._read_controller_epoch_and_version()[0]
-
-    def _read_controller_epoch_and_version(self) -> tuple[int, int]:
-        client = self._require()
-        try:
-            data, stat = self._wait(client.get_async(paths.CONTROLLER_EPOCH))
-        except NoNodeError:
-            return 0, 0
-        return self._parse_epoch(data), stat.version
-
-    def _parse_epoch(self, data: bytes) -> int:
-        try:
-            return int(data.decode("ascii"))
-        except (UnicodeDecodeError, ValueError):
-            raise KcliError(f"{self.connect.absolute(paths.CONTROLLER_EPOCH)} in ZooKeeper at {self.connect.text} "
-                            f"is not an integer: {data[:40]!r}") from None
-
     def _delete_if_ours(self, path: str, timeout: float) -> bool:
         client = self._require()
         stat: ZnodeStat | None = self._wait(client.exists_async(path), timeout)
@@ -537,36 +401,36 @@ class BrokerRegistration:
             return
         if state == KazooState.LOST:
             self._session_lost = True
-            self._set_active(False)  # /controller went with the session, and every watch with it
             log.warning("ZooKeeper session of broker %d expired; its ephemeral nodes are gone", self.broker_id)
+            if self._registered:
+                self._tell(SESSION_EXPIRED)  # /controller went with the session, and every watch with it
         elif state == KazooState.CONNECTED and (client := self._client) is not None:
             client.handler.spawn(self._resync)
 
-    def _on_controller_event(self, event: WatchedEvent) -> None:
-        # A NONE event means the connection dropped; _resync re-arms the watch on reconnection.
-        if not self._stopping and event.type != EventType.NONE and (client := self._client) is not None:
-            client.handler.spawn(self._resync)
-
     def _resync(self) -> None:
-        """After a reconnection or a controller change: register again if the session was new, bid again."""
+        """After a reconnection: register again if the session was new, then tell the session listeners."""
         try:
             with self._lock:
                 if self._stopping or self._client is None:
                     return
-                if not self._registered:  # still recovering logs: no node to restore, no bid yet
+                if not self._registered:  # still recovering logs: no node to restore, nobody to tell yet
                     return
+                event = RECONNECTED
                 if self._session_lost:
                     with self._zk(f"registering broker {self.broker_id} again"):
                         self._register()
                     self._session_lost = False
+                    event = SESSION_REESTABLISHED
                     log.warning("broker %d registered again at %s", self.broker_id,
                                 self.connect.absolute(paths.broker(self.broker_id)))
-                with self._zk("electing the controller"):
-                    self._elect()
         except KcliError as exc:
             log.error("ZooKeeper: %s", exc)
+            return
         except Exception:  # a watch thread has nobody to raise to
-            log.exception("ZooKeeper: unexpected failure after a session or controller change")
+            log.exception("ZooKeeper: unexpected failure after a session change")
+            return
+        if not self._stopping:
+            self._tell(event)
 
 
 def _parse_offset(where: str, data: bytes | None) -> int:

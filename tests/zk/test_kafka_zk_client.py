@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import queue
+from dataclasses import dataclass
 import time
 import uuid
 
@@ -43,12 +44,18 @@ def register(zookeeper, chroot):
         registration.stop()
 
 
+@dataclass(frozen=True)
+class Election:
+    controller_epoch: int
+    controller_epoch_zk_version: int  # the fencing token of the controller's writes
+
+
 @pytest.fixture
 def controller(register):
-    """Broker 0, the controller, and a KafkaZkClient over its session."""
-    registration = register(0)
-    assert registration.is_controller
-    return registration, KafkaZkClient.for_registration(registration)
+    """Broker 0's election (the claim its controller makes over its session: epoch and zkVersion) and a
+    KafkaZkClient over that session."""
+    zk = KafkaZkClient.for_registration(register(0))
+    return Election(*zk.register_controller_and_increment_controller_epoch(0)), zk
 
 
 def read(root, chroot, path):
@@ -64,31 +71,15 @@ def wait_for(condition, timeout: float = 15.0) -> None:
 
 
 # -- the registration's side --------------------------------------------------------------------------------
-def test_registration_records_broker_epoch_and_epoch_zk_version(register, root, chroot):
+def test_registration_records_broker_epoch(register, root, chroot):
     first = register(0)
     _, broker_stat = read(root, chroot, "/brokers/ids/0")
-    _, epoch_stat = read(root, chroot, "/controller_epoch")
     assert first.broker_epoch == broker_stat.czxid
-    assert first.controller_epoch_zk_version == epoch_stat.version
     second = register(1)
-    assert not second.is_controller
     assert second.broker_epoch == read(root, chroot, "/brokers/ids/1")[1].czxid > first.broker_epoch
     brokers = KafkaZkClient.for_registration(second).get_all_brokers_and_epochs()
     assert {b: (e.epoch, [l.port for l in e.broker.listeners]) for b, e in brokers.items()} == {
         0: (first.broker_epoch, [9092]), 1: (second.broker_epoch, [9092])}
-
-
-def test_controller_change_callbacks(register, root, chroot):
-    first = register(0)
-    second = register(1)
-    seen: queue.Queue[tuple[int, bool]] = queue.Queue()
-    first.on_controller_change(lambda active: seen.put((0, active)))
-    second.on_controller_change(lambda active: seen.put((1, active)))
-    first.stop()
-    assert seen.get(timeout=15) == (0, False)
-    assert seen.get(timeout=15) == (1, True)
-    assert second.is_controller and second.controller_epoch == 2
-    assert second.controller_epoch_zk_version == read(root, chroot, "/controller_epoch")[1].version
 
 
 # -- topic creators ---------------------------------------------------------------------------------------
@@ -148,9 +139,9 @@ def leadership(leader, isr, epoch=0, version=0):
 
 
 def test_partition_states_created_then_compared_and_set(controller, root, chroot):
-    registration, zk = controller
+    election, zk = controller
     zk.create_topic("orders", {0: [1, 2], 1: [2, 1]}, TOPIC_ID)
-    epoch, ezv = registration.controller_epoch, registration.controller_epoch_zk_version
+    epoch, ezv = election.controller_epoch, election.controller_epoch_zk_version
     p0, p1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
     created = zk.create_topic_partition_states(
         {p0: LeaderIsrAndControllerEpoch(leadership(1, [1, 2]), epoch),
@@ -175,10 +166,10 @@ def test_partition_states_created_then_compared_and_set(controller, root, chroot
 
 
 def test_fenced_writes_fail_once_the_epoch_moved(controller, root, chroot):
-    registration, zk = controller
+    election, zk = controller
     zk.create_topic("orders", {0: [1]}, TOPIC_ID)
     p0 = TopicPartition("orders", 0)
-    epoch, ezv = registration.controller_epoch, registration.controller_epoch_zk_version
+    epoch, ezv = election.controller_epoch, election.controller_epoch_zk_version
     zk.create_topic_partition_states({p0: LeaderIsrAndControllerEpoch(leadership(1, [1]), epoch)}, ezv)
     # Another session elects itself: the epoch node moves on.
     root.set(chroot + "/controller_epoch", str(epoch + 1).encode())
@@ -198,11 +189,11 @@ def test_fenced_writes_fail_once_the_epoch_moved(controller, root, chroot):
 
 # -- partition leaders --------------------------------------------------------------------------------------
 def test_leader_isr_update_is_a_cas_that_tolerates_its_own_retry(controller, root, chroot):
-    registration, zk = controller
+    election, zk = controller
     zk.create_topic("orders", {0: [1, 2]}, TOPIC_ID)
     p0 = TopicPartition("orders", 0)
     zk.create_topic_partition_states({p0: LeaderIsrAndControllerEpoch(leadership(1, [1, 2]), 1)},
-                                     registration.controller_epoch_zk_version)
+                                     election.controller_epoch_zk_version)
     assert zk.update_leader_and_isr("orders", 0, 1, 0, [1], controller_epoch=1, expected_version=0) == 1
     assert read(root, chroot, "/brokers/topics/orders/partitions/0/state")[0] == \
         b'{"version":1,"leader":1,"leader_epoch":0,"controller_epoch":1,"isr":[1]}'
@@ -214,7 +205,7 @@ def test_leader_isr_update_is_a_cas_that_tolerates_its_own_retry(controller, roo
 
 
 def test_isr_change_notifications(controller, root, chroot):
-    registration, zk = controller
+    election, zk = controller
     path = zk.propagate_isr_changes([("orders", 1), ("orders", 0), ("orders", 1)])
     name = path.rsplit("/", 1)[1]
     assert name.startswith("isr_change_") and len(name) == len("isr_change_") + 10
@@ -225,7 +216,7 @@ def test_isr_change_notifications(controller, root, chroot):
     assert len(sequences) == 2
     assert zk.get_partitions_from_isr_change_notifications(sequences) == {
         TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 3)}
-    zk.delete_isr_change_notifications(registration.controller_epoch_zk_version, sequences[:1])
+    zk.delete_isr_change_notifications(election.controller_epoch_zk_version, sequences[:1])
     assert zk.get_all_isr_change_notifications() == sequences[1:]
 
 

@@ -12,7 +12,8 @@ from kazoo.client import KazooClient
 from kcli.errors import KcliError
 from kcli.storage.checkpoint import uuid_from_base64
 from kcli.zk import paths
-from kcli.zk.registration import BrokerRegistration, InvalidGroupIdError
+from kcli.zk.kafka_zk_client import KafkaZkClient
+from kcli.zk.registration import SESSION_EXPIRED, SESSION_REESTABLISHED, BrokerRegistration, InvalidGroupIdError
 from zookeeper_support import TcpProxy, free_port
 
 pytestmark = pytest.mark.zookeeper
@@ -145,37 +146,15 @@ def test_duplicate_broker_id_refused(register, root, chroot):
     # The refused broker left the first one's registration alone and holds no session.
     data, stat = root.get(chroot + "/brokers/ids/0")
     assert json.loads(data)["port"] == 19092 and stat.ephemeralOwner == first._client.client_id[0]
-    assert read_json(root, chroot + "/controller")["brokerid"] == 0
 
 
-def test_controller_election_and_epoch(register, root, chroot):
-    first = register(0)
-    controller = read_json(root, chroot + "/controller")
-    assert controller["version"] == 1 and controller["brokerid"] == 0 and isinstance(controller["timestamp"], str)
-    assert root.get(chroot + "/controller_epoch")[0] == b"1"
-    assert (first.controller_id, first.controller_epoch) == (0, 1)
-
-    second = register(1)  # loses the election, follows broker 0
-    assert (second.controller_id, second.controller_epoch) == (0, 1)
-    assert root.get(chroot + "/controller_epoch")[0] == b"1"
-
-    first.stop()  # the follower sees /controller go and takes over with the next epoch
-    wait_for(lambda: root.exists(chroot + "/controller") is not None)
-    wait_for(lambda: second.controller_id == 1)
-    assert read_json(root, chroot + "/controller")["brokerid"] == 1
-    assert root.get(chroot + "/controller_epoch")[0] == b"2"
-    assert second.controller_epoch == 2
-
-
-def test_epoch_increments_across_restarts(connect, root, chroot):
-    for expected in (b"1", b"2", b"3"):
-        registration = BrokerRegistration(connect, 0, endpoints=PLAINTEXT)
-        try:
-            registration.start(None)
-            assert root.get(chroot + "/controller_epoch")[0] == expected
-            assert read_json(root, chroot + "/controller")["brokerid"] == 0
-        finally:
-            registration.stop()
+def test_registration_elects_nobody(register, root, chroot):
+    """The election is the controller's (KafkaController.elect, tests/broker/test_controller_election.py): the
+    registration writes the broker's node and the persistent paths, not /controller."""
+    register(0)
+    register(1)
+    assert root.exists(chroot + "/controller") is None
+    assert root.exists(chroot + "/controller_epoch") is None  # the first election creates it
 
 
 def test_consumer_offsets_as_the_old_consumers_keep_them(register, root, chroot):
@@ -207,7 +186,6 @@ def test_nested_chroot_is_created(zookeeper, root):
     try:
         registration.start(None)
         assert root.exists(chroot + "/brokers/ids/0") is not None
-        assert read_json(root, chroot + "/controller")["brokerid"] == 0
     finally:
         registration.stop()
 
@@ -215,6 +193,9 @@ def test_nested_chroot_is_created(zookeeper, root):
 def test_stop_removes_ephemerals_only(connect, root, chroot):
     registration = BrokerRegistration(connect, 0, endpoints=PLAINTEXT)
     registration.start(None)
+    # the controller's claim over this session (KafkaController.elect)
+    KafkaZkClient.for_registration(registration).register_controller_and_increment_controller_epoch(0)
+    assert read_json(root, chroot + "/controller")["brokerid"] == 0
     root.create(chroot + "/brokers/topics/t/partitions/0/state", b"{}", makepath=True)
     registration.stop()
     assert root.exists(chroot + "/brokers/ids/0") is None
@@ -227,7 +208,7 @@ def test_stop_removes_ephemerals_only(connect, root, chroot):
 
 
 def test_stop_keeps_another_brokers_controller_node(register, root, chroot):
-    register(0)
+    KafkaZkClient.for_registration(register(0)).register_controller_and_increment_controller_epoch(0)
     follower = register(1)
     follower.stop()
     assert read_json(root, chroot + "/controller")["brokerid"] == 0
@@ -237,6 +218,8 @@ def test_stop_keeps_another_brokers_controller_node(register, root, chroot):
 
 def test_expired_session_registers_again(register, zookeeper, root, chroot):
     registration = register(0, session_timeout_ms=4000)
+    events: list[str] = []
+    registration.on_session_event(events.append)
     old_session = registration._client.client_id
     # Closing a second connection that shares the session id expires it, as a network partition would.
     twin = KazooClient(hosts=zookeeper.connect, client_id=old_session, timeout=4)
@@ -250,9 +233,9 @@ def test_expired_session_registers_again(register, zookeeper, root, chroot):
         return stat is not None and client_id is not None and stat.ephemeralOwner == client_id[0] != old_session[0]
 
     wait_for(registered_again, timeout=30)
-    wait_for(lambda: root.exists(chroot + "/controller") is not None, timeout=30)
-    assert read_json(root, chroot + "/controller")["brokerid"] == 0
-    assert root.get(chroot + "/controller_epoch")[0] == b"2"
+    # what the controller hears (Kafka's Expire, then RegisterBrokerAndReelect), the node restored first
+    wait_for(lambda: SESSION_REESTABLISHED in events, timeout=30)
+    assert events[events.index(SESSION_REESTABLISHED) - 1] == SESSION_EXPIRED
 
 
 @pytest.fixture

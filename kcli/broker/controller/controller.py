@@ -1,10 +1,15 @@
 """KafkaController: the ZooKeeper-mode controller (Kafka's KafkaController, kafka-cluster.md section 2).
 
-Everything runs on the controller-event thread (events.py). The election itself is the registration's
-(kcli.zk.registration): it tells the controller to fail over (with the new epoch and its zkVersion) or to
-resign. While active, the controller watches brokers, topics, topic deletions and ISR/log-dir notifications,
-keeps ControllerContext in step, makes the leadership decisions through the two state machines and sends
-LeaderAndIsr / UpdateMetadata / StopReplica through the channel manager.
+Everything runs on the controller-event thread (events.py), the election too (``elect``, Kafka's elect): at
+Startup the controller watches /controller and bids through KafkaZkClient.register_controller_and_increment_
+controller_epoch; the winner fails over with the new epoch and its zkVersion, the others record who won. When
+/controller changes (ControllerChange) a controller that lost it resigns; when it goes (Reelect) every broker
+bids again. The registration (kcli.zk.registration) keeps the broker's own node and tells of the session: an
+expired one (Expire) resigns, a new one (RegisterBrokerAndReelect) bids again; after a reconnection within the
+session (Reelect too) a controller still active reads its watched paths again, kazoo having dropped every watch
+with the connection. While active, the controller watches brokers, topics, topic deletions and ISR/log-dir
+notifications, keeps ControllerContext in step, makes the leadership decisions through the two state machines and
+sends LeaderAndIsr / UpdateMetadata / StopReplica through the channel manager.
 """
 
 from __future__ import annotations
@@ -45,15 +50,18 @@ from kcli.broker.controller.events import (
     BrokerModifications,
     ControlledShutdown,
     ControllerEvent,
+    ControllerChange,
     ControllerEventManager,
-    Failover,
+    Expire,
     IsrChangeNotification,
     LeaderAndIsrResponseReceived,
     LogDirEventNotification,
     PartitionModifications,
+    Reelect,
+    RegisterBrokerAndReelect,
     ReplicaLeaderElection,
-    Resign,
     ShutdownEventThread,
+    Startup,
     TopicChange,
     TopicDeletion,
     TopicDeletionStopReplicaResponseReceived,
@@ -103,12 +111,14 @@ class BrokerNotAvailableError(KcliError):
 
 
 class KafkaController:
-    """One broker's controller: inactive until a Failover event, active until Resign (or a fenced write)."""
+    """One broker's controller: inactive until it wins an election (``elect``), active until another broker holds
+    /controller, the session expires, a fenced write fails or it shuts down."""
 
     def __init__(self, broker_id: int, zk: KafkaZkClient, *, delete_topic_enable: bool = True,
                  unclean_leader_election_enable: bool = False, inter_broker_listener_name: str | None = None,
                  socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_S,
                  on_resign: Callable[[], None] | None = None,
+                 on_controller_id: Callable[[int], None] | None = None,
                  auto_leader_rebalance_enable: bool = True, leader_imbalance_check_interval_seconds: float = 300,
                  leader_imbalance_per_broker_percentage: int = 10, security: Any = None) -> None:
         self.broker_id = broker_id
@@ -116,7 +126,12 @@ class KafkaController:
         self.delete_topic_enable = delete_topic_enable
         self.ctx = ControllerContext()
         self.active = False
+        self.active_controller_id = -1  # who holds /controller as last seen (Kafka's activeControllerId)
         self._on_resign = on_resign
+        self._on_controller_id = on_controller_id
+        self._controller_change_handler = ZNodeChangeHandler(
+            on_created=lambda: self.put(ControllerChange()), on_data_change=lambda: self.put(ControllerChange()),
+            on_deleted=lambda: self.put(Reelect()))
         self.event_manager = ControllerEventManager(self.process, name=f"controller-event-thread-{broker_id}")
         self.channel_manager = ControllerChannelManager(broker_id, listener_name=inter_broker_listener_name,
                                                         security=security,
@@ -138,8 +153,13 @@ class KafkaController:
         self._auto_rebalance_timer: threading.Timer | None = None  # touched on the event thread only
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
-    def startup(self) -> None:
+    def startup(self) -> Future[int]:
+        """Start the event thread and queue Startup (watch /controller, elect); the future gets the controller id
+        the first election found (-1: none)."""
+        result: Future[int] = Future()
         self.event_manager.start()
+        self.put(Startup(result))
+        return result
 
     def shutdown(self, timeout: float | None = 30.0) -> None:
         """Resign if active and stop the event thread."""
@@ -170,7 +190,11 @@ class KafkaController:
         except ControllerMovedError as exc:
             log.info("controller %d: controller moved to another broker while processing %s (%s); resigning",
                      self.broker_id, event, exc)
-            self._resign()
+            try:
+                self._maybe_resign()
+            except KcliError as error:
+                log.warning("controller %d: could not read %s: %s", self.broker_id, paths.CONTROLLER, error)
+                self._resign()
         except Exception:
             log.exception("controller %d: error processing %s", self.broker_id, event)
 
@@ -179,8 +203,11 @@ class KafkaController:
         return {
             **self._reassignment_handlers,
             **self._preferred_election_handlers,
-            Failover: self._process_failover,  # type: ignore[dict-item]
-            Resign: lambda _: self._resign(),
+            Startup: self._process_startup,  # type: ignore[dict-item]
+            ControllerChange: lambda _: self._maybe_resign(),
+            Reelect: lambda _: self._process_reelect(),
+            RegisterBrokerAndReelect: lambda _: self._process_reelect(),
+            Expire: lambda _: self._process_expire(),
             ShutdownEventThread: lambda _: self._resign(),
             BrokerChange: lambda _: self._process_broker_change(),
             BrokerModifications: self._process_broker_modification,  # type: ignore[dict-item]
@@ -195,15 +222,122 @@ class KafkaController:
             ControlledShutdown: self._process_controlled_shutdown,  # type: ignore[dict-item]
         }
 
+    # -- the election (Kafka's elect, maybeResign and the Startup/ControllerChange/Reelect/Expire events) ---------
+    def _process_startup(self, event: Startup) -> None:
+        try:
+            self.zk.register_change_handler_and_check_existence(paths.CONTROLLER, self._controller_change_handler)
+            self.elect()
+        finally:
+            if event.result is not None and not event.result.done():
+                event.result.set_result(self.active_controller_id)
+
+    def _process_reelect(self) -> None:
+        """Kafka's processReelect (maybeResign, elect); RegisterBrokerAndReelect too, the registration having
+        registered the broker again in its new session. A controller still active after it (its /controller
+        survived a reconnection) sets its watches again (``_rewatch``)."""
+        was_active, epoch = self.active, self.ctx.epoch
+        self._maybe_resign()
+        self.elect()
+        if was_active and self.active and self.ctx.epoch == epoch:  # no resignation, no new failover in between
+            self._rewatch()
+
+    def _rewatch(self) -> None:
+        """The connection came back within the session and this broker is still the controller. ZooKeeper's Java
+        client, which Kafka's ZooKeeperClient runs on, sets its watches again on a reconnection (SetWatches, the
+        server firing those whose node changed meanwhile), so Kafka's controller never does this; kazoo drops
+        every watch when the connection drops and sets none again. So: read again, with their watches, the paths
+        onControllerFailover and the handlers watch, through the events that read them (each compares with the
+        context and acts on what changed, notifications missed meanwhile included), and finish partitions that
+        an event cut short by the dropped connection left New or Offline."""
+        log.info("controller %d: reconnected to ZooKeeper; reading the watched paths again", self.broker_id)
+        self.partition_state_machine.trigger_online_partition_state_change()
+        for event in (BrokerChange(), TopicChange(), TopicDeletion(), IsrChangeNotification(),
+                      LogDirEventNotification()):
+            self.put(event)
+        for broker_id in sorted(self._broker_modification_handlers):
+            self.put(BrokerModifications(broker_id))
+        for topic in sorted(self._partition_modification_handlers):
+            self.put(PartitionModifications(topic))
+        for tp in sorted(self.ctx.partitions_being_reassigned):
+            self.put(PartitionReassignmentIsrChange(tp))
+        self.put(ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK))
+        # /admin/reassign_partitions: watched again; processed only if it asks for what is not under way (each
+        # processing starts its entries over: a leader epoch bump per partition)
+        if self.zk.register_change_handler_and_check_existence(
+                paths.REASSIGN_PARTITIONS, ZNodeChangeHandler(on_created=lambda: self.put(ZkPartitionReassignment()))):
+            pending = self.zk.get_partition_reassignment()
+            if any(tp not in self.ctx.partitions_being_reassigned
+                   or self.ctx.partition_full_replica_assignment(tp).target_replicas != tuple(target)
+                   for tp, target in pending.items()):
+                self.put(ZkPartitionReassignment())
+
+    def _process_expire(self) -> None:
+        self._set_active_controller_id(-1)
+        self._resign()
+
+    def elect(self) -> None:
+        """Bid for /controller unless somebody holds it (on the event thread): the winner bumps /controller_epoch
+        in the same transaction and fails over; a loser records the winner (Kafka's KafkaController.elect)."""
+        claim = self.zk.get_controller_claim()
+        if claim is not None:
+            holder, ours = claim
+            if ours and not self.active:
+                # This session's claim that no controller acts on (a failover cut short): give it up, and the
+                # deletion's watch has every broker bid again.
+                log.info("controller %d: giving up a /controller claim it does not act on", self.broker_id)
+                self.zk.delete_controller_if_ours()
+                return
+            self._set_active_controller_id(holder if holder is not None else -1)
+            log.debug("controller %d: broker %s holds /controller", self.broker_id, holder)
+            return
+        try:
+            epoch, epoch_zk_version = self.zk.register_controller_and_increment_controller_epoch(self.broker_id)
+        except ControllerMovedError:
+            self._maybe_resign()
+            if self.active_controller_id != -1:
+                log.info("controller %d: broker %d was elected as the controller instead", self.broker_id,
+                         self.active_controller_id)
+            else:
+                log.warning("controller %d: a controller was elected but went away meanwhile; waiting for the "
+                            "next election", self.broker_id)
+            return
+        self._set_active_controller_id(self.broker_id)
+        log.info("controller %d: elected with epoch %d (zkVersion %d)", self.broker_id, epoch, epoch_zk_version)
+        self._become_controller(epoch, epoch_zk_version)
+
+    def _maybe_resign(self) -> None:
+        """Watch /controller again and learn who holds it; resign if it was this broker and is no longer
+        (Kafka's maybeResign)."""
+        was_active = self.active
+        self.zk.register_change_handler_and_check_existence(paths.CONTROLLER, self._controller_change_handler)
+        try:
+            holder = self.zk.get_controller_id()
+        except ZnodeFormatError:
+            holder = None
+        self._set_active_controller_id(holder if holder is not None else -1)
+        if was_active and self.active_controller_id != self.broker_id:
+            self._resign()
+
+    def _set_active_controller_id(self, controller_id: int) -> None:
+        if controller_id == self.active_controller_id:
+            return
+        self.active_controller_id = controller_id
+        if self._on_controller_id is not None:
+            try:
+                self._on_controller_id(controller_id)
+            except Exception:
+                log.exception("controller %d: controller id listener failed", self.broker_id)
+
     # -- failover and resignation ------------------------------------------------------------------------------
-    def _process_failover(self, event: Failover) -> None:
+    def _become_controller(self, epoch: int, epoch_zk_version: int) -> None:
+        """Kafka's onControllerFailover, with the epoch and its zkVersion the election left."""
         if self.active:
-            if self.ctx.epoch == event.epoch:
+            if self.ctx.epoch == epoch:
                 return  # told twice about the same election
             self._resign()
-        self.ctx.epoch, self.ctx.epoch_zk_version = event.epoch, event.epoch_zk_version
+        self.ctx.epoch, self.ctx.epoch_zk_version = epoch, epoch_zk_version
         self.active = True
-        log.info("controller %d: becoming the controller with epoch %d", self.broker_id, event.epoch)
+        log.info("controller %d: becoming the controller with epoch %d", self.broker_id, epoch)
         try:
             self._on_controller_failover()
         except ControllerMovedError:
@@ -242,6 +376,9 @@ class KafkaController:
         self.active = False
         self._cancel_auto_leader_rebalance()
         self.zk.unregister_all_handlers()
+        # /controller stays watched: a resigned controller bids again when it goes (Kafka's controllerChangeHandler
+        # is registered at Startup and never unregistered)
+        self.zk.register_change_handler(paths.CONTROLLER, self._controller_change_handler)
         self._broker_modification_handlers.clear()
         self._partition_modification_handlers.clear()
         self.channel_manager.shutdown()
@@ -416,11 +553,12 @@ class KafkaController:
         if not self.active:
             return
         topics = self.zk.get_all_topics(watch=True)
-        new_topics = topics - self.ctx.all_topics
+        # A known topic without partitions is one whose TopicChange a dropped connection cut short: new again.
+        new_topics = {t for t in topics if t not in self.ctx.all_topics or not self.ctx.partitions_for_topic(t)}
         deleted_topics = self.ctx.all_topics - topics
+        self._register_partition_modifications_handlers(new_topics)  # before the read that arms their watches
+        added = self.zk.get_topic_assignments(new_topics)  # before the context changes, which a failure leaves
         self.ctx.set_all_topics(topics)
-        self._register_partition_modifications_handlers(new_topics)
-        added = self.zk.get_topic_assignments(new_topics)
         for topic in deleted_topics:
             self.ctx.remove_topic(topic)
         self._process_topic_ids(added)

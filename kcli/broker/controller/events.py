@@ -1,6 +1,6 @@
 """Controller events and the controller-event thread (Kafka's ControllerEventManager).
 
-ZooKeeper watches, the registration's controller-change callbacks, broker responses and API calls only put
+ZooKeeper watches (/controller's among them), the registration's session events, broker responses and API calls only put
 events here; one thread takes them in FIFO order and runs the controller's handler for each.
 """
 
@@ -31,17 +31,37 @@ class ControllerEvent:
         return type(self).__name__
 
 
+@dataclass(frozen=True, eq=False)
+class Startup(ControllerEvent):
+    """The controller starts: watch /controller and elect (Kafka's Startup). ``result`` gets the controller id
+    the election found (-1: none) once it is over."""
+
+    result: Future[int] | None = None
+
+    def preempt(self) -> None:
+        if self.result is not None and not self.result.done():
+            self.result.set_result(-1)
+
+
 @dataclass(frozen=True)
-class Failover(ControllerEvent):
-    """This broker won the election: become the controller with this epoch and its zkVersion."""
-
-    epoch: int
-    epoch_zk_version: int
+class ControllerChange(ControllerEvent):
+    """/controller was created or changed: resign if another broker holds it now (Kafka's ControllerChange)."""
 
 
 @dataclass(frozen=True)
-class Resign(ControllerEvent):
-    """This broker is no longer the controller (another won, the session expired, the broker stops)."""
+class Reelect(ControllerEvent):
+    """/controller was deleted, or the connection came back: resign if needed, then bid (Kafka's Reelect)."""
+
+
+@dataclass(frozen=True)
+class Expire(ControllerEvent):
+    """The ZooKeeper session expired, /controller with it: resign (Kafka's Expire)."""
+
+
+@dataclass(frozen=True)
+class RegisterBrokerAndReelect(ControllerEvent):
+    """A new session is open and the broker registered again in it (by the registration): bid again (Kafka's
+    RegisterBrokerAndReelect)."""
 
 
 @dataclass(frozen=True)
