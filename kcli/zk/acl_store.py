@@ -12,22 +12,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (BadVersionError, KazooException,
-                              NodeExistsError, NoNodeError)
-from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.retry import KazooRetry
+from kazoo.exceptions import (BadVersionError, NodeExistsError, NoNodeError)
 
 from kcli.errors import BadVersion
 from kcli.protocol.acl import ResourcePattern
 from kcli.zk import acls as layout
 from kcli.zk import paths
-from kcli.zk.errors import ZooKeeperConnectionError
-from kcli.zk.errors import describe as _describe, kazoo_errors
+from kcli.zk.errors import kazoo_errors, start_retrying_client
 
 log = logging.getLogger("kcli.zk")
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # ZkNodeChangeNotificationListener's changeExpirationMs
@@ -55,22 +50,8 @@ class ZkMetadataStore:
         from kcli.zk.registration import probe
 
         probe(self.connect, self.timeout)
-        retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0)
-        client = KazooClient(hosts=self.connect.hosts_with_chroot, timeout=self.timeout, connection_retry=retry,
-                             auth_data=[("digest", self.auth)] if self.auth else None)
-        try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="No chroot path exists")
-                client.start(timeout=self.timeout)
-        except KazooTimeoutError:
-            raise ZooKeeperConnectionError(f"ZooKeeper at {self.connect.text} accepted a connection but opened no "
-                                           f"session within {self.timeout:g}s") from None
-        except KazooException as exc:
-            client.stop()
-            client.close()
-            raise ZooKeeperConnectionError(f"cannot connect to ZooKeeper at {self.connect.text}: "
-                                           f"{_describe(exc)}") from None
-        return client
+        return start_retrying_client(self.connect.hosts_with_chroot, self.connect.text, self.timeout, max_delay=2.0,
+                                     auth=self.auth)
 
     def close(self) -> None:
         with self._lock:

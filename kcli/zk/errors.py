@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kazoo.client import KazooClient
+from kazoo.retry import KazooRetry
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, KazooException, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -54,3 +56,25 @@ def short_session(hosts: str, timeout: float) -> Iterator[KazooClient]:
     finally:
         client.stop()
         client.close()
+
+
+def start_retrying_client(hosts: str, where: str, timeout: float, *, max_delay: float,
+                          auth: str | None = None) -> KazooClient:
+    """A started long-lived kazoo client that reconnects for ever (backoff up to ``max_delay`` seconds): a server
+    that accepts the connection but opens no session, or refuses it, is a ZooKeeperConnectionError naming
+    ``where`` (the ``host:port[/chroot]`` text)."""
+    retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=max_delay)
+    client = KazooClient(hosts=hosts, timeout=timeout, connection_retry=retry,
+                         auth_data=[("digest", auth)] if auth else None)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="No chroot path exists")
+            client.start(timeout=timeout)  # stops and closes the client itself on a timeout
+    except KazooTimeoutError:
+        raise ZooKeeperConnectionError(f"ZooKeeper at {where} accepted a connection but opened no session within "
+                                       f"{timeout:g}s") from None
+    except KazooException as exc:
+        client.stop()
+        client.close()
+        raise ZooKeeperConnectionError(f"cannot connect to ZooKeeper at {where}: {describe(exc)}") from None
+    return client

@@ -26,7 +26,6 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.retry import KazooRetry
 from kazoo.exceptions import (
     KazooException,
     NodeExistsError,
@@ -38,7 +37,7 @@ from kazoo.protocol.states import ZnodeStat
 from kcli.errors import KcliError
 from kcli.zk import paths
 from kcli.zk.errors import ZooKeeperConnectionError
-from kcli.zk.errors import describe as _describe, kazoo_errors
+from kcli.zk.errors import describe as _describe, kazoo_errors, start_retrying_client
 from kcli.zk.models import new_cluster_id
 
 log = logging.getLogger("kcli.zk")
@@ -266,19 +265,7 @@ class BrokerRegistration:
         probe(self.connect, self._timeout)
 
     def _open(self, hosts: str) -> KazooClient:
-        retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_DELAY_S)
-        client = KazooClient(hosts=hosts, timeout=self._timeout, connection_retry=retry)
-        try:
-            client.start(timeout=self._timeout)  # stops and closes the client itself on a timeout
-        except KazooTimeoutError:
-            raise ZooKeeperConnectionError(f"ZooKeeper at {self.connect.text} accepted a connection but opened no "
-                                           f"session within {self._timeout:g}s") from None
-        except KazooException as exc:
-            client.stop()
-            client.close()
-            raise ZooKeeperConnectionError(f"cannot connect to ZooKeeper at {self.connect.text}: "
-                                           f"{_describe(exc)}") from None
-        return client
+        return start_retrying_client(hosts, self.connect.text, self._timeout, max_delay=RECONNECT_MAX_DELAY_S)
 
     def _ensure_chroot(self, chroot: str) -> None:
         # A chrooted kazoo client cannot create its own root: a short session at "/" does it.
