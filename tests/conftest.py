@@ -93,3 +93,16 @@ def root(zookeeper):
     yield client
     client.stop()
     client.close()
+
+
+@pytest.fixture
+def chrooted_zk(zookeeper, chroot, root):
+    """A kazoo client inside ``chroot`` (created first): what a broker whose zookeeper.connect names it sees."""
+    from kazoo.client import KazooClient
+
+    root.ensure_path(chroot)
+    client = KazooClient(hosts=zookeeper.connect + chroot, timeout=10)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()

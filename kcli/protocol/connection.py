@@ -81,7 +81,13 @@ class _Framing:
         return self._checked_size(SIZE_PREFIX.unpack(prefix)[0])
 
     def _checked_size(self, size: int) -> int:
-        raise NotImplementedError
+        """``size`` if a frame may have it: a negative one, or one above ``max_frame_bytes``, makes the
+        connection unusable (the client side names its peer and also wants a request in flight)."""
+        if size < 0:
+            raise self._fail(RemoteProtocolError(f"negative frame size {size}", position=0))
+        if size > self.max_frame_bytes:
+            raise self._fail(FrameTooLargeError(size, self.max_frame_bytes))
+        return size
 
     def _next_frame(self) -> bytes | None:
         """The next whole frame from the buffer (the bytes after its size prefix), or None until one is in."""
@@ -143,12 +149,6 @@ class ServerConnection(_Framing):
 
     # A caller that reads whole frames itself (the broker's socket edge: one copy of each frame fewer than
     # receive_data + next_request) uses ``frame_size`` and ``receive_frame``, with the same checks and order.
-    def _checked_size(self, size: int) -> int:
-        if size < 0:
-            raise self._fail(RemoteProtocolError(f"negative frame size {size}", position=0))
-        if size > self.max_frame_bytes:
-            raise self._fail(FrameTooLargeError(size, self.max_frame_bytes))
-        return size
 
     def receive_frame(self, frame: bytes) -> Request:
         """The request in one whole frame (the bytes after its size prefix), as ``next_request`` returns it."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from kazoo.client import KazooClient
 
 from kcli.errors import KcliError
 from kcli.protocol.sasl import ScramCredential
@@ -20,13 +19,8 @@ RFC_STORED = ("salt=W22ZaJ0SNY7soEsUEjb6gQ==,stored_key=WG5d8oPm3OtcPnkdi4Uo7Bke
 
 
 @pytest.fixture
-def chrooted(zookeeper, chroot, root):
-    root.ensure_path(chroot)
-    client = KazooClient(hosts=zookeeper.connect + chroot, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
+def chrooted(chrooted_zk):
+    return chrooted_zk
 
 
 @pytest.fixture

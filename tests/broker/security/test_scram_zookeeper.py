@@ -10,7 +10,6 @@ import json
 import time
 
 import pytest
-from kazoo.client import KazooClient
 from kio.schema.alter_user_scram_credentials.v0 import request as alter_req
 from kio.schema.describe_user_scram_credentials.v0 import request as describe_req
 from kio.schema.errors import ErrorCode
@@ -23,13 +22,8 @@ pytestmark = pytest.mark.zookeeper
 
 
 @pytest.fixture
-def zk(zookeeper, chroot, root):
-    root.ensure_path(chroot)
-    client = KazooClient(hosts=zookeeper.connect + chroot, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
+def zk(chrooted_zk):
+    return chrooted_zk
 
 
 def kafka_configs_add(zk, user_node: str, **credentials: ScramCredential) -> None:
