@@ -123,7 +123,8 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     services.metadata_store = _metadata_store(config)
     services.authorizer = _authorizer(config, services.metadata_store)
     services.credentials = _credential_cache(zk, services.metadata_store)
-    socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"])
+    socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"],
+                                 produce_pipeline_depth=config["kctl.produce.pipeline.depth"])
     mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions, services) if zk is None else
             ZooKeeperMode(config, zk, log_manager, replica_manager, metadata, admin, services))
     return Broker(log_manager, replica_manager, metadata, admin, groups, producer_ids, transactions, services,
