@@ -632,16 +632,17 @@ class LogSegment:
     def _read(self, offset: int, max_bytes: int, max_position: int | None, max_offset: int | None,
               min_one_batch: bool) -> tuple[int, int] | None:
         start = 0
-        if offset > self.base_offset:
+        recent = self._recent
+        if recent and recent[0][0] < offset <= recent[-1][0]:
+            # the first recent batch ending at or past the offset holds it: the one before ends below it (the index
+            # would give a position at or before it)
+            start = recent[bisect.bisect_left(recent, (offset, -1))][1]
+        elif offset > self.base_offset:
             if self.indexes is not None:
                 start = self.indexes.index.lookup(offset).position
             elif self.index_path.exists():
                 with OffsetIndex(self.index_path, self.base_offset) as index:
                     start = index.lookup(offset).position
-            recent = self._recent
-            if recent and recent[0][0] < offset <= recent[-1][0]:
-                # the first recent batch ending at or past the offset holds it: the one before ends below it
-                start = max(start, recent[bisect.bisect_left(recent, (offset, -1))][1])
         end = self.size if max_position is None else min(max_position, self.size)
         if start >= end:
             return None
