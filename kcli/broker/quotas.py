@@ -12,8 +12,8 @@ A recording that takes the rate above the bound costs ``round((rate - bound) / b
 (QuotaUtils.throttleTime). The throttle time goes into the response's throttle_time_ms and the socket edge then
 stops reading that connection for as long (KIP-219: respond at once, then mute).
 
-Nothing here does I/O: the quota values come from ZooKeeper or the local store (kcli.zk.quotas) through
-``QuotaCache.update``; everything runs on the event loop.
+The quota values come from ZooKeeper or the local store (kcli.zk.quotas): read once at the start (``load``), then
+kept current through ``/config/changes`` and AlterClientQuotas (``update``); recording runs on the event loop.
 """
 
 from __future__ import annotations
@@ -187,7 +187,10 @@ class ClientQuotaManager:
     """The three quota managers of a broker (Kafka's QuotaManagers fetch/produce/request), over one QuotaCache."""
 
     def __init__(self, *, window_num: int = QUOTA_WINDOW_NUM, window_size_seconds: int = QUOTA_WINDOW_SIZE_SECONDS,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, store: Any = None) -> None:
+        # where the quotas live: kcli.zk.scram.ZkNodes over the broker's ZooKeeper session, or a standalone
+        # broker's LocalMetadataStore (the same paths and JSON); None: in memory only (tests)
+        self.store = store
         self.cache = QuotaCache()
         self.window_num = window_num
         self.window_ms = window_size_seconds * 1000
@@ -199,6 +202,28 @@ class ClientQuotaManager:
         return int(self.clock() * 1000)
 
     # -- configuration ------------------------------------------------------------------------------------------
+    def load(self) -> int:
+        """Every entity's quotas from the store (the broker's start, before the listeners open; blocking I/O);
+        answers how many entities have some."""
+        if self.store is None:
+            return 0
+        from kcli.zk.quotas import read_all
+
+        overrides = read_all(self.store)
+        self.cache.replace_all(overrides)
+        if overrides:
+            log.info("loaded client quotas of %d entities", len(overrides))
+        return len(overrides)
+
+    def entity_config_changed(self, kind: str, sanitized_name: str, config: Mapping[str, str]) -> None:
+        """A users/clients/ips change notification with the node's config now (Kafka's QuotaConfigHandler):
+        the entity's quota keys replace what it had."""
+        from kcli.zk.quotas import entity_of, quota_values
+
+        entity = entity_of(kind, sanitized_name)
+        if entity is not None:
+            self.update(entity, quota_values(config, where=f"/config/{kind}/{sanitized_name}"))
+
     def update(self, entity: Entity, values: Mapping[str, float]) -> None:
         self.cache.update(entity, values)
         log.info("client quotas of %s: %s", _entity_text(entity),

@@ -22,6 +22,7 @@ from typing import Any
 
 from kcli.broker.handlers.common import CloseConnection
 from kcli.broker.kafka_apis import KafkaApis
+from kcli.broker.quotas import RequestCharge
 from kcli.broker.security import ANONYMOUS, PLAINTEXT_SESSION, Session
 from kcli.broker.security.listener_config import ListenerSecurity
 from kcli.protocol import ApiKey, LocalProtocolError, ProtocolError, ServerConnection, UnsupportedVersionError, api_versions_response
@@ -257,14 +258,20 @@ class SocketServer:
                     writer.write(exc.response)  # ApiVersions too new: our ranges in the v0 layout (KIP-511)
                     continue
                 del data
-                frame = await self._answer(conn, request, peer[0] if peer else "", session)
+                charge = RequestCharge(request_size=size)
+                frame = await self._answer(conn, request, peer[0] if peer else "", session, charge)
+                if frame is not None:
+                    if isinstance(frame, list):
+                        await self._send_parts(writer, frame, tls=tls)
+                    else:
+                        writer.write(frame)
+                    await writer.drain()
+                if charge.throttle_ms > 0:
+                    # KIP-219: the throttled response went out at once; the channel stays muted (nothing more is
+                    # read from it) until the throttle time has passed. An acks=0 produce is muted the same way.
+                    await asyncio.sleep(charge.throttle_ms / 1000)
                 if frame is None:
                     continue
-                if isinstance(frame, list):
-                    await self._send_parts(writer, frame, tls=tls)
-                else:
-                    writer.write(frame)
-                await writer.drain()
                 # One request per connection per turn, as Kafka's processors serve them: a client pipelining
                 # produces would otherwise be answered a whole buffer (1 MiB of requests) before anyone else.
                 await asyncio.sleep(0)
@@ -283,7 +290,8 @@ class SocketServer:
             writer.close()
 
     async def _answer(self, conn: ServerConnection, request: Any, client_host: str,
-                      session: Session = PLAINTEXT_SESSION) -> bytes | list[Any] | None:
+                      session: Session = PLAINTEXT_SESSION, charge: RequestCharge | None = None
+                      ) -> bytes | list[Any] | None:
         entry = self.served.setdefault((request.api_key.name, request.api_version), [0, set()])
         entry[0] += 1
         entry[1].add(_client_family(request.client_id))
@@ -292,7 +300,8 @@ class SocketServer:
         try:
             response = await self.apis.handle(request.api_key, request.api_version, request.body,
                                               client_id=request.client_id or "", client_host=client_host,
-                                              correlation_id=request.correlation_id, session=session)
+                                              correlation_id=request.correlation_id, session=session,
+                                              charge=charge)
         except LookupError:  # advertised but unhandled would be a bug: cost the connection, not the broker
             raise LocalProtocolError(f"no handler for {request.name}", request=request.name,
                                      correlation_id=request.correlation_id) from None

@@ -162,6 +162,7 @@ def test_nodes_are_where_kafka_configs_writes_them_and_keep_scram_keys():
 @pytest.mark.parametrize("entity, ops, message", [
     (((zq.USER, "u"),), [("bogus", 1.0)], "Invalid configuration key bogus"),
     (((zq.USER, "u"),), [(P, 1.5)], "Configuration producer_byte_rate must be a LONG value"),
+    (((zq.USER, "u"),), [(P, -1.0)], "Configuration producer_byte_rate must be a non-negative value"),
     (((zq.USER, ""),), [(P, 1.0)], "Empty user not supported"),
     (((zq.IP, "1.2.3.4"), (zq.USER, "u")), [(P, 1.0)], "Invalid quota entity combination, IP entity should not "
                                                         "be used with user/client ID entity."),
