@@ -193,3 +193,81 @@ def test_describe_filters_as_kafka():
         zq.describe(store, [(zq.USER, "a"), (zq.USER, "b")], False)
     with pytest.raises(zq.UnsupportedEntityType):
         zq.describe(store, [("group", "a")], False)
+
+
+# -- the handlers (DescribeClientQuotas 48, AlterClientQuotas 49) and the request quota, in process ----------------
+def _alter_request(entries, validate_only=False):
+    from kio.schema.alter_client_quotas.v1 import request as m
+
+    return m.AlterClientQuotasRequest(validate_only=validate_only, entries=tuple(
+        m.EntryData(entity=tuple(m.EntityData(entity_type=k, entity_name=n) for k, n in entity),
+                    ops=tuple(m.OpData(key=key, value=0.0 if value is None else value, remove=value is None)
+                              for key, value in ops))
+        for entity, ops in entries))
+
+
+def _describe_request(components, strict=False):
+    from kio.schema.describe_client_quotas.v1 import request as m
+    from kio.static.primitive import i8
+
+    return m.DescribeClientQuotasRequest(strict=strict, components=tuple(
+        m.ComponentData(entity_type=k, match_type=i8(t), match=n) for k, t, n in components))
+
+
+def test_client_quota_handlers_and_the_request_quota(tmp_path):
+    from kio.schema.errors import ErrorCode
+
+    from inprocess_broker import run, running_broker
+    from kcli.broker.quotas import RequestCharge
+    from kcli.protocol import ApiKey
+    from kcli.protocol.minimal import minimal_request
+
+    async def scenario():
+        async with running_broker(tmp_path) as b:
+            altered = await b.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, _alter_request([
+                ((("client-id", "app"),), [(P, 1024.0), (zq.REQUEST_PERCENTAGE, 0.0001)]),
+                ((("user", "alice"), ("client-id", None)), [("bogus", 1.0)]),
+                ((("group", "g"),), [(P, 1.0)]),
+                ((("user", "bob"),), [(P, 2.5)]),
+                ((("user", "carol"),), [(P, -1.0)]),
+            ]))
+            assert [(e.error_code, e.error_message) for e in altered.entries] == [
+                (ErrorCode.none, None),
+                (ErrorCode.invalid_request, "Invalid configuration key bogus"),
+                (ErrorCode.invalid_request, "Unhandled client quota entity type: group"),
+                (ErrorCode.invalid_request, "Configuration producer_byte_rate must be a LONG value"),
+                (ErrorCode.invalid_request, "Configuration producer_byte_rate must be a non-negative value")]
+            quotas = b.server.services.quotas
+            assert quotas.cache.resolve(P, "ANONYMOUS", "app") == (("", "app"), 1024.0)  # applied at once
+            checked = await b.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, _alter_request(
+                [((("user", "dave"),), [(P, 5.0)])], validate_only=True))
+            assert checked.entries[0].error_code == ErrorCode.none
+            assert quotas.cache.resolve(P, "dave", "x")[1] is None  # validate_only: nothing written
+
+            described = await b.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, _describe_request([("client-id", 0, "app")],
+                                                                                        strict=True))
+            assert described.error_code == ErrorCode.none
+            assert [(tuple((e.entity_type, e.entity_name) for e in x.entity),
+                     {v.key: v.value for v in x.values}) for x in described.entries] == [
+                ((("client-id", "app"),), {P: 1024.0, zq.REQUEST_PERCENTAGE: 0.0001})]
+            for components, code in (([("user", 2, None), ("user", 2, None)], ErrorCode.invalid_request),
+                                     ([("group", 2, None)], ErrorCode.unsupported_version),
+                                     ([("ip", 2, None), ("user", 2, None)], ErrorCode.invalid_request),
+                                     ([("", 2, None)], ErrorCode.invalid_request)):
+                refused = await b.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, _describe_request(components))
+                assert refused.error_code == code and refused.entries is None, (components, refused)
+
+            # the request quota: 0.0001 % of a thread is exceeded by any request of client "app"; the response
+            # carries the throttle (capped at one window) and the edge is told to mute for as long
+            charge = RequestCharge()
+            body = minimal_request(ApiKey.METADATA, 12)
+            response = await b.apis.handle(ApiKey.METADATA, 12, body, client_id="app", client_host="127.0.0.1",
+                                           charge=charge)
+            assert 0 < charge.throttle_ms <= 1000
+            assert response.throttle_time.total_seconds() * 1000 == charge.throttle_ms
+            other = RequestCharge()
+            response = await b.apis.handle(ApiKey.METADATA, 12, body, client_id="other", client_host="127.0.0.1",
+                                           charge=other)
+            assert other.throttle_ms == 0 and response.throttle_time.total_seconds() == 0
+
+    run(scenario())
