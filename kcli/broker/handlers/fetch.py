@@ -39,6 +39,8 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     max_bytes, min_bytes = getattr(req, "max_bytes", 0x7FFFFFFF), req.min_bytes
     # client quotas apply to consumers only: follower fetches are replication traffic
     quotas = ctx.services.quotas if replica_id < 0 and ctx.charge is not None else None
+    if replica_id >= 0 and ctx.charge is not None:
+        ctx.charge.request_quota_recorded = True  # a follower's fetch is exempt from the request quota too
     user = ctx.session.principal.name
     if quotas is not None:
         # Kafka caps a consumer's fetch at 10 windows' worth of its quota, so that one fetch is not always
