@@ -54,7 +54,7 @@ class InvalidQuota(KcliError):
     """Kafka's InvalidRequestException from the quota code: an entity or a value it refuses."""
 
 
-def entity(user: str | None | type[Ellipsis] = ..., client_id: str | None | type[Ellipsis] = ...) -> Entity:
+def entity(user: Any = ..., client_id: Any = ...) -> Entity:
     """An entity from its components: ``...`` leaves a component out, None is its default entity."""
     out: list[tuple[str, str | None]] = []
     if user is not ...:
@@ -319,12 +319,3 @@ def describe(store: NodeStore, components: Iterable[tuple[str, Any]], strict: bo
 
 class UnsupportedEntityType(KcliError):
     """Kafka's UnsupportedVersionException for a filter on an entity type it does not know."""
-
-
-def describe_text(e: Entity) -> str:
-    """``user=alice, client-id=<default>`` (how kafka-configs names an entity)."""
-    return ", ".join(f"{k}={'<default>' if n is None else n}" for k, n in e)
-
-
-def is_quota_entity_path(kind: str) -> bool:
-    return kind in ("users", "clients", "ips")
