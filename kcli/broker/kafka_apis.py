@@ -117,8 +117,8 @@ class KafkaApis:
             return await handler(context, body)
         # request_percentage (KIP-124): the handler's time on the loop; Produce and Fetch record it themselves
         response = await TimedCoroutine(handler(context, body), charge)
-        if api_key in CLUSTER_ACTIONS or charge.request_quota_recorded:
-            return response
+        if api_key in CLUSTER_ACTIONS or charge.request_quota_recorded or getattr(body, "replica_id", -1) >= 0:
+            return response  # inter-broker: the controller's requests, markers, a follower's requests
         throttle = quotas.record_request_time(session.principal.name, client_id, charge.thread_ns)
         if throttle > 0:
             charge.throttle(throttle)
