@@ -35,7 +35,7 @@ def _message(exc: Exception) -> str:
 
 
 def _store(ctx: RequestContext) -> Any:
-    quotas = ctx.services.quotas
+    quotas = getattr(ctx.services, "quotas", None)
     return None if quotas is None else quotas.store
 
 
@@ -81,7 +81,7 @@ async def alter_client_quotas(ctx: RequestContext, req: Any) -> Any:
     R = response_module(req)
     allowed = ctx.authorize(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
     store = _store(ctx)
-    quotas = ctx.services.quotas
+    quotas = getattr(ctx.services, "quotas", None)
     results: list[tuple[ErrorCode, str | None]] = []
     applied: list[tuple[zk_quotas.Entity, dict[str, float]]] = []
     for entry in req.entries:
