@@ -38,7 +38,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     replica_id = getattr(req, "replica_id", -1)
     max_bytes, min_bytes = getattr(req, "max_bytes", 0x7FFFFFFF), req.min_bytes
     # client quotas apply to consumers only: follower fetches are replication traffic
-    quotas = ctx.services.quotas if replica_id < 0 and ctx.charge is not None else None
+    quotas = getattr(ctx.services, "quotas", None) if replica_id < 0 and ctx.charge is not None else None
     if replica_id >= 0 and ctx.charge is not None:
         ctx.charge.request_quota_recorded = True  # a follower's fetch is exempt from the request quota too
     user = ctx.session.principal.name
