@@ -260,18 +260,15 @@ class SocketServer:
                 del data
                 charge = RequestCharge(request_size=size)
                 frame = await self._answer(conn, request, peer[0] if peer else "", session, charge)
-                if frame is not None:
-                    if isinstance(frame, list):
-                        await self._send_parts(writer, frame, tls=tls)
-                    else:
-                        writer.write(frame)
-                    await writer.drain()
-                if charge.throttle_ms > 0:
-                    # KIP-219: the throttled response went out at once; the channel stays muted (nothing more is
-                    # read from it) until the throttle time has passed. An acks=0 produce is muted the same way.
-                    await asyncio.sleep(charge.throttle_ms / 1000)
                 if frame is None:
+                    await _mute(charge)  # an acks=0 produce over its quota: no response, still muted
                     continue
+                if isinstance(frame, list):
+                    await self._send_parts(writer, frame, tls=tls)
+                else:
+                    writer.write(frame)
+                await writer.drain()
+                await _mute(charge)
                 # One request per connection per turn, as Kafka's processors serve them: a client pipelining
                 # produces would otherwise be answered a whole buffer (1 MiB of requests) before anyone else.
                 await asyncio.sleep(0)
@@ -353,6 +350,13 @@ async def _write_region(writer: asyncio.StreamWriter, segment: Any, offset: int,
         offset += len(chunk)
         count -= len(chunk)
         await writer.drain()
+
+
+async def _mute(charge: RequestCharge) -> None:
+    """KIP-219: a throttled response goes out at once, then the channel stays muted (nothing more is read from it)
+    until its throttle time has passed (Kafka's MUTED_AND_THROTTLED)."""
+    if charge.throttle_ms > 0:
+        await asyncio.sleep(charge.throttle_ms / 1000)
 
 
 def _peer_text(peer: Any) -> str:
