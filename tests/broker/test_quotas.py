@@ -269,5 +269,8 @@ def test_client_quota_handlers_and_the_request_quota(tmp_path):
             response = await b.apis.handle(ApiKey.METADATA, 12, body, client_id="other", client_host="127.0.0.1",
                                            charge=other)
             assert other.throttle_ms == 0 and response.throttle_time.total_seconds() == 0
+        # standalone, the quotas live in the first log dir's store: a restarted broker applies them again
+        async with running_broker(tmp_path) as b:
+            assert b.server.services.quotas.cache.resolve(P, "ANONYMOUS", "app") == (("", "app"), 1024.0)
 
     run(scenario())
