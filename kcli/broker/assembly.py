@@ -123,6 +123,7 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     services.metadata_store = _metadata_store(config)
     services.authorizer = _authorizer(config, services.metadata_store)
     services.credentials = _credential_cache(zk, services.metadata_store)
+    services.quotas = _quota_manager(config, zk, services.metadata_store)
     socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"],
                                  produce_pipeline_depth=config["kctl.produce.pipeline.depth"])
     mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions, services) if zk is None else
@@ -143,6 +144,20 @@ def _credential_cache(zk: ZooKeeperParts | None, store: Any) -> Any:
 
         return CredentialCache(ZkNodes(zk.client))
     return CredentialCache(store)
+
+
+def _quota_manager(config: BrokerConfig, zk: ZooKeeperParts | None, store: Any) -> Any:
+    """Client quotas (KIP-13/55/124) from /config/users and /config/clients: in a cluster through the broker's own
+    ZooKeeper session (the /config/changes listener applies changes), standalone in the local metadata store.
+    Loaded by the mode's logs_loaded."""
+    from kcli.broker.quotas import ClientQuotaManager
+
+    if zk is not None:
+        from kcli.zk.scram import ZkNodes
+
+        store = ZkNodes(zk.client)
+    return ClientQuotaManager(window_num=config["quota.window.num"],
+                              window_size_seconds=config["quota.window.size.seconds"], store=store)
 
 
 def _metadata_store(config: BrokerConfig) -> Any:
@@ -183,6 +198,16 @@ def _leader_of(metadata: MetadataCache) -> Callable[[str, int], int | None]:
     return leader_of
 
 
+def _load_quotas(services: BrokerServices | None) -> None:
+    quotas = getattr(services, "quotas", None)
+    if quotas is None:
+        return
+    try:
+        quotas.load()
+    except KcliError as exc:  # a damaged store: no quota applies (and the log says why), the rest serves
+        log.error("client quotas not loaded: %s", exc.describe())
+
+
 # -- standalone ---------------------------------------------------------------------------------------------------
 class StandaloneMode:
     """One broker: it leads every partition, its log dirs hold the topics and the cluster id, and the coordinators
@@ -210,6 +235,7 @@ class StandaloneMode:
                 self.services.credentials.load()
             except KcliError as exc:  # a damaged store: SCRAM logins fail (and say why here), the rest serves
                 log.error("SCRAM credentials not loaded: %s", exc.describe())
+        _load_quotas(self.services)
 
     async def join(self, spawn: Spawn) -> None:
         """Nothing to join."""
@@ -324,6 +350,7 @@ class ZooKeeperMode:
         startup); the config change listener keeps them current from join() on."""
         if self.services.credentials is not None:
             self.services.credentials.load()
+        _load_quotas(self.services)
 
     async def join(self, spawn: Spawn) -> None:
         """Kafka's order: logs loaded and listeners bound, then /brokers/ids (the controller's requests can be
@@ -341,7 +368,8 @@ class ZooKeeperMode:
         from kcli.broker.config_change import ConfigChangeListener
 
         self.config_changes = ConfigChangeListener(self.zk_client, self.admin, asyncio.get_running_loop(),
-                                                   credentials=self.services.credentials)
+                                                   credentials=self.services.credentials,
+                                                   quotas=self.services.quotas)
         self.config_changes.start()
 
     async def _replication_housekeeping(self) -> None:

@@ -195,6 +195,9 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "authorizer.class.name": (parse_authorizer_class, ""),
     "super.users": (parse_super_users_config, None),
     "allow.everyone.if.no.acl.found": (_bool, False),
+    # client quotas (KIP-13): the rate over quota.window.num samples of quota.window.size.seconds each
+    "quota.window.num": (_int(1, INT32_MAX), 11),
+    "quota.window.size.seconds": (_int(1, INT32_MAX), 1),
 }
 # Accepted because every real server.properties has them; they mean nothing on one standalone broker.
 IGNORED = frozenset({

@@ -9,6 +9,8 @@ and DescribeConfigs answers them. Dynamic broker configs (KIP-226) travel the sa
 /config/brokers/<default> or /config/brokers/<this broker's id> is read and applied (Kafka's BrokerConfigHandler).
 SCRAM credentials too: a notification for users/<user> re-reads /config/users/<user> into the broker's credential
 cache (Kafka's UserConfigHandler), so a credential kafka-configs writes straight to ZooKeeper is usable at once.
+Client quotas: users/<u>, users/<u>/clients/<c>, clients/<c> (and <default>) re-read the entity's node into the
+broker's ClientQuotaManager (Kafka's QuotaConfigHandler), applied from the next request on.
 Notifications older than 15 minutes are purged (changeExpirationMs).
 """
 
@@ -21,6 +23,8 @@ from typing import Any
 
 from kcli.broker.dynamic_config import DEFAULT_ENTITY
 from kcli.errors import KcliError
+from kcli.zk import models
+from kcli.zk.quotas import entity_of
 
 log = logging.getLogger("kcli.broker")
 
@@ -31,10 +35,12 @@ _PREFIX_LEN = len("config_change_")
 class ConfigChangeListener:
     """Processes /config/changes on the event loop; ZooKeeper reads run in a worker thread."""
 
-    def __init__(self, zk: Any, admin: Any, loop: asyncio.AbstractEventLoop, credentials: Any = None) -> None:
+    def __init__(self, zk: Any, admin: Any, loop: asyncio.AbstractEventLoop, credentials: Any = None,
+                 quotas: Any = None) -> None:
         self.zk = zk  # kcli.zk.kafka_zk_client.KafkaZkClient
         self.admin = admin  # kcli.broker.topic_admin.TopicAdmin
         self.credentials = credentials  # kcli.broker.security.credentials.CredentialCache, or None
+        self.quotas = quotas  # kcli.broker.quotas.ClientQuotaManager, or None
         self.loop = loop
         self.last_executed = -1  # the sequence number of the last notification processed
         self._pending = False
@@ -77,9 +83,12 @@ class ConfigChangeListener:
             except Exception as exc:  # noqa: BLE001 - a lost session re-arms on the next event; keep serving
                 log.warning("reading /config/changes failed: %s", exc)
                 return
-            topics, brokers, users = changes
+            topics, brokers, users, quota_entities = changes
             for name, config in users:
                 self.credentials.user_config_changed(name, config)
+                self.processed += 1
+            for kind, name, config in quota_entities:
+                self.quotas.entity_config_changed(kind, name, config)
                 self.processed += 1
             for topic, overrides in topics:
                 self.admin.config_changed(topic, overrides)
@@ -89,7 +98,7 @@ class ConfigChangeListener:
                 self.processed += 1
 
     def _read(self) -> tuple[list[tuple[str, dict[str, str]]], list[tuple[str, dict[str, str]]],
-                             list[tuple[str, dict[str, str]]]]:
+                             list[tuple[str, dict[str, str]]], list[tuple[str, str, dict[str, str]]]]:
         """The topics, brokers and users named by new notifications with their current configs; purges expired
         notifications."""
         nodes = self.zk.get_config_change_notifications(watch=True)
@@ -97,19 +106,22 @@ class ConfigChangeListener:
         topics: list[str] = []
         brokers: list[str] = []
         users: list[str] = []
+        quota_entities: list[tuple[str, str]] = []  # users/<u>[/clients/<c>], clients/<c>: Kafka's QuotaConfigHandler
         mine = (DEFAULT_ENTITY, str(self.admin.broker_id))
         now_ms = int(time.time() * 1000)
         expired: list[str] = []
         for node, entity, ctime in self.zk.read_config_changes(nodes):
             if node in fresh and entity is not None:
                 kind, name = entity
+                if self.quotas is not None and kind in ("users", "clients", "ips") and entity not in quota_entities:
+                    quota_entities.append(entity)
                 if kind == "topics" and name not in topics:
                     topics.append(name)
                 elif kind == "brokers" and name in mine and name not in brokers:
                     brokers.append(name)
                 elif kind == "users" and self.credentials is not None and "/" not in name and name not in users:
                     users.append(name)  # users/<u>/clients/<c> and <default> are quota entities only
-                elif kind not in ("topics", "brokers"):
+                elif kind not in ("topics", "brokers", "users", "clients", "ips"):
                     log.debug("config change for %s/%s: nothing to apply here", kind, name)
             if ctime and now_ms - ctime > CHANGE_EXPIRATION_MS and _sequence(node) <= max(
                     self.last_executed, *(_sequence(n) for n in fresh), -1):
@@ -124,9 +136,21 @@ class ConfigChangeListener:
                 user_configs.append((name, self.zk.entity_config("users", name)))
             except KcliError as exc:  # a malformed node: that user keeps what it had, the others are applied
                 log.warning("config change for users/%s: %s", name, exc)
+        quota_configs = []
+        for kind, name in quota_entities:
+            path = f"/config/{kind}/{name}"  # users/<u>/clients/<c> is one entity path of three znodes
+            if entity_of(kind, name) is None:
+                continue
+            try:
+                found = self.zk.get_data_and_version(path)
+                config = models.parse_config(path, found[0], kind, name).config if found else {}
+            except KcliError as exc:  # a malformed node: that entity keeps what it had
+                log.warning("config change for %s/%s: %s", kind, name, exc)
+                continue
+            quota_configs.append((kind, name, config))
         if expired:
             self.zk.delete_config_changes(expired)
-        return out, broker_configs, user_configs
+        return out, broker_configs, user_configs, quota_configs
 
 
 def _sequence(node: str) -> int:

@@ -6,6 +6,8 @@ here, and a test checks that the table and the advertised versions agree.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,6 +24,7 @@ from kcli.broker.handlers import (
     metadata,
     produce,
     producers,
+    quotas,
     reassignments,
     sasl,
     scram,
@@ -29,10 +32,15 @@ from kcli.broker.handlers import (
     transactions,
 )
 from kcli.broker.handlers.common import RequestContext
+from kcli.broker.quotas import REQUEST_PERCENTAGE, TimedCoroutine
 from kcli.broker.security import PLAINTEXT_SESSION, Session
 from kcli.protocol import ApiKey
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+# Kafka's ApiKeys.clusterAction: exempt from the request quota (sendResponseExemptThrottle)
+CLUSTER_ACTIONS = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
+                             ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS})
 
 HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.PRODUCE: produce.produce,
@@ -73,6 +81,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.list_partition_reassignments,
     ApiKey.OFFSET_DELETE: groups.offset_delete,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.alter_user_scram_credentials,
     ApiKey.DESCRIBE_CLUSTER: metadata.describe_cluster,
@@ -92,12 +102,33 @@ class KafkaApis:
         self.services = services
 
     async def handle(self, api_key: ApiKey, api_version: int, body: Any, *, client_id: str, client_host: str,
-                     correlation_id: int = 0, session: Session = PLAINTEXT_SESSION, request_name: str = "") -> Any:
+                     correlation_id: int = 0, session: Session = PLAINTEXT_SESSION, request_name: str = "",
+                     charge: Any = None) -> Any:
         """The response body for one request (None: no response, as for acks=0). Unknown keys raise
-        LookupError: the socket edge treats that as a protocol error of that connection only."""
+        LookupError: the socket edge treats that as a protocol error of that connection only. ``charge``
+        (kcli.broker.quotas.RequestCharge) collects the request's quota throttle for the edge to mute on."""
         handler = HANDLERS.get(api_key)
         if handler is None:
             raise LookupError(f"no handler for api key {int(api_key)}")
         context = RequestContext(self.services, api_version, client_id, client_host, correlation_id, session,
-                                 request_name or api_key.name.title().replace("_", ""))
-        return await handler(context, body)
+                                 request_name or api_key.name.title().replace("_", ""), charge)
+        quotas = getattr(self.services, "quotas", None)
+        if charge is None or quotas is None or not quotas.enabled(REQUEST_PERCENTAGE):
+            return await handler(context, body)
+        # request_percentage (KIP-124): the handler's time on the loop; Produce and Fetch record it themselves
+        response = await TimedCoroutine(handler(context, body), charge)
+        if api_key in CLUSTER_ACTIONS or charge.request_quota_recorded or getattr(body, "replica_id", -1) >= 0:
+            return response  # inter-broker: the controller's requests, markers, a follower's requests
+        throttle = quotas.record_request_time(session.principal.name, client_id, charge.thread_ns)
+        if throttle > 0:
+            charge.throttle(throttle)
+            response = with_throttle_time(response, charge.throttle_ms)
+        return response
+
+
+def with_throttle_time(response: Any, throttle_ms: int) -> Any:
+    """The response with throttle_time_ms set (a response without the field is left as it is)."""
+    if response is None or not dataclasses.is_dataclass(response) or not any(
+            f.name == "throttle_time" for f in dataclasses.fields(response)):
+        return response
+    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))

@@ -84,6 +84,8 @@ class BrokerServices:
     inter_broker_security: Any = None
     # ACLs and credentials: kcli.zk.acl_store.ZkMetadataStore in a cluster, else local_store.LocalMetadataStore
     metadata_store: Any = None
+    # client quotas (kcli.broker.quotas.ClientQuotaManager, KIP-13/55/124); None: no quota is ever applied
+    quotas: Any = None
     _metadata_event: asyncio.Event | None = None
 
     @property

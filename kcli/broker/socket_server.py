@@ -25,6 +25,7 @@ from typing import Any
 from kcli.broker.handlers.common import CloseConnection
 from kcli.broker.kafka_apis import KafkaApis
 from kcli.broker.purgatory import request_waiting
+from kcli.broker.quotas import RequestCharge
 from kcli.broker.security import ANONYMOUS, PLAINTEXT_SESSION, Session
 from kcli.broker.security.listener_config import ListenerSecurity
 from kcli.protocol import (
@@ -285,19 +286,24 @@ class SocketServer:
                     writer.write(exc.response)  # ApiVersions too new: our ranges in the v0 layout (KIP-511)
                     continue
                 del data
+                await inflight.muted()
+                charge = RequestCharge(request_size=size)
                 if request.api_key == ApiKey.PRODUCE and self.produce_pipeline_depth > 1:
-                    if not await self._pipeline_produce(inflight, conn, request, size, host, session, writer, peer):
+                    if not await self._pipeline_produce(inflight, conn, request, size, host, session, writer, peer,
+                                                        charge):
                         return
                 else:
                     if not await _all_answered(inflight):
                         return
-                    frame = await self._answer(conn, request, host, session)
+                    frame = await self._answer(conn, request, host, session, charge)
                     if frame is not None:
                         if isinstance(frame, list):
                             await self._send_parts(writer, frame, tls=tls)
                         else:
                             writer.write(frame)
                         await writer.drain()
+                    # (an acks=0 produce over its quota has no response, and still mutes)
+                    await _mute(charge)
                 # One request per connection per turn, as Kafka's processors serve them: a client pipelining
                 # produces would otherwise be answered a whole buffer (1 MiB of requests) before anyone else.
                 await asyncio.sleep(0)
@@ -314,7 +320,8 @@ class SocketServer:
             writer.close()
 
     async def _pipeline_produce(self, inflight: _Pipeline, conn: ServerConnection, request: Any, size: int,
-                                host: str, session: Session, writer: asyncio.StreamWriter, peer: Any) -> bool:
+                                host: str, session: Session, writer: asyncio.StreamWriter, peer: Any,
+                                charge: RequestCharge) -> bool:
         """Serve a Produce so that the connection's next request can be read while this one waits for its acks.
 
         Kafka mutes a channel until its response is sent, so a producer pipelining acks=all requests on one
@@ -337,7 +344,7 @@ class SocketServer:
         try:
             # the task copies the context: its purgatory wait (or its turn to write) sets `waiting`
             answer = asyncio.create_task(self._respond_in_order(
-                conn, request, host, session, writer, peer, inflight.last(), waiting))
+                conn, request, host, session, writer, peer, inflight.last(), waiting, charge, inflight))
         finally:
             request_waiting.reset(token)
         await asyncio.wait((answer, waiting), return_when=asyncio.FIRST_COMPLETED)
@@ -348,14 +355,14 @@ class SocketServer:
 
     async def _respond_in_order(self, conn: ServerConnection, request: Any, host: str, session: Session,
                                 writer: asyncio.StreamWriter, peer: Any, previous: asyncio.Task | None,
-                                waiting: asyncio.Future) -> bool:
+                                waiting: asyncio.Future, charge: RequestCharge, inflight: _Pipeline) -> bool:
         """One pipelined request: its response, written after ``previous``'s. A request that fails closes the
         connection after the earlier ones are answered (as if they had been served before it was read). False
         when the connection is closing; the failure is logged once, by the request that failed."""
         failure: Exception | None = None
         response: Any = None
         try:
-            response = await self._handle(request, host, session)
+            response = await self._handle(request, host, session, charge)
         except Exception as exc:  # noqa: BLE001 - re-raised below, once the earlier responses are out
             failure = exc
         if not waiting.done():
@@ -369,6 +376,7 @@ class SocketServer:
             if frame is not None:
                 writer.write(frame)  # Produce responses are bytes (only Fetch's carry file regions)
                 await writer.drain()
+            inflight.mute_for(charge.throttle_ms)  # KIP-219, as _mute: the requests not yet served wait it out
             return True
         except (CloseConnection, ProtocolError) as exc:
             _log_close(exc, peer)
@@ -380,11 +388,13 @@ class SocketServer:
         return False
 
     async def _answer(self, conn: ServerConnection, request: Any, client_host: str,
-                      session: Session = PLAINTEXT_SESSION) -> bytes | list[Any] | None:
-        return self._encode(conn, request, await self._handle(request, client_host, session))
+                      session: Session = PLAINTEXT_SESSION, charge: RequestCharge | None = None
+                      ) -> bytes | list[Any] | None:
+        return self._encode(conn, request, await self._handle(request, client_host, session, charge))
 
-    async def _handle(self, request: Any, client_host: str, session: Session) -> Any:
-        """The response body for ``request`` (None: no response)."""
+    async def _handle(self, request: Any, client_host: str, session: Session,
+                      charge: RequestCharge | None = None) -> Any:
+        """The response body for ``request`` (None: no response); ``charge`` collects its quota throttle."""
         entry = self.served.setdefault((request.api_key.name, request.api_version), [0, set()])
         entry[0] += 1
         entry[1].add(_client_family(request.client_id))
@@ -393,7 +403,7 @@ class SocketServer:
         try:
             return await self.apis.handle(request.api_key, request.api_version, request.body,
                                           client_id=request.client_id or "", client_host=client_host,
-                                          correlation_id=request.correlation_id, session=session)
+                                          correlation_id=request.correlation_id, session=session, charge=charge)
         except LookupError:  # advertised but unhandled would be a bug: cost the connection, not the broker
             raise LocalProtocolError(f"no handler for {request.name}", request=request.name,
                                      correlation_id=request.correlation_id) from None
@@ -444,6 +454,18 @@ class _Pipeline:
     def __init__(self) -> None:
         self.tasks: collections.deque[tuple[asyncio.Task, int]] = collections.deque()
         self.bytes = 0
+        self._muted_until = 0.0  # (monotonic) a pipelined response's throttle: no request is served before it
+
+    def mute_for(self, throttle_ms: int) -> None:
+        if throttle_ms > 0:
+            self._muted_until = max(self._muted_until, time.monotonic() + throttle_ms / 1000)
+
+    async def muted(self) -> None:
+        """KIP-219 for pipelined produces: their throttle is known when they are answered, after later requests
+        may have been read; those are served only once it has passed."""
+        delay = self._muted_until - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     def add(self, task: asyncio.Task, size: int) -> None:
         self.tasks.append((task, size))
@@ -498,6 +520,13 @@ async def _write_region(writer: asyncio.StreamWriter, segment: Any, offset: int,
         offset += len(chunk)
         count -= len(chunk)
         await writer.drain()
+
+
+async def _mute(charge: RequestCharge) -> None:
+    """KIP-219: a throttled response goes out at once, then the channel stays muted (nothing more is read from it)
+    until its throttle time has passed (Kafka's MUTED_AND_THROTTLED)."""
+    if charge.throttle_ms > 0:
+        await asyncio.sleep(charge.throttle_ms / 1000)
 
 
 def _peer_text(peer: Any) -> str:

@@ -16,6 +16,7 @@ from kcli.cli import transactions as transactions_cli
 from kcli.cli import groups as groups_cli
 from kcli.cli import topics as topics_cli
 from kcli.cli import log_dirs as log_dirs_cli
+from kcli.cli import quotas as quotas_cli
 from kcli.cli import users as users_cli
 from kcli.cli.dump_log import dump_log
 from kcli.cli.cat import cat_cmd
@@ -67,6 +68,7 @@ app.add_typer(guard_group(groups_cli.app), name="groups", rich_help_panel="Broke
 app.add_typer(guard_group(topics_cli.app), name="topics", rich_help_panel="Broker")
 app.add_typer(guard_group(log_dirs_cli.app), name="log-dirs", rich_help_panel="Broker")
 app.add_typer(guard_group(users_cli.app), name="users", rich_help_panel="Broker")
+app.add_typer(guard_group(quotas_cli.app), name="quotas", rich_help_panel="Broker")
 app.command("acls", rich_help_panel="Broker")(guarded(acls_cmd))
 
 app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))

@@ -63,6 +63,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
@@ -140,6 +142,8 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: SupportedApi(0, 0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: SupportedApi(0, 0, 0),
     ApiKey.OFFSET_DELETE:     SupportedApi(0, 0, 99),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: SupportedApi(0, 1, 1),  # KIP-546 (issue 26: client quotas)
+    ApiKey.ALTER_CLIENT_QUOTAS: SupportedApi(0, 1, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: SupportedApi(0, 0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: SupportedApi(0, 0, 0),
     ApiKey.DESCRIBE_CLUSTER:  SupportedApi(0, 1, 0),

@@ -488,6 +488,19 @@ class KafkaZkClient:
             raise BadVersion(f"{path} changed since it was read (expected version {expected_version})",
                              path=path) from None
 
+    def delete_versioned(self, path: str, expected_version: int) -> bool:
+        """Delete one node if its zkVersion is still ``expected_version`` (-1: any); False when it is gone;
+        kcli.errors.BadVersion when it changed (a quota node someone wrote meanwhile)."""
+        from kcli.errors import BadVersion
+
+        try:
+            self._one(self._zk.delete_async(path, expected_version), f"deleting {path}")
+        except NoNodeError:
+            return False
+        except BadVersionError:
+            raise BadVersion(f"{path} changed since it was read", path=path) from None
+        return True
+
     def create_config_change_notification(self, entity_type: str, name: str) -> None:
         """/config/changes/config_change_<seq> = ``{"version":2,"entity_path":"<type>/<name>"}``
         (KafkaZkClient.createConfigChangeNotification)."""

@@ -189,6 +189,10 @@ class ZkNodes:
     def children(self, path: str) -> list[str]:
         return self.zk.get_children(path)  # type: ignore[attr-defined]
 
+    def delete(self, path: str, expected_version: int | None = None) -> bool:
+        """Remove the node if still at ``expected_version`` (a quota node left empty); BadVersion when it moved."""
+        return self.zk.delete_versioned(path, -1 if expected_version is None else expected_version)  # type: ignore[attr-defined]
+
     def get_many(self, nodes: list[str]) -> list[bytes | None]:
         """The data of many nodes (None for a missing one), pipelined as Kafka's ZooKeeperClient sends them."""
         return [None if item is None else item[0]
@@ -243,6 +247,21 @@ class ZkScramStore:
                 return client.set_async(path, data, version).get(timeout=timeout).version
             except (BadVersionError, NodeExistsError, NoNodeError):
                 raise BadVersion(f"{path} changed since it was read", path=self.registry._where(path)) from None
+
+    def delete(self, path: str, expected_version: int | None = None) -> bool:
+        """Remove the node if still at ``expected_version``; BadVersion when it moved or gained children."""
+        from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
+
+        client = self.registry._require()
+        with self.registry._zk("deleting", path):
+            try:
+                client.delete_async(path, -1 if expected_version is None else expected_version).get(
+                    timeout=self.registry.timeout)
+            except NoNodeError:
+                return False
+            except (BadVersionError, NotEmptyError):
+                raise BadVersion(f"{path} changed since it was read", path=self.registry._where(path)) from None
+        return True
 
     def notify(self, entity_type: str, sanitized_name: str) -> None:
         client = self.registry._require()

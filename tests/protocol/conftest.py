@@ -108,6 +108,8 @@ def _primitive(kafka_type: str, optional: bool) -> st.SearchStrategy:
         base = st.binary(max_size=24)
     elif kafka_type == "bool":
         base = st.booleans()
+    elif kafka_type == "float64":  # quota values (Describe/AlterClientQuotas)
+        base = st.floats(allow_nan=False, width=64)
     elif kafka_type == "uuid":
         base = st.uuids().filter(lambda u: u.int != 0)  # kio reads the zero UUID back as None
     elif kafka_type == "error_code":

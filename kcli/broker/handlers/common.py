@@ -37,6 +37,7 @@ class RequestContext:
     correlation_id: int = 0
     session: Session = PLAINTEXT_SESSION
     request_name: str = ""  # the API's name, for the authorizer's audit log ("Produce")
+    charge: Any = None  # kcli.broker.quotas.RequestCharge: the request's size, CPU time and throttle (quotas)
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str, *,
                   log_if_allowed: bool = True, log_if_denied: bool = True, ref_count: int = 1) -> bool:

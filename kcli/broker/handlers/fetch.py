@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -10,6 +11,7 @@ from kio.schema.errors import ErrorCode
 from kcli.broker.errors import error_code_for
 from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, RequestContext, build, has_class, ms, response_module
+from kcli.broker.quotas import CONSUMER_BYTE_RATE
 from kcli.broker.replica_manager import FetchParams, FetchPartition, FetchPartitionResult, ReplicaManager
 from kcli.protocol import fetch_record_magic
 from kcli.protocol.acl import AclOperation, ResourceType
@@ -33,10 +35,23 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
                                         current_leader_epoch=getattr(fp, "current_leader_epoch", -1),
                                         last_fetched_epoch=getattr(fp, "last_fetched_epoch", -1),
                                         log_start_offset=getattr(fp, "log_start_offset", -1)))
-    params = FetchParams(max_wait_ms=ms(req.max_wait), min_bytes=req.min_bytes,
-                         max_bytes=getattr(req, "max_bytes", 0x7FFFFFFF),
+    replica_id = getattr(req, "replica_id", -1)
+    max_bytes, min_bytes = getattr(req, "max_bytes", 0x7FFFFFFF), req.min_bytes
+    # client quotas apply to consumers only: follower fetches are replication traffic
+    quotas = getattr(ctx.services, "quotas", None) if replica_id < 0 and ctx.charge is not None else None
+    if replica_id >= 0 and ctx.charge is not None:
+        ctx.charge.request_quota_recorded = True  # a follower's fetch is exempt from the request quota too
+    user = ctx.session.principal.name
+    if quotas is not None:
+        # Kafka caps a consumer's fetch at 10 windows' worth of its quota, so that one fetch is not always
+        # throttled (getMaxValueInQuotaWindow)
+        cap = quotas.max_value_in_window(CONSUMER_BYTE_RATE, user, ctx.client_id)
+        if cap is not None:
+            max_bytes = min(max_bytes, int(cap))
+            min_bytes = min(min_bytes, max_bytes)
+    params = FetchParams(max_wait_ms=ms(req.max_wait), min_bytes=min_bytes, max_bytes=max_bytes,
                          read_committed=getattr(req, "isolation_level", 0) == 1,
-                         replica_id=getattr(req, "replica_id", -1),
+                         replica_id=replica_id,
                          # Kafka's clientMetadata (KIP-392): present from v11, which carries the consumer's rack
                          client_rack=(getattr(req, "rack_id", None) or "") if ctx.api_version >= 11 else None)
     # Authorization before existence: a follower (replica_id >= 0) needs CLUSTER_ACTION, a consumer READ on each
@@ -54,6 +69,17 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
                    for no in denied]
     else:
         results = await ctx.services.replica_manager.fetch_messages(params, infos)
+    if quotas is not None:
+        throttle = _quota_throttle(ctx, quotas, user, results)
+        if throttle > 0:
+            # KafkaApis.handleFetchRequest: a fetch whose response would violate the quota (or whose request
+            # does) is answered with no data and the throttle time; its bytes come off the rate again
+            for result in results:
+                close = getattr(result.read.records if result.read is not None else None, "close", None)
+                if close is not None:
+                    close()
+            return build(R, "FetchResponse", throttle_time=datetime.timedelta(milliseconds=throttle),
+                         error_code=ErrorCode.none, session_id=0, responses=())
     magic = fetch_record_magic(ctx.api_version)
     if magic < 2:  # Fetch v0-v3: the stored v2 batches as magic 0/1 message sets (reads files, compresses)
         results = await asyncio.to_thread(_down_convert_all, ctx.services.replica_manager, params, infos, results,
@@ -89,6 +115,23 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     topics = tuple(build(R, "FetchableTopicResponse", topic=name, topic_id=topic_id, partitions=tuple(by_topic[(name, topic_id)]))
                    for name, topic_id in order)
     return build(R, "FetchResponse", throttle_time=ZERO, error_code=ErrorCode.none, session_id=0, responses=topics)
+
+
+_PARTITION_OVERHEAD = 40  # a partition's fields in a Fetch response, about (FetchResponse.sizeOf)
+
+
+def _quota_throttle(ctx: RequestContext, quotas: Any, user: str, results: list[FetchPartitionResult]) -> int:
+    """The response's size into the fetch quota, the handler time into the request quota; the larger throttle.
+    A throttled fetch's bytes are unrecorded (it is answered empty)."""
+    size = 16 + sum(_PARTITION_OVERHEAD + (len(r.read.records) if r.read is not None else 0) for r in results)
+    bandwidth = quotas.record(CONSUMER_BYTE_RATE, user, ctx.client_id, size)
+    request = quotas.record_request_time(user, ctx.client_id, ctx.charge.thread_ns)
+    ctx.charge.request_quota_recorded = True
+    throttle = max(bandwidth, request)
+    if throttle > 0:
+        quotas.unrecord(CONSUMER_BYTE_RATE, user, ctx.client_id, size)
+        ctx.charge.throttle(throttle)
+    return throttle
 
 
 def _down_convert_all(replicas: ReplicaManager, params: FetchParams, infos: list[FetchPartition],

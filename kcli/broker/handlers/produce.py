@@ -17,6 +17,7 @@ from kcli.broker.handlers.common import (
     ms,
     response_module,
 )
+from kcli.broker.quotas import PRODUCER_BYTE_RATE
 from kcli.broker.replica_manager import PartitionAppend
 from kcli.protocol.acl import AclOperation, ResourceType
 
@@ -50,6 +51,7 @@ async def produce(ctx: RequestContext, req: Any) -> Any | None:
     results = dict(denied)
     if entries:
         results.update(await ctx.services.replica_manager.append_and_wait(req.acks, ms(req.timeout), entries))
+    throttle = _quota_throttle(ctx, req.acks)
     if req.acks == 0:
         # acks=0: the producer reads no response, so none is sent; an error closes the connection instead, so that
         # the producer notices and refreshes its metadata (Kafka's handleProduceRequest)
@@ -70,4 +72,20 @@ async def produce(ctx: RequestContext, req: Any) -> Any | None:
                 record_errors=build_all(R, "BatchIndexAndErrorMessage", (
                     dict(batch_index=i, batch_index_error_message=m) for i, m in r.record_errors))))
         topics.append(build(R, "TopicProduceResponse", name=topic.name, partition_responses=tuple(parts)))
-    return build(R, "ProduceResponse", responses=tuple(topics), throttle_time=ZERO)
+    return build(R, "ProduceResponse", responses=tuple(topics),
+                 throttle_time=datetime.timedelta(milliseconds=throttle) if throttle else ZERO)
+
+
+def _quota_throttle(ctx: RequestContext, acks: int) -> int:
+    """Kafka's handleProduceRequest: the request's bytes into the produce quota and its handler time into the
+    request quota (not for acks=0); the larger throttle is the response's and the connection's (KIP-219)."""
+    charge = ctx.charge
+    quotas = getattr(ctx.services, "quotas", None) if charge is not None else None
+    if quotas is None or charge is None:
+        return 0
+    user = ctx.session.principal.name
+    bandwidth = quotas.record(PRODUCER_BYTE_RATE, user, ctx.client_id, charge.request_size)
+    request = quotas.record_request_time(user, ctx.client_id, charge.thread_ns) if acks != 0 else 0
+    charge.request_quota_recorded = True
+    charge.throttle(max(bandwidth, request))
+    return charge.throttle_ms
