@@ -39,8 +39,8 @@ signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C to pytest's process gro
 
 def child(request):
     signal.set_wakeup_fd(-1)
-    for sig in (signal.SIGCHLD, signal.SIGINT):
-        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter: KeyboardInterrupt
     os.close(wake_r)
     os.close(wake_w)
     os.chdir(request["cwd"])
