@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import kctl_fork
 from cluster_run_support import _gone, _installed, _kctl, _listening, _metadata, _wait_gone, cluster_run  # noqa: F401
 from kcli.processes import command_line, free_port
 
@@ -187,7 +188,8 @@ def test_security_prints_client_settings_that_kcat_confluent_kafka_and_kctl_use(
         got = msg.value() if msg is not None and not msg.error() else None
     consumer.close()
     assert got == b"over SASL_SSL"
-    described = _kctl("topics", "describe", "sec", "-b", bootstrap, "--command-config", security["client_properties"])
+    described = kctl_fork.run("topics", "describe", "sec", "-b", bootstrap, "--command-config",
+                              security["client_properties"])
     assert described.returncode == 0, described.stderr
     assert described.stdout.count("Isr: ") == 2 and all(  # both replicas in sync: the follower logged in
         len(line.split("Isr: ")[1].split(",")) == 2 for line in described.stdout.splitlines() if "Isr: " in line)
@@ -195,12 +197,12 @@ def test_security_prints_client_settings_that_kcat_confluent_kafka_and_kctl_use(
         listed = subprocess.run(["kcat", "-b", bootstrap, "-F", security["librdkafka_properties"], "-L", "-t", "sec"],
                                 capture_output=True, text=True, timeout=60)
         assert listed.returncode == 0 and 'topic "sec" with 2 partitions' in listed.stdout, listed.stderr
-    plain = _kctl("topics", "list", "-b", bootstrap, "--timeout", "5")
+    plain = kctl_fork.run("topics", "list", "-b", bootstrap, "--timeout", "5")
     assert plain.returncode != 0 and "security settings" in plain.stderr
     assert run.interrupt() == 0, run.stderr
 
     again = cluster_run("--brokers", "2", "--security", "--json")
     assert again.json(timeout=120)["security"] == security  # the same CA, user and password
-    listed = _kctl("topics", "list", "-b", bootstrap, "--command-config", security["client_properties"])
+    listed = kctl_fork.run("topics", "list", "-b", bootstrap, "--command-config", security["client_properties"])
     assert listed.returncode == 0 and "sec" in listed.stdout.split(), listed.stderr
     assert again.interrupt() == 0, again.stderr
