@@ -138,7 +138,8 @@ PRELOAD = ("kcli.cli.broker", "kcli.broker.server", "kcli.broker.assembly", "kcl
 class ForkServer:
     def __init__(self) -> None:
         preload = [name for name in PRELOAD if _importable(name)]
-        self._proc = subprocess.Popen([sys.executable, "-c", _SERVER, *preload], stdin=subprocess.PIPE,
+        # this file as the server's script: `ps` shows it (and each child it forks) by name
+        self._proc = subprocess.Popen([sys.executable, __file__, *preload], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=None, text=True)
         self._lock = threading.Lock()  # one spawn at a time: a request, then its pid
         self._changed = threading.Condition()
@@ -260,3 +261,7 @@ def spawn(args: list[str], *, stdout: str | Path = os.devnull, stderr: str | Pat
             atexit.register(_shared.close)
         server = _shared
     return server.spawn(args, stdout=stdout, stderr=stderr, env=env, cwd=cwd)
+
+
+if __name__ == "__main__":  # the server (ForkServer starts it)
+    exec(_SERVER)
