@@ -3,6 +3,7 @@ fresh chroot with a client for ZooKeeper tests."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -10,6 +11,10 @@ import pytest
 
 import tiers
 from support import FIXTURES
+
+# Spark's JVMs in tests: C1 only, the serial collector (tests/spark/conf/spark-defaults.conf); inherited by every
+# `kctl --engine spark` a test starts. An operator's SPARK_CONF_DIR wins.
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "spark" / "conf"))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -40,6 +40,7 @@ def child(request):
     os.environ.update(request["env"])
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
+    sys.stdin = open(0, closefd=False)  # not the server's reader of requests (nor what it had buffered)
     for fd, name in ((1, "stdout"), (2, "stderr")):
         os.dup2(os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
     sys.argv = ["kctl", *request["args"]]

@@ -198,7 +198,7 @@ class NetnsLab:
         return proc
 
     def start_zookeeper(self, timeout: float = 60) -> None:
-        from kcli.zk.server import CLASSPATH, MAIN_CLASS, check_installed, serving
+        from kcli.zk.server import CLASSPATH, JVM_OPTIONS, MAIN_CLASS, check_installed, serving
 
         java = check_installed()
         home = self.workdir / "zookeeper"
@@ -208,8 +208,8 @@ class NetnsLab:
             f"tickTime={self.zk_tick_ms}", f"dataDir={(home / 'data').resolve()}", f"clientPort={ZK_PORT}",
             f"clientPortAddress={self.ip('zk')}", "admin.enableServer=false", "4lw.commands.whitelist=srvr,ruok",
             "maxClientCnxns=0", "forceSync=no", "preAllocSize=1024", ""]))
-        self._spawn("zk", [java, "-Xmx256m", "-cp", CLASSPATH, f"-Dzookeeper.log.dir={home.resolve()}", MAIN_CLASS,
-                           str(config.resolve())], home / "zookeeper.out")
+        self._spawn("zk", [java, "-Xmx256m", *JVM_OPTIONS, "-cp", CLASSPATH, f"-Dzookeeper.log.dir={home.resolve()}",
+                           MAIN_CLASS, str(config.resolve())], home / "zookeeper.out")
         with self.entered():
             self._wait(lambda: serving(ZK_PORT, self.ip("zk")), timeout, "ZooKeeper serving", "zk")
 

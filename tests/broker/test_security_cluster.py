@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+import kctl_fork
 from cluster_support import Workload, create_topic, produce, consume_all, replica_bytes, running_cluster, wait_for
 from kcli.cluster.security import ADMIN_USER, BROKER_USER, prepare
 from kcli.zk.scram_setup import add_scram_users
@@ -45,8 +46,11 @@ def cluster(zookeeper, tmp_path_factory, security):
     assert not bad, c.logs()
 
 
-def _kctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=timeout)
+def _kctl(*args: str, timeout: float = 60, fresh: bool = False) -> subprocess.CompletedProcess:
+    """`kctl ARGS` forked from a process that imported kcli once (tests/kctl_fork.py), or ``fresh``."""
+    if fresh:
+        return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=timeout)
+    return kctl_fork.run(*args, timeout=timeout)
 
 
 def _leader(cluster, topic, partition=0) -> int:
@@ -116,7 +120,7 @@ def test_inter_broker_connections_reauthenticate_before_their_sessions_expire(cl
 def test_kctl_commands_with_command_config(cluster, security):
     config = str(security.client_properties)
     created = _kctl("topics", "create", "from-kctl", "--partitions", "2", "--replication-factor", "3",
-                    "-b", cluster.bootstrap, "--command-config", config)
+                    "-b", cluster.bootstrap, "--command-config", config, fresh=True)
     assert created.returncode == 0, created.stderr
     listed = _kctl("topics", "list", "-b", cluster.bootstrap, "--command-config", config)
     assert listed.returncode == 0, listed.stderr

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
+import kctl_fork
 from cluster_support import consume_all, create_topic, produce, running_cluster, wait_for
 from kcli.storage.checkpoint import LeaderEpochCheckpointFile
 
@@ -109,9 +108,7 @@ def test_a_restarted_ex_leader_truncates_its_unreplicated_tail_before_fetching(c
     assert expected in log, cluster.logs()
     assert "DivergingEpoch" not in log  # settled before the first fetch
     for broker_id in (x, y):
-        verified = subprocess.run([sys.executable, "-m", "kcli", "verify",
-                                   str(cluster.brokers[broker_id].log_dir / f"{TOPIC}-0")],
-                                  capture_output=True, text=True)
+        verified = kctl_fork.run("verify", str(cluster.brokers[broker_id].log_dir / f"{TOPIC}-0"))
         assert verified.returncode == 0, verified.stdout + verified.stderr
     got = consume_all(cluster, TOPIC, COMMITTED + AFTER)
     assert sorted(offset for _, offset in got) == list(range(COMMITTED + AFTER))

@@ -1,158 +1,23 @@
-"""`kctl cluster run` as a newcomer runs it: real ZooKeeper, real broker processes, real clients, Ctrl-C."""
+"""`kctl cluster run` as a newcomer runs it: real ZooKeeper, real broker processes, real clients, Ctrl-C.
+(tests/cli/test_cluster_run_restarts.py: a broker that dies, a killed runner, a restart.)"""
 
 from __future__ import annotations
 
 import fcntl
 import json
 import os
-import queue
-import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
+import kctl_fork
+from cluster_run_support import _gone, _installed, _kctl, _listening, _metadata, _wait_gone, cluster_run  # noqa: F401
 from kcli.processes import command_line, free_port
-from kcli.zk.server import ZooKeeperNotInstalledError, check_installed
 
 pytestmark = pytest.mark.cluster
-
-
-def _installed() -> None:
-    try:
-        check_installed()
-    except ZooKeeperNotInstalledError as exc:
-        pytest.skip(f"kctl cluster run needs {exc.describe()}")
-
-
-def _gone(pid: int) -> bool:
-    """Exited (a zombie not yet reaped by whoever inherited it counts as exited)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while (left := [p for p in pids if not _gone(p)]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-class ClusterRun:
-    """One `python -m kcli cluster run ...` subprocess; stdout and stderr read as they come."""
-
-    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.data_dir = data_dir
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kcli", "cluster", "run", "--data-dir", str(data_dir), *args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        self.stdout: queue.Queue[str | None] = queue.Queue()
-        self.stderr_lines: list[str] = []
-        self._readers = [threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout.put), daemon=True),
-                         threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr_lines.append),
-                                          daemon=True)]
-        for reader in self._readers:
-            reader.start()
-        self.info: dict | None = None
-
-    @staticmethod
-    def _read(stream, put) -> None:
-        for line in stream:
-            put(line)
-        put(None)
-
-    @property
-    def stderr(self) -> str:
-        return "".join(line for line in self.stderr_lines if line)
-
-    def first_line(self, timeout: float = 60.0) -> str:
-        try:
-            line = self.stdout.get(timeout=timeout)
-        except queue.Empty:
-            line = None
-        assert line, f"no output from kctl cluster run (exit {self.proc.poll()}):\n{self.stderr}"
-        return line
-
-    def json(self, timeout: float = 60.0) -> dict:
-        self.info = json.loads(self.first_line(timeout))
-        return self.info
-
-    def wait_stderr(self, text: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.stderr:
-            assert time.monotonic() < deadline, f"{text!r} never appeared on stderr:\n{self.stderr}"
-            time.sleep(0.1)
-
-    def wait(self, timeout: float = 60.0) -> int:
-        code = self.proc.wait(timeout)
-        for reader in self._readers:
-            reader.join(5)
-        return code
-
-    def interrupt(self, timeout: float = 60.0) -> int:
-        """Ctrl-C, as a terminal sends it to the foreground command."""
-        self.proc.send_signal(signal.SIGINT)
-        return self.wait(timeout)
-
-    def pids(self) -> list[int]:
-        assert self.info is not None
-        return [self.info["zookeeper_pid"]] + [b["pid"] for b in self.info["brokers"]]
-
-    def cleanup(self) -> None:
-        """Whatever a failed test left running: the runner, then anything of its data dir still alive."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(40)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for pid in self.pids() if self.info else []:
-            if not _gone(pid) and str(self.data_dir) in command_line(pid):
-                os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture
-def cluster_run(tmp_path):
-    runs: list[ClusterRun] = []
-
-    def start(*args: str, data_dir: Path | None = None, env: dict[str, str] | None = None) -> ClusterRun:
-        run = ClusterRun(data_dir or tmp_path / "cluster", *args, env=env)
-        runs.append(run)
-        return run
-
-    yield start
-    for run in runs:
-        run.cleanup()
-
-
-def _metadata(port: int):
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "socket.timeout.ms": 5000})
-    return admin.list_topics(timeout=10)  # (admin stays referenced until the call returns)
-
-
-def _kctl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=60)
 
 
 def test_three_brokers_answer_register_and_stop_on_ctrl_c(cluster_run, tmp_path):
@@ -199,74 +64,6 @@ def test_three_brokers_answer_register_and_stop_on_ctrl_c(cluster_run, tmp_path)
         assert "stopped cleanly" in (data_dir / f"broker-{i}" / "broker.log").read_text()
         assert (data_dir / f"broker-{i}" / ".kafka_cleanshutdown").is_file()
     assert all(v["pid"] is None for v in json.loads((data_dir / "cluster.json").read_text())["brokers"].values())
-
-
-def test_plain_output_is_the_bootstrap_list_and_a_restart_reuses_ports_and_data(cluster_run, tmp_path):
-    _installed()
-    from confluent_kafka import Producer
-
-    run = cluster_run("--brokers", "1", "--override", "num.partitions=2")
-    bootstrap = run.first_line().strip()
-    host, port = bootstrap.split(":")
-    assert host == "127.0.0.1"
-    run.wait_stderr("Ctrl-C stops the cluster.")
-    producer = Producer({"bootstrap.servers": bootstrap})
-    producer.produce("kept", b"hello")
-    assert producer.flush(30) == 0
-    assert len(_metadata(int(port)).topics["kept"].partitions) == 2
-    assert run.interrupt() == 0, run.stderr
-
-    again = cluster_run("--brokers", "1")
-    assert again.first_line().strip() == bootstrap
-    # The topic lives in ZooKeeper; the broker lists it once the controller's UpdateMetadata arrived.
-    deadline = time.monotonic() + 30
-    while "kept" not in _metadata(int(port)).topics:
-        assert time.monotonic() < deadline, "the kept topic did not come back"
-        time.sleep(0.2)
-    assert again.interrupt() == 0, again.stderr
-
-
-@pytest.mark.parametrize("exit_on_failure", [False, True], ids=["keep-the-others", "exit-on-failure"])
-def test_a_broker_that_dies_is_reported(cluster_run, exit_on_failure):
-    _installed()
-    run = cluster_run("--brokers", "2", "--json", *(["--exit-on-failure"] if exit_on_failure else []))
-    info = run.json()
-    victim = info["brokers"][1]
-    os.kill(victim["pid"], signal.SIGKILL)
-    run.wait_stderr(f"broker 1 (pid {victim['pid']}) exited with status -9")
-    assert f"The end of {victim['log']}:" in run.stderr
-    if exit_on_failure:
-        assert run.wait() == 1, run.stderr
-        assert "stopping the cluster" in run.stderr
-    else:
-        assert "the others keep running" in run.stderr
-        assert 0 in _metadata(info["brokers"][0]["port"]).brokers
-        assert run.proc.poll() is None
-        assert run.interrupt() == 1, run.stderr  # a broker was lost: not a clean run
-    assert _wait_gone(run.pids()) == [], run.stderr
-    if exit_on_failure:
-        # The killed broker's registration outlives it (its session, restored by the restarted ZooKeeper, has
-        # not timed out): the next start clears it rather than fail to register broker 1.
-        again = cluster_run("--brokers", "2", "--json")
-        assert again.json()["bootstrap"] == info["bootstrap"]
-        assert "/kctl/brokers/ids/1" in again.stderr and "did not stop cleanly" in again.stderr
-        assert again.interrupt() == 0, again.stderr
-
-
-def test_leftovers_of_a_killed_runner_are_stopped_at_the_next_start(cluster_run, tmp_path):
-    _installed()
-    run = cluster_run("--brokers", "1", "--json")
-    info = run.json()
-    run.proc.kill()  # the runner dies without stopping anything: its children run on
-    run.wait()
-    assert _wait_gone(run.pids(), timeout=1) == run.pids()
-
-    again = cluster_run("--brokers", "1", "--json")
-    assert again.json()["bootstrap"] == info["bootstrap"]
-    assert "left running by an earlier run" in again.stderr
-    assert _wait_gone(run.pids()) == []
-    assert again.interrupt() == 0, again.stderr
-    assert _wait_gone(again.pids()) == []
 
 
 def _processes_of(data_dir: Path) -> list[str]:
@@ -391,7 +188,8 @@ def test_security_prints_client_settings_that_kcat_confluent_kafka_and_kctl_use(
         got = msg.value() if msg is not None and not msg.error() else None
     consumer.close()
     assert got == b"over SASL_SSL"
-    described = _kctl("topics", "describe", "sec", "-b", bootstrap, "--command-config", security["client_properties"])
+    described = kctl_fork.run("topics", "describe", "sec", "-b", bootstrap, "--command-config",
+                              security["client_properties"])
     assert described.returncode == 0, described.stderr
     assert described.stdout.count("Isr: ") == 2 and all(  # both replicas in sync: the follower logged in
         len(line.split("Isr: ")[1].split(",")) == 2 for line in described.stdout.splitlines() if "Isr: " in line)
@@ -399,12 +197,12 @@ def test_security_prints_client_settings_that_kcat_confluent_kafka_and_kctl_use(
         listed = subprocess.run(["kcat", "-b", bootstrap, "-F", security["librdkafka_properties"], "-L", "-t", "sec"],
                                 capture_output=True, text=True, timeout=60)
         assert listed.returncode == 0 and 'topic "sec" with 2 partitions' in listed.stdout, listed.stderr
-    plain = _kctl("topics", "list", "-b", bootstrap, "--timeout", "5")
+    plain = kctl_fork.run("topics", "list", "-b", bootstrap, "--timeout", "5")
     assert plain.returncode != 0 and "security settings" in plain.stderr
     assert run.interrupt() == 0, run.stderr
 
     again = cluster_run("--brokers", "2", "--security", "--json")
     assert again.json(timeout=120)["security"] == security  # the same CA, user and password
-    listed = _kctl("topics", "list", "-b", bootstrap, "--command-config", security["client_properties"])
+    listed = kctl_fork.run("topics", "list", "-b", bootstrap, "--command-config", security["client_properties"])
     assert listed.returncode == 0 and "sec" in listed.stdout.split(), listed.stderr
     assert again.interrupt() == 0, again.stderr

@@ -44,6 +44,8 @@ def cluster_env(root: Path, python: str = sys.executable) -> dict[str, str]:
         "SPARK_WORKER_DIR": str(root / "work"),
         "SPARK_LOCAL_DIRS": str(root / "tmp"),
         "SPARK_DAEMON_MEMORY": "256m",
+        # the Master and Workers as the test drivers and executors (tests/spark/conf/spark-defaults.conf)
+        "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"),
         "SPARK_NO_DAEMONIZE": "1",
         "PYSPARK_PYTHON": python,
         "PYSPARK_DRIVER_PYTHON": python,
