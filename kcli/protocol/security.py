@@ -326,10 +326,14 @@ class SaslOutcome:
 def reauth_deadline(now: float, outcome: SaslOutcome) -> float | None:
     """When to re-authenticate (monotonic seconds), or None: Kafka's clients pick a random point in 85-95% of
     the session lifetime the broker announced (SaslClientAuthenticator), so connections do not all re-authenticate
-    at once and none reaches its expiry (the broker then closes it, KIP-368)."""
+    at once and none reaches its expiry (the broker then closes it, KIP-368), but no later than a second before
+    the expiry."""
     if outcome.session_lifetime_ms <= 0:
         return None
-    return now + outcome.session_lifetime_ms / 1000 * random.uniform(0.85, 0.95)
+    lifetime = outcome.session_lifetime_ms / 1000
+    # and at least a second (a third of a short lifetime) before the expiry: a request sent just before Kafka's
+    # point may be read by a busy broker after it, and the broker then closes the connection
+    return now + min(lifetime * random.uniform(0.85, 0.95), lifetime - min(1.0, lifetime / 3))
 
 
 Step = tuple[int, int, Any]  # (api key, version, kio request body) for the transport to send

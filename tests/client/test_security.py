@@ -296,7 +296,11 @@ def test_reauthentication_deadline_is_before_the_expiry():
     assert reauth_deadline(100.0, SaslOutcome("PLAIN", 0)) is None
     for _ in range(50):
         deadline = reauth_deadline(100.0, SaslOutcome("PLAIN", 10_000))
-        assert 108.5 <= deadline <= 109.5  # 85-95% of the lifetime, as Kafka's clients
+        assert 108.5 <= deadline <= 109.0  # 85-95% of the lifetime, as Kafka's clients, and a second before the end
+    for _ in range(50):  # a short lifetime: a third of it left, whatever the random point
+        assert reauth_deadline(100.0, SaslOutcome("PLAIN", 3000)) == pytest.approx(102.0)
+    for _ in range(50):  # a long one: Kafka's point
+        assert 100 + 3060 <= reauth_deadline(100.0, SaslOutcome("PLAIN", 3_600_000)) <= 100 + 3420
 
 
 def test_oauthbearer_unsecured_token():
