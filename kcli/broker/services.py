@@ -84,6 +84,7 @@ class BrokerServices:
     inter_broker_security: Any = None
     # ACLs and credentials: kcli.zk.acl_store.ZkMetadataStore in a cluster, else local_store.LocalMetadataStore
     metadata_store: Any = None
+    metrics: Any = None  # kcli.broker.metrics.BrokerMetrics when metrics.http.listener is set, else None (off)
     _metadata_event: asyncio.Event | None = None
 
     @property

@@ -14,17 +14,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import ssl
 import struct
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kcli.broker.connection_quotas import ConnectionLimits, ConnectionQuotas, TooManyConnectionsError
 from kcli.broker.handlers.common import CloseConnection
 from kcli.broker.kafka_apis import KafkaApis
 from kcli.broker.security import ANONYMOUS, PLAINTEXT_SESSION, Session
 from kcli.broker.security.listener_config import ListenerSecurity
 from kcli.protocol import ApiKey, LocalProtocolError, ProtocolError, ServerConnection, UnsupportedVersionError, api_versions_response
+
+if TYPE_CHECKING:
+    from kcli.broker.metrics import BrokerMetrics
 
 log = logging.getLogger("kcli.broker")
 security_log = logging.getLogger("kcli.broker.security")
@@ -53,10 +58,16 @@ def listener_pipeline(security: ListenerSecurity) -> ListenerPipeline:
 
 
 class SocketServer:
-    def __init__(self, apis: KafkaApis, *, max_frame_bytes: int) -> None:
+    def __init__(self, apis: KafkaApis, *, max_frame_bytes: int, quotas: ConnectionQuotas | None = None,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.apis = apis
         self.max_frame_bytes = max_frame_bytes
-        self._servers: list[asyncio.AbstractServer] = []
+        self.quotas = quotas  # None: no limits (made in start, for the counts)
+        self.metrics = metrics  # None: metrics off (metrics.http.listener unset)
+        self._listening: list[socket.socket] = []
+        self._acceptors: list[asyncio.Task] = []
+        self._open: dict[asyncio.Task, str] = {}  # every served connection's task -> its listener, oldest first
+        self._slot_freed = asyncio.Event()
         self._connections: set[asyncio.Task] = set()
         self.bound: list[tuple[str, int]] = []
         # (api, version) -> [requests, client software names]: the version ledger's evidence
@@ -67,10 +78,13 @@ class SocketServer:
         built before anything is bound (a bad keystore stops the start naming the listener)."""
         keep_large_buffers_in_heap()
         pipelines = [listener_pipeline(item[2]) if len(item) > 2 else None for item in listeners]  # type: ignore[misc]
-        for item, pipeline in zip(listeners, pipelines):
+        names = [p.security.listener_name if p is not None else "PLAINTEXT" for p in pipelines]
+        if self.quotas is None:
+            self.quotas = ConnectionQuotas(ConnectionLimits(), names, names[0] if names else "PLAINTEXT")
+        loop = asyncio.get_running_loop()
+        for item, pipeline, name in zip(listeners, pipelines, names):
             host, port = item[0], item[1]
             if pipeline is None or pipeline.security.security_protocol == "PLAINTEXT":
-                name = pipeline.security.listener_name if pipeline is not None else "PLAINTEXT"
                 session = PLAINTEXT_SESSION if name == "PLAINTEXT" else Session(listener_name=name)
 
                 async def handler(reader, writer, session=session):
@@ -78,20 +92,86 @@ class SocketServer:
             else:
                 async def handler(reader, writer, pipeline=pipeline):
                     await self._serve_secured(reader, writer, pipeline)
-            # The stream's buffer limit: a frame of up to 2x this is read without pausing the transport once
-            # per 256 KiB read (producers send batches of up to about 1 MiB).
-            server = await asyncio.start_server(handler, host, port, reuse_address=True, limit=_STREAM_LIMIT)
-            self._servers.append(server)
-            for sock in server.sockets:
+            for sock in await _listen(loop, host, port):
+                self._listening.append(sock)
                 self.bound.append(sock.getsockname()[:2])
+                self._acceptors.append(loop.create_task(self._accept(sock, name, handler)))
 
     async def stop(self) -> None:
-        for server in self._servers:
-            server.close()
-        for task in list(self._connections):
+        for task in self._acceptors:
             task.cancel()
-        for server in self._servers:
-            await server.wait_closed()
+        await asyncio.gather(*self._acceptors, return_exceptions=True)
+        for sock in self._listening:
+            sock.close()
+        for task in list(self._connections | set(self._open)):
+            task.cancel()
+
+    async def _accept(self, sock: socket.socket, listener: str, handler: Any) -> None:
+        """Kafka's Acceptor with its ConnectionQuotas: accept one connection, wait (accepting nothing else) while
+        the creation rate throttles or no slot is free, then count it; over max.connections.per.ip it is closed
+        at once. Until the acceptor accepts again, the kernel's listen backlog holds new connections."""
+        loop = asyncio.get_running_loop()
+        quotas = self.quotas
+        assert quotas is not None
+        stats = quotas.listeners[listener]
+        while True:
+            try:
+                conn, peer = await loop.sock_accept(sock)
+            except OSError as exc:  # EMFILE and the like: Kafka logs and goes on accepting
+                log.warning("accepting a connection on listener %s failed: %s", listener, exc)
+                await asyncio.sleep(0.1)
+                continue
+            address = str(peer[0]) if peer else ""
+            throttle_ms = quotas.record_creation(listener)
+            if throttle_ms > 0 or not quotas.slot_available(listener):
+                started = time.monotonic_ns()
+                deadline = time.monotonic() + throttle_ms / 1000
+                while (wait := deadline - time.monotonic()) > 0 or not quotas.slot_available(listener):
+                    self._slot_freed.clear()
+                    try:
+                        await asyncio.wait_for(self._slot_freed.wait(), wait if wait > 0 else None)
+                    except TimeoutError:
+                        pass
+                stats.blocked_ns += time.monotonic_ns() - started
+            try:
+                quotas.inc(listener, address)
+            except TooManyConnectionsError as exc:
+                log.info("%s", exc)  # Kafka's Acceptor: info, and the connection closed at once
+                quotas.dec(listener, address)
+                conn.close()
+                continue
+            if quotas.excess_connections():
+                self._close_oldest(listener)
+            task = loop.create_task(self._serve_accepted(conn, listener, address, handler))
+            self._open[task] = listener
+
+    async def _serve_accepted(self, conn: socket.socket, listener: str, address: str, handler: Any) -> None:
+        try:
+            # The stream's buffer limit: a frame of up to 2x this is read without pausing the transport once
+            # per 256 KiB read (producers send batches of up to about 1 MiB).
+            reader, writer = await asyncio.open_connection(sock=conn, limit=_STREAM_LIMIT)
+        except OSError:
+            conn.close()
+        else:
+            await handler(reader, writer)
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._open.pop(task, None)
+            assert self.quotas is not None
+            self.quotas.dec(listener, address)
+            self._slot_freed.set()
+
+    def _close_oldest(self, listener: str) -> None:
+        """The protected (inter-broker) listener took a connection over max.connections: close one on another
+        listener (Kafka's Processor.closeExcessConnections closes its least recently used; kctl the oldest)."""
+        assert self.quotas is not None
+        for task, name in self._open.items():
+            if name != listener and not self.quotas.protected(name):
+                log.info("closing the oldest connection of listener %s: max.connections reached and listener %s "
+                         "is exempt", name, listener)
+                task.cancel()
+                return
 
     async def _serve_secured(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                              pipeline: ListenerPipeline) -> None:
@@ -231,6 +311,8 @@ class SocketServer:
                     data = await reader.readexactly(size)
                 except asyncio.IncompleteReadError:
                     return
+                metrics = self.metrics  # TotalTimeMs: from the whole frame read to its response written
+                received = time.perf_counter() if metrics is not None else 0.0
                 if expiry is not None:
                     # KIP-368: a SaslHandshake on an expiring session re-authenticates (at most once a second);
                     # any other request after the expiry closes the connection unanswered
@@ -257,14 +339,31 @@ class SocketServer:
                     writer.write(exc.response)  # ApiVersions too new: our ranges in the v0 layout (KIP-511)
                     continue
                 del data
-                frame = await self._answer(conn, request, peer[0] if peer else "", session)
+                if metrics is None:
+                    frame = await self._answer(conn, request, peer[0] if peer else "", session)
+                else:
+                    metrics.requests_in_progress += 1
+                    try:
+                        frame = await self._answer(conn, request, peer[0] if peer else "", session)
+                    finally:
+                        metrics.requests_in_progress -= 1
+                    if frame is None:
+                        metrics.request_done(request.api_key, received, time.perf_counter())
                 if frame is None:
                     continue
-                if isinstance(frame, list):
-                    await self._send_parts(writer, frame, tls=tls)
-                else:
-                    writer.write(frame)
-                await writer.drain()
+                if metrics is not None:
+                    metrics.responses_in_progress += 1
+                try:
+                    if isinstance(frame, list):
+                        await self._send_parts(writer, frame, tls=tls)
+                    else:
+                        writer.write(frame)
+                    await writer.drain()
+                finally:
+                    if metrics is not None:
+                        metrics.responses_in_progress -= 1
+                if metrics is not None:
+                    metrics.request_done(request.api_key, received, time.perf_counter())
                 # One request per connection per turn, as Kafka's processors serve them: a client pipelining
                 # produces would otherwise be answered a whole buffer (1 MiB of requests) before anyone else.
                 await asyncio.sleep(0)
@@ -331,6 +430,36 @@ class SocketServer:
                 close = getattr(part, "close", None)
                 if close is not None:
                     close()
+
+
+async def _listen(loop: asyncio.AbstractEventLoop, host: str, port: int, backlog: int = 100) -> list[socket.socket]:
+    """Listening sockets for ``host`` (every address it resolves to; "" is every interface), as asyncio's
+    create_server binds them: SO_REUSEADDR, IPv6 sockets IPv6-only, non-blocking."""
+    infos = await loop.getaddrinfo(host or None, port, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _name, address in dict.fromkeys(infos):
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError:  # a family this host does not have (IPv6 disabled)
+                continue
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                raise OSError(exc.errno, f"error while attempting to bind on address {address!r}: "
+                                         f"{exc.strerror.lower() if exc.strerror else exc}") from None
+            sock.listen(backlog)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
 
 
 async def _write_region(writer: asyncio.StreamWriter, segment: Any, offset: int, count: int) -> None:
