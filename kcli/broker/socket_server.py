@@ -147,13 +147,21 @@ class SocketServer:
 
     async def _serve_accepted(self, conn: socket.socket, listener: str, address: str, handler: Any) -> None:
         try:
-            # The stream's buffer limit: a frame of up to 2x this is read without pausing the transport once
-            # per 256 KiB read (producers send batches of up to about 1 MiB).
-            reader, writer = await asyncio.open_connection(sock=conn, limit=_STREAM_LIMIT)
-        except OSError:
-            conn.close()
-        else:
-            await handler(reader, writer)
+            # The server side of a stream, as asyncio.start_server makes it (start_tls then shakes hands as the
+            # server). The stream's buffer limit: a frame of up to 2x this is read without pausing the transport
+            # once per 256 KiB read (producers send batches of up to about 1 MiB).
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
+            made: asyncio.Future[asyncio.StreamWriter] = loop.create_future()
+            protocol = asyncio.StreamReaderProtocol(
+                reader, lambda _reader, writer: None if made.done() else made.set_result(writer), loop=loop)
+            try:
+                await loop.connect_accepted_socket(lambda: protocol, conn)
+                writer = await made
+            except OSError:
+                conn.close()
+            else:
+                await handler(reader, writer)
         finally:
             task = asyncio.current_task()
             if task is not None:
