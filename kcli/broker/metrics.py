@@ -194,9 +194,14 @@ def _number(value: float) -> str:
     return repr(float(value))
 
 
-def request_name(api_key: Any) -> str:
+def request_name(api_key: int) -> str:
     """Kafka's ApiKeys name of a key: PRODUCE -> Produce, API_VERSIONS -> ApiVersions."""
-    return api_key.name.title().replace("_", "")
+    from kcli.protocol import ApiKey
+
+    try:
+        return ApiKey(api_key).name.title().replace("_", "")
+    except ValueError:
+        return str(api_key)
 
 
 class TopicStats:
@@ -233,7 +238,7 @@ class BrokerMetrics:
         self.topics: dict[str, TopicStats] = {}
         self.all_topics = TopicStats()
         self.replication_bytes_out = 0
-        self.total_time: dict[Any, Histogram] = {}  # ApiKey -> TotalTimeMs
+        self.total_time: dict[int, Histogram] = {}  # API key -> TotalTimeMs
         self.requests_in_progress = 0  # RequestChannel's RequestQueueSize: read, not answered yet
         self.responses_in_progress = 0  # ResponseQueueSize: answered, not written yet
         self.isr_shrinks = 0
@@ -244,11 +249,11 @@ class BrokerMetrics:
         self.registry.collectors.append(self._collect_own)
 
     # -- the request path ------------------------------------------------------------------------------
-    def request_done(self, api_key: Any, started: float, now: float) -> None:
+    def request_done(self, api_key: int, started: float, now: float) -> None:
         """A request answered: its time in ms from receipt to its response written (TotalTimeMs)."""
         histogram = self.total_time.get(api_key)
         if histogram is None:
-            histogram = self.total_time[api_key] = Histogram()
+            histogram = self.total_time[int(api_key)] = Histogram()
         histogram.observe((now - started) * 1000)
 
     def topic(self, topic: str) -> TopicStats:

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""What the metrics cost a broker: CPU per MiB produced and consumed with metrics.http.listener on and off, in the
+same run (issue 26: under 3% at 100 B records).
+
+Two `kctl broker run` processes on free loopback ports with temporary log dirs: one with metrics on (scraped once
+a second during every run, as a Prometheus server with a short interval would), one without. Per round and broker,
+interleaved on/off/off/on so that background load falls on both alike: confluent-kafka produces COUNT records of
+SIZE bytes (acks=1, linger.ms=5, no compression) into a new single-partition topic, then one consumer reads them
+from offset 0. The broker's CPU (all threads, from /proc) is taken before and after each run; CPU
+seconds per MiB of payload (produced + consumed) is the figure, medians over --repeat rounds after one warm-up
+run each. The ratio on/off - 1
+is the cost of the metrics.
+
+Usage: bench/bench_metrics.py [--records 1000000] [--size 100] [--repeat 5] [--linger-ms 5] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MIB = 1 << 20
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of every thread of the process so far, in ns from the scheduler (/proc/PID/task/*/schedstat; the
+    clock ticks of /proc/PID/stat are 10 ms, too coarse for runs of a second of CPU). A thread that ended
+    meanwhile is missing: the broker's worker threads live as long as it."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 1e9
+
+
+class Broker:
+    def __init__(self, work: Path, name: str, metrics: bool) -> None:
+        self.name = name
+        self.port = free_port()
+        self.metrics_port = free_port() if metrics else None
+        overrides = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={work / name}",
+                     "offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0"]
+        if self.metrics_port:
+            overrides.append(f"metrics.http.listener=http://127.0.0.1:{self.metrics_port}")
+        self.log = work / f"{name}.log"
+        args = [sys.executable, "-m", "kcli", "broker", "run", *sum((["--override", o] for o in overrides), [])]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"), cwd=ROOT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 60
+        while " serving " not in self.log.read_text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"broker {name} did not start:\n{self.log.read_text()}")
+            time.sleep(0.1)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def produce(bootstrap: str, topic: str, count: int, size: int, linger_ms: float) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": 1,
+                         "queue.buffering.max.messages": 1_000_000})
+    payload = b"x" * size
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value=payload, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(300) != 0:
+        raise SystemExit("produce did not finish")
+
+
+def consume(bootstrap: str, topic: str, count: int) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"b-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen = 0
+    deadline = time.monotonic() + 300
+    while seen < count and time.monotonic() < deadline:
+        seen += sum(1 for m in consumer.consume(10000, 0.5) if m.error() is None)
+    consumer.close()
+    if seen < count:
+        raise SystemExit(f"consumed {seen} of {count}")
+
+
+def scrape_while(broker: Broker, stop: threading.Event, sizes: list[int]) -> None:
+    while not stop.wait(1.0):
+        with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics", timeout=10) as response:
+            sizes.append(len(response.read()))
+
+
+def one_run(broker: Broker, count: int, size: int, linger_ms: float) -> dict:
+    topic = f"m-{uuid.uuid4().hex[:8]}"
+    produce(broker.bootstrap, topic, 1, size, linger_ms)  # topic creation and connections outside the figure
+    stop, sizes = threading.Event(), []
+    scraper = threading.Thread(target=scrape_while, args=(broker, stop, sizes)) if broker.metrics_port else None
+    before, started = cpu_seconds(broker.proc.pid), time.monotonic()
+    if scraper is not None:
+        scraper.start()
+    try:
+        produce(broker.bootstrap, topic, count, size, linger_ms)
+        consume(broker.bootstrap, topic, count + 1)
+    finally:
+        stop.set()
+        if scraper is not None:
+            scraper.join()
+    cpu, wall = cpu_seconds(broker.proc.pid) - before, time.monotonic() - started
+    mib = 2 * count * size / MIB  # produced and consumed
+    return {"broker": broker.name, "cpu_s": cpu, "wall_s": wall, "cpu_s_per_mib": cpu / mib, "scrapes": len(sizes),
+            "scrape_bytes": max(sizes) if sizes else 0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--linger-ms", type=float, default=5)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-metrics-") as tmp:
+        work = Path(tmp)
+        on, off = Broker(work, "on", True), None
+        try:
+            off = Broker(work, "off", False)
+            for broker in (on, off):  # warm-up, not counted: first allocations, imports, page cache
+                one_run(broker, max(args.records // 5, 1000), args.size, args.linger_ms)
+            runs: dict[str, list[dict]] = {"on": [], "off": []}
+            for round_ in range(args.repeat):
+                for broker in ((on, off) if round_ % 2 == 0 else (off, on)):
+                    result = one_run(broker, args.records, args.size, args.linger_ms)
+                    runs[broker.name].append(result)
+                    print(f"round {round_ + 1} {broker.name:>3}: {result['cpu_s']:.2f} CPU s in {result['wall_s']:.1f} s,"
+                          f" {result['cpu_s_per_mib'] * 1000:.2f} CPU ms/MiB"
+                          + (f", {result['scrapes']} scrapes of {result['scrape_bytes']} B" if result["scrapes"] else ""),
+                          flush=True)
+        finally:
+            on.stop()
+            if off is not None:
+                off.stop()
+    median = {k: statistics.median(r["cpu_s_per_mib"] for r in v) for k, v in runs.items()}
+    ratio = median["on"] / median["off"]
+    # the same round's two runs side by side: background load of the moment falls on both
+    paired = statistics.median(a["cpu_s_per_mib"] / b["cpu_s_per_mib"] for a, b in zip(runs["on"], runs["off"]))
+    print(f"{args.records} records of {args.size} B, produced and consumed, {args.repeat} rounds: broker CPU per MiB "
+          f"median on {median['on'] * 1000:.2f} ms, off {median['off'] * 1000:.2f} ms; on/off = {ratio:.3f} "
+          f"({(ratio - 1) * 100:+.1f}%), median of the rounds' on/off {paired:.3f} ({(paired - 1) * 100:+.1f}%)")
+    if args.json:
+        args.json.write_text(json.dumps({"records": args.records, "size": args.size, "runs": runs,
+                                         "median_cpu_s_per_mib": median, "ratio": ratio, "paired_ratio": paired},
+                                        indent=1))
+
+
+if __name__ == "__main__":
+    main()
