@@ -4,24 +4,27 @@ same run (issue 26: under 3% at 100 B records).
 
 Two `kctl broker run` processes on free loopback ports with temporary log dirs: one with metrics on (scraped once
 a second during every run, as a Prometheus server with a short interval would), one without. Per round and broker,
-interleaved on/off/off/on so that background load falls on both alike: confluent-kafka produces COUNT records of
-SIZE bytes (acks=1, linger.ms=5, no compression) into a new single-partition topic, then one consumer reads them
-from offset 0. The broker's CPU (all threads, from /proc) is taken before and after each run; CPU
-seconds per MiB of payload (produced + consumed) is the figure, medians over --repeat rounds after one warm-up
-run each. The ratio on/off - 1
-is the cost of the metrics.
+interleaved on/off/off/on so that background load falls on both alike: RECORDS records of SIZE bytes are produced
+into a new single-partition topic as Produce v9 requests (acks=1) of BATCH records each, one at a time, then read
+back from offset 0 with Fetch v11 (up to 1 MiB a fetch). The requests are built here with kcli.protocol, the same
+bytes for both brokers, so that what differs is the metrics, not a client's batching of the moment (librdkafka's
+batches follow its timing, and its CPU per MiB with them). The broker's CPU (all threads, from /proc) is taken
+before and after each run; CPU seconds per MiB of payload (produced + consumed) is the figure, medians over
+--repeat rounds after one warm-up run each. The ratio on/off - 1 is the cost of the metrics.
 
-Usage: bench/bench_metrics.py [--records 1000000] [--size 100] [--repeat 5] [--linger-ms 5] [--json FILE]
+Usage: bench/bench_metrics.py [--records 1000000] [--size 100] [--batch-records 200] [--repeat 5] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -87,36 +90,69 @@ class Broker:
                 self.proc.wait()
 
 
-def produce(bootstrap: str, topic: str, count: int, size: int, linger_ms: float) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": 1,
-                         "queue.buffering.max.messages": 1_000_000})
-    payload = b"x" * size
-    for _ in range(count):
-        while True:
-            try:
-                producer.produce(topic, value=payload, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    if producer.flush(300) != 0:
-        raise SystemExit("produce did not finish")
+def _read_frame(sock: socket.socket) -> bytes:
+    head = sock.recv(4, socket.MSG_WAITALL)
+    if len(head) < 4:
+        raise SystemExit("the broker closed the connection")
+    (size,) = struct.unpack(">i", head)
+    data = sock.recv(size, socket.MSG_WAITALL)
+    if len(data) < size:
+        raise SystemExit("the broker closed the connection")
+    return data
 
 
-def consume(bootstrap: str, topic: str, count: int) -> None:
-    from confluent_kafka import Consumer, TopicPartition
+def produce(port: int, topic: str, requests: int, batch_records: int, size: int) -> None:
+    """``requests`` Produce v9 requests (acks=1), one at a time, each the same batch of ``batch_records``
+    records of ``size`` bytes: the broker gets the same requests whether metrics are on or off."""
+    from kio.schema.produce.v9 import request as m
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"b-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    seen = 0
-    deadline = time.monotonic() + 300
-    while seen < count and time.monotonic() < deadline:
-        seen += sum(1 for m in consumer.consume(10000, 0.5) if m.error() is None)
-    consumer.close()
-    if seen < count:
-        raise SystemExit(f"consumed {seen} of {count}")
+    from kcli.protocol import ApiKey, decode_response, encode_request
+    from kcli.records import Record, build_record_batch
+
+    batch = build_record_batch([Record(i, int(time.time() * 1000), None, b"x" * size)
+                                for i in range(batch_records)])
+    body = m.ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=30), topic_data=(
+        m.TopicProduceData(name=topic, partition_data=(m.PartitionProduceData(index=0, records=batch),)),))
+    frame = encode_request(ApiKey.PRODUCE, 9, 1, "bench-metrics", body)
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        for i in range(requests):
+            sock.sendall(frame)
+            answer = _read_frame(sock)
+            if i == 0 or i == requests - 1:
+                response = decode_response(ApiKey.PRODUCE, 9, answer)[1]
+                code = response.responses[0].partition_responses[0].error_code
+                if code != 0:
+                    raise SystemExit(f"produce failed: {code!r}")
+
+
+def consume(port: int, topic: str, count: int, max_bytes: int = 1 << 20) -> None:
+    """Fetch v11 from offset 0 until ``count`` records are read, up to ``max_bytes`` a fetch (librdkafka's
+    fetch.max.bytes per partition), the next offset taken from the last whole batch of each answer."""
+    from kio.schema.fetch.v11 import request as m
+
+    from kcli.protocol import ApiKey, decode_response, encode_request
+
+    offset = 0
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        while offset < count:
+            body = m.FetchRequest(max_wait=datetime.timedelta(milliseconds=500), min_bytes=1, max_bytes=max_bytes,
+                                  topics=(m.FetchTopic(topic=topic, partitions=(m.FetchPartition(
+                                      partition=0, fetch_offset=offset, partition_max_bytes=max_bytes),)),),
+                                  forgotten_topics_data=())
+            sock.sendall(encode_request(ApiKey.FETCH, 11, 1, "bench-metrics", body))
+            response = decode_response(ApiKey.FETCH, 11, _read_frame(sock))[1]
+            partition = response.responses[0].partitions[0]
+            if partition.error_code != 0:
+                raise SystemExit(f"fetch failed: {partition.error_code!r}")
+            records = bytes(partition.records or b"")
+            position = 0
+            while position + 61 <= len(records):  # v2 batches: base offset, length, ..., last offset delta
+                base, length = struct.unpack_from(">qi", records, position)
+                if position + 12 + length > len(records):
+                    break
+                (delta,) = struct.unpack_from(">i", records, position + 23)
+                offset = base + delta + 1
+                position += 12 + length
 
 
 def scrape_while(broker: Broker, stop: threading.Event, sizes: list[int]) -> None:
@@ -125,17 +161,22 @@ def scrape_while(broker: Broker, stop: threading.Event, sizes: list[int]) -> Non
             sizes.append(len(response.read()))
 
 
-def one_run(broker: Broker, count: int, size: int, linger_ms: float) -> dict:
+def one_run(broker: Broker, count: int, size: int, batch_records: int) -> dict:
     topic = f"m-{uuid.uuid4().hex[:8]}"
-    produce(broker.bootstrap, topic, 1, size, linger_ms)  # topic creation and connections outside the figure
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # the topic, outside the figure
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+    requests = max(count // batch_records, 1)
+    count = requests * batch_records
     stop, sizes = threading.Event(), []
     scraper = threading.Thread(target=scrape_while, args=(broker, stop, sizes)) if broker.metrics_port else None
     before, started = cpu_seconds(broker.proc.pid), time.monotonic()
     if scraper is not None:
         scraper.start()
     try:
-        produce(broker.bootstrap, topic, count, size, linger_ms)
-        consume(broker.bootstrap, topic, count + 1)
+        produce(broker.port, topic, requests, batch_records, size)
+        consume(broker.port, topic, count)
     finally:
         stop.set()
         if scraper is not None:
@@ -151,7 +192,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--linger-ms", type=float, default=5)
+    parser.add_argument("--batch-records", type=int, default=200,
+                        help="records per Produce request (librdkafka at linger.ms=5 sends larger ones)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-metrics-") as tmp:
@@ -160,11 +202,11 @@ def main() -> None:
         try:
             off = Broker(work, "off", False)
             for broker in (on, off):  # warm-up, not counted: first allocations, imports, page cache
-                one_run(broker, max(args.records // 5, 1000), args.size, args.linger_ms)
+                one_run(broker, max(args.records // 5, 1000), args.size, args.batch_records)
             runs: dict[str, list[dict]] = {"on": [], "off": []}
             for round_ in range(args.repeat):
                 for broker in ((on, off) if round_ % 2 == 0 else (off, on)):
-                    result = one_run(broker, args.records, args.size, args.linger_ms)
+                    result = one_run(broker, args.records, args.size, args.batch_records)
                     runs[broker.name].append(result)
                     print(f"round {round_ + 1} {broker.name:>3}: {result['cpu_s']:.2f} CPU s in {result['wall_s']:.1f} s,"
                           f" {result['cpu_s_per_mib'] * 1000:.2f} CPU ms/MiB"
