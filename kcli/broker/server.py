@@ -151,7 +151,7 @@ class KafkaServer:
             return
         if limits != quotas.limits:
             log.info("connection limits now %s", limits)
-            quotas.update(limits)
+            self.socket_server.update_limits(limits)
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         self._background.append(asyncio.get_running_loop().create_task(work))

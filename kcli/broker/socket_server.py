@@ -106,6 +106,13 @@ class SocketServer:
         for task in list(self._connections | set(self._open)):
             task.cancel()
 
+    def update_limits(self, limits: ConnectionLimits) -> None:
+        """New connection limits (a dynamic config change): a waiting acceptor looks again at once (Kafka's
+        updateBrokerMaxConnections notifies its acceptors)."""
+        if self.quotas is not None:
+            self.quotas.update(limits)
+            self._slot_freed.set()
+
     async def _accept(self, sock: socket.socket, listener: str, handler: Any) -> None:
         """Kafka's Acceptor with its ConnectionQuotas: accept one connection, wait (accepting nothing else) while
         the creation rate throttles or no slot is free, then count it; over max.connections.per.ip it is closed

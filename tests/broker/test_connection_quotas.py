@@ -192,6 +192,31 @@ def test_in_process_listener_holds_a_connection_at_max_connections_and_takes_dyn
     run(go())
 
 
+def test_raising_max_connections_wakes_the_waiting_acceptor(tmp_path):
+    from kio.schema.incremental_alter_configs.v1 import request as incremental_req
+
+    async def go() -> None:
+        async with running_broker(tmp_path, **{"max.connections": "1"}) as broker:
+            port = broker.server.bound[0][1]
+            writers: list = []
+            try:
+                assert await _answered(port, writers, 10)
+                waiting = asyncio.ensure_future(_answered(port, writers, 30))
+                await asyncio.sleep(0.5)
+                assert not waiting.done()
+                request = incremental_req.IncrementalAlterConfigsRequest(validate_only=False, resources=(
+                    incremental_req.AlterConfigsResource(resource_type=4, resource_name="", configs=(
+                        incremental_req.AlterableConfig(name="max.connections", config_operation=0, value="5"),)),))
+                response = await broker.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request)
+                assert response.responses[0].error_code == 0, response
+                assert await waiting  # served with the first connection still open
+            finally:
+                for writer in writers:
+                    writer.close()
+
+    run(go())
+
+
 def test_bad_dynamic_overrides_are_refused(tmp_path):
     from kio.schema.alter_configs.v2 import request as alter_req
 
