@@ -25,8 +25,8 @@ from typing import Any
 # keep an exponentially decaying sample instead; these count every request since the start).
 LATENCY_BOUNDS_MS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0,
                      5000.0, 10000.0, 30000.0, 60000.0)
-# what a collector yields per family: (name, type, help, samples); a sample is (labels, value), or
-# (sample name, labels, value) for a summary's quantiles, _sum and _count
+# what a collector yields per family: (name, type, help, samples); a sample is (labels, value), (sample name,
+# labels, value) for a summary's quantiles, _sum and _count, or a line already formatted
 Collected = tuple[str, str, str, list[Any]]
 # the JMX exporter's quantile labels for a histogram's 50thPercentile ... 999thPercentile
 QUANTILES = ((0.5, "0.50"), (0.75, "0.75"), (0.95, "0.95"), (0.98, "0.98"), (0.99, "0.99"), (0.999, "0.999"))
@@ -155,7 +155,10 @@ class MetricsRegistry:
                 if not samples:
                     continue
                 _header(out, name, kind, help_text)
-                for sample in samples:  # (labels, value), or (sample name, labels, value) for a summary's
+                for sample in samples:  # a ready line, (labels, value), or (sample name, labels, value)
+                    if isinstance(sample, str):
+                        out.append(sample)
+                        continue
                     sample_name, labels, value = sample if len(sample) == 3 else (name, *sample)
                     out.append(f"{sample_name}{_labels(labels)} {_number(value)}")
         return "\n".join(out) + "\n"
@@ -251,10 +254,15 @@ class BrokerMetrics:
     # -- the request path ------------------------------------------------------------------------------
     def request_done(self, api_key: int, started: float, now: float) -> None:
         """A request answered: its time in ms from receipt to its response written (TotalTimeMs)."""
-        histogram = self.total_time.get(api_key)
-        if histogram is None:
-            histogram = self.total_time[int(api_key)] = Histogram()
-        histogram.observe((now - started) * 1000)
+        h = self.total_time.get(api_key)
+        if h is None:
+            h = self.total_time[int(api_key)] = Histogram()
+        value = (now - started) * 1000  # Histogram.observe, inline: this runs once per request
+        h.buckets[bisect_left(h.bounds, value)] += 1
+        h.count += 1
+        h.sum += value
+        if value > h.max:
+            h.max = value
 
     def topic(self, topic: str) -> TopicStats:
         stats = self.topics.get(topic)
@@ -323,11 +331,13 @@ class BrokerMetrics:
         return self.registry.render()
 
     def _collect_own(self) -> Iterable[Collected]:
-        topics = sorted(self.topics.items())
+        # one line per topic and meter: formatted here directly (thousands of topics, every scrape)
+        topics = [(f'{{topic="{_escape(t)}"}} ', s) for t, s in sorted(self.topics.items())]
         for attribute, name, help_text in _TOPIC_METERS:
-            samples: list[tuple[dict[str, str], float]] = [({}, getattr(self.all_topics, attribute))]
-            samples += [({"topic": t}, getattr(s, attribute)) for t, s in topics]
-            yield f"kafka_server_brokertopicmetrics_{name}_total", "counter", help_text, samples
+            full = f"kafka_server_brokertopicmetrics_{name}_total"
+            samples: list[Any] = [f"{full} {getattr(self.all_topics, attribute)}"]
+            samples += [f"{full}{label}{getattr(s, attribute)}" for label, s in topics]
+            yield full, "counter", help_text, samples
         yield ("kafka_server_brokertopicmetrics_replicationbytesout_total", "counter",
                "Record bytes sent to followers (ReplicationBytesOutPerSec)", [({}, self.replication_bytes_out)])
         yield ("kafka_network_requestchannel_requestqueuesize", "gauge",
