@@ -133,12 +133,16 @@ class SocketServer:
             if throttle_ms > 0 or not quotas.slot_available(listener):
                 started = time.monotonic_ns()
                 deadline = time.monotonic() + throttle_ms / 1000
-                while (wait := deadline - time.monotonic()) > 0 or not quotas.slot_available(listener):
-                    self._slot_freed.clear()
-                    try:
-                        await asyncio.wait_for(self._slot_freed.wait(), wait if wait > 0 else None)
-                    except TimeoutError:
-                        pass
+                try:
+                    while (wait := deadline - time.monotonic()) > 0 or not quotas.slot_available(listener):
+                        self._slot_freed.clear()
+                        try:
+                            await asyncio.wait_for(self._slot_freed.wait(), wait if wait > 0 else None)
+                        except TimeoutError:
+                            pass
+                except BaseException:  # the broker stops: the connection held here goes too
+                    conn.close()
+                    raise
                 stats.blocked_ns += time.monotonic_ns() - started
             try:
                 quotas.inc(listener, address)
