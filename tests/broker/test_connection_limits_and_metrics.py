@@ -21,6 +21,7 @@ import uuid
 
 import pytest
 
+import kctl_fork
 from broker_support import BrokerProcess, free_port
 from kcli.client.metrics import scrape_metrics
 
@@ -288,7 +289,10 @@ def test_metrics_move_under_load_and_match_the_bytes_produced(broker):
 
 
 # -- kctl metrics ---------------------------------------------------------------------------------------------
-def kctl(*args: str) -> subprocess.CompletedProcess:
+def kctl(*args: str, fresh: bool = False) -> subprocess.CompletedProcess:
+    """`kctl *args`: forked from a process that imported kcli once (tests/kctl_fork.py), or ``fresh``."""
+    if not fresh:
+        return kctl_fork.run(*args, env={"COLUMNS": "200"})
     return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "COLUMNS": "200"})
 
@@ -308,7 +312,7 @@ def test_kctl_metrics_prints_filters_and_fails_as_documented(broker):
     assert none.returncode == 1 and "no metric" in none.stderr and not none.stdout
     missing = kctl("metrics", f"http://{broker.metrics}/elsewhere")
     assert missing.returncode == 3 and "HTTP 404" in missing.stderr
-    unreachable = kctl("metrics", f"127.0.0.1:{free_port()}", "--timeout", "5")
+    unreachable = kctl("metrics", f"127.0.0.1:{free_port()}", "--timeout", "5", fresh=True)
     assert unreachable.returncode == 3 and "cannot read metrics" in unreachable.stderr
     usage = kctl("metrics", "ftp://127.0.0.1:1")
     assert usage.returncode == 2
