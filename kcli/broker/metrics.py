@@ -197,10 +197,15 @@ def _number(value: float) -> str:
     return repr(float(value))
 
 
-def request_name(api_key: int) -> str:
+_FETCH, _FETCH_CONSUMER, _FETCH_FOLLOWER = 1, "FetchConsumer", "FetchFollower"  # RequestMetrics' fetch names
+
+
+def request_name(api_key: int | str) -> str:
     """Kafka's ApiKeys name of a key: PRODUCE -> Produce, API_VERSIONS -> ApiVersions."""
     from kcli.protocol import ApiKey
 
+    if isinstance(api_key, str):
+        return api_key
     try:
         return ApiKey(api_key).name.title().replace("_", "")
     except ValueError:
@@ -241,7 +246,8 @@ class BrokerMetrics:
         self.topics: dict[str, TopicStats] = {}
         self.all_topics = TopicStats()
         self.replication_bytes_out = 0
-        self.total_time: dict[int, Histogram] = {}  # API key -> TotalTimeMs
+        # API key (and FetchConsumer, FetchFollower) -> TotalTimeMs
+        self.total_time: dict[int | str, Histogram] = {_FETCH_CONSUMER: Histogram(), _FETCH_FOLLOWER: Histogram()}
         self.requests_in_progress = 0  # RequestChannel's RequestQueueSize: read, not answered yet
         self.responses_in_progress = 0  # ResponseQueueSize: answered, not written yet
         self.isr_shrinks = 0
@@ -252,13 +258,17 @@ class BrokerMetrics:
         self.registry.collectors.append(self._collect_own)
 
     # -- the request path ------------------------------------------------------------------------------
-    def request_done(self, api_key: int, started: float, now: float) -> None:
-        """A request answered: its time in ms from receipt to its response written (TotalTimeMs)."""
+    def request_done(self, api_key: int, started: float, now: float, body: Any = None) -> None:
+        """A request answered: its time in ms from receipt to its response written (TotalTimeMs). A Fetch counts
+        under Fetch and, as Kafka's RequestChannel does, under FetchConsumer or FetchFollower (``body``'s
+        replica id)."""
+        value = (now - started) * 1000
         h = self.total_time.get(api_key)
         if h is None:
             h = self.total_time[int(api_key)] = Histogram()
-        value = (now - started) * 1000  # Histogram.observe, inline: this runs once per request
-        h.buckets[bisect_left(h.bounds, value)] += 1
+        if api_key == _FETCH:
+            self.total_time[_FETCH_FOLLOWER if getattr(body, "replica_id", -1) >= 0 else _FETCH_CONSUMER].observe(value)
+        h.buckets[bisect_left(h.bounds, value)] += 1  # Histogram.observe, inline: this runs once per request
         h.count += 1
         h.sum += value
         if value > h.max:
@@ -351,7 +361,7 @@ class BrokerMetrics:
         yield _summary("kafka_network_requestmetrics_totaltimems",
                        "Time from a request's receipt to its response written (ms)",
                        [({"request": n}, h) for n, h in sorted((request_name(k), h) for k, h in
-                                                                  self.total_time.items())])
+                                                                  self.total_time.items() if h.count)])
         yield _summary("kafka_log_logflushstats_logflushrateandtimems", "Log flush time (ms)",
                        [({}, self.log_flush)] if self.log_flush.count else [])
 

@@ -367,7 +367,7 @@ class SocketServer:
                     finally:
                         metrics.requests_in_progress -= 1
                     if frame is None:
-                        metrics.request_done(request.api_key, received, time.perf_counter())
+                        metrics.request_done(request.api_key, received, time.perf_counter(), request.body)
                 if frame is None:
                     continue
                 if metrics is not None:
@@ -382,7 +382,7 @@ class SocketServer:
                     if metrics is not None:
                         metrics.responses_in_progress -= 1
                 if metrics is not None:
-                    metrics.request_done(request.api_key, received, time.perf_counter())
+                    metrics.request_done(request.api_key, received, time.perf_counter(), request.body)
                 # One request per connection per turn, as Kafka's processors serve them: a client pipelining
                 # produces would otherwise be answered a whole buffer (1 MiB of requests) before anyone else.
                 await asyncio.sleep(0)

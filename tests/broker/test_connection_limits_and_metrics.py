@@ -284,6 +284,7 @@ def test_metrics_move_under_load_and_match_the_bytes_produced(broker):
     assert values(broker, "kafka_network_requestmetrics_requests_total", request="Produce") > 0
     assert values(broker, "kafka_network_requestmetrics_totaltimems_count", request="Produce") > 0
     assert values(broker, "kafka_network_requestmetrics_totaltimems_count", request="Fetch") > 0
+    assert values(broker, "kafka_network_requestmetrics_totaltimems_count", request="FetchConsumer") > 0
     assert values(broker, "kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert values(broker, "kafka_server_replicamanager_partitioncount") >= 1
 

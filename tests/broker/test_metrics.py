@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+from types import SimpleNamespace
 
 import pytest
 
@@ -63,6 +64,9 @@ def test_broker_metrics_names_are_the_jmx_exporters():
     metrics.fetched("orders", 700, follower=False, failed=False)
     metrics.fetched("orders", 300, follower=True, failed=False)
     metrics.request_done(ApiKey.PRODUCE, 1.0, 1.002)
+    metrics.request_done(ApiKey.FETCH, 1.0, 1.5, SimpleNamespace(replica_id=-1))
+    metrics.request_done(ApiKey.FETCH, 1.0, 1.5, SimpleNamespace(replica_id=2))
+    metrics.request_done(ApiKey.FETCH, 1.0, 1.5, SimpleNamespace(replica_id=2))
     metrics.record_throttle("Produce", 120)
     metrics.bind(served={("PRODUCE", 9): [7, set()], ("API_VERSIONS", 3): [2, set()]})
     parsed = samples_by_name(metrics.render())
@@ -80,6 +84,11 @@ def test_broker_metrics_names_are_the_jmx_exporters():
     assert value("kafka_network_requestmetrics_requests_total", request="Produce", version="9") == 7
     assert value("kafka_network_requestmetrics_requests_total", request="ApiVersions", version="3") == 2
     assert value("kafka_network_requestmetrics_totaltimems_count", request="Produce") == 1
+    # Kafka's RequestChannel: a fetch counts as Fetch and as FetchConsumer or FetchFollower
+    assert value("kafka_network_requestmetrics_totaltimems_count", request="Fetch") == 3
+    assert value("kafka_network_requestmetrics_totaltimems_count", request="FetchConsumer") == 1
+    assert value("kafka_network_requestmetrics_totaltimems_count", request="FetchFollower") == 2
+    assert value("kafka_network_requestmetrics_totaltimems", request="FetchFollower", quantile="0.99") <= 500
     assert value("kafka_network_requestmetrics_throttletimems_sum", request="Produce") == 120
     assert value("kafka_controller_kafkacontroller_activecontrollercount") == 1  # standalone: its own controller
     metrics.topic_deleted("orders")
