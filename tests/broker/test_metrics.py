@@ -166,3 +166,13 @@ def test_metrics_off_counts_nothing(tmp_path):
             assert response.responses[0].partition_responses[0].error_code == 0
 
     run(go())
+
+
+@pytest.mark.parametrize("text", ["127.0.0.1:9404", "https://127.0.0.1:9404", "http://127.0.0.1", "http://h:99999"])
+def test_a_bad_metrics_listener_stops_the_config(text):
+    from kcli.broker.config import build_config
+    from kcli.broker.config_error import ConfigError
+
+    with pytest.raises(ConfigError, match="metrics.http.listener"):
+        build_config({"metrics.http.listener": text})
+    assert build_config({"metrics.http.listener": "http://[::1]:0"})["metrics.http.listener"] == "http://[::1]:0"
