@@ -2,15 +2,16 @@
 """What the metrics cost a broker: CPU per MiB produced and consumed with metrics.http.listener on and off, in the
 same run (issue 26: under 3% at 100 B records).
 
-Two `kctl broker run` processes on free loopback ports with temporary log dirs: one with metrics on (scraped once
-a second during every run, as a Prometheus server with a short interval would), one without. Per round and broker,
-interleaved on/off/off/on so that background load falls on both alike: RECORDS records of SIZE bytes are produced
+Per round, two new `kctl broker run` processes on free loopback ports with temporary log dirs: one with metrics on
+(scraped once a second during every run, as a Prometheus server with a short interval would), one without, started
+and measured in alternating order (on/off, then off/on) so that background load and what differs between two
+processes fall on both alike. After a warm-up run on each: RECORDS records of SIZE bytes are produced
 into a new single-partition topic as Produce v9 requests (acks=1) of BATCH records each, one at a time, then read
 back from offset 0 with Fetch v11 (up to 1 MiB a fetch). The requests are built here with kcli.protocol, the same
 bytes for both brokers, so that what differs is the metrics, not a client's batching of the moment (librdkafka's
 batches follow its timing, and its CPU per MiB with them). The broker's CPU (all threads, from /proc) is taken
 before and after each run; CPU seconds per MiB of payload (produced + consumed) is the figure, medians over
---repeat rounds after one warm-up run each. The ratio on/off - 1 is the cost of the metrics.
+--repeat rounds. The ratio on/off - 1 is the cost of the metrics.
 
 Usage: bench/bench_metrics.py [--records 1000000] [--size 100] [--batch-records 200] [--repeat 5] [--json FILE]
 """
@@ -195,26 +196,28 @@ def main() -> None:
                         help="records per Produce request (librdkafka at linger.ms=5 sends larger ones)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    runs: dict[str, list[dict]] = {"on": [], "off": []}
     with tempfile.TemporaryDirectory(prefix="bench-metrics-") as tmp:
-        work = Path(tmp)
-        on, off = Broker(work, "on", True), None
-        try:
-            off = Broker(work, "off", False)
-            for broker in (on, off):  # warm-up, not counted: first allocations, imports, page cache
-                one_run(broker, max(args.records // 5, 1000), args.size, args.batch_records)
-            runs: dict[str, list[dict]] = {"on": [], "off": []}
-            for round_ in range(args.repeat):
-                for broker in ((on, off) if round_ % 2 == 0 else (off, on)):
+        for round_ in range(args.repeat):
+            # a new pair of brokers each round, started and measured in alternating order: what differs between
+            # two processes (their heaps, where their pages landed) falls on both configurations alike
+            order = (True, False) if round_ % 2 == 0 else (False, True)
+            brokers: list[Broker] = []
+            try:
+                for metrics in order:
+                    brokers.append(Broker(Path(tmp) / f"round-{round_}", "on" if metrics else "off", metrics))
+                for broker in brokers:  # warm-up, not counted: first allocations, imports, page cache
+                    one_run(broker, max(args.records // 5, 1000), args.size, args.batch_records)
+                for broker in brokers:
                     result = one_run(broker, args.records, args.size, args.batch_records)
                     runs[broker.name].append(result)
                     print(f"round {round_ + 1} {broker.name:>3}: {result['cpu_s']:.2f} CPU s in {result['wall_s']:.1f} s,"
                           f" {result['cpu_s_per_mib'] * 1000:.2f} CPU ms/MiB"
                           + (f", {result['scrapes']} scrapes of {result['scrape_bytes']} B" if result["scrapes"] else ""),
                           flush=True)
-        finally:
-            on.stop()
-            if off is not None:
-                off.stop()
+            finally:
+                for broker in brokers:
+                    broker.stop()
     median = {k: statistics.median(r["cpu_s_per_mib"] for r in v) for k, v in runs.items()}
     ratio = median["on"] / median["off"]
     # the same round's two runs side by side: background load of the moment falls on both
