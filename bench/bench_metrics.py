@@ -203,6 +203,7 @@ def main() -> None:
             # two processes (their heaps, where their pages landed) falls on both configurations alike
             order = (True, False) if round_ % 2 == 0 else (False, True)
             brokers: list[Broker] = []
+            (Path(tmp) / f"round-{round_}").mkdir()
             try:
                 for metrics in order:
                     brokers.append(Broker(Path(tmp) / f"round-{round_}", "on" if metrics else "off", metrics))
