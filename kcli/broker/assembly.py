@@ -128,7 +128,8 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     names = [l.name for l in config.listeners]
     quotas = ConnectionQuotas(connection_limits(config, {}, names), names, inter_broker)  # dynamic ones: at start
     socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"],
-                                 quotas=quotas, metrics=services.metrics)
+                                 produce_pipeline_depth=config["kctl.produce.pipeline.depth"], quotas=quotas,
+                                 metrics=services.metrics)
     mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions, services) if zk is None else
             ZooKeeperMode(config, zk, log_manager, replica_manager, metadata, admin, services))
     return Broker(log_manager, replica_manager, metadata, admin, groups, producer_ids, transactions, services,

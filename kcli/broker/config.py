@@ -190,6 +190,9 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     # kctl's own: a TLS handshake or a SASL exchange not finished within this closes the connection (Kafka leaves
     # it to connections.max.idle.ms, ten minutes)
     "kctl.authentication.timeout.ms": (_int(1, INT32_MAX), 10_000),
+    # kctl's own: how many Produce requests of one connection may wait for their acks at a time (produce
+    # pipelining, kcli.broker.socket_server); 1 is Kafka's one request at a time
+    "kctl.produce.pipeline.depth": (_int(1, 1 << 16), 64),
     # tiered storage (KIP-405) is not implemented: "true" stops the start (check_unsupported)
     "remote.log.storage.system.enable": (_bool, False),
     "controlled.shutdown.enable": (_bool, True),

@@ -11,7 +11,12 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable
+from contextvars import ContextVar
 from typing import Any
+
+# Set by the socket server around a request it may pipeline (kcli.broker.socket_server): done once the request's
+# operation waits in a purgatory, so that the connection can read its next request meanwhile.
+request_waiting: ContextVar[asyncio.Future | None] = ContextVar("kcli_request_waiting", default=None)
 
 
 class DelayedOperation(ABC):
@@ -69,6 +74,9 @@ class DelayedOperationPurgatory:
         operation._future = asyncio.get_running_loop().create_future()
         for key in keys:
             self._watchers.setdefault(key, []).append(operation)
+        waiting = request_waiting.get()
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)
         try:
             async with asyncio.timeout(operation.delay_ms / 1000):  # not wait_for: it can swallow a cancel (3.11)
                 return await asyncio.shield(operation._future)

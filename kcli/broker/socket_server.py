@@ -5,13 +5,15 @@ logged with the peer's address) -> SASL authentication (SASL_PLAINTEXT, SASL_SSL
 -> whole frames from the stream -> ServerConnection (frame checks and decoding) -> KafkaApis, with the connection's
 Session (who is asking, on which listener) -> response frame.
 Requests of one connection are answered in order, one at a time, as Kafka does (it mutes a channel until
-its response is sent). Fetch responses carry open segment files, sent with sendfile (zero-copy) on plaintext
-connections; over TLS the file ranges are read and written through the TLS transport (Kafka's SslTransportLayer).
+its response is sent), except that Produce requests are pipelined: while one waits for its acks the next is read,
+and a Produce is appended at once (kctl.produce.pipeline.depth; _pipeline_produce says why). Fetch responses
+carry open segment files, sent with sendfile (zero-copy) on plaintext connections; over TLS the file ranges are read and written through the TLS transport (Kafka's SslTransportLayer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import socket
@@ -24,9 +26,17 @@ from typing import TYPE_CHECKING, Any
 from kcli.broker.connection_quotas import ConnectionLimits, ConnectionQuotas, TooManyConnectionsError
 from kcli.broker.handlers.common import CloseConnection
 from kcli.broker.kafka_apis import KafkaApis
+from kcli.broker.purgatory import request_waiting
 from kcli.broker.security import ANONYMOUS, PLAINTEXT_SESSION, Session
 from kcli.broker.security.listener_config import ListenerSecurity
-from kcli.protocol import ApiKey, LocalProtocolError, ProtocolError, ServerConnection, UnsupportedVersionError, api_versions_response
+from kcli.protocol import (
+    ApiKey,
+    LocalProtocolError,
+    ProtocolError,
+    ServerConnection,
+    UnsupportedVersionError,
+    api_versions_response,
+)
 
 if TYPE_CHECKING:
     from kcli.broker.metrics import BrokerMetrics
@@ -35,6 +45,11 @@ log = logging.getLogger("kcli.broker")
 security_log = logging.getLogger("kcli.broker.security")
 
 _STREAM_LIMIT = 1 << 20
+# Produce pipelining (SocketServer._pipeline_produce): at most this many Produce requests of one connection, and
+# this many bytes of them, wait for their acks at a time. librdkafka pipelines up to 1,000,000 requests and the Java
+# producer 5; a Python broker under load needs a deep pipeline to keep up with a librdkafka producer's linger.ms.
+PRODUCE_PIPELINE_DEPTH = 64  # kctl.produce.pipeline.depth
+PRODUCE_PIPELINE_BYTES = 16 << 20
 _TLS_READ_CHUNK = 256 * 1024  # file bytes read per write over TLS (Kafka's SslTransportLayer uses 32 KiB buffers)
 
 
@@ -58,7 +73,8 @@ def listener_pipeline(security: ListenerSecurity) -> ListenerPipeline:
 
 
 class SocketServer:
-    def __init__(self, apis: KafkaApis, *, max_frame_bytes: int, quotas: ConnectionQuotas | None = None,
+    def __init__(self, apis: KafkaApis, *, max_frame_bytes: int,
+                 produce_pipeline_depth: int = PRODUCE_PIPELINE_DEPTH, quotas: ConnectionQuotas | None = None,
                  metrics: BrokerMetrics | None = None) -> None:
         self.apis = apis
         self.max_frame_bytes = max_frame_bytes
@@ -72,6 +88,9 @@ class SocketServer:
         self.bound: list[tuple[str, int]] = []
         # (api, version) -> [requests, client software names]: the version ledger's evidence
         self.served: dict[tuple[str, int], list[Any]] = {}
+        # Produce requests of one connection that may wait for their acks at a time (1: Kafka's one request
+        # at a time); see _pipeline_produce
+        self.produce_pipeline_depth = produce_pipeline_depth
 
     async def start(self, listeners: list[tuple[str, int]] | list[tuple[str, int, ListenerSecurity]]) -> None:
         """Bind every listener: (host, port) for PLAINTEXT, or (host, port, ListenerSecurity). TLS contexts are
@@ -321,6 +340,8 @@ class SocketServer:
             # rounds of the event loop (and four wake-ups of the reading task) instead of one.
             writer.transport.max_size = _STREAM_LIMIT  # type: ignore[attr-defined]
         reauth_started = time.monotonic()
+        host = peer[0] if peer else ""
+        inflight = _Pipeline()  # pipelined produces, oldest first
         try:
             while True:
                 # Whole frames straight from the stream's buffer: the size prefix (checked before the frame is
@@ -337,6 +358,8 @@ class SocketServer:
                     # any other request after the expiry closes the connection unanswered
                     now = time.monotonic()
                     if data[:2] == b"\x00\x11" and now - reauth_started >= 1.0 and security is not None:
+                        if not await _all_answered(inflight):
+                            return
                         reauth_started = now
                         outcome = await self._authenticate(reader, writer, security, session.client_address,
                                                            first=data, previous=session)
@@ -347,73 +370,177 @@ class SocketServer:
                                            session.listener_name)
                         continue
                     if now >= expiry:
-                        security_log.info("session of %s on listener %s expired; closing the connection",
-                                          session.principal, session.listener_name)
+                        key = struct.unpack_from(">h", data)[0] if len(data) >= 2 else -1
+                        security_log.info("session of %s on listener %s expired %d ms before a request (api key %d) "
+                                          "was read; closing the connection (%d produce(s) waiting for acks)",
+                                          session.principal, session.listener_name, (now - expiry) * 1000, key,
+                                          len(inflight.tasks))
                         return
                 try:
                     request = conn.receive_frame(data)
                 except UnsupportedVersionError as exc:
                     if exc.response is None:
                         raise
+                    if not await _all_answered(inflight):
+                        return
                     writer.write(exc.response)  # ApiVersions too new: our ranges in the v0 layout (KIP-511)
                     continue
                 del data
-                if metrics is None:
-                    frame = await self._answer(conn, request, peer[0] if peer else "", session)
+                if request.api_key == ApiKey.PRODUCE and self.produce_pipeline_depth > 1:
+                    if not await self._pipeline_produce(inflight, conn, request, size, host, session, writer, peer):
+                        return
                 else:
-                    metrics.requests_in_progress += 1
-                    try:
-                        frame = await self._answer(conn, request, peer[0] if peer else "", session)
-                    finally:
-                        metrics.requests_in_progress -= 1
-                    if frame is None:
-                        metrics.request_done(request.api_key, received, time.perf_counter(), request.body)
-                if frame is None:
-                    continue
-                if metrics is not None:
-                    metrics.responses_in_progress += 1
-                try:
-                    if isinstance(frame, list):
-                        await self._send_parts(writer, frame, tls=tls)
-                    else:
-                        writer.write(frame)
-                    await writer.drain()
-                finally:
+                    if not await _all_answered(inflight):
+                        return
                     if metrics is not None:
-                        metrics.responses_in_progress -= 1
-                if metrics is not None:
-                    metrics.request_done(request.api_key, received, time.perf_counter(), request.body)
+                        await self._answer_counted(conn, request, host, session, writer, tls, received, metrics)
+                    else:
+                        frame = await self._answer(conn, request, host, session)
+                        if frame is not None:
+                            if isinstance(frame, list):
+                                await self._send_parts(writer, frame, tls=tls)
+                            else:
+                                writer.write(frame)
+                            await writer.drain()
                 # One request per connection per turn, as Kafka's processors serve them: a client pipelining
                 # produces would otherwise be answered a whole buffer (1 MiB of requests) before anyone else.
                 await asyncio.sleep(0)
-        except CloseConnection as exc:  # Kafka's closeConnection: e.g. an acks=0 produce that failed
-            log.info("closing connection from %s: %s", peer, exc)
-        except ProtocolError as exc:
-            # Malformed frames close this connection only; everyone else is served on.
-            log.warning("closing connection from %s: %s", peer, exc)
+        except (CloseConnection, ProtocolError) as exc:
+            _log_close(exc, peer)
         except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception:  # a handler bug must cost one connection, never the broker
             log.exception("internal error serving %s; closing the connection", peer)
         finally:
+            inflight.cancel()
             if task is not None and not registered:
                 self._connections.discard(task)
             writer.close()
 
+    async def _pipeline_produce(self, inflight: _Pipeline, conn: ServerConnection, request: Any, size: int,
+                                host: str, session: Session, writer: asyncio.StreamWriter, peer: Any) -> bool:
+        """Serve a Produce so that the connection's next request can be read while this one waits for its acks.
+
+        Kafka mutes a channel until its response is sent, so a producer pipelining acks=all requests on one
+        connection gets one request served per replication round trip; a Python broker's round trip is longer
+        than a librdkafka producer's linger, and the requests queue up (a SaslHandshake queued behind them is
+        then read after the session expired, and KIP-368 closes the connection). Here the request is appended at
+        once, in order; while it waits in the produce purgatory (or behind an earlier response) the next frame
+        is read, and if it is a Produce too it is appended as well. Responses are still written in request
+        order, and any other request waits until every earlier response is sent, as in Kafka. At most
+        ``produce_pipeline_depth`` produces (PRODUCE_PIPELINE_BYTES of them) wait at a time. False: the
+        connection is to be closed."""
+        if not inflight.prune():
+            return False
+        while inflight.tasks and (len(inflight.tasks) >= self.produce_pipeline_depth - 1
+                                  or inflight.bytes + size > PRODUCE_PIPELINE_BYTES):
+            if not await inflight.oldest_answered():
+                return False
+        waiting = asyncio.get_running_loop().create_future()
+        token = request_waiting.set(waiting)
+        try:
+            # the task copies the context: its purgatory wait (or its turn to write) sets `waiting`
+            answer = asyncio.create_task(self._respond_in_order(
+                conn, request, host, session, writer, peer, inflight.last(), waiting))
+        finally:
+            request_waiting.reset(token)
+        await asyncio.wait((answer, waiting), return_when=asyncio.FIRST_COMPLETED)
+        if answer.done():
+            return answer.result()
+        inflight.add(answer, size)
+        return True
+
+    async def _respond_in_order(self, conn: ServerConnection, request: Any, host: str, session: Session,
+                                writer: asyncio.StreamWriter, peer: Any, previous: asyncio.Task | None,
+                                waiting: asyncio.Future) -> bool:
+        """One pipelined request: its response, written after ``previous``'s. A request that fails closes the
+        connection after the earlier ones are answered (as if they had been served before it was read). False
+        when the connection is closing; the failure is logged once, by the request that failed."""
+        failure: Exception | None = None
+        response: Any = None
+        metrics = self.metrics  # TotalTimeMs from here, the moment the frame was read
+        received = time.perf_counter() if metrics is not None else 0.0
+        if metrics is not None:
+            metrics.requests_in_progress += 1
+        try:
+            response = await self._handle(request, host, session)
+        except Exception as exc:  # noqa: BLE001 - re-raised below, once the earlier responses are out
+            failure = exc
+        finally:
+            if metrics is not None:
+                metrics.requests_in_progress -= 1
+        if not waiting.done():
+            waiting.set_result(None)
+        try:
+            if previous is not None and not await previous:
+                return False
+            if failure is not None:
+                raise failure
+            frame = self._encode(conn, request, response)
+            if frame is not None:
+                if metrics is not None:
+                    metrics.responses_in_progress += 1
+                try:
+                    writer.write(frame)  # Produce responses are bytes (only Fetch's carry file regions)
+                    await writer.drain()
+                finally:
+                    if metrics is not None:
+                        metrics.responses_in_progress -= 1
+            if metrics is not None:
+                metrics.request_done(request.api_key, received, time.perf_counter(), request.body)
+            return True
+        except (CloseConnection, ProtocolError) as exc:
+            _log_close(exc, peer)
+        except ConnectionError:
+            pass
+        except Exception:  # a handler bug must cost one connection, never the broker
+            log.exception("internal error serving %s; closing the connection", peer)
+        writer.close()  # the reading side then sees the end of the stream
+        return False
+
+    async def _answer_counted(self, conn: ServerConnection, request: Any, host: str, session: Session,
+                              writer: asyncio.StreamWriter, tls: bool, received: float, metrics: BrokerMetrics) -> None:
+        """One request answered and its response written, with metrics on: the request and response queue
+        gauges around each step, then its total time from ``received`` (the frame read)."""
+        metrics.requests_in_progress += 1
+        try:
+            frame = await self._answer(conn, request, host, session)
+        finally:
+            metrics.requests_in_progress -= 1
+        if frame is not None:
+            metrics.responses_in_progress += 1
+            try:
+                if isinstance(frame, list):
+                    await self._send_parts(writer, frame, tls=tls)
+                else:
+                    writer.write(frame)
+                await writer.drain()
+            finally:
+                metrics.responses_in_progress -= 1
+        metrics.request_done(request.api_key, received, time.perf_counter(), request.body)
+
     async def _answer(self, conn: ServerConnection, request: Any, client_host: str,
                       session: Session = PLAINTEXT_SESSION) -> bytes | list[Any] | None:
+        return self._encode(conn, request, await self._handle(request, client_host, session))
+
+    async def _handle(self, request: Any, client_host: str, session: Session) -> Any:
+        """The response body for ``request`` (None: no response)."""
         entry = self.served.setdefault((request.api_key.name, request.api_version), [0, set()])
         entry[0] += 1
         entry[1].add(_client_family(request.client_id))
         if request.api_key == ApiKey.API_VERSIONS:
-            return conn.send(request, api_versions_response(version=request.api_version))
+            return api_versions_response(version=request.api_version)
         try:
-            response = await self.apis.handle(request.api_key, request.api_version, request.body,
-                                              client_id=request.client_id or "", client_host=client_host,
-                                              correlation_id=request.correlation_id, session=session)
+            return await self.apis.handle(request.api_key, request.api_version, request.body,
+                                          client_id=request.client_id or "", client_host=client_host,
+                                          correlation_id=request.correlation_id, session=session)
         except LookupError:  # advertised but unhandled would be a bug: cost the connection, not the broker
             raise LocalProtocolError(f"no handler for {request.name}", request=request.name,
                                      correlation_id=request.correlation_id) from None
+
+    @staticmethod
+    def _encode(conn: ServerConnection, request: Any, response: Any) -> bytes | list[Any] | None:
+        """The response frame (a Fetch's: bytes and file regions); requests are answered in the order read."""
         if response is None:
             return None
         if request.api_key == ApiKey.FETCH:
@@ -479,6 +606,55 @@ async def _listen(loop: asyncio.AbstractEventLoop, host: str, port: int, backlog
             sock.close()
         raise
     return sockets
+
+
+class _Pipeline:
+    """The pipelined requests of one connection whose responses are not written yet, oldest first."""
+
+    def __init__(self) -> None:
+        self.tasks: collections.deque[tuple[asyncio.Task, int]] = collections.deque()
+        self.bytes = 0
+
+    def add(self, task: asyncio.Task, size: int) -> None:
+        self.tasks.append((task, size))
+        self.bytes += size
+
+    def last(self) -> asyncio.Task | None:
+        return self.tasks[-1][0] if self.tasks else None
+
+    def prune(self) -> bool:
+        """Forget the answered ones at the head; False when one of them closed the connection."""
+        while self.tasks and self.tasks[0][0].done():
+            if not self._pop().result():
+                return False
+        return True
+
+    async def oldest_answered(self) -> bool:
+        return await self._pop()
+
+    def _pop(self) -> asyncio.Task:
+        task, size = self.tasks.popleft()
+        self.bytes -= size
+        return task
+
+    def cancel(self) -> None:
+        for task, _ in self.tasks:
+            task.cancel()
+
+
+async def _all_answered(inflight: _Pipeline) -> bool:
+    """Wait until every pipelined request has been answered; False when one of them closed the connection."""
+    while inflight.tasks:
+        if not await inflight.oldest_answered():
+            return False
+    return True
+
+
+def _log_close(exc: Exception, peer: Any) -> None:
+    if isinstance(exc, CloseConnection):  # Kafka's closeConnection: e.g. an acks=0 produce that failed
+        log.info("closing connection from %s: %s", peer, exc)
+    else:  # malformed frames close this connection only; everyone else is served on
+        log.warning("closing connection from %s: %s", peer, exc)
 
 
 async def _write_region(writer: asyncio.StreamWriter, segment: Any, offset: int, count: int) -> None:

@@ -10,6 +10,8 @@ Kafka: storage/.../log/{LogSegment,FileRecords}.java.
 
 from __future__ import annotations
 
+import bisect
+import collections
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -355,6 +357,7 @@ def first_batch_max_timestamp(path: Path, size: int) -> int | None:
     return None if first is None else first.max_timestamp
 
 
+_RECENT_BATCHES = 256  # LogSegment._recent: more than index.interval.bytes (4 KiB) of the smallest batches
 FETCH_SCAN_SLACK = 64 * 1024  # > index.interval.bytes: covers the scan from the index entry to the offset
 _HEADER_WINDOW = 64 * 1024  # what a Fetch's scan reads at a time: the headers of small batches, one of a large one
 _V2_OFFSETS_END = 27  # a v2 header holds base offset, length, epoch, magic, CRC, attributes, last offset delta here
@@ -421,6 +424,10 @@ class LogSegment:
         self._size: int | None = None
         self.next_offset = self.base_offset
         self.first_timestamp: int | None = None  # the first batch's max timestamp: what segment.ms ages
+        # (last offset, position) of the batches appended last: a read at the tail (followers, caught-up consumers)
+        # starts at its batch instead of scanning the headers from the index entry before it (up to
+        # index.interval.bytes of small batches)
+        self._recent: collections.deque[tuple[int, int]] = collections.deque(maxlen=_RECENT_BATCHES)
 
     @classmethod
     def open(cls, directory: str | os.PathLike, base_offset: int, config: LogConfig, *,
@@ -526,6 +533,7 @@ class LogSegment:
         position = self.size
         self.log.write(raw)
         self._size = position + len(raw)
+        self._recent.append((batch.last_offset, position))
         self.indexes.append(batch, position, aborted)
         self.next_offset = batch.last_offset + 1
         return position
@@ -555,6 +563,7 @@ class LogSegment:
             self.indexes.close(sync=sync)
             self.indexes = None
         self._size = None
+        self._recent.clear()
 
     def close_handlers(self) -> None:
         """Kafka `LogSegment.closeHandlers`: release the files without flushing (the log is being deleted)."""
@@ -565,6 +574,7 @@ class LogSegment:
             self.indexes.close_handlers()
             self.indexes = None
         self._size = None
+        self._recent.clear()
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset`` (Kafka `LogSegment.truncateTo`): from the .log
@@ -583,6 +593,7 @@ class LogSegment:
             if first_timestamp is None:
                 first_timestamp = batch.max_timestamp
         removed = self.size - position
+        self._recent.clear()
         indexes = self.indexes
         indexes.index.truncate_to(offset)
         indexes.time_index.truncate_to(offset)
@@ -621,7 +632,12 @@ class LogSegment:
     def _read(self, offset: int, max_bytes: int, max_position: int | None, max_offset: int | None,
               min_one_batch: bool) -> tuple[int, int] | None:
         start = 0
-        if offset > self.base_offset:
+        recent = self._recent
+        if recent and recent[0][0] < offset <= recent[-1][0]:
+            # the first recent batch ending at or past the offset holds it: the one before ends below it (the index
+            # would give a position at or before it)
+            start = recent[bisect.bisect_left(recent, (offset, -1))][1]
+        elif offset > self.base_offset:
             if self.indexes is not None:
                 start = self.indexes.index.lookup(offset).position
             elif self.index_path.exists():

@@ -52,6 +52,34 @@ def test_segment_append_and_read_regions(tmp_path):
     assert reread.largest_timestamp() == T0 + 9
 
 
+def test_reads_at_the_tail_start_at_the_recent_batch_and_equal_reads_through_the_index(tmp_path):
+    """The active segment remembers where its last batches start; every read it answers from them is the read a
+    segment without that memory (the index and a header scan) answers, also after a truncation and new appends."""
+    config = LogConfig(index_interval_bytes=4096)
+    segment = LogSegment.open(tmp_path, 0, config)
+
+    def append(values):
+        raw = build_record_batch([Record(segment.next_offset + j, T0, None, v) for j, v in enumerate(values)])
+        segment.append(raw, next(iter(BatchReader(raw))))
+
+    for i in range(300):  # batches of one and of three records: offsets inside batches too
+        append([b"v" * 40] * (1 + 2 * (i % 2)))
+    segment.flush_to_os()
+
+    def reads(seg):
+        return [(r.position, r.length) if (r := seg.read(o, size)) else None
+                for o in range(0, segment.next_offset + 2) for size in (1, 500)]
+
+    assert segment._recent[0][0] > 0  # the memory does not reach back to the start: both paths are exercised
+    assert reads(segment) == reads(LogSegment(segment.log_path))
+    segment.truncate_to(400)
+    for _ in range(5):
+        append([b"w" * 7])  # other batches at the same positions
+    segment.flush_to_os()
+    assert reads(segment) == reads(LogSegment(segment.log_path))
+    segment.close()
+
+
 def test_a_kept_open_region_survives_retention_deleting_the_segment(tmp_path):
     log = PartitionLog(tmp_path / "t-0", config=LogConfig(segment_bytes=1000))
     fill(log, 20)

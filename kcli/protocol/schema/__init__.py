@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from functools import cache
 from types import MappingProxyType, ModuleType
 from typing import Any, Final
 
@@ -50,6 +51,8 @@ def _class_prefix(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
+# cached: every request and response looks its schema up (kio resolves a module path by name each time)
+@cache
 def load_payload_module(api_key: int, version: int, entity_type: Any) -> ModuleType:
     """The module holding the request or response of ``api_key`` at ``version`` (``kio.index.load_payload_module``).
 
@@ -64,6 +67,7 @@ def load_payload_module(api_key: int, version: int, entity_type: Any) -> ModuleT
     return importlib.import_module(f"{__name__}.{name}.v{version}.{entity_type.name}")
 
 
+@cache
 def load_request_schema(api_key: int, version: int) -> type[Any]:
     """The request class of ``api_key`` at ``version``: ours, else kio's (``kio.index.load_request_schema``)."""
     name = OWN_API_NAMES.get(int(api_key))
@@ -73,6 +77,7 @@ def load_request_schema(api_key: int, version: int) -> type[Any]:
     return getattr(module, _class_prefix(name) + "Request")  # type: ignore[no-any-return]
 
 
+@cache
 def load_response_schema(api_key: int, version: int) -> type[Any]:
     """The response class of ``api_key`` at ``version``: ours, else kio's (``kio.index.load_response_schema``)."""
     name = OWN_API_NAMES.get(int(api_key))
