@@ -20,6 +20,7 @@ from typing import Any
 
 from kcli.broker.security.inter_broker import PLAINTEXT_INTER_BROKER, InterBrokerSecurity
 from kcli.broker.config import BrokerConfig
+from kcli.broker.connection_quotas import ConnectionQuotas, connection_limits
 from kcli.broker.group_coordinator import GroupCoordinator
 from kcli.broker.kafka_apis import KafkaApis
 from kcli.broker.log_manager import LogManager
@@ -124,12 +125,26 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     services.authorizer = _authorizer(config, services.metadata_store)
     services.credentials = _credential_cache(zk, services.metadata_store)
     services.quotas = _quota_manager(config, zk, services.metadata_store)
+    services.metrics = replica_manager.stats = _metrics(config)
+    names = [l.name for l in config.listeners]
+    quotas = ConnectionQuotas(connection_limits(config, {}, names), names, inter_broker)  # dynamic ones: at start
     socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"],
-                                 produce_pipeline_depth=config["kctl.produce.pipeline.depth"])
+                                 produce_pipeline_depth=config["kctl.produce.pipeline.depth"], quotas=quotas,
+                                 metrics=services.metrics)
     mode = (StandaloneMode(replica_manager, groups, producer_ids, transactions, services) if zk is None else
             ZooKeeperMode(config, zk, log_manager, replica_manager, metadata, admin, services))
     return Broker(log_manager, replica_manager, metadata, admin, groups, producer_ids, transactions, services,
                   socket_server, mode)
+
+
+def _metrics(config: BrokerConfig) -> Any:
+    """The broker's metrics when metrics.http.listener is set (KafkaServer serves them), else None: off, nothing
+    counted."""
+    if not config["metrics.http.listener"]:
+        return None
+    from kcli.broker.metrics import BrokerMetrics
+
+    return BrokerMetrics()
 
 
 def _credential_cache(zk: ZooKeeperParts | None, store: Any) -> Any:

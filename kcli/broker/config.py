@@ -50,6 +50,15 @@ def _policy(text: str) -> str:
     return ",".join(parts)
 
 
+def _http_listener(text: str) -> str:
+    """metrics.http.listener: http://host:port (port 0 picks a free one)."""
+    value = text.strip()
+    match = re.match(r"^http://\[?([0-9a-zA-Z\-%._:]+?)\]?:([0-9]+)/?$", value)
+    if match is None or not 0 <= int(match.group(2)) <= 65535:
+        raise ValueError("expected http://host:port")
+    return value
+
+
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol
 DEFAULT_SECURITY_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
 
@@ -198,6 +207,14 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     # client quotas (KIP-13): the rate over quota.window.num samples of quota.window.size.seconds each
     "quota.window.num": (_int(1, INT32_MAX), 11),
     "quota.window.size.seconds": (_int(1, INT32_MAX), 1),
+    # connection limits (Kafka's ConnectionQuotas; KIP-402, KIP-612): also per listener as
+    # listener.name.<name>.max.connections / .max.connection.creation.rate, and dynamic (kcli.broker.connection_quotas)
+    "max.connections": (_int(0, INT32_MAX), INT32_MAX),
+    "max.connections.per.ip": (_int(0, INT32_MAX), INT32_MAX),
+    "max.connections.per.ip.overrides": (_str, ""),
+    "max.connection.creation.rate": (_int(0, INT32_MAX), INT32_MAX),
+    # kctl's own: http://host:port serves GET /metrics in Prometheus' text format (kcli.broker.metrics); unset = off
+    "metrics.http.listener": (_http_listener, None),
 }
 # Accepted because every real server.properties has them; they mean nothing on one standalone broker.
 IGNORED = frozenset({

@@ -8,11 +8,13 @@ broker applies a new default; standalone in kctl-broker-configs.json in the firs
 
 The keys are Kafka 3.7's DynamicBrokerConfig.AllDynamicConfigs. The topic-config synonyms among them
 (log.retention.ms, log.cleanup.policy, message.max.bytes, ...) become the topics' defaults at once. Those of
-mechanisms this broker does not have (thread pools, cleaner buffers, SASL/SSL listener settings, connection
-limits, metric reporters) are kept and described, as their server.properties keys are accepted and ignored.
+mechanisms this broker does not have (thread pools, cleaner buffers, SASL/SSL listener settings, metric
+reporters) are kept and described, as their server.properties keys are accepted and ignored.
 Those of things it does only statically or not at all (listeners, log.cleaner.backoff.ms, the replication
 quotas of Kafka's ReplicationQuotaManager, ...) are refused with Kafka's text for a key that cannot be updated
 dynamically, as is every other key a broker has. Keys no Kafka broker has are kept (Kafka allows custom ones).
+The connection limits (max.connections and the others of Kafka's SocketServer) apply live: the server re-reads
+them after each change (``reconfigurables``; kcli.broker.connection_quotas).
 """
 
 from __future__ import annotations
@@ -144,6 +146,7 @@ class DynamicBrokerConfig:
         self.zk: Any = None  # kcli.zk.kafka_zk_client.KafkaZkClient in ZooKeeper mode
         self.file: Path | None = None  # standalone: kctl-broker-configs.json
         self.on_change: Any = None  # () -> None: the topic defaults moved (TopicAdmin.broker_defaults_changed)
+        self.reconfigurables: list[Any] = []  # () -> None each, after any change (the connection limits)
 
     # -- what the rest of the broker reads ------------------------------------------------------------
     def log_defaults(self) -> tuple[dict[str, str], dict[str, ConfigSource]]:
@@ -272,6 +275,14 @@ class DynamicBrokerConfig:
             if broker_only:
                 raise InvalidRequestError("Cannot update these configs at default cluster level, broker id must be "
                                           f"specified: {_scala_set(broker_only)}")
+        if "max.connections.per.ip.overrides" in props:  # SocketServer.validateReconfiguration
+            from kcli.broker.config_error import ConfigError
+            from kcli.broker.connection_quotas import parse_overrides
+
+            try:
+                parse_overrides(props["max.connections.per.ip.overrides"])
+            except ConfigError as exc:
+                raise InvalidRequestError(exc.reason) from None
         trial = DynamicBrokerConfig(self.config)
         trial.per_broker, trial.cluster_default = dict(self.per_broker), dict(self.cluster_default)
         if per_broker:
@@ -326,6 +337,12 @@ class DynamicBrokerConfig:
             self.cluster_default = props
         if self.on_change is not None:
             self.on_change()
+        for reconfigure in self.reconfigurables:
+            reconfigure()
+
+    def merged(self) -> dict[str, str]:
+        """The dynamic values in force: this broker's own over the cluster default."""
+        return {**self.cluster_default, **self.per_broker}
 
     def _write_file(self) -> None:
         if self.zk is not None or self.file is None:

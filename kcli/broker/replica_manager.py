@@ -125,6 +125,7 @@ class ReplicaManager:
     shutting_down: bool = False
     # (new leaders, new followers) -> None: the coordinators take over or resign their partitions
     on_leadership_change: Callable[[list[Partition], list[Partition]], None] | None = None
+    stats: Any = None  # kcli.broker.metrics.BrokerMetrics when metrics.http.listener is set: BrokerTopicMetrics
 
     # -- partitions --------------------------------------------------------------------------------
     def add_partition(self, partition: Partition) -> None:
@@ -134,6 +135,8 @@ class ReplicaManager:
         for key in [k for k in self.partitions if k[0] == topic]:
             del self.partitions[key]
             self.fetch_purgatory.check_and_complete(key)
+        if self.stats is not None:
+            self.stats.topic_deleted(topic)
 
     def get_partition(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
@@ -173,11 +176,15 @@ class ReplicaManager:
                 appended = self._append_to_leader(partition, raw, origin, acks)
                 results[tp] = PartitionAppend(ErrorCode.none, appended.first_offset, appended.log_append_time,
                                               appended.log_start_offset, last_offset=appended.last_offset)
+                if self.stats is not None:  # Kafka's appendToLocalLog marks BytesIn and MessagesIn
+                    self.stats.appended(tp[0], len(raw), appended.last_offset - appended.first_offset + 1)
             except Exception as exc:  # typed errors become codes; anything else is a bug, logged once there
                 code = error_code_for(exc)
                 if isinstance(exc, KcliError):
                     log.warning("rejected produce to %s-%d: %s", tp[0], tp[1], exc.reason)
                 partition = self.find(*tp)
+                if self.stats is not None:
+                    self.stats.produce_failed(tp[0])
                 results[tp] = PartitionAppend(code, log_start_offset=partition.log_start_offset if partition else -1,
                                               message=error_message_for(exc),
                                               record_errors=list(getattr(exc, "record_errors", ())))
@@ -357,6 +364,11 @@ class ReplicaManager:
             return
         partition.pending_isr = None
         if new_isr is not None and partition_epoch is not None:
+            if self.stats is not None:  # IsrShrinksPerSec / IsrExpandsPerSec, marked once committed
+                if len(new_isr) < len(partition.isr):
+                    self.stats.isr_shrinks += 1
+                elif len(new_isr) > len(partition.isr):
+                    self.stats.isr_expands += 1
             partition.isr = new_isr
             partition.partition_epoch = partition_epoch
         key = (partition.topic, partition.index)

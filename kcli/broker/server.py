@@ -67,6 +67,7 @@ class KafkaServer:
         self._stopping = asyncio.Event()
         self._background: list[asyncio.Task] = []
         self._flushing: set[int] = set()
+        self.metrics_endpoint: Any = None  # kcli.broker.metrics_endpoint.MetricsEndpoint with metrics.http.listener
 
     @property
     def bound(self) -> list[tuple[str, int]]:
@@ -92,6 +93,8 @@ class KafkaServer:
                 log.warning("startup recovery: %s", line)
         self.metadata.cluster_id = self.log_manager.cluster_id
         self.admin.load()
+        self._connection_limits_changed()  # the dynamic max.connections & co. (KIP-226), now loaded
+        self.admin.dynamic.reconfigurables.append(self._connection_limits_changed)
         _freeze_long_lived(full=True)
         self.mode.logs_loaded()
         from kcli.broker.security.listener_config import all_listener_security
@@ -107,6 +110,8 @@ class KafkaServer:
             log.warning("sasl.jaas.config without a listener prefix is ignored by a broker: use "
                         "listener.name.<listener>.<mechanism>.sasl.jaas.config")
         await self.socket_server.start([(l.host, l.port, security[l.name]) for l in self.config.listeners])
+        if self.services.metrics is not None:
+            await self._start_metrics()
         # ZooKeeper mode: Kafka's order, logs loaded and listeners bound, then /brokers/ids, the controller bid and
         # the config change listener (ZooKeeperMode.join)
         await self.mode.join(self._spawn)
@@ -118,6 +123,35 @@ class KafkaServer:
                  len(self.metadata.topics), time.monotonic() - started)
         if self.config.unknown:
             log.warning("unknown configuration keys ignored: %s", ", ".join(sorted(self.config.unknown)))
+
+    async def _start_metrics(self) -> None:
+        """GET /metrics on metrics.http.listener, reading the socket edge, the partitions, the controller and the
+        connection counts at each scrape."""
+        from kcli.broker.metrics_endpoint import MetricsEndpoint
+
+        metrics = self.services.metrics
+        metrics.bind(served=self.socket_server.served, replica_manager=self.replica_manager,
+                     controller=self.services.controller, standalone=not self.config["zookeeper.connect"],
+                     quotas=self.socket_server.quotas)
+        self.metrics_endpoint = MetricsEndpoint(str(self.config["metrics.http.listener"]), metrics.render)
+        await self.metrics_endpoint.start()
+
+    def _connection_limits_changed(self) -> None:
+        """The connection limits of server.properties with the dynamic broker configs over them."""
+        from kcli.broker.config_error import ConfigError
+        from kcli.broker.connection_quotas import connection_limits
+
+        quotas = self.socket_server.quotas
+        if quotas is None:
+            return
+        try:
+            limits = connection_limits(self.config, self.admin.dynamic.merged(), list(quotas.listeners))
+        except ConfigError as exc:
+            log.error("connection limits unchanged: %s", exc.describe())
+            return
+        if limits != quotas.limits:
+            log.info("connection limits now %s", limits)
+            self.socket_server.update_limits(limits)
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         self._background.append(asyncio.get_running_loop().create_task(work))
@@ -213,6 +247,8 @@ class KafkaServer:
         await asyncio.gather(*self._background, return_exceptions=True)
         self.replica_manager.shutdown()
         await self.socket_server.stop()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
         await self.admin.drain()  # topics still being created or deleted in worker threads
         self.log_manager.shutdown()
         ledger = os.environ.get("KCTL_BROKER_API_LEDGER")
@@ -243,7 +279,10 @@ class KafkaServer:
 
         async def flush() -> None:
             try:
+                started = time.monotonic()
                 await asyncio.to_thread(self.log_manager.flush, managed)
+                if self.services.metrics is not None:  # LogFlushStats.LogFlushRateAndTimeMs
+                    self.services.metrics.log_flushed((time.monotonic() - started) * 1000)
             except Exception:
                 log.exception("flush of %s failed", managed.directory.name)
             finally:

@@ -86,6 +86,7 @@ class BrokerServices:
     metadata_store: Any = None
     # client quotas (kcli.broker.quotas.ClientQuotaManager, KIP-13/55/124); None: no quota is ever applied
     quotas: Any = None
+    metrics: Any = None  # kcli.broker.metrics.BrokerMetrics when metrics.http.listener is set, else None (off)
     _metadata_event: asyncio.Event | None = None
 
     @property

@@ -16,12 +16,18 @@ import asyncio
 import collections
 import logging
 import os
+import socket
 import ssl
 import struct
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kcli.broker.connection_quotas import (
+    ConnectionLimits,
+    ConnectionQuotas,
+    TooManyConnectionsError,
+)
 from kcli.broker.handlers.common import CloseConnection
 from kcli.broker.kafka_apis import KafkaApis
 from kcli.broker.purgatory import request_waiting
@@ -36,6 +42,9 @@ from kcli.protocol import (
     UnsupportedVersionError,
     api_versions_response,
 )
+
+if TYPE_CHECKING:
+    from kcli.broker.metrics import BrokerMetrics
 
 log = logging.getLogger("kcli.broker")
 security_log = logging.getLogger("kcli.broker.security")
@@ -70,10 +79,16 @@ def listener_pipeline(security: ListenerSecurity) -> ListenerPipeline:
 
 class SocketServer:
     def __init__(self, apis: KafkaApis, *, max_frame_bytes: int,
-                 produce_pipeline_depth: int = PRODUCE_PIPELINE_DEPTH) -> None:
+                 produce_pipeline_depth: int = PRODUCE_PIPELINE_DEPTH, quotas: ConnectionQuotas | None = None,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.apis = apis
         self.max_frame_bytes = max_frame_bytes
-        self._servers: list[asyncio.AbstractServer] = []
+        self.quotas = quotas  # None: no limits (made in start, for the counts)
+        self.metrics = metrics  # None: metrics off (metrics.http.listener unset)
+        self._listening: list[socket.socket] = []
+        self._acceptors: list[asyncio.Task] = []
+        self._open: dict[asyncio.Task, str] = {}  # every served connection's task -> its listener, oldest first
+        self._slot_freed = asyncio.Event()
         self._connections: set[asyncio.Task] = set()
         self.bound: list[tuple[str, int]] = []
         # (api, version) -> [requests, client software names]: the version ledger's evidence
@@ -87,10 +102,13 @@ class SocketServer:
         built before anything is bound (a bad keystore stops the start naming the listener)."""
         keep_large_buffers_in_heap()
         pipelines = [listener_pipeline(item[2]) if len(item) > 2 else None for item in listeners]  # type: ignore[misc]
-        for item, pipeline in zip(listeners, pipelines):
+        names = [p.security.listener_name if p is not None else "PLAINTEXT" for p in pipelines]
+        if self.quotas is None:
+            self.quotas = ConnectionQuotas(ConnectionLimits(), names, names[0] if names else "PLAINTEXT")
+        loop = asyncio.get_running_loop()
+        for item, pipeline, name in zip(listeners, pipelines, names):
             host, port = item[0], item[1]
             if pipeline is None or pipeline.security.security_protocol == "PLAINTEXT":
-                name = pipeline.security.listener_name if pipeline is not None else "PLAINTEXT"
                 session = PLAINTEXT_SESSION if name == "PLAINTEXT" else Session(listener_name=name)
 
                 async def handler(reader, writer, session=session):
@@ -98,20 +116,105 @@ class SocketServer:
             else:
                 async def handler(reader, writer, pipeline=pipeline):
                     await self._serve_secured(reader, writer, pipeline)
-            # The stream's buffer limit: a frame of up to 2x this is read without pausing the transport once
-            # per 256 KiB read (producers send batches of up to about 1 MiB).
-            server = await asyncio.start_server(handler, host, port, reuse_address=True, limit=_STREAM_LIMIT)
-            self._servers.append(server)
-            for sock in server.sockets:
+            for sock in await _listen(loop, host, port):
+                self._listening.append(sock)
                 self.bound.append(sock.getsockname()[:2])
+                self._acceptors.append(loop.create_task(self._accept(sock, name, handler)))
 
     async def stop(self) -> None:
-        for server in self._servers:
-            server.close()
-        for task in list(self._connections):
+        for task in self._acceptors:
             task.cancel()
-        for server in self._servers:
-            await server.wait_closed()
+        await asyncio.gather(*self._acceptors, return_exceptions=True)
+        for sock in self._listening:
+            sock.close()
+        for task in list(self._connections | set(self._open)):
+            task.cancel()
+
+    def update_limits(self, limits: ConnectionLimits) -> None:
+        """New connection limits (a dynamic config change): a waiting acceptor looks again at once (Kafka's
+        updateBrokerMaxConnections notifies its acceptors)."""
+        if self.quotas is not None:
+            self.quotas.update(limits)
+            self._slot_freed.set()
+
+    async def _accept(self, sock: socket.socket, listener: str, handler: Any) -> None:
+        """Kafka's Acceptor with its ConnectionQuotas: accept one connection, wait (accepting nothing else) while
+        the creation rate throttles or no slot is free, then count it; over max.connections.per.ip it is closed
+        at once. Until the acceptor accepts again, the kernel's listen backlog holds new connections."""
+        loop = asyncio.get_running_loop()
+        quotas = self.quotas
+        assert quotas is not None
+        stats = quotas.listeners[listener]
+        while True:
+            try:
+                conn, peer = await loop.sock_accept(sock)
+            except OSError as exc:  # EMFILE and the like: Kafka logs and goes on accepting
+                log.warning("accepting a connection on listener %s failed: %s", listener, exc)
+                await asyncio.sleep(0.1)
+                continue
+            address = str(peer[0]) if peer else ""
+            throttle_ms = quotas.record_creation(listener)
+            if throttle_ms > 0 or not quotas.slot_available(listener):
+                started = time.monotonic_ns()
+                deadline = time.monotonic() + throttle_ms / 1000
+                try:
+                    while (wait := deadline - time.monotonic()) > 0 or not quotas.slot_available(listener):
+                        self._slot_freed.clear()
+                        try:
+                            await asyncio.wait_for(self._slot_freed.wait(), wait if wait > 0 else None)
+                        except TimeoutError:
+                            pass
+                except BaseException:  # the broker stops: the connection held here goes too
+                    conn.close()
+                    raise
+                stats.blocked_ns += time.monotonic_ns() - started
+            try:
+                quotas.inc(listener, address)
+            except TooManyConnectionsError as exc:
+                log.info("%s", exc)  # Kafka's Acceptor: info, and the connection closed at once
+                quotas.dec(listener, address)
+                conn.close()
+                continue
+            if quotas.excess_connections():
+                self._close_oldest(listener)
+            task = loop.create_task(self._serve_accepted(conn, listener, address, handler))
+            self._open[task] = listener
+
+    async def _serve_accepted(self, conn: socket.socket, listener: str, address: str, handler: Any) -> None:
+        try:
+            # The server side of a stream, as asyncio.start_server makes it (start_tls then shakes hands as the
+            # server). The stream's buffer limit: a frame of up to 2x this is read without pausing the transport
+            # once per 256 KiB read (producers send batches of up to about 1 MiB).
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
+            made: asyncio.Future[asyncio.StreamWriter] = loop.create_future()
+            protocol = asyncio.StreamReaderProtocol(
+                reader, lambda _reader, writer: None if made.done() else made.set_result(writer), loop=loop)
+            try:
+                await loop.connect_accepted_socket(lambda: protocol, conn)
+                writer = await made
+            except OSError:
+                conn.close()
+            else:
+                await handler(reader, writer)
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._open.pop(task, None)
+            assert self.quotas is not None
+            self.quotas.dec(listener, address)
+            self._slot_freed.set()
+
+    def _close_oldest(self, listener: str) -> None:
+        """The protected (inter-broker) listener took a connection over max.connections: close one on another
+        listener (Kafka's Processor.closeExcessConnections closes its least recently used; kctl the oldest)."""
+        assert self.quotas is not None
+        for task, name in self._open.items():
+            if name != listener and not self.quotas.protected(name):
+                log.info("closing the oldest connection of listener %s: max.connections reached and listener %s "
+                         "is exempt", name, listener)
+                task.cancel()
+                return
 
     async def _serve_secured(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                              pipeline: ListenerPipeline) -> None:
@@ -253,6 +356,8 @@ class SocketServer:
                     data = await reader.readexactly(size)
                 except asyncio.IncompleteReadError:
                     return
+                metrics = self.metrics  # TotalTimeMs: from the whole frame read to its response written
+                received = time.perf_counter() if metrics is not None else 0.0
                 if expiry is not None:
                     # KIP-368: a SaslHandshake on an expiring session re-authenticates (at most once a second);
                     # any other request after the expiry closes the connection unanswered
@@ -295,13 +400,17 @@ class SocketServer:
                 else:
                     if not await _all_answered(inflight):
                         return
-                    frame = await self._answer(conn, request, host, session, charge)
-                    if frame is not None:
-                        if isinstance(frame, list):
-                            await self._send_parts(writer, frame, tls=tls)
-                        else:
-                            writer.write(frame)
-                        await writer.drain()
+                    if metrics is not None:
+                        await self._answer_counted(conn, request, host, session, writer, tls, received, metrics,
+                                                   charge)
+                    else:
+                        frame = await self._answer(conn, request, host, session, charge)
+                        if frame is not None:
+                            if isinstance(frame, list):
+                                await self._send_parts(writer, frame, tls=tls)
+                            else:
+                                writer.write(frame)
+                            await writer.drain()
                     # (an acks=0 produce over its quota has no response, and still mutes)
                     await _mute(charge)
                 # One request per connection per turn, as Kafka's processors serve them: a client pipelining
@@ -361,10 +470,17 @@ class SocketServer:
         when the connection is closing; the failure is logged once, by the request that failed."""
         failure: Exception | None = None
         response: Any = None
+        metrics = self.metrics  # TotalTimeMs from here, the moment the frame was read
+        received = time.perf_counter() if metrics is not None else 0.0
+        if metrics is not None:
+            metrics.requests_in_progress += 1
         try:
             response = await self._handle(request, host, session, charge)
         except Exception as exc:  # noqa: BLE001 - re-raised below, once the earlier responses are out
             failure = exc
+        finally:
+            if metrics is not None:
+                metrics.requests_in_progress -= 1
         if not waiting.done():
             waiting.set_result(None)
         try:
@@ -374,9 +490,19 @@ class SocketServer:
                 raise failure
             frame = self._encode(conn, request, response)
             if frame is not None:
-                writer.write(frame)  # Produce responses are bytes (only Fetch's carry file regions)
-                await writer.drain()
+                if metrics is not None:
+                    metrics.responses_in_progress += 1
+                try:
+                    writer.write(frame)  # Produce responses are bytes (only Fetch's carry file regions)
+                    await writer.drain()
+                finally:
+                    if metrics is not None:
+                        metrics.responses_in_progress -= 1
             inflight.mute_for(charge.throttle_ms)  # KIP-219, as _mute: the requests not yet served wait it out
+            if metrics is not None:
+                metrics.request_done(request.api_key, received, time.perf_counter(), request.body)
+                if charge.throttle_ms:
+                    metrics.record_throttle(_request_name(request.api_key), charge.throttle_ms)
             return True
         except (CloseConnection, ProtocolError) as exc:
             _log_close(exc, peer)
@@ -386,6 +512,30 @@ class SocketServer:
             log.exception("internal error serving %s; closing the connection", peer)
         writer.close()  # the reading side then sees the end of the stream
         return False
+
+    async def _answer_counted(self, conn: ServerConnection, request: Any, host: str, session: Session,
+                              writer: asyncio.StreamWriter, tls: bool, received: float, metrics: BrokerMetrics,
+                              charge: RequestCharge | None = None) -> None:
+        """One request answered and its response written, with metrics on: the request and response queue
+        gauges around each step, then its total time from ``received`` (the frame read)."""
+        metrics.requests_in_progress += 1
+        try:
+            frame = await self._answer(conn, request, host, session, charge)
+        finally:
+            metrics.requests_in_progress -= 1
+        if frame is not None:
+            metrics.responses_in_progress += 1
+            try:
+                if isinstance(frame, list):
+                    await self._send_parts(writer, frame, tls=tls)
+                else:
+                    writer.write(frame)
+                await writer.drain()
+            finally:
+                metrics.responses_in_progress -= 1
+        metrics.request_done(request.api_key, received, time.perf_counter(), request.body)
+        if charge is not None and charge.throttle_ms:
+            metrics.record_throttle(_request_name(request.api_key), charge.throttle_ms)
 
     async def _answer(self, conn: ServerConnection, request: Any, client_host: str,
                       session: Session = PLAINTEXT_SESSION, charge: RequestCharge | None = None
@@ -448,6 +598,36 @@ class SocketServer:
                     close()
 
 
+async def _listen(loop: asyncio.AbstractEventLoop, host: str, port: int, backlog: int = 100) -> list[socket.socket]:
+    """Listening sockets for ``host`` (every address it resolves to; "" is every interface), as asyncio's
+    create_server binds them: SO_REUSEADDR, IPv6 sockets IPv6-only, non-blocking."""
+    infos = await loop.getaddrinfo(host or None, port, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _name, address in dict.fromkeys(infos):
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError:  # a family this host does not have (IPv6 disabled)
+                continue
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                raise OSError(exc.errno, f"error while attempting to bind on address {address!r}: "
+                                         f"{exc.strerror.lower() if exc.strerror else exc}") from None
+            sock.listen(backlog)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
 class _Pipeline:
     """The pipelined requests of one connection whose responses are not written yet, oldest first."""
 
@@ -500,6 +680,14 @@ async def _all_answered(inflight: _Pipeline) -> bool:
         if not await inflight.oldest_answered():
             return False
     return True
+
+
+def _request_name(api_key: int) -> str:
+    from kcli.broker.metrics import (
+        request_name,  # only with metrics on (and a throttle): its module loads then
+    )
+
+    return request_name(api_key)
 
 
 def _log_close(exc: Exception, peer: Any) -> None:

@@ -26,6 +26,7 @@ from kcli.cli.compact import compact_cmd
 from kcli.cli.scan import scan_cmd
 from kcli.cli.completion import completion_cmd
 from kcli.cli.acls import acls_cmd
+from kcli.cli.metrics import metrics_cmd
 from kcli.cli.common import KctlGroup
 
 app = typer.Typer(
@@ -70,6 +71,7 @@ app.add_typer(guard_group(log_dirs_cli.app), name="log-dirs", rich_help_panel="B
 app.add_typer(guard_group(users_cli.app), name="users", rich_help_panel="Broker")
 app.add_typer(guard_group(quotas_cli.app), name="quotas", rich_help_panel="Broker")
 app.command("acls", rich_help_panel="Broker")(guarded(acls_cmd))
+app.command("metrics", rich_help_panel="Broker")(guarded(metrics_cmd))
 
 app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
 

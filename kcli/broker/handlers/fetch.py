@@ -84,6 +84,12 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     if magic < 2:  # Fetch v0-v3: the stored v2 batches as magic 0/1 message sets (reads files, compresses)
         results = await asyncio.to_thread(_down_convert_all, ctx.services.replica_manager, params, infos, results,
                                           magic)
+    stats = getattr(ctx.services, "metrics", None)
+    if stats is not None:  # Kafka's updateBytesOut: BytesOut for consumers, ReplicationBytesOut for followers
+        follower = params.replica_id >= 0
+        for info, result in zip(infos, results):
+            stats.fetched(info.topic, len(result.read.records) if result.read is not None else 0,
+                          follower=follower, failed=result.error != ErrorCode.none)
     by_topic: dict[tuple[str, Any], list[Any]] = {}
     order: list[tuple[str, Any]] = []
     for info, result in zip(infos, results):
