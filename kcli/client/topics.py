@@ -300,6 +300,31 @@ def _controller_call(client: KafkaClient, api_key: ApiKey, build: Any) -> tuple[
     raise AssertionError("unreachable")
 
 
+CONTROLLER_ATTEMPTS = 3
+
+
+def controller_call(client: KafkaClient, api_key: ApiKey, build: Any, not_controller: Any) -> tuple[int, Any]:
+    """``build(version, module)`` sent to the controller Metadata names (ElectLeaders, CreatePartitions, the
+    reassignment requests: only the active controller serves them); sent again, the metadata read anew, while
+    ``not_controller(body)`` says the answer came from a broker that no longer controls, as Kafka's admin client
+    retries them. Returns (version, response body)."""
+    for attempt in range(CONTROLLER_ATTEMPTS):
+        view = cluster_view(client, [])
+        node = view.controller_id if view.controller_id >= 0 else next(iter(sorted(view.brokers)), -1)
+        connection = client._node(node) if node >= 0 else client._any()
+        version, m = request_module(connection, api_key)
+        body = connection.call(api_key, build(version, m))
+        if attempt < CONTROLLER_ATTEMPTS - 1 and not_controller(body):
+            time.sleep(0.2 * (attempt + 1))
+            continue
+        return version, body
+    raise AssertionError("unreachable")
+
+
+def is_not_controller(code: Any) -> bool:
+    return code == ErrorCode.not_controller
+
+
 def create_topics(client: KafkaClient, specs: Sequence[NewTopic], *, validate_only: bool = False,
                   if_not_exists: bool = False, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list[TopicResult]:
     """CreateTopics for every spec (one request, to the controller)."""
@@ -436,3 +461,4 @@ def alter_topic_configs(client: KafkaClient, topics: Sequence[str], *, set_confi
                 label, f"responses[{r.resource_name}].error_code", r.error_code, r.error_message), info))
     order = {t: i for i, t in enumerate(topics)}
     return sorted(results, key=lambda r: order.get(r.topic, len(order)))
+
