@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 from kcli.client.client import BrokerConnection, KafkaClient, KafkaClientError, KafkaRequestError, _build
+from kcli.errors import UsageError
 from kcli.protocol.api import ApiKey
 from kcli.protocol.codec import api_name
 from kcli.protocol.schema import load_payload_module, load_request_schema
@@ -462,3 +463,71 @@ def alter_topic_configs(client: KafkaClient, topics: Sequence[str], *, set_confi
     order = {t: i for i, t in enumerate(topics)}
     return sorted(results, key=lambda r: order.get(r.topic, len(order)))
 
+
+# -- CreatePartitions ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PartitionGrowth:
+    """kafka-topics --alter --partitions for one topic: the count it has and the count asked for."""
+
+    topic: str
+    current: int
+    wanted: int
+    assignment: tuple[tuple[int, ...], ...] | None = None  # the new partitions' replicas, in order
+
+
+def plan_partition_growth(view: ClusterView, topics: Sequence[str], count: int,
+                          assignment: Mapping[int, Sequence[int]] | None = None) -> list[PartitionGrowth]:
+    """Check an increase to ``count`` partitions against the topics' current counts, as kafka-topics does before
+    CreatePartitions: an unknown topic raises KafkaClientError, a count below the current one ("The number of
+    partitions for a topic can only be increased") UsageError. ``assignment`` is kafka-topics' --replica-assignment: either
+    every partition (the existing ones first, which are skipped, as TopicCommand skips them) or only the new ones."""
+    out = []
+    for name in dict.fromkeys(topics):
+        topic = view.topics.get(name)
+        if topic is None or topic.error:
+            raise KafkaClientError(topic.error if topic is not None and topic.error else f"topic {name} not found",
+                                   path="MetadataResponse")
+        current = len(topic.partitions)
+        if count < current:
+            raise UsageError(f"The number of partitions for a topic can only be increased: {name} has "
+                                   f"{current}, --partitions {count} asks for fewer")
+        new: tuple[tuple[int, ...], ...] | None = None
+        if assignment is not None:
+            rows = [tuple(assignment[p]) for p in sorted(assignment)]
+            if len(rows) == count:
+                rows = rows[current:]
+            if len(rows) != count - current:
+                raise UsageError(f"--replica-assignment lists {len(assignment)} partitions: {name} grows from "
+                                       f"{current} to {count}, so give all {count} or the {count - current} new ones")
+            new = tuple(rows)
+        out.append(PartitionGrowth(name, current, count, new))
+    return out
+
+
+def create_partitions(client: KafkaClient, growths: Sequence[PartitionGrowth], *, validate_only: bool = False,
+                      timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list[TopicResult]:
+    """CreatePartitions (to the controller) for every growth; one result per topic (action ``altered`` or
+    ``validated``, or ``failed`` with the response's field and error code)."""
+    if not growths:
+        return []
+    def build(version: int, m: Any) -> Any:
+        return _build(m, "CreatePartitionsRequest", timeout=_timeout(timeout_ms), validate_only=validate_only,
+                      topics=tuple(_build(m, "CreatePartitionsTopic", name=g.topic, count=g.wanted, assignments=None
+                                          if g.assignment is None else tuple(
+                                              _build(m, "CreatePartitionsAssignment", broker_ids=tuple(r))
+                                              for r in g.assignment)) for g in growths))
+
+    version, body = controller_call(client, ApiKey.CREATE_PARTITIONS, build,
+                                    lambda b: any(is_not_controller(r.error_code) for r in b.results))
+    label = f"CreatePartitionsResponse v{version}"
+    by_name = {g.topic: g for g in growths}
+    results = []
+    for r in body.results:
+        g = by_name.get(r.name)
+        detail = {"partitions": g.wanted, "previous_partitions": g.current} if g is not None else {}
+        if r.error_code == ErrorCode.none:
+            results.append(TopicResult(r.name, "validated" if validate_only else "partitions", None, detail))
+        else:
+            results.append(TopicResult(r.name, "failed", _failure(label, f"results[{r.name}].error_code",
+                                                                  r.error_code, r.error_message), detail))
+    return results

@@ -5,11 +5,12 @@ confluent-kafka's AdminClient. One cluster for the module; each test uses its ow
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 from typer.testing import CliRunner
 
-from cluster_support import create_topic, metadata, running_cluster, wait_for
+from cluster_support import consume_all, create_topic, metadata, produce, running_cluster, wait_for
 from kcli.cli.app import app
 
 pytestmark = pytest.mark.cluster
@@ -23,9 +24,9 @@ def cluster(zookeeper, tmp_path_factory):
         yield c
 
 
-def kctl(cluster, *args: str, code: int = 0):
-    result = CliRunner().invoke(app, [*args, "-b", cluster.bootstrap], env={"COLUMNS": "200"})
-    assert result.exit_code == code, f"exit {result.exit_code}\n{result.output}"
+def kctl(cluster, *args: str, code: int | None = 0, bootstrap: str | None = None):
+    result = CliRunner().invoke(app, [*args, "-b", bootstrap or cluster.bootstrap], env={"COLUMNS": "200"})
+    assert code is None or result.exit_code == code, f"exit {result.exit_code}\n{result.output}"
     return result
 
 
@@ -91,3 +92,40 @@ def test_elect_leaders_failures_and_usage(cluster, tmp_path):
                                   code=3).output
     unknown = kctl(cluster, "elect-leaders", "--topic", "no-such-topic", code=1).output
     assert "no-such-topic" in unknown and "UNKNOWN_TOPIC_OR_PARTITION" in unknown
+
+
+# -- topics add-partitions / alter -----------------------------------------------------------------------
+def partition_count(cluster, topic: str) -> int:
+    return len(cluster.read_json(f"/brokers/topics/{topic}")["partitions"])
+
+
+def test_add_partitions(cluster):
+    create_topic(cluster, "grow", partitions=2, rf=2)
+    out = kctl(cluster, "topics", "add-partitions", "grow", "--partitions", "4").stdout
+    assert out == "Increased the partitions of topic grow from 2 to 4.\n"
+    assert partition_count(cluster, "grow") == 4
+    wait_for(lambda: all(p.leader >= 0 for p in metadata(cluster, "grow").topics["grow"].partitions.values())
+             and len(metadata(cluster, "grow").topics["grow"].partitions) == 4, 60, "4 partitions with leaders")
+
+    # kafka-topics' --alter spelling, and the new partitions' replicas given (only the new ones here)
+    doc = json.loads(kctl(cluster, "topics", "alter", "grow", "--partitions", "6", "--replica-assignment", "0:1,1:2",
+                          "--json").stdout)
+    assert doc == {"results": [{"topic": "grow", "action": "partitions", "ok": True, "error": None,
+                                "partitions": 6, "previous_partitions": 4}]}
+    assigned = cluster.read_json("/brokers/topics/grow")["partitions"]
+    assert (assigned["4"], assigned["5"]) == ([0, 1], [1, 2])
+
+    out = kctl(cluster, "topics", "add-partitions", "grow", "--partitions", "8", "--validate-only").stdout
+    assert "from 6 to 8" in out and "validate only" in out
+    assert partition_count(cluster, "grow") == 6
+
+    fewer = kctl(cluster, "topics", "add-partitions", "grow", "--partitions", "3", code=2).output
+    assert "The number of partitions for a topic can only be increased" in fewer and "grow has 6" in fewer
+    same = kctl(cluster, "topics", "alter", "grow", "--partitions", "6", code=1).output
+    assert "results[grow].error_code = INVALID_PARTITIONS (37)" in same
+    assert "no-such-topic" in kctl(cluster, "topics", "add-partitions", "no-such-topic", "--partitions", "2",
+                                   code=1).output
+    bad = kctl(cluster, "topics", "add-partitions", "grow", "--partitions", "8", "--replica-assignment", "0:1",
+               code=2).output
+    assert "give all 8 or the 2 new ones" in bad
+    assert partition_count(cluster, "grow") == 6

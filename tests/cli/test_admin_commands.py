@@ -63,3 +63,38 @@ def test_elect_leaders_usage_needs_no_broker(tmp_path):
     assert run("elect-leaders", "--path-to-json-file", str(tmp_path / "missing.json")).exit_code == 3
     no_broker = run("elect-leaders", "--all-topic-partitions")
     assert no_broker.exit_code == 2 and "--bootstrap-server" in no_broker.output
+
+
+# -- topics add-partitions -------------------------------------------------------------------------------
+def _view(**counts: int):
+    from kcli.client.topics import ClusterView, PartitionInfo, TopicDescription
+
+    topics = {name: TopicDescription(name, None, False, [PartitionInfo(p, 0, 0, (0,), (0,), ()) for p in range(n)])
+              for name, n in counts.items()}
+    return ClusterView("c", 0, {0: ("h", 1)}, topics)
+
+
+def test_partition_growth_plan():
+    from kcli.client.topics import parse_replica_assignment, plan_partition_growth
+    from kcli.errors import UsageError
+
+    [g] = plan_partition_growth(_view(t=2), ["t"], 4)
+    assert (g.topic, g.current, g.wanted, g.assignment) == ("t", 2, 4, None)
+    # every partition listed (kafka-topics --alter's form: the existing ones are skipped), or only the new ones
+    full = plan_partition_growth(_view(t=2), ["t"], 4, parse_replica_assignment("0:1,1:2,2:0,0:2"))
+    new = plan_partition_growth(_view(t=2), ["t"], 4, parse_replica_assignment("2:0,0:2"))
+    assert full[0].assignment == new[0].assignment == ((2, 0), (0, 2))
+    with pytest.raises(UsageError, match="can only be increased: t has 2"):
+        plan_partition_growth(_view(t=2), ["t"], 1)
+    with pytest.raises(UsageError, match="give all 4 or the 2 new ones"):
+        plan_partition_growth(_view(t=2), ["t"], 4, parse_replica_assignment("0:1,1:2,2:0"))
+    with pytest.raises(KcliError, match="topic u not found"):
+        plan_partition_growth(_view(t=2), ["u"], 4)
+
+
+def test_mistyped_topics_subcommand_is_a_usage_error(tmp_path):
+    result = run("topics", "lsit")
+    assert result.exit_code == 2 and "No such command 'lsit'" in result.output and "'list'" in result.output
+    assert "No such file" not in result.output
+    assert run("topics", str(tmp_path / "missing")).exit_code == 3  # a path still goes to the log-dir rollup
+    assert run("topics", "add-partitions", "t").exit_code == 2  # --partitions is required
