@@ -12,7 +12,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kcli.cli.common import BootstrapOpt, ExitCode, JsonOpt, err_console, fail, kafka_client, write_json_line
+from kcli.cli.common import (BootstrapOpt, ExitCode, JsonOpt, err_console, fail, kafka_client, request_timeout_ms,
+                             write_json_line)
 from kcli.errors import KcliError
 
 
@@ -39,7 +40,7 @@ def elect_leaders_cmd(
     bootstrap: BootstrapOpt = None,
     as_json: JsonOpt = False,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker "
-                                           "request; the election itself may take up to 30 s.")] = 10.0,
+                                           "request (the broker gets a second less for the election).")] = 10.0,
 ) -> None:
     """Leader elections as kafka-leader-election runs them (ElectLeaders to the controller): give
     --all-topic-partitions, --topic [--partition] or --path-to-json-file. Prints which partitions got a new
@@ -65,7 +66,7 @@ def elect_leaders_cmd(
     with kafka_client(bootstrap, timeout, "kctl-elect-leaders") as client:
         if topic is not None:
             wanted = [(topic, partition)] if partition is not None else topic_partitions(client, topic)
-        results = elect_leaders(client, kind, wanted)
+        results = elect_leaders(client, kind, wanted, timeout_ms=request_timeout_ms(timeout))
     failed = [r for r in results if r.failed]
     if as_json:
         write_json_line({"election_type": kind.name, "results": [r.to_json() for r in results]})
