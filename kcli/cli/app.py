@@ -26,6 +26,7 @@ from kcli.cli.scan import scan_cmd
 from kcli.cli.completion import completion_cmd
 from kcli.cli.acls import acls_cmd
 from kcli.cli.elect_leaders import elect_leaders_cmd
+from kcli.cli.reassign import reassign_cmd
 from kcli.cli.common import KctlGroup
 
 app = typer.Typer(
@@ -70,6 +71,7 @@ app.add_typer(guard_group(log_dirs_cli.app), name="log-dirs", rich_help_panel="B
 app.add_typer(guard_group(users_cli.app), name="users", rich_help_panel="Broker")
 app.command("acls", rich_help_panel="Broker")(guarded(acls_cmd))
 app.command("elect-leaders", rich_help_panel="Broker")(guarded(elect_leaders_cmd))
+app.command("reassign", rich_help_panel="Broker")(guarded(reassign_cmd))
 
 app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
 

@@ -129,3 +129,116 @@ def test_add_partitions(cluster):
                code=2).output
     assert "give all 8 or the 2 new ones" in bad
     assert partition_count(cluster, "grow") == 6
+
+
+# -- reassign ------------------------------------------------------------------------------------------
+def assignment(cluster, topic: str) -> dict[int, list[int]]:
+    return {int(p): r for p, r in cluster.read_json(f"/brokers/topics/{topic}")["partitions"].items()}
+
+
+def write_plan(path, partitions: dict[tuple[str, int], list[int]], log_dirs=None) -> str:
+    path.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": r, **({"log_dirs": log_dirs} if log_dirs else {})}
+        for (t, p), r in partitions.items()]}))
+    return str(path)
+
+
+def test_reassign_generate_execute_verify(cluster, tmp_path):
+    create_topic(cluster, "move", assignment=[[0, 1], [1, 2], [2, 0]])
+    produce(cluster, "move", 60)
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "move"}]}))
+
+    out = kctl(cluster, "reassign", "--generate", "--topics-to-move-json-file", str(topics), "--broker-list",
+               "0,1,2").stdout.split("\n")
+    assert out[0] == "Current partition replica assignment" and out[3] == "Proposed partition reassignment configuration"
+    assert json.loads(out[1]) == {"version": 1, "partitions": [
+        {"topic": "move", "partition": p, "replicas": r, "log_dirs": ["any", "any"]}
+        for p, r in sorted(assignment(cluster, "move").items())]}
+    proposed = {e["partition"]: e["replicas"] for e in json.loads(out[4])["partitions"]}
+    # racks rack-0 (brokers 0, 2) and rack-1 (broker 1): two replicas always on both racks
+    assert sorted(proposed) == [0, 1, 2] and all(len(r) == 2 and 1 in r and len(set(r)) == 2
+                                                 for r in proposed.values())
+    assert kctl(cluster, "reassign", "--generate", "--topics-to-move-json-file", str(topics), "--broker-list",
+                "0,1,7", code=1).output.count("7 of --broker-list is not alive")
+
+    plan = write_plan(tmp_path / "plan.json", {("move", 0): [1, 2], ("move", 1): [2, 1]})
+    out = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", plan).stdout
+    assert out == (
+        "Current partition replica assignment\n\n"
+        '{"version":1,"partitions":[{"topic":"move","partition":0,"replicas":[0,1],"log_dirs":["any","any"]},'
+        '{"topic":"move","partition":1,"replicas":[1,2],"log_dirs":["any","any"]}]}\n\n'
+        "Save this to use as the --reassignment-json-file option during rollback\n"
+        "Successfully started partition reassignments for move-0,move-1\n")
+
+    def verified():
+        result = kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, code=None)
+        return result if result.exit_code == 0 else None
+    done = wait_for(verified, 60, "the reassignment verified")
+    assert done.stdout == ("Status of partition reassignment:\n"
+                           "Reassignment of partition move-0 is completed.\n"
+                           "Reassignment of partition move-1 is completed.\n")
+    assert assignment(cluster, "move") == {0: [1, 2], 1: [2, 1], 2: [2, 0]}
+    doc = json.loads(kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, "--json").stdout)
+    assert doc["complete"] and [p["status"] for p in doc["partitions"]] == ["completed", "completed"]
+    wait_for(lambda: all(sorted(p.isrs) == sorted(p.replicas)
+                         for p in metadata(cluster, "move").topics["move"].partitions.values()), 60, "full ISRs")
+    assert len(consume_all(cluster, "move", 60)) == 60  # every acknowledged record still there
+    assert kctl(cluster, "reassign", "--list").stdout == "No partition reassignments found.\n"
+
+    # a partition not where the plan says (the rollback plan, now stale) and no reassignment running
+    stale = write_plan(tmp_path / "stale.json", {("move", 0): [0, 1]})
+    result = kctl(cluster, "reassign", "--verify", "--reassignment-json-file", stale, code=1)
+    assert "There is no active reassignment of partition move-0, but replica set is 1,2 rather than 0,1." \
+        in result.stdout
+
+
+def test_reassign_in_progress_list_cancel(cluster, tmp_path):
+    """A reassignment onto a paused broker stays in progress: --list, --verify (exit 1), --execute refused
+    without --additional, --cancel."""
+    controller = cluster.controller_id()
+    paused = next(b for b in (2, 1, 0) if b != controller)
+    others = [b for b in range(3) if b != paused]
+    create_topic(cluster, "stuck", assignment=[others])
+    bootstrap = ",".join(cluster.brokers[b].bootstrap for b in others)
+    plan = write_plan(tmp_path / "stuck.json", {("stuck", 0): [*others, paused]})
+    cluster.brokers[paused].proc.send_signal(signal.SIGSTOP)
+    try:
+        kctl(cluster, "reassign", "--execute", "--reassignment-json-file", plan, bootstrap=bootstrap)
+        listed = kctl(cluster, "reassign", "--list", bootstrap=bootstrap).stdout
+        assert listed == ("Current partition reassignments:\n"
+                          f"stuck-0: replicas: {','.join(map(str, [*others, paused]))}. adding: {paused}.\n")
+        assert json.loads(kctl(cluster, "reassign", "--list", "--json", bootstrap=bootstrap).stdout) == {
+            "reassignments": [{"topic": "stuck", "partition": 0, "replicas": [*others, paused],
+                               "adding_replicas": [paused], "removing_replicas": []}]}
+        result = kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, code=1, bootstrap=bootstrap)
+        assert result.stdout == "Status of partition reassignment:\nReassignment of partition stuck-0 is still in progress.\n"
+        refused = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", plan, code=1, bootstrap=bootstrap)
+        assert "Cannot execute because there is an existing partition assignment" in refused.output
+
+        out = kctl(cluster, "reassign", "--cancel", "--reassignment-json-file", plan, bootstrap=bootstrap).stdout
+        assert out == "Successfully cancelled partition reassignment for: stuck-0\n"
+        assert assignment(cluster, "stuck") == {0: others}
+        assert kctl(cluster, "reassign", "--list", bootstrap=bootstrap).stdout == "No partition reassignments found.\n"
+        again = kctl(cluster, "reassign", "--cancel", "--reassignment-json-file", plan, bootstrap=bootstrap).stdout
+        assert again == "None of the specified partition reassignments are active.\n"
+    finally:
+        cluster.brokers[paused].proc.send_signal(signal.SIGCONT)
+
+
+def test_reassign_refusals(cluster, tmp_path):
+    create_topic(cluster, "refuse", assignment=[[0, 1]])
+    plan = write_plan(tmp_path / "p.json", {("refuse", 0): [1, 2]})
+    throttled = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", plan, "--throttle", "1000000",
+                     code=2).output
+    assert "--throttle needs replication throttles" in throttled and "does not implement" in throttled
+    dirs = write_plan(tmp_path / "dirs.json", {("refuse", 0): [1, 2]}, log_dirs=["/data/kafka-2", "any"])
+    refused = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", dirs, code=2).output
+    assert "refuse-0 on broker 1: /data/kafka-2" in refused and "AlterReplicaLogDirs" in refused
+    unknown = write_plan(tmp_path / "u.json", {("refuse", 0): [1, 9]})
+    assert "Unknown broker id 9" in kctl(cluster, "reassign", "--execute", "--reassignment-json-file", unknown,
+                                         code=1).output
+    missing = write_plan(tmp_path / "m.json", {("refuse", 5): [1, 2]})
+    assert "Unable to find partition: refuse-5" in kctl(cluster, "reassign", "--execute", "--reassignment-json-file",
+                                                        missing, code=1).output
+    assert assignment(cluster, "refuse") == {0: [0, 1]}  # nothing started

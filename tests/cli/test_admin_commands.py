@@ -98,3 +98,123 @@ def test_mistyped_topics_subcommand_is_a_usage_error(tmp_path):
     assert "No such file" not in result.output
     assert run("topics", str(tmp_path / "missing")).exit_code == 3  # a path still goes to the log-dir rollup
     assert run("topics", "add-partitions", "t").exit_code == 2  # --partitions is required
+
+
+# -- reassign --------------------------------------------------------------------------------------------
+PLAN = {"version": 1, "partitions": [{"topic": "b", "partition": 0, "replicas": [2, 1], "log_dirs": ["any", "any"]},
+                                     {"topic": "a", "partition": 1, "replicas": [1, 3]},
+                                     {"topic": "a", "partition": 0, "replicas": [3, 2], "log_dirs": ["/d1", "any"]}]}
+
+
+def test_reassignment_json_round_trip_in_kafkas_format():
+    from kcli.client.reassign import format_reassignment_json, parse_reassignment
+
+    plan = parse_reassignment(json.dumps(PLAN))
+    assert plan.partitions == {("b", 0): [2, 1], ("a", 1): [1, 3], ("a", 0): [3, 2]}
+    assert plan.log_dirs == {("a", 0, 3): "/d1"}
+    # formatAsReassignmentJson: sorted by topic and partition, Jackson's compact JSON, a log dir per replica
+    assert format_reassignment_json(plan.partitions, plan.log_dirs) == (
+        '{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[3,2],"log_dirs":["/d1","any"]},'
+        '{"topic":"a","partition":1,"replicas":[1,3],"log_dirs":["any","any"]},'
+        '{"topic":"b","partition":0,"replicas":[2,1],"log_dirs":["any","any"]}]}')
+
+
+@pytest.mark.parametrize("doc,message", [
+    ("{", "not a valid JSON"),
+    ({"version": 2, "partitions": []}, "Not supported version field value 2"),
+    ({"version": 1, "partitions": []}, "Partition reassignment list cannot be empty"),
+    ({"partitions": [{"topic": "a", "partition": 0, "replicas": []}]}, "Partition replica list cannot be empty"),
+    ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1]}, {"topic": "a", "partition": 0,
+                                                                       "replicas": [2]}]},
+     "contains duplicate topic partitions: a-0"),
+    ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1, 1, 2]}]},
+     "may not contain duplicate entries: a-0 contains multiple entries for 1"),
+    ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1, 2], "log_dirs": ["any"]}]},
+     "Size of replicas list"),
+    ({"partitions": [{"topic": "a", "partition": "0", "replicas": [1]}]}, "partitions\\[0\\]"),
+    ({"partitions": [{"topic": "a", "partition": 0, "replicas": "1,2"}]}, "not a list of broker ids"),
+])
+def test_reassignment_json_checks(doc, message):
+    from kcli.client.reassign import parse_reassignment
+    from kcli.errors import UsageError
+
+    with pytest.raises(UsageError, match=message):
+        parse_reassignment(doc if isinstance(doc, str) else json.dumps(doc), "plan.json")
+
+
+def test_topics_to_move_json():
+    from kcli.client.reassign import parse_topics_to_move
+    from kcli.errors import UsageError
+
+    assert parse_topics_to_move('{"version":1,"topics":[{"topic":"a"},{"topic":"b"}]}') == ["a", "b"]
+    with pytest.raises(UsageError, match="duplicate entries: a"):
+        parse_topics_to_move('{"topics":[{"topic":"a"},{"topic":"a"}]}')
+    with pytest.raises(UsageError, match="no topics"):
+        parse_topics_to_move('{"topics":[]}')
+
+
+@pytest.mark.parametrize("racks", [None, {0: "r1", 1: "r3", 2: "r3", 3: "r2", 4: "r2", 5: "r1"},
+                                   {0: "a", 1: "b", 2: "a"}])
+@pytest.mark.parametrize("partitions,rf", [(1, 1), (7, 3), (12, 2), (30, 3)])
+def test_assignment_is_kafkas_as_the_broker_computes_it(racks, partitions, rf):
+    """The client's port of AdminUtils.assignReplicasToBrokers gives what the broker's (kcli.broker.admin_utils,
+    itself checked against Kafka's tables) gives, draw for draw."""
+    import random
+
+    from kcli.broker import admin_utils
+    from kcli.client.reassign import Broker, assign_replicas
+
+    ids = sorted(racks) if racks else [0, 1, 2, 3, 4]
+    for seed in range(5):
+        ours = assign_replicas([Broker(b, racks[b] if racks else None) for b in ids], partitions, rf,
+                               random.Random(seed))
+        theirs = admin_utils.assign_replicas_to_brokers(
+            [admin_utils.BrokerMetadata(b, racks[b] if racks else None) for b in ids], partitions, rf,
+            rng=random.Random(seed))
+        assert ours == theirs
+
+
+def test_calculate_assignment_keeps_each_topics_replication_factor():
+    import random
+
+    from kcli.client.reassign import Broker, calculate_assignment
+
+    current = {("a", 0): [0, 1, 2], ("a", 1): [1, 2, 0], ("b", 0): [0], ("b", 1): [1], ("b", 2): [2]}
+    proposed = calculate_assignment(current, [Broker(3, "x"), Broker(4, "y"), Broker(5, "x")], random.Random(1))
+    assert sorted(proposed) == sorted(current)
+    assert all(len(proposed[tp]) == len(current[tp]) and set(proposed[tp]) <= {3, 4, 5} for tp in current)
+    assert all(4 in proposed[("a", p)] for p in (0, 1))  # two racks, three replicas: rack y is always used
+
+
+def test_reassign_states_and_lines():
+    from kcli.client.reassign import OngoingReassignment, PartitionState
+
+    assert OngoingReassignment("foo", 1, (1, 2, 3), (4, 5), (1, 2)).line() == \
+        "foo-1: replicas: 1,2,3. adding: 4,5. removing: 1,2."
+    assert OngoingReassignment("bar", 0, (2, 3, 0), (), (0,)).line() == "bar-0: replicas: 2,3,0. removing: 0."
+    assert PartitionState("t", 0, (1, 2), (1, 2), True).line() == "Reassignment of partition t-0 is completed."
+    assert PartitionState("t", 0, (1, 2, 3), (2, 3), False).line() == \
+        "Reassignment of partition t-0 is still in progress."
+    assert PartitionState("t", 0, (1, 2), (2, 3), True).line() == \
+        "There is no active reassignment of partition t-0, but replica set is 1,2 rather than 2,3."
+
+
+def test_reassign_usage_needs_no_broker(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(PLAN))
+    assert "exactly one action" in run("reassign").output
+    assert run("reassign", "--list", "--verify").exit_code == 2
+    assert "--verify needs --reassignment-json-file" in run("reassign", "--verify").output
+    assert "--generate needs --broker-list" in run("reassign", "--generate", "--topics-to-move-json-file",
+                                                   str(plan)).output
+    wrong = run("reassign", "--verify", "--reassignment-json-file", str(plan), "--throttle", "10")
+    assert wrong.exit_code == 2 and '"--throttle" can\'t be used with action "--verify"' in wrong.output
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version":1,"partitions":[]}')
+    empty = run("reassign", "--execute", "--reassignment-json-file", str(bad))
+    assert empty.exit_code == 2 and "cannot be empty" in empty.output
+    assert run("reassign", "--cancel", "--reassignment-json-file", str(tmp_path / "nope.json")).exit_code == 3
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"topics":[{"topic":"a"}]}')
+    result = run("reassign", "--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "1,x")
+    assert result.exit_code == 2 and "--broker-list" in result.output

@@ -81,5 +81,7 @@ def test_admin_commands_complete(kctl_bin):
     assert complete(kctl_bin, "kctl elect-l") == ["elect-leaders"]
     assert "--election-type" in complete(kctl_bin, "kctl elect-leaders --elec")
     assert set(complete(kctl_bin, "kctl elect-leaders --election-type ")) == {"preferred", "unclean"}
+    assert complete(kctl_bin, "kctl reass") == ["reassign"]
+    assert "--reassignment-json-file" in complete(kctl_bin, "kctl reassign --reassignment")
     assert set(complete(kctl_bin, "kctl topics -b h:1 al")) == {"alter", "alter-config"}
     assert complete(kctl_bin, "kctl topics add") == ["add-partitions"]
