@@ -27,6 +27,7 @@ from kcli.cli.completion import completion_cmd
 from kcli.cli.acls import acls_cmd
 from kcli.cli.elect_leaders import elect_leaders_cmd
 from kcli.cli.reassign import reassign_cmd
+from kcli.cli.configs import configs_cmd
 from kcli.cli.common import KctlGroup
 
 app = typer.Typer(
@@ -72,6 +73,7 @@ app.add_typer(guard_group(users_cli.app), name="users", rich_help_panel="Broker"
 app.command("acls", rich_help_panel="Broker")(guarded(acls_cmd))
 app.command("elect-leaders", rich_help_panel="Broker")(guarded(elect_leaders_cmd))
 app.command("reassign", rich_help_panel="Broker")(guarded(reassign_cmd))
+app.command("configs", rich_help_panel="Broker")(guarded(configs_cmd))
 
 app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
 

@@ -242,3 +242,91 @@ def test_reassign_refusals(cluster, tmp_path):
     assert "Unable to find partition: refuse-5" in kctl(cluster, "reassign", "--execute", "--reassignment-json-file",
                                                         missing, code=1).output
     assert assignment(cluster, "refuse") == {0: [0, 1]}  # nothing started
+
+
+# -- configs -------------------------------------------------------------------------------------------
+def topic_configs(cluster, topic: str) -> dict:
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    [future] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    return {k: v.value for k, v in future.result(30).items()}
+
+
+def test_configs_topics(cluster):
+    create_topic(cluster, "conf", partitions=1, rf=1, config={"retention.ms": "3600000"})
+    out = kctl(cluster, "configs", "--describe", "--entity-type", "topics", "--entity-name", "conf").stdout
+    lines = out.splitlines()
+    assert lines[0] == "Dynamic configs for topic conf are:" and len(lines) == 2
+    assert lines[1].startswith("  retention.ms=3600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:"
+                               "retention.ms=3600000")
+
+    out = kctl(cluster, "configs", "--alter", "--entity-type", "topics", "--entity-name", "conf", "--add-config",
+               "segment.ms=600000,cleanup.policy=[compact,delete]").stdout
+    assert out == "Completed updating config for topic conf.\n"
+    seen = topic_configs(cluster, "conf")
+    assert (seen["segment.ms"], seen["cleanup.policy"], seen["retention.ms"]) == ("600000", "compact,delete",
+                                                                                  "3600000")
+    doc = json.loads(kctl(cluster, "configs", "--describe", "--entity-type", "topic", "--entity-name", "conf",
+                          "--all", "--json").stdout)
+    [entity] = doc["entities"]
+    by_name = {c["name"]: c for c in entity["configs"]}
+    assert entity["entity_name"] == "conf" and entity["error"] is None
+    assert by_name["segment.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert by_name["segment.ms"]["synonyms"][0] == {"name": "segment.ms", "value": "600000",
+                                                    "source": "DYNAMIC_TOPIC_CONFIG"}
+    assert by_name["max.message.bytes"]["source"] in ("DEFAULT_CONFIG", "STATIC_BROKER_CONFIG")
+    assert set(by_name) >= set(seen)  # every config, as the AdminClient sees them
+
+    out = kctl(cluster, "configs", "--alter", "--entity-type", "topics", "--entity-name", "conf",
+               "--delete-config", "segment.ms").stdout
+    assert out == "Completed updating config for topic conf.\n" and "segment.ms" not in {
+        c.split("=")[0].strip() for c in kctl(cluster, "configs", "--describe", "--entity-type", "topics",
+                                              "--entity-name", "conf").stdout.splitlines()[1:]}
+    again = kctl(cluster, "configs", "--alter", "--entity-type", "topics", "--entity-name", "conf",
+                 "--delete-config", "segment.ms", code=1).output
+    assert "Invalid config(s): segment.ms" in again
+    bad = kctl(cluster, "configs", "--alter", "--entity-type", "topics", "--entity-name", "conf", "--add-config",
+               "retention.ms=soon", code=1).output
+    assert "INVALID_CONFIG" in bad and "retention.ms" in bad
+    assert topic_configs(cluster, "conf")["retention.ms"] == "3600000"
+    unknown = kctl(cluster, "configs", "--describe", "--entity-type", "topics", "--entity-name", "nope", code=1)
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in unknown.output
+
+
+def test_configs_brokers(cluster):
+    def broker_configs(*args: str) -> dict:
+        doc = json.loads(kctl(cluster, "configs", "--describe", "--entity-type", "brokers", *args, "--json").stdout)
+        return {e["entity_name"]: {c["name"]: c for c in e["configs"]} for e in doc["entities"]}
+
+    out = kctl(cluster, "configs", "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+               "log.cleaner.threads=2").stdout
+    assert out == "Completed updating default config for brokers in the cluster.\n"
+    out = kctl(cluster, "configs", "--alter", "--entity-type", "brokers", "--entity-name", "1", "--add-config",
+               "log.cleaner.threads=3").stdout
+    assert out == "Completed updating config for broker 1.\n"
+    try:
+        described = kctl(cluster, "configs", "--describe", "--entity-type", "brokers", "--entity-default").stdout
+        assert described.startswith("Default configs for brokers in the cluster are:\n  log.cleaner.threads=2 "
+                                    "sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.threads=2")
+        own = broker_configs("--entity-name", "1")["1"]["log.cleaner.threads"]
+        assert (own["value"], own["source"]) == ("3", "DYNAMIC_BROKER_CONFIG")
+        assert [s["source"] for s in own["synonyms"]][:2] == ["DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"]
+        everything = broker_configs("--all")  # every broker and the default
+        assert set(everything) == {"0", "1", "2", "<default>"}
+        assert everything["0"]["log.cleaner.threads"]["value"] == "2"
+        assert everything["0"]["log.cleaner.threads"]["source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+        assert kctl(cluster, "configs", "--describe", "--entity-type", "brokers", "--entity-name", "0").stdout == \
+            "Dynamic configs for broker 0 are:\n"
+    finally:
+        kctl(cluster, "configs", "--alter", "--entity-type", "brokers", "--entity-name", "1", "--delete-config",
+             "log.cleaner.threads")
+        kctl(cluster, "configs", "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config",
+             "log.cleaner.threads")
+    assert "log.cleaner.threads" not in broker_configs("--entity-default")["<default>"]
+    throttle = kctl(cluster, "configs", "--alter", "--entity-type", "brokers", "--entity-name", "0",
+                    "--add-config", "leader.replication.throttled.rate=1000", code=1).output
+    assert "leader.replication.throttled.rate" in throttle
+    assert "kctl quotas" in kctl(cluster, "configs", "--describe", "--entity-type", "users", code=2).output
+    assert "valid integer broker id" in kctl(cluster, "configs", "--describe", "--entity-type", "brokers",
+                                             "--entity-name", "one", code=2).output

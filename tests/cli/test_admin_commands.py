@@ -218,3 +218,58 @@ def test_reassign_usage_needs_no_broker(tmp_path):
     topics.write_text('{"topics":[{"topic":"a"}]}')
     result = run("reassign", "--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "1,x")
     assert result.exit_code == 2 and "--broker-list" in result.output
+
+
+# -- configs ---------------------------------------------------------------------------------------------
+def test_config_values_as_kafka_configs_takes_them():
+    from kcli.client.configs import parse_add_config, parse_delete_config, resource_name
+    from kcli.errors import UsageError
+
+    assert parse_add_config(["a=1,b=[x,y,z],c=3", "d = 4"]) == {"a": "1", "b": "x,y,z", "c": "3", "d": "4"}
+    assert parse_add_config(["k=v=w"]) == {"k": "v=w"}
+    with pytest.raises(UsageError, match="is not key=value"):
+        parse_add_config(["a=1,b"])
+    assert parse_delete_config(["a,b", "c", "a"]) == ["a", "b", "c"]
+    assert resource_name("brokers", "<default>") == "" and resource_name("brokers", "7") == "7"
+    assert resource_name("topics", "orders") == "orders"
+    with pytest.raises(UsageError, match="valid integer broker id, but it is: x"):
+        resource_name("brokers", "x")
+
+
+def test_config_lines_are_kafka_configs():
+    from kcli.cli.configs import _heading
+    from kcli.client.configs import ConfigEntry, ConfigSynonym, EntityConfigs
+
+    entry = ConfigEntry("retention.ms", "1000", "DYNAMIC_TOPIC_CONFIG", False, False, (
+        ConfigSynonym("retention.ms", "1000", "DYNAMIC_TOPIC_CONFIG"),
+        ConfigSynonym("log.retention.hours", "168", "DEFAULT_CONFIG")))
+    assert entry.line() == ("retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, "
+                            "DEFAULT_CONFIG:log.retention.hours=168}")
+    secret = ConfigEntry("ssl.key.password", None, "DYNAMIC_BROKER_CONFIG", False, True)
+    assert secret.line() == "ssl.key.password=null sensitive=true synonyms={}"
+    assert _heading(EntityConfigs("topics", "orders"), False) == "Dynamic configs for topic orders are:"
+    assert _heading(EntityConfigs("brokers", "1"), True) == "All configs for broker 1 are:"
+    assert _heading(EntityConfigs("brokers", "<default>"), False) == "Default configs for brokers in the cluster are:"
+
+
+@pytest.mark.parametrize("args,message", [
+    ([], "give one of --describe, --alter"),
+    (["--describe", "--alter", "--entity-type", "topics"], "give one of"),
+    (["--describe"], "--entity-type is required"),
+    (["--describe", "--entity-type", "users"], "kctl quotas"),
+    (["--alter", "--entity-type", "clients", "--entity-name", "c"], "kctl quotas"),
+    (["--describe", "--entity-type", "groups"], "expected topics or brokers"),
+    (["--describe", "--entity-type", "topics", "--entity-default"], "--entity-default is for --entity-type brokers"),
+    (["--describe", "--entity-type", "topics", "--add-config", "a=1"], "go with --alter"),
+    (["--alter", "--entity-type", "topics", "--entity-name", "t"], "nothing to change"),
+    (["--alter", "--entity-type", "topics", "--add-config", "a=1"], "--alter needs --entity-name"),
+    (["--alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "a=1", "--delete-config", "a"],
+     "a: both added and deleted"),
+    (["--alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "a"], "is not key=value"),
+    (["--alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "a=1", "--all"],
+     "--all goes with --describe"),
+    (["--describe", "--entity-type", "brokers", "--entity-name", "b1"], "valid integer broker id"),
+])
+def test_configs_usage_needs_no_broker(args, message):
+    result = run("configs", *args)
+    assert result.exit_code == 2 and message in result.output, result.output

@@ -83,5 +83,6 @@ def test_admin_commands_complete(kctl_bin):
     assert set(complete(kctl_bin, "kctl elect-leaders --election-type ")) == {"preferred", "unclean"}
     assert complete(kctl_bin, "kctl reass") == ["reassign"]
     assert "--reassignment-json-file" in complete(kctl_bin, "kctl reassign --reassignment")
+    assert complete(kctl_bin, "kctl configs --entity-d") == ["--entity-default"]
     assert set(complete(kctl_bin, "kctl topics -b h:1 al")) == {"alter", "alter-config"}
     assert complete(kctl_bin, "kctl topics add") == ["add-partitions"]
