@@ -30,12 +30,13 @@ def elect_leaders_cmd(
     all_topic_partitions: Annotated[bool, typer.Option(
         "--all-topic-partitions", help="Every partition of the cluster (only those that needed an election are "
         "reported).")] = False,
-    topic: Annotated[Optional[str], typer.Option("--topic", show_default=False,
+    topic: Annotated[Optional[str], typer.Option("--topic", metavar="TOPIC", show_default=False,
                                                  help="A topic: its partitions (or --partition's).")] = None,
-    partition: Annotated[Optional[int], typer.Option("--partition", min=0, show_default=False,
+    partition: Annotated[Optional[int], typer.Option("--partition", min=0, metavar="N", show_default=False,
                                                      help="With --topic: only this partition.")] = None,
     json_file: Annotated[Optional[Path], typer.Option(
-        "--path-to-json-file", show_default=False, help='Partitions from a JSON file: {"partitions": [{"topic": '
+        "--path-to-json-file", metavar="FILE", show_default=False,
+        help='Partitions from a JSON file: {"partitions": [{"topic": '
         '"t", "partition": 0}, ...]}.')] = None,
     bootstrap: BootstrapOpt = None,
     as_json: JsonOpt = False,

@@ -40,23 +40,28 @@ def reassign_cmd(
     list_: Annotated[bool, typer.Option("--list", help="Every reassignment in progress, with the replicas "
                                         "being added and removed.")] = False,
     topics_to_move: Annotated[Optional[Path], typer.Option(
-        "--topics-to-move-json-file", show_default=False, help='--generate: {"version":1,"topics":[{"topic":'
+        "--topics-to-move-json-file", metavar="FILE", show_default=False,
+        help='--generate: {"version":1,"topics":[{"topic":'
         '"t"}]}.')] = None,
     broker_list: Annotated[Optional[str], typer.Option(
-        "--broker-list", show_default=False, help="--generate: the broker ids to spread the replicas over, "
+        "--broker-list", metavar="IDS", show_default=False,
+        help="--generate: the broker ids to spread the replicas over, "
         "comma-separated (1,2,3).")] = None,
     disable_rack_aware: Annotated[bool, typer.Option(
         "--disable-rack-aware", help="--generate: ignore the brokers' racks.")] = False,
     reassignment_file: Annotated[Optional[Path], typer.Option(
-        "--reassignment-json-file", show_default=False, help='The plan: {"version":1,"partitions":[{"topic":"t",'
+        "--reassignment-json-file", metavar="FILE", show_default=False,
+        help='The plan: {"version":1,"partitions":[{"topic":"t",'
         '"partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}.')] = None,
     additional: Annotated[bool, typer.Option(
         "--additional", help="--execute even while other reassignments are in progress.")] = False,
     throttle: Annotated[Optional[int], typer.Option(
-        "--throttle", min=0, show_default=False, help="--execute: an inter-broker replication throttle in B/s "
+        "--throttle", min=0, metavar="BYTES/S", show_default=False,
+        help="--execute: an inter-broker replication throttle in B/s "
         "(needs a broker that implements replication throttles).")] = None,
     log_dirs_throttle: Annotated[Optional[int], typer.Option(
-        "--replica-alter-log-dirs-throttle", min=0, show_default=False, help="--execute: a throttle in B/s on "
+        "--replica-alter-log-dirs-throttle", min=0, metavar="BYTES/S", show_default=False,
+        help="--execute: a throttle in B/s on "
         "moves between log dirs (needs a broker that implements it).")] = None,
     preserve_throttles: Annotated[bool, typer.Option(
         "--preserve-throttles", help="--verify, --cancel: leave throttles in place (kctl sets none).")] = False,
