@@ -95,9 +95,10 @@ def topic_partitions(client: KafkaClient, topic: str) -> list[tuple[str, int]]:
     """Every partition of ``topic`` (Metadata); an unknown topic raises KafkaClientError."""
     view = cluster_view(client, [topic])
     found = view.topics.get(topic)
-    if found is None or found.error:
-        raise KafkaClientError(found.error if found is not None and found.error else f"topic {topic} not found",
-                               path="MetadataResponse")
+    if found is None:
+        raise KafkaClientError(f"topic {topic} not found", path="MetadataResponse")
+    if found.error:
+        raise KafkaClientError(found.error)
     return [(topic, p.partition) for p in found.partitions]
 
 

@@ -484,9 +484,10 @@ def plan_partition_growth(view: ClusterView, topics: Sequence[str], count: int,
     out = []
     for name in dict.fromkeys(topics):
         topic = view.topics.get(name)
-        if topic is None or topic.error:
-            raise KafkaClientError(topic.error if topic is not None and topic.error else f"topic {name} not found",
-                                   path="MetadataResponse")
+        if topic is None:
+            raise KafkaClientError(f"topic {name} not found", path="MetadataResponse")
+        if topic.error:
+            raise KafkaClientError(topic.error)
         current = len(topic.partitions)
         if count < current:
             raise UsageError(f"The number of partitions for a topic can only be increased: {name} has "
