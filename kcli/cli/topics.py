@@ -25,13 +25,45 @@ from kcli.errors import KcliError, UsageError
 LOGDIR_COMMAND = "logdir"
 
 
+# kafka-topics.sh's actions, as the subcommands they are here (its --topic T is the subcommand's TOPIC argument).
+KAFKA_ACTIONS = {"--list": "list", "--describe": "describe", "--create": "create", "--delete": "delete",
+                 "--alter": "alter"}
+
+
+def _kafka_spelling(action: str, words: list[str]) -> list[str]:
+    """``--alter --topic T --partitions 6`` -> ``alter --partitions 6 T``."""
+    options, topics = [], []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--topic" and i + 1 < len(words):
+            topics.append(words[i + 1])
+            i += 2
+            continue
+        if word.startswith("--topic="):
+            topics.append(word.partition("=")[2])
+        elif word != action:
+            options.append(word)
+        i += 1
+    return [KAFKA_ACTIONS[action], *options, *topics]
+
+
 class _TopicsGroup(ConnectionGroup):
     """`kctl topics DIR ...` is `kctl topics logdir DIR ...`: a first word that names no subcommand (after the
     group's own options) starts the offline rollup, unless -b came before it (then it is a mistyped online
-    subcommand, and the usage error says so)."""
+    subcommand, and the usage error says so). kafka-topics.sh's command lines work too: an action flag (--list,
+    --describe, --create, --delete, --alter) anywhere names the subcommand and --topic T gives its topic, so
+    `kctl topics -b B --alter --topic T --partitions 6` is `kctl topics alter T -b B --partitions 6`."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         leading, rest = split_connection_options(args)
+        if rest and rest[0] not in self.commands and rest[0] not in ("-h", "--help"):  # type: ignore[operator]
+            actions = list(dict.fromkeys(word for word in rest if word in KAFKA_ACTIONS))
+            if len(actions) > 1:
+                ctx.fail(f"give one action, not {' and '.join(actions)}")
+            if actions:
+                command, *words = _kafka_spelling(actions[0], rest)
+                return super().parse_args(ctx, [command, *leading, *words])
         if rest and rest[0] not in self.commands and rest[0] not in ("-h", "--help") and not leading:
             word = rest[0]
             if not word.startswith("-") and os.sep not in word and not os.path.lexists(word) \

@@ -130,6 +130,12 @@ def test_add_partitions(cluster):
     assert "give all 8 or the 2 new ones" in bad
     assert partition_count(cluster, "grow") == 6
 
+    # kafka-topics.sh's own command line
+    out = kctl(cluster, "topics", "--alter", "--topic", "grow", "--partitions", "7").stdout
+    assert out == "Increased the partitions of topic grow from 6 to 7.\n"
+    described = kctl(cluster, "topics", "--describe", "--topic", "grow").stdout.splitlines()
+    assert "PartitionCount: 7" in described[0] and len(described) == 8
+
 
 # -- reassign ------------------------------------------------------------------------------------------
 def assignment(cluster, topic: str) -> dict[int, list[int]]:

@@ -100,6 +100,20 @@ def test_mistyped_topics_subcommand_is_a_usage_error(tmp_path):
     assert run("topics", "add-partitions", "t").exit_code == 2  # --partitions is required
 
 
+def test_kafka_topics_spellings():
+    from kcli.cli.topics import _kafka_spelling
+
+    assert _kafka_spelling("--alter", ["--alter", "--topic", "t", "--partitions", "6"]) == \
+        ["alter", "--partitions", "6", "t"]
+    assert _kafka_spelling("--describe", ["--topic=a", "--describe", "--topic", "b", "--json"]) == \
+        ["describe", "--json", "a", "b"]
+    # the subcommand runs: it gets as far as the (absent) broker
+    nobody = run("topics", "-b", "127.0.0.1:1", "--alter", "--topic", "t", "--partitions", "3")
+    assert nobody.exit_code == 3 and "127.0.0.1:1" in nobody.output
+    assert run("topics", "-b", "127.0.0.1:1", "--list", "--describe").exit_code == 2
+    assert "--partitions" in run("topics", "--alter", "--help").output
+
+
 # -- reassign --------------------------------------------------------------------------------------------
 PLAN = {"version": 1, "partitions": [{"topic": "b", "partition": 0, "replicas": [2, 1], "log_dirs": ["any", "any"]},
                                      {"topic": "a", "partition": 1, "replicas": [1, 3]},
