@@ -36,6 +36,14 @@ def configs_cmd(
     entity_default: Annotated[bool, typer.Option(
         "--entity-default", help="brokers: the cluster-wide default (<default>), which every broker without "
         "its own value takes.")] = False,
+    topic: Annotated[Optional[str], typer.Option(
+        "--topic", metavar="TOPIC", show_default=False,
+        help="kafka-configs' shorthand for --entity-type topics --entity-name TOPIC.")] = None,
+    broker: Annotated[Optional[str], typer.Option(
+        "--broker", metavar="ID", show_default=False,
+        help="kafka-configs' shorthand for --entity-type brokers --entity-name ID.")] = None,
+    broker_defaults: Annotated[bool, typer.Option(
+        "--broker-defaults", help="kafka-configs' shorthand for --entity-type brokers --entity-default.")] = False,
     all_: Annotated[bool, typer.Option("--all", help="--describe: every config with its source, not only the "
                                        "entity's own dynamic ones.")] = False,
     add_config: Annotated[Optional[list[str]], typer.Option(
@@ -60,6 +68,18 @@ def configs_cmd(
 
     if describe == alter:
         raise fail("give one of --describe, --alter", ExitCode.USAGE)
+    shorthand = [(flag, kind, name) for flag, kind, name in (("--topic", "topics", topic), ("--broker", "brokers",
+                                                                                           broker))
+                 if name is not None]
+    if broker_defaults:
+        shorthand.append(("--broker-defaults", "brokers", None))
+    if shorthand:
+        if entity_type is not None or entity_name or entity_default or len({k for _, k, _ in shorthand}) > 1:
+            raise fail(f"{shorthand[0][0]} stands for --entity-type and --entity-name: give one or the other, and "
+                       "one entity type", ExitCode.USAGE)
+        entity_type = shorthand[0][1]
+        entity_name = [name for _, _, name in shorthand if name is not None]
+        entity_default = broker_defaults
     if entity_type is None:
         raise fail("--entity-type is required: topics or brokers", ExitCode.USAGE)
     kind = {"topic": "topics", "broker": "brokers", "user": "users", "client": "clients"}.get(entity_type,

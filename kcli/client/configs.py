@@ -16,7 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kcli.client.client import BrokerConnection, KafkaClient, KafkaClientError, _build
+from kcli.client.client import BrokerConnection, BrokerUnreachableError, KafkaClient, KafkaClientError, _build
 from kcli.client.topics import CONFIG_SOURCES, DELETE, SET, _failure, cluster_view, request_module
 from kcli.errors import UsageError
 from kcli.protocol.api import ApiKey
@@ -158,7 +158,9 @@ def describe(client: KafkaClient, entity_type: str, names: Sequence[str], *, inc
         entity = EntityConfigs(entity_type, shown)
         try:
             connection = _connection(client, resource_type, wire)
-        except KafkaClientError as exc:
+        except BrokerUnreachableError:
+            raise  # no broker at all: not this entity's failure
+        except KafkaClientError as exc:  # a broker id not in the cluster's metadata
             entity.error = exc.describe()
             out.append(entity)
             continue

@@ -296,6 +296,9 @@ def test_configs_topics(cluster):
                "retention.ms=soon", code=1).output
     assert "INVALID_CONFIG" in bad and "retention.ms" in bad
     assert topic_configs(cluster, "conf")["retention.ms"] == "3600000"
+    shorthand = kctl(cluster, "configs", "--describe", "--topic", "conf").stdout.splitlines()  # kafka-configs'
+    assert shorthand[0] == "Dynamic configs for topic conf are:"
+    assert [line.split("=")[0] for line in shorthand[1:]] == ["  cleanup.policy", "  retention.ms"]
     unknown = kctl(cluster, "configs", "--describe", "--entity-type", "topics", "--entity-name", "nope", code=1)
     assert "UNKNOWN_TOPIC_OR_PARTITION" in unknown.output
 
@@ -315,6 +318,7 @@ def test_configs_brokers(cluster):
         described = kctl(cluster, "configs", "--describe", "--entity-type", "brokers", "--entity-default").stdout
         assert described.startswith("Default configs for brokers in the cluster are:\n  log.cleaner.threads=2 "
                                     "sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.threads=2")
+        assert kctl(cluster, "configs", "--describe", "--broker-defaults").stdout == described
         own = broker_configs("--entity-name", "1")["1"]["log.cleaner.threads"]
         assert (own["value"], own["source"]) == ("3", "DYNAMIC_BROKER_CONFIG")
         assert [s["source"] for s in own["synonyms"]][:2] == ["DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"]

@@ -283,6 +283,10 @@ def test_config_lines_are_kafka_configs():
     (["--alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "a=1", "--all"],
      "--all goes with --describe"),
     (["--describe", "--entity-type", "brokers", "--entity-name", "b1"], "valid integer broker id"),
+    (["--describe", "--topic", "t", "--entity-type", "topics"], "--topic stands for --entity-type"),
+    (["--describe", "--topic", "t", "--broker", "1"], "one entity type"),
+    (["--alter", "--topic", "t"], "nothing to change"),
+    (["--describe", "--broker", "b1"], "valid integer broker id"),
 ])
 def test_configs_usage_needs_no_broker(args, message):
     result = run("configs", *args)
