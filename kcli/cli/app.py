@@ -27,6 +27,9 @@ from kcli.cli.scan import scan_cmd
 from kcli.cli.completion import completion_cmd
 from kcli.cli.acls import acls_cmd
 from kcli.cli.metrics import metrics_cmd
+from kcli.cli.elect_leaders import elect_leaders_cmd
+from kcli.cli.reassign import reassign_cmd
+from kcli.cli.configs import configs_cmd
 from kcli.cli.common import KctlGroup
 
 app = typer.Typer(
@@ -72,6 +75,9 @@ app.add_typer(guard_group(users_cli.app), name="users", rich_help_panel="Broker"
 app.add_typer(guard_group(quotas_cli.app), name="quotas", rich_help_panel="Broker")
 app.command("acls", rich_help_panel="Broker")(guarded(acls_cmd))
 app.command("metrics", rich_help_panel="Broker")(guarded(metrics_cmd))
+app.command("elect-leaders", rich_help_panel="Broker")(guarded(elect_leaders_cmd))
+app.command("reassign", rich_help_panel="Broker")(guarded(reassign_cmd))
+app.command("configs", rich_help_panel="Broker")(guarded(configs_cmd))
 
 app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
 

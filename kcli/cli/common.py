@@ -146,6 +146,13 @@ def bootstrap_server(given: str | None) -> str | None:
     return given or os.environ.get(BOOTSTRAP_ENV) or None
 
 
+def request_timeout_ms(timeout: float) -> int:
+    """The timeout an admin request carries for the broker's own wait (an election, new partitions' leaders, a
+    reassignment's start): a second less than the client waits for the answer, so the broker answers
+    REQUEST_TIMED_OUT before the client gives up on the connection."""
+    return max(100, int(timeout * 1000) - 1000)
+
+
 @contextmanager
 def kafka_client(bootstrap: str | None, timeout: float, client_id: str) -> Iterator[Any]:
     """A KafkaClient for an online command (--bootstrap-server, else $KCTL_BOOTSTRAP_SERVER): none, or a malformed

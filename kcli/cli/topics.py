@@ -1,11 +1,13 @@
 """`kctl topics`: a per-topic rollup of log dirs (``kctl topics DIR``), and kafka-topics' jobs against any broker
-(``list``, ``describe``, ``create``, ``delete``, ``alter-config``).
+(``list``, ``describe``, ``create``, ``delete``, ``alter-config``, ``add-partitions``/``alter``).
 
 Thin: kcli.tools.topics reads the log dirs, kcli.client.topics does the requests; this parses and renders.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -14,30 +16,70 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kcli.cli.common import (BootstrapOpt, ConnectionGroup, GroupTimeoutOpt, JsonOpt, kafka_client, ExitCode,
-                             err_console, escape, fail, split_connection_options, write_json_line)
+                             err_console, escape, fail, request_timeout_ms, split_connection_options,
+                             write_json_line)
 from kcli.cli.errors import report_exit_code
 from kcli.cli.zk import _cell, _console
-from kcli.errors import KcliError
+from kcli.errors import KcliError, UsageError
 
 LOGDIR_COMMAND = "logdir"
+
+
+# kafka-topics.sh's actions, as the subcommands they are here (its --topic T is the subcommand's TOPIC argument).
+KAFKA_ACTIONS = {"--list": "list", "--describe": "describe", "--create": "create", "--delete": "delete",
+                 "--alter": "alter"}
+
+
+def _kafka_spelling(action: str, words: list[str]) -> list[str]:
+    """``--alter --topic T --partitions 6`` -> ``alter --partitions 6 T``."""
+    options, topics = [], []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--topic" and i + 1 < len(words):
+            topics.append(words[i + 1])
+            i += 2
+            continue
+        if word.startswith("--topic="):
+            topics.append(word.partition("=")[2])
+        elif word != action:
+            options.append(word)
+        i += 1
+    return [KAFKA_ACTIONS[action], *options, *topics]
 
 
 class _TopicsGroup(ConnectionGroup):
     """`kctl topics DIR ...` is `kctl topics logdir DIR ...`: a first word that names no subcommand (after the
     group's own options) starts the offline rollup, unless -b came before it (then it is a mistyped online
-    subcommand, and the usage error says so)."""
+    subcommand, and the usage error says so). kafka-topics.sh's command lines work too: an action flag (--list,
+    --describe, --create, --delete, --alter) anywhere names the subcommand and --topic T gives its topic, so
+    `kctl topics -b B --alter --topic T --partitions 6` is `kctl topics alter T -b B --partitions 6`."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         leading, rest = split_connection_options(args)
+        if rest and rest[0] not in self.commands and rest[0] not in ("-h", "--help"):  # type: ignore[operator]
+            actions = list(dict.fromkeys(word for word in rest if word in KAFKA_ACTIONS))
+            if len(actions) > 1:
+                ctx.fail(f"give one action, not {' and '.join(actions)}")
+            if actions:
+                command, *words = _kafka_spelling(actions[0], rest)
+                return super().parse_args(ctx, [command, *leading, *words])
         if rest and rest[0] not in self.commands and rest[0] not in ("-h", "--help") and not leading:
+            word = rest[0]
+            if not word.startswith("-") and os.sep not in word and not os.path.lexists(word) \
+                    and not ctx.resilient_parsing:
+                # a mistyped subcommand (kctl topics lsit), not a log dir: no path separator and nothing there
+                close = difflib.get_close_matches(word, sorted(self.commands), n=1)  # type: ignore[arg-type]
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                ctx.fail(f"No such command {word!r} (and no log dir of that name: give a path, ./{word}).{hint}")
             args = [LOGDIR_COMMAND, *rest]
         return super().parse_args(ctx, args)
 
 
 app = typer.Typer(cls=_TopicsGroup, no_args_is_help=True,
                   help="Topics: a per-topic rollup of log dirs (kctl topics DIR), and kafka-topics' list, describe, "
-                  "create, delete and alter-config against any Kafka-protocol broker. -b/--timeout go before or "
-                  "after the subcommand.")
+                  "create, delete, alter-config and add-partitions (alter) against any Kafka-protocol broker. "
+                  "-b/--timeout go before or after the subcommand.")
 
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker request.")]
 TopicsArg = Annotated[list[str], typer.Argument(help="Topic names.", show_default=False)]
@@ -383,3 +425,79 @@ def alter_config_cmd(
         results = alter_topic_configs(client, topic, set_configs=set_configs, delete_configs=delete_config or (),
                                       validate_only=validate_only, incremental=False if use_alter_configs else None)
     _finish_results(results, "alter-config", as_json)
+
+
+def _add_partitions(topic: list[str], bootstrap: str | None, partitions: int, replica_assignment: str | None,
+                    validate_only: bool, as_json: bool, timeout: float, verb: str) -> None:
+    from kcli.client.topics import (cluster_view, create_partitions, parse_replica_assignment,
+                                    plan_partition_growth)
+
+    assignment = None
+    if replica_assignment is not None:
+        try:
+            assignment = parse_replica_assignment(replica_assignment)
+        except KcliError as exc:
+            raise fail(exc.describe(), ExitCode.USAGE) from None
+    with _client(bootstrap, timeout) as client:
+        view = cluster_view(client, list(dict.fromkeys(topic)))
+        try:
+            growths = plan_partition_growth(view, topic, partitions, assignment)
+        except UsageError as exc:
+            raise fail(f"{verb}: {exc.describe()}", ExitCode.USAGE) from None
+        except KcliError as exc:  # an unknown topic: not found (1)
+            raise fail(f"{verb}: {exc.describe()}", ExitCode.PROBLEMS) from None
+        results = create_partitions(client, growths, validate_only=validate_only,
+                                    timeout_ms=request_timeout_ms(timeout))
+    if as_json:
+        write_json_line({"results": [r.to_json() for r in results]})
+    else:
+        for r in results:
+            if r.ok:
+                before, after = r.detail.get("previous_partitions"), r.detail.get("partitions")
+                typer.echo(f"Topic {r.topic} can grow from {before} to {after} partitions (validate only: nothing "
+                           "done)." if r.action == "validated" else
+                           f"Increased the partitions of topic {r.topic} from {before} to {after}.")
+    for r in results:
+        if not r.ok:
+            err_console.print(f"kctl: {verb} {r.topic}: {r.error}", markup=False)
+    if any(not r.ok for r in results):
+        raise typer.Exit(int(ExitCode.PROBLEMS))
+
+
+PartitionsOpt = Annotated[int, typer.Option("--partitions", min=1, show_default=False,
+                                            help="The topic's new partition count (only an increase).")]
+GrowAssignmentOpt = Annotated[Optional[str], typer.Option(
+    "--replica-assignment", show_default=False, help="Replicas of the partitions, kafka-topics' syntax (1:2,2:3): "
+    "every partition (the existing ones first, as kafka-topics --alter takes it) or only the new ones.")]
+
+
+@app.command("add-partitions")
+def add_partitions_cmd(
+    topic: TopicsArg,
+    partitions: PartitionsOpt,
+    bootstrap: BootstrapOpt = None,
+    replica_assignment: GrowAssignmentOpt = None,
+    validate_only: ValidateOnlyOpt = False,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
+    """Increase topics' partition counts (CreatePartitions to the controller; kafka-topics --alter --partitions).
+    A count below the current one is a usage error: Kafka never removes partitions. Records with keys map to
+    other partitions afterwards. Exit 1 when a topic is unknown or the broker refused."""
+    _add_partitions(topic, bootstrap, partitions, replica_assignment, validate_only, as_json, timeout,
+                    "add-partitions")
+
+
+@app.command("alter")
+def alter_cmd(
+    topic: TopicsArg,
+    partitions: PartitionsOpt,
+    bootstrap: BootstrapOpt = None,
+    replica_assignment: GrowAssignmentOpt = None,
+    validate_only: ValidateOnlyOpt = False,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
+    """kafka-topics --alter --partitions N, spelt as a subcommand: the same as add-partitions (topic configs are
+    changed with alter-config)."""
+    _add_partitions(topic, bootstrap, partitions, replica_assignment, validate_only, as_json, timeout, "alter")

@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 from kcli.client.client import BrokerConnection, KafkaClient, KafkaClientError, KafkaRequestError, _build
+from kcli.errors import UsageError
 from kcli.protocol.api import ApiKey
 from kcli.protocol.codec import api_name
 from kcli.protocol.schema import load_payload_module, load_request_schema
@@ -300,6 +301,31 @@ def _controller_call(client: KafkaClient, api_key: ApiKey, build: Any) -> tuple[
     raise AssertionError("unreachable")
 
 
+CONTROLLER_ATTEMPTS = 3
+
+
+def controller_call(client: KafkaClient, api_key: ApiKey, build: Any, not_controller: Any) -> tuple[int, Any]:
+    """``build(version, module)`` sent to the controller Metadata names (ElectLeaders, CreatePartitions, the
+    reassignment requests: only the active controller serves them); sent again, the metadata read anew, while
+    ``not_controller(body)`` says the answer came from a broker that no longer controls, as Kafka's admin client
+    retries them. Returns (version, response body)."""
+    for attempt in range(CONTROLLER_ATTEMPTS):
+        view = cluster_view(client, [])
+        node = view.controller_id if view.controller_id >= 0 else next(iter(sorted(view.brokers)), -1)
+        connection = client._node(node) if node >= 0 else client._any()
+        version, m = request_module(connection, api_key)
+        body = connection.call(api_key, build(version, m))
+        if attempt < CONTROLLER_ATTEMPTS - 1 and not_controller(body):
+            time.sleep(0.2 * (attempt + 1))
+            continue
+        return version, body
+    raise AssertionError("unreachable")
+
+
+def is_not_controller(code: Any) -> bool:
+    return code == ErrorCode.not_controller
+
+
 def create_topics(client: KafkaClient, specs: Sequence[NewTopic], *, validate_only: bool = False,
                   if_not_exists: bool = False, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list[TopicResult]:
     """CreateTopics for every spec (one request, to the controller)."""
@@ -436,3 +462,73 @@ def alter_topic_configs(client: KafkaClient, topics: Sequence[str], *, set_confi
                 label, f"responses[{r.resource_name}].error_code", r.error_code, r.error_message), info))
     order = {t: i for i, t in enumerate(topics)}
     return sorted(results, key=lambda r: order.get(r.topic, len(order)))
+
+
+# -- CreatePartitions ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PartitionGrowth:
+    """kafka-topics --alter --partitions for one topic: the count it has and the count asked for."""
+
+    topic: str
+    current: int
+    wanted: int
+    assignment: tuple[tuple[int, ...], ...] | None = None  # the new partitions' replicas, in order
+
+
+def plan_partition_growth(view: ClusterView, topics: Sequence[str], count: int,
+                          assignment: Mapping[int, Sequence[int]] | None = None) -> list[PartitionGrowth]:
+    """Check an increase to ``count`` partitions against the topics' current counts, as kafka-topics does before
+    CreatePartitions: an unknown topic raises KafkaClientError, a count below the current one ("The number of
+    partitions for a topic can only be increased") UsageError. ``assignment`` is kafka-topics' --replica-assignment: either
+    every partition (the existing ones first, which are skipped, as TopicCommand skips them) or only the new ones."""
+    out = []
+    for name in dict.fromkeys(topics):
+        topic = view.topics.get(name)
+        if topic is None:
+            raise KafkaClientError(f"topic {name} not found", path="MetadataResponse")
+        if topic.error:
+            raise KafkaClientError(topic.error)
+        current = len(topic.partitions)
+        if count < current:
+            raise UsageError(f"The number of partitions for a topic can only be increased: {name} has "
+                                   f"{current}, --partitions {count} asks for fewer")
+        new: tuple[tuple[int, ...], ...] | None = None
+        if assignment is not None:
+            rows = [tuple(assignment[p]) for p in sorted(assignment)]
+            if len(rows) == count:
+                rows = rows[current:]
+            if len(rows) != count - current:
+                raise UsageError(f"--replica-assignment lists {len(assignment)} partitions: {name} grows from "
+                                       f"{current} to {count}, so give all {count} or the {count - current} new ones")
+            new = tuple(rows)
+        out.append(PartitionGrowth(name, current, count, new))
+    return out
+
+
+def create_partitions(client: KafkaClient, growths: Sequence[PartitionGrowth], *, validate_only: bool = False,
+                      timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list[TopicResult]:
+    """CreatePartitions (to the controller) for every growth; one result per topic (action ``altered`` or
+    ``validated``, or ``failed`` with the response's field and error code)."""
+    if not growths:
+        return []
+    def build(version: int, m: Any) -> Any:
+        return _build(m, "CreatePartitionsRequest", timeout=_timeout(timeout_ms), validate_only=validate_only,
+                      topics=tuple(_build(m, "CreatePartitionsTopic", name=g.topic, count=g.wanted, assignments=None
+                                          if g.assignment is None else tuple(
+                                              _build(m, "CreatePartitionsAssignment", broker_ids=tuple(r))
+                                              for r in g.assignment)) for g in growths))
+
+    version, body = controller_call(client, ApiKey.CREATE_PARTITIONS, build,
+                                    lambda b: any(is_not_controller(r.error_code) for r in b.results))
+    label = f"CreatePartitionsResponse v{version}"
+    by_name = {g.topic: g for g in growths}
+    results = []
+    for r in body.results:
+        g = by_name.get(r.name)
+        detail = {"partitions": g.wanted, "previous_partitions": g.current} if g is not None else {}
+        if r.error_code == ErrorCode.none:
+            results.append(TopicResult(r.name, "validated" if validate_only else "partitions", None, detail))
+        else:
+            results.append(TopicResult(r.name, "failed", _failure(label, f"results[{r.name}].error_code",
+                                                                  r.error_code, r.error_message), detail))
+    return results

@@ -75,3 +75,14 @@ def test_connection_options_before_the_subcommand_and_kafka_spellings_complete(k
     assert complete(kctl_bin, "kctl transactions -b h:1 find") == ["find-hanging"]
     assert "--dry-run" in complete(kctl_bin, "kctl groups -b h:1 reset-offsets --dr")
     assert "--group" in complete(kctl_bin, "kctl groups describe --gr")
+
+
+def test_admin_commands_complete(kctl_bin):
+    assert complete(kctl_bin, "kctl elect-l") == ["elect-leaders"]
+    assert "--election-type" in complete(kctl_bin, "kctl elect-leaders --elec")
+    assert set(complete(kctl_bin, "kctl elect-leaders --election-type ")) == {"preferred", "unclean"}
+    assert complete(kctl_bin, "kctl reass") == ["reassign"]
+    assert "--reassignment-json-file" in complete(kctl_bin, "kctl reassign --reassignment")
+    assert complete(kctl_bin, "kctl configs --entity-d") == ["--entity-default"]
+    assert set(complete(kctl_bin, "kctl topics -b h:1 al")) == {"alter", "alter-config"}
+    assert complete(kctl_bin, "kctl topics add") == ["add-partitions"]

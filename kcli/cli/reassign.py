@@ -1,0 +1,254 @@
+"""`kctl reassign`: kafka-reassign-partitions. --generate a plan, --execute it, --verify, --cancel, --list
+(AlterPartitionReassignments and ListPartitionReassignments to the controller, KIP-455).
+
+Thin: kcli.client.reassign parses the plans, computes the assignment and does the requests; this checks the
+options and prints Kafka's lines.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kcli.cli.common import (BootstrapOpt, ExitCode, JsonOpt, err_console, fail, kafka_client, request_timeout_ms,
+                             write_json_line)
+from kcli.errors import UsageError
+
+ACTIONS = ("--generate", "--execute", "--verify", "--cancel", "--list")
+# kafka-reassign-partitions' permitted options per action (validateAndParseArgs)
+ALLOWED = {"--generate": {"--topics-to-move-json-file", "--broker-list", "--disable-rack-aware"},
+           "--execute": {"--reassignment-json-file", "--additional", "--throttle",
+                         "--replica-alter-log-dirs-throttle"},
+           "--verify": {"--reassignment-json-file", "--preserve-throttles"},
+           "--cancel": {"--reassignment-json-file", "--preserve-throttles"},
+           "--list": set()}
+REQUIRED = {"--generate": ("--topics-to-move-json-file", "--broker-list"), "--execute": ("--reassignment-json-file",),
+            "--verify": ("--reassignment-json-file",), "--cancel": ("--reassignment-json-file",), "--list": ()}
+
+
+def reassign_cmd(
+    generate: Annotated[bool, typer.Option("--generate", help="Propose a plan: the topics of "
+                                           "--topics-to-move-json-file spread over --broker-list.")] = False,
+    execute: Annotated[bool, typer.Option("--execute", help="Start the reassignment of --reassignment-json-file "
+                                          "(prints the current assignment first, for a rollback).")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Whether each partition of --reassignment-json-file "
+                                         "has reached its target.")] = False,
+    cancel: Annotated[bool, typer.Option("--cancel", help="Cancel the reassignments of --reassignment-json-file "
+                                         "still in progress (their replicas go back).")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="Every reassignment in progress, with the replicas "
+                                        "being added and removed.")] = False,
+    topics_to_move: Annotated[Optional[Path], typer.Option(
+        "--topics-to-move-json-file", metavar="FILE", show_default=False,
+        help='--generate: {"version":1,"topics":[{"topic":'
+        '"t"}]}.')] = None,
+    broker_list: Annotated[Optional[str], typer.Option(
+        "--broker-list", metavar="IDS", show_default=False,
+        help="--generate: the broker ids to spread the replicas over, "
+        "comma-separated (1,2,3).")] = None,
+    disable_rack_aware: Annotated[bool, typer.Option(
+        "--disable-rack-aware", help="--generate: ignore the brokers' racks.")] = False,
+    reassignment_file: Annotated[Optional[Path], typer.Option(
+        "--reassignment-json-file", metavar="FILE", show_default=False,
+        help='The plan: {"version":1,"partitions":[{"topic":"t",'
+        '"partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}.')] = None,
+    additional: Annotated[bool, typer.Option(
+        "--additional", help="--execute even while other reassignments are in progress.")] = False,
+    throttle: Annotated[Optional[int], typer.Option(
+        "--throttle", min=0, metavar="BYTES/S", show_default=False,
+        help="--execute: an inter-broker replication throttle in B/s "
+        "(needs a broker that implements replication throttles).")] = None,
+    log_dirs_throttle: Annotated[Optional[int], typer.Option(
+        "--replica-alter-log-dirs-throttle", min=0, metavar="BYTES/S", show_default=False,
+        help="--execute: a throttle in B/s on "
+        "moves between log dirs (needs a broker that implements it).")] = None,
+    preserve_throttles: Annotated[bool, typer.Option(
+        "--preserve-throttles", help="--verify, --cancel: leave throttles in place (kctl sets none).")] = False,
+    bootstrap: BootstrapOpt = None,
+    as_json: JsonOpt = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker "
+                                           "request.")] = 10.0,
+) -> None:
+    """Partition reassignment as kafka-reassign-partitions does it: exactly one of --generate, --execute, --verify,
+    --cancel, --list. Exit status: 0 ok (--verify: every partition completed), 1 a partition failed, is still
+    moving or is not where the plan says (--verify), 2 usage error or a malformed plan, 3 unreadable file or no
+    broker."""
+    given = {"--generate": generate, "--execute": execute, "--verify": verify, "--cancel": cancel, "--list": list_}
+    actions = [a for a in ACTIONS if given[a]]
+    if len(actions) != 1:
+        raise fail(f"Command must include exactly one action: {', '.join(ACTIONS)}", ExitCode.USAGE)
+    action = actions[0]
+    options = {"--topics-to-move-json-file": topics_to_move is not None, "--broker-list": broker_list is not None,
+               "--disable-rack-aware": disable_rack_aware, "--reassignment-json-file": reassignment_file is not None,
+               "--additional": additional, "--throttle": throttle is not None,
+               "--replica-alter-log-dirs-throttle": log_dirs_throttle is not None,
+               "--preserve-throttles": preserve_throttles}
+    for option in REQUIRED[action]:
+        if not options[option]:
+            raise fail(f"{action} needs {option}", ExitCode.USAGE)
+    for option, on in options.items():
+        if on and option not in ALLOWED[action]:
+            raise fail(f'Option "{option}" can\'t be used with action "{action}"', ExitCode.USAGE)
+
+    if action == "--generate":
+        assert topics_to_move is not None and broker_list is not None
+        _generate(_read(topics_to_move), str(topics_to_move), broker_list, not disable_rack_aware, bootstrap, timeout,
+                  as_json)
+    elif action == "--list":
+        _list(bootstrap, timeout, as_json)
+    else:
+        from kcli.client.reassign import parse_reassignment
+
+        assert reassignment_file is not None
+        plan = _usage(lambda: parse_reassignment(_read(reassignment_file), str(reassignment_file)))
+        if action == "--execute":
+            _execute(plan, additional, throttle, log_dirs_throttle, bootstrap, timeout, as_json)
+        elif action == "--verify":
+            _verify(plan, bootstrap, timeout, as_json)
+        else:
+            _cancel(plan, bootstrap, timeout, as_json)
+
+
+def _read(path: Path) -> str:
+    return path.read_text()  # a missing or unreadable file: the exit-status table's 3
+
+
+def _usage(work: Any) -> Any:
+    """A malformed plan or option value is a usage error (2)."""
+    try:
+        return work()
+    except UsageError as exc:
+        raise fail(exc.describe(), ExitCode.USAGE) from None
+
+
+def _client(bootstrap: str | None, timeout: float) -> Any:
+    return kafka_client(bootstrap, timeout, "kctl-reassign")
+
+
+def _generate(text: str, source: str, broker_list: str, rack_aware: bool, bootstrap: str | None, timeout: float,
+              as_json: bool) -> None:
+    from kcli.client.reassign import format_reassignment_json, generate, parse_topics_to_move, reassignment_json
+
+    topics = _usage(lambda: parse_topics_to_move(text, source))
+    try:
+        brokers = [int(b) for b in broker_list.split(",") if b.strip()]
+    except ValueError:
+        raise fail(f"--broker-list {broker_list!r}: expected broker ids separated by commas (1,2,3)",
+                   ExitCode.USAGE) from None
+    if not brokers:
+        raise fail("--broker-list names no broker", ExitCode.USAGE)
+    with _client(bootstrap, timeout) as client:
+        plan = _usage(lambda: generate(client, topics, brokers, rack_aware=rack_aware))
+    if as_json:
+        write_json_line({"current": reassignment_json(plan.current), "proposed": reassignment_json(plan.proposed)})
+        return
+    typer.echo(f"Current partition replica assignment\n{format_reassignment_json(plan.current)}\n")
+    typer.echo(f"Proposed partition reassignment configuration\n{format_reassignment_json(plan.proposed)}")
+
+
+def _refuse_log_dirs(plan: Any, client: Any) -> None:
+    from kcli.client.reassign import log_dir_support
+
+    if not plan.log_dirs:
+        return
+    named = ", ".join(f"{t}-{p} on broker {b}: {d}" for (t, p, b), d in sorted(plan.log_dirs.items()))
+    if log_dir_support(client):
+        raise fail(f"the plan names log dirs ({named}): kctl reassign does not move replicas between log "
+                   "directories yet (AlterReplicaLogDirs); give \"any\" or leave out log_dirs", ExitCode.USAGE)
+    raise fail(f"the plan names log dirs ({named}), but the broker does not serve AlterReplicaLogDirs (moving a "
+               "replica into a named log directory): give \"any\" or leave out log_dirs", ExitCode.USAGE)
+
+
+def _refuse_throttles(client: Any, throttle: int | None, log_dirs_throttle: int | None) -> None:
+    from kcli.client.reassign import throttle_support
+
+    option = "--throttle" if throttle is not None else "--replica-alter-log-dirs-throttle"
+    refusal = throttle_support(client)
+    if refusal is not None:
+        raise fail(f"{option} needs replication throttles (the brokers' leader/follower.replication.throttled.rate "
+                   "and the topics' throttled-replicas lists, Kafka's ReplicationQuotaManager), which the broker "
+                   f"does not implement ({refusal}): run without {option}", ExitCode.USAGE)
+    raise fail(f"{option}: kctl reassign does not set replication throttles yet; set the brokers' "
+               "leader.replication.throttled.rate and follower.replication.throttled.rate (kctl configs "
+               "--entity-type brokers --alter) and the topics' throttled-replicas lists yourself, or run without "
+               f"{option}", ExitCode.USAGE)
+
+
+def _execute(plan: Any, additional: bool, throttle: int | None, log_dirs_throttle: int | None,
+             bootstrap: str | None, timeout: float, as_json: bool) -> None:
+    from kcli.client.reassign import execute, format_reassignment_json, partition_name, reassignment_json
+
+    with _client(bootstrap, timeout) as client:
+        if throttle is not None or log_dirs_throttle is not None:
+            _refuse_throttles(client, throttle, log_dirs_throttle)
+        _refuse_log_dirs(plan, client)
+        result = _usage(lambda: execute(client, plan, additional=additional,
+                                                timeout_ms=request_timeout_ms(timeout)))
+    if as_json:
+        write_json_line({"rollback": reassignment_json(result.current),
+                         "started": [partition_name(tp) for tp in result.started],
+                         "errors": {partition_name(tp): e for tp, e in sorted(result.errors.items())}})
+    else:
+        typer.echo(f"Current partition replica assignment\n\n{format_reassignment_json(result.current)}\n\n"
+                   "Save this to use as the --reassignment-json-file option during rollback")
+        if result.started:
+            typer.echo(f"Successfully started partition reassignment{'' if len(result.started) == 1 else 's'} for "
+                       f"{','.join(partition_name(tp) for tp in result.started)}")
+    if result.errors:
+        err_console.print("kctl: Error reassigning partition(s):\n" + "\n".join(
+            f"{partition_name(tp)}: {e}" for tp, e in sorted(result.errors.items())), markup=False)
+        raise typer.Exit(int(ExitCode.PROBLEMS))
+
+
+def _verify(plan: Any, bootstrap: str | None, timeout: float, as_json: bool) -> None:
+    from kcli.client.reassign import verify
+
+    with _client(bootstrap, timeout) as client:
+        states, ongoing = verify(client, plan, timeout_ms=request_timeout_ms(timeout))
+    complete = all(s.status == "completed" for s in states)
+    if as_json:
+        write_json_line({"partitions": [s.to_json() for s in states], "complete": complete,
+                         "reassignments_in_progress": ongoing})
+    else:
+        typer.echo("Status of partition reassignment:")
+        for s in states:
+            typer.echo(s.line())
+    if not complete:
+        raise typer.Exit(int(ExitCode.PROBLEMS))
+
+
+def _cancel(plan: Any, bootstrap: str | None, timeout: float, as_json: bool) -> None:
+    from kcli.client.reassign import cancel, partition_name
+
+    with _client(bootstrap, timeout) as client:
+        result = cancel(client, plan, timeout_ms=request_timeout_ms(timeout))
+    if as_json:
+        write_json_line({"cancelled": [partition_name(tp) for tp in result.cancelled],
+                         "errors": {partition_name(tp): e for tp, e in sorted(result.errors.items())}})
+    elif result.cancelled:
+        typer.echo(f"Successfully cancelled partition reassignment{'' if len(result.cancelled) == 1 else 's'} for: "
+                   f"{','.join(partition_name(tp) for tp in result.cancelled)}")
+    elif not result.errors:
+        typer.echo("None of the specified partition reassignments are active.")
+    if result.errors:
+        err_console.print(f"kctl: Error cancelling partition reassignment{'' if len(result.errors) == 1 else 's'} "
+                          "for:\n" + "\n".join(f"{partition_name(tp)}: {e}" for tp, e in sorted(result.errors.items())),
+                          markup=False)
+        raise typer.Exit(int(ExitCode.PROBLEMS))
+
+
+def _list(bootstrap: str | None, timeout: float, as_json: bool) -> None:
+    from kcli.client.reassign import list_reassignments
+
+    with _client(bootstrap, timeout) as client:
+        ongoing = list_reassignments(client, timeout_ms=request_timeout_ms(timeout))
+    if as_json:
+        write_json_line({"reassignments": [r.to_json() for r in ongoing.values()]})
+    elif not ongoing:
+        typer.echo("No partition reassignments found.")
+    else:
+        typer.echo("Current partition reassignments:")
+        for r in ongoing.values():
+            typer.echo(r.line())
+
