@@ -25,6 +25,8 @@ from kcli.cli.compact import compact_cmd
 from kcli.cli.scan import scan_cmd
 from kcli.cli.completion import completion_cmd
 from kcli.cli.acls import acls_cmd
+from kcli.cli.produce import produce_cmd
+from kcli.cli.consume import consume_cmd
 from kcli.cli.common import KctlGroup
 
 app = typer.Typer(
@@ -68,6 +70,8 @@ app.add_typer(guard_group(topics_cli.app), name="topics", rich_help_panel="Broke
 app.add_typer(guard_group(log_dirs_cli.app), name="log-dirs", rich_help_panel="Broker")
 app.add_typer(guard_group(users_cli.app), name="users", rich_help_panel="Broker")
 app.command("acls", rich_help_panel="Broker")(guarded(acls_cmd))
+app.command("produce", rich_help_panel="Broker")(guarded(produce_cmd))
+app.command("consume", rich_help_panel="Broker")(guarded(consume_cmd))
 
 app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
 
