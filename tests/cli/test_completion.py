@@ -75,3 +75,11 @@ def test_connection_options_before_the_subcommand_and_kafka_spellings_complete(k
     assert complete(kctl_bin, "kctl transactions -b h:1 find") == ["find-hanging"]
     assert "--dry-run" in complete(kctl_bin, "kctl groups -b h:1 reset-offsets --dr")
     assert "--group" in complete(kctl_bin, "kctl groups describe --gr")
+
+
+def test_produce_and_consume_complete(kctl_bin):
+    assert complete(kctl_bin, "kctl prod") == ["produce"]
+    assert complete(kctl_bin, "kctl cons") == ["consume"]
+    assert "--isolation-level" in complete(kctl_bin, "kctl consume t --iso")
+    assert set(complete(kctl_bin, "kctl produce t --compression ")) >= {"gzip", "zstd"}
+    assert "--command-config" in complete(kctl_bin, "kctl consume t --comm")
