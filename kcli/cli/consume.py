@@ -161,7 +161,8 @@ def consume_cmd(
                     commit(client)
                     last_commit = time.monotonic()
         except KeyboardInterrupt:
-            pass  # Ctrl-C: a normal end (what was printed is committed below)
+            # Ctrl-C: a normal end. A fetch may have been cut mid-answer: new connections for the commit below.
+            client.close()
         try:
             out.flush()
         finally:

@@ -94,8 +94,11 @@ def produce_cmd(
     linger = linger_ms / 1000
 
     def records():
-        for item in split_records(read_chunks(stream, idle_s=max(linger, 0.01)), record_delimiter, key_delim):
-            yield None if item is None else ProducerRecord(item[1], item[0], headers, partition)
+        try:
+            for item in split_records(read_chunks(stream, idle_s=max(linger, 0.01)), record_delimiter, key_delim):
+                yield None if item is None else ProducerRecord(item[1], item[0], headers, partition)
+        except KeyboardInterrupt:  # Ctrl-C while waiting for input: the end of it (what was read is sent)
+            err_console.print("kctl: interrupted: sending the records read so far", markup=False)
 
     acks_value = {"0": 0, "1": 1, "all": -1}[acks.value]
     with kafka_client(bootstrap, timeout, "kctl-produce") as client:
