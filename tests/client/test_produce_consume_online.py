@@ -163,3 +163,18 @@ def test_group_offsets_start_and_commit(broker):
     assert kctl("consume", name, "-b", broker.bootstrap, "-G", group, "-e").stdout == "r4\nr5\n"
     with KafkaClient(broker.bootstrap) as client:
         assert client.offset_fetch(group, [(name, 0)]) == {(name, 0): 6}
+
+
+def test_a_gone_leader_is_refreshed_and_the_batches_resent(broker):
+    from kcli.client import KafkaClient
+    from kcli.client.produce import Producer, ProducerRecord
+
+    name = topic()
+    with KafkaClient(broker.bootstrap) as client:
+        producer = Producer(client, name, linger_ms=0)
+        producer._leaders = {p: 99 for p in producer._leaders}  # stale metadata: a broker that is not there
+        for i in range(3):
+            producer.send(ProducerRecord(b"v%d" % i, b"k%d" % i))
+        summary = producer.close()
+    assert summary.ok and summary.records == 3, summary.to_json()
+    assert sorted(m.value() for m in read_all(broker.bootstrap, name, 3)) == [b"v0", b"v1", b"v2"]
