@@ -490,8 +490,10 @@ class Producer:
                         field_path = f"responses[{self.topic}].partitions[{batch.partition}].error_code"
                         reason = KafkaRequestError(p.error_message or "", request=label, field=field_path,
                                                    error=p.error_code).describe()
+                        # (an idempotent partition's batches after one that failed are out of order: they
+                        # go again behind it)
                         retriable = p.error_code in RETRIABLE_PRODUCE or (
-                            p.error_code == ErrorCode.out_of_order_sequence_number and batch.attempts == 0
+                            p.error_code == ErrorCode.out_of_order_sequence_number
                             and any(o is not None and o.partition == batch.partition for o in out))
                         out.append(self._failed(batch, reason, retriable))
         return out
