@@ -30,6 +30,8 @@ from kcli.cli.metrics import metrics_cmd
 from kcli.cli.elect_leaders import elect_leaders_cmd
 from kcli.cli.reassign import reassign_cmd
 from kcli.cli.configs import configs_cmd
+from kcli.cli.produce import produce_cmd
+from kcli.cli.consume import consume_cmd
 from kcli.cli.common import KctlGroup
 
 app = typer.Typer(
@@ -78,6 +80,8 @@ app.command("metrics", rich_help_panel="Broker")(guarded(metrics_cmd))
 app.command("elect-leaders", rich_help_panel="Broker")(guarded(elect_leaders_cmd))
 app.command("reassign", rich_help_panel="Broker")(guarded(reassign_cmd))
 app.command("configs", rich_help_panel="Broker")(guarded(configs_cmd))
+app.command("produce", rich_help_panel="Broker")(guarded(produce_cmd))
+app.command("consume", rich_help_panel="Broker")(guarded(consume_cmd))
 
 app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
 

@@ -86,3 +86,11 @@ def test_admin_commands_complete(kctl_bin):
     assert complete(kctl_bin, "kctl configs --entity-d") == ["--entity-default"]
     assert set(complete(kctl_bin, "kctl topics -b h:1 al")) == {"alter", "alter-config"}
     assert complete(kctl_bin, "kctl topics add") == ["add-partitions"]
+
+
+def test_produce_and_consume_complete(kctl_bin):
+    assert complete(kctl_bin, "kctl prod") == ["produce"]
+    assert complete(kctl_bin, "kctl cons") == ["consume"]
+    assert "--isolation-level" in complete(kctl_bin, "kctl consume t --iso")
+    assert set(complete(kctl_bin, "kctl produce t --compression ")) >= {"gzip", "zstd"}
+    assert "--command-config" in complete(kctl_bin, "kctl consume t --comm")
