@@ -481,6 +481,36 @@ def test_describe_log_dirs_needs_describe_on_the_cluster(tmp_path, version):
     run(main())
 
 
+@row(ApiKey.DESCRIBE_CLIENT_QUOTAS, Op.DESCRIBE_CONFIGS, Res.CLUSTER)
+@row(ApiKey.ALTER_CLIENT_QUOTAS, Op.ALTER_CONFIGS, Res.CLUSTER)
+def test_client_quotas_need_describe_configs_or_alter_configs_on_the_cluster(tmp_path):
+    """Kafka's handleDescribeClientQuotasRequest and handleAlterClientQuotasRequest: the whole describe fails, each
+    alteration entry is answered CLUSTER_AUTHORIZATION_FAILED and nothing is written."""
+    from kio.schema.alter_client_quotas.v1 import request as alter
+    from kio.schema.describe_client_quotas.v1 import request as describe
+
+    describing = describe.DescribeClientQuotasRequest(components=(), strict=False)
+    altering = alter.AlterClientQuotasRequest(validate_only=False, entries=(alter.EntryData(
+        entity=(alter.EntityData(entity_type="client-id", entity_name="billing"),),
+        ops=(alter.OpData(key="producer_byte_rate", value=1024.0, remove=False),)),))
+
+    async def main() -> None:
+        async with secured(tmp_path) as b:
+            answer = await b.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describing)
+            assert answer.error_code == CLUSTER_DENIED and not answer.entries
+            [entry] = (await b.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, altering)).entries
+            assert entry.error_code == CLUSTER_DENIED
+            b.authorizer.allow(Op.DESCRIBE_CONFIGS, Res.CLUSTER)
+            answer = await b.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describing)
+            assert answer.error_code == NONE and answer.entries == ()  # the denied alteration wrote nothing
+            b.authorizer.allow(Op.ALTER_CONFIGS, Res.CLUSTER)
+            [entry] = (await b.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, altering)).entries
+            assert entry.error_code == NONE
+            [found] = (await b.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describing)).entries
+            assert [(v.key, v.value) for v in found.values] == [("producer_byte_rate", 1024.0)]
+    run(main())
+
+
 # -- the controller's requests --------------------------------------------------------------------------------
 @pytest.mark.parametrize("key,version", [(ApiKey.LEADER_AND_ISR, 5), (ApiKey.STOP_REPLICA, 3),
                                          (ApiKey.UPDATE_METADATA, 7), (ApiKey.CONTROLLED_SHUTDOWN, 3)])

@@ -110,6 +110,8 @@ CHECKS: tuple[Check, ...] = (
     Check(ApiKey.ALTER_PARTITION_REASSIGNMENTS, Op.ALTER, Res.CLUSTER, CLUSTER_DENIED, "request"),
     Check(ApiKey.LIST_PARTITION_REASSIGNMENTS, Op.DESCRIBE, Res.CLUSTER, CLUSTER_DENIED, "request"),
     Check(ApiKey.OFFSET_DELETE, Op.DELETE, Res.GROUP, GROUP_DENIED, "request"),
+    Check(ApiKey.DESCRIBE_CLIENT_QUOTAS, Op.DESCRIBE_CONFIGS, Res.CLUSTER, CLUSTER_DENIED, "request"),
+    Check(ApiKey.ALTER_CLIENT_QUOTAS, Op.ALTER_CONFIGS, Res.CLUSTER, CLUSTER_DENIED, "item", "every entry"),
     Check(ApiKey.OFFSET_DELETE, Op.READ, Res.TOPIC, TOPIC_DENIED, "item"),
     Check(ApiKey.DESCRIBE_CLUSTER, Op.DESCRIBE, Res.CLUSTER, None, "filter", "only the authorized operations"),
     Check(ApiKey.DESCRIBE_PRODUCERS, Op.READ, Res.TOPIC, TOPIC_DENIED, "item"),
