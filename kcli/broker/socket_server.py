@@ -344,7 +344,10 @@ class SocketServer:
             # asyncio's selector transport reads at most 256 KiB per recv; a 1 MiB produce then takes four
             # rounds of the event loop (and four wake-ups of the reading task) instead of one.
             writer.transport.max_size = _STREAM_LIMIT  # type: ignore[attr-defined]
-        reauth_started = time.monotonic()
+        # Kafka's lastReauthenticationStartNanos: 0 until the first re-authentication, which is always allowed (the
+        # once-a-second limit is between re-authentications; a session shorter than a second, such as one whose
+        # OAUTHBEARER token was about to expire, re-authenticates within a second of its first authentication)
+        reauth_started = float("-inf")
         host = peer[0] if peer else ""
         inflight = _Pipeline()  # pipelined produces, oldest first
         try:

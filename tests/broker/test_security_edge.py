@@ -363,6 +363,29 @@ def test_reauthentication_keeps_a_client_connected(broker, pki):
     kp.close()
 
 
+def test_the_first_reauthentication_may_come_at_once_and_the_next_not_within_a_second(broker):
+    """Kafka's once-a-second limit is between re-authentications (KafkaChannel's lastReauthenticationStartNanos is
+    0 until the first): a session that ends within a second of its login (an OAUTHBEARER token about to expire, as
+    librdkafka 0142 has them) re-authenticates at once; a SaslHandshake within a second of that re-authentication's
+    start is an ordinary request, answered ILLEGAL_SASL_STATE (34)."""
+    token = b"\x00alice\x00alice-secret"
+
+    def login(sock, correlation_id: int) -> int:
+        sock.sendall(_frame(17, 1, correlation_id, _string("PLAIN")))
+        error = struct.unpack(">h", _read_frame(sock)[4:6])[0]
+        if error:
+            return error
+        sock.sendall(_frame(36, 1, correlation_id + 1, struct.pack(">i", len(token)) + token))
+        return struct.unpack(">h", _read_frame(sock)[4:6])[0]
+
+    with socket.create_connection(("127.0.0.1", broker.ports["REAUTH"]), timeout=10) as sock:
+        assert login(sock, 1) == 0
+        assert login(sock, 3) == 0  # at once: the first re-authentication
+        assert login(sock, 5) == 34  # within a second of it
+        sock.sendall(_api_versions_frame())
+        assert _read_frame(sock) is not None  # still connected, still authenticated
+
+
 def test_a_v0_client_is_disconnected_after_its_session_expires(broker):
     """SaslAuthenticate v0 carries no lifetime: the broker enforces it anyway, closing the connection at the first
     request after the expiry without answering it (kafka-security.md §2.2)."""
