@@ -45,7 +45,7 @@ DEFAULT_BATCH_SIZE = 16384  # batch.size
 DEFAULT_LINGER_MS = 5  # linger.ms (Kafka 3.x: 0; 4.0: 5)
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 DEFAULT_RETRIES = 10
-RECORD_OVERHEAD = 21  # the most a v2 record's own framing takes beyond key, value and headers (varints)
+RECORD_FRAMING_ESTIMATE = 21  # what batching counts for a v2 record's own varint framing beyond key, value, headers
 RETRIABLE_PRODUCE = frozenset({
     ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available, ErrorCode.unknown_topic_or_partition,
     ErrorCode.request_timed_out, ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
@@ -340,7 +340,7 @@ class Producer:
         elif partition not in self._leaders:
             raise ProduceError(f"topic {self.topic!r} has no partition {partition} "
                                f"(it has {self.partition_count})")
-        size = RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"") + sum(
+        size = RECORD_FRAMING_ESTIMATE + len(record.key or b"") + len(record.value or b"") + sum(
             len(h.key_bytes()) + len(h.value or b"") + 10 for h in record.headers)
         batch = self._open.get(partition)
         if batch is not None and batch.records and batch.size + size > self.batch_size:

@@ -177,6 +177,9 @@ static int parse_records(const uint8_t *d, Py_ssize_t size, Py_ssize_t count, re
         pos += 1; /* attributes */
         if (read_varint(d, &pos, end, 10, &v) < 0) return -1; /* timestamp delta */
         if (read_varint(d, &pos, end, 5, &rec->offset_delta) < 0) return -1;
+        /* a record before its batch's base offset is damage: the pure path decides or reports it (an offset of -1
+         * would also read as an empty slot of the map) */
+        if (rec->offset_delta < 0) return -1;
         if (read_varint(d, &pos, end, 5, &v) < 0) return -1;
         if (v < 0) {
             rec->key_pos = -1;

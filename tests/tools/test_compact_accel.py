@@ -275,6 +275,17 @@ def test_native_rejects_what_it_cannot_read_instead_of_guessing(native, batch, d
     assert len(fast) == len(keyed)
 
 
+def test_a_record_before_its_batch_base_is_rejected_not_skipped(native):
+    """Found by the property above: a damaged offset delta of -1 put a record at offset -1, which the C map skipped
+    (below its start, and -1 reads as an empty slot) where the pure decoder reads it; the C walk rejects it."""
+    batch = RecordBatch(build_record_batch([Record(5, T0, b"a", b"1"), Record(4, T0, b"", b"2")]))
+    payload = batch.payload()
+    fast = native.OffsetMap(24 * 1000)
+    assert fast.add_batch(payload, batch.records_count, 5, 0) == -1
+    assert fast.filter_batch(payload, batch.records_count, 5, 2**62, False) is None
+    assert len(fast) == 0
+
+
 def test_map_keys_are_exact_below_16_bytes_and_md5_above(native):
     for n in (0, 1, 15, 16, 17, 55, 56, 63, 64, 65, 119, 120, 1000):
         key = bytes(random.Random(n).randrange(256) for _ in range(n))
