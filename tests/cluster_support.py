@@ -151,12 +151,16 @@ def create_topic(cluster, name, partitions=3, rf=3, assignment=None, config=None
     futures = admin.create_topics([new], operation_timeout=120, request_timeout=150)
     futures[name].result(180)
 
+    seen = {}
+
     def ready():
         topic = metadata(cluster, name).topics.get(name)
+        seen["topic"] = topic
         return topic is not None and topic.error is None and topic.partitions and all(
             p.leader >= 0 and len(p.isrs) == len(p.replicas) for p in topic.partitions.values())
     wait_for(ready, 120, f"leaders and full ISRs for {name}")
-    return metadata(cluster, name).topics[name]
+    # the answer that was ready: asking again may reach a broker whose metadata cache has not caught up yet
+    return seen["topic"]
 
 
 def produce(cluster, topic, count, *, acks="all", idempotent=True, value=b"v" * 100):
