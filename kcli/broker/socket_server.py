@@ -409,13 +409,10 @@ class SocketServer:
                     else:
                         frame = await self._answer(conn, request, host, session, charge)
                         if frame is not None:
-                            if isinstance(frame, list):
-                                await self._send_parts(writer, frame, tls=tls)
-                            else:
-                                writer.write(frame)
-                            await writer.drain()
-                    # (an acks=0 produce over its quota has no response, and still mutes)
-                    await _mute(charge)
+                            await self._write_frame(writer, frame, tls)
+                    # KIP-219: the response went out at once; the next request waits out the throttle (an acks=0
+                    # produce over its quota has no response, and still mutes)
+                    inflight.mute_for(charge.throttle_ms)
                 # One request per connection per turn, as Kafka's processors serve them: a client pipelining
                 # produces would otherwise be answered a whole buffer (1 MiB of requests) before anyone else.
                 await asyncio.sleep(0)
@@ -501,7 +498,7 @@ class SocketServer:
                 finally:
                     if metrics is not None:
                         metrics.responses_in_progress -= 1
-            inflight.mute_for(charge.throttle_ms)  # KIP-219, as _mute: the requests not yet served wait it out
+            inflight.mute_for(charge.throttle_ms)  # KIP-219: the requests not yet served wait it out
             if metrics is not None:
                 metrics.request_done(request.api_key, received, time.perf_counter(), request.body)
                 if charge.throttle_ms:
@@ -529,16 +526,20 @@ class SocketServer:
         if frame is not None:
             metrics.responses_in_progress += 1
             try:
-                if isinstance(frame, list):
-                    await self._send_parts(writer, frame, tls=tls)
-                else:
-                    writer.write(frame)
-                await writer.drain()
+                await self._write_frame(writer, frame, tls)
             finally:
                 metrics.responses_in_progress -= 1
         metrics.request_done(request.api_key, received, time.perf_counter(), request.body)
         if charge is not None and charge.throttle_ms:
             metrics.record_throttle(_request_name(request.api_key), charge.throttle_ms)
+
+    async def _write_frame(self, writer: asyncio.StreamWriter, frame: bytes | list[Any], tls: bool) -> None:
+        """A response frame out: bytes, or a Fetch's bytes and file regions (_send_parts)."""
+        if isinstance(frame, list):
+            await self._send_parts(writer, frame, tls=tls)
+        else:
+            writer.write(frame)
+        await writer.drain()
 
     async def _answer(self, conn: ServerConnection, request: Any, client_host: str,
                       session: Session = PLAINTEXT_SESSION, charge: RequestCharge | None = None
@@ -632,20 +633,22 @@ async def _listen(loop: asyncio.AbstractEventLoop, host: str, port: int, backlog
 
 
 class _Pipeline:
-    """The pipelined requests of one connection whose responses are not written yet, oldest first."""
+    """The pipelined requests of one connection whose responses are not written yet, oldest first, and the
+    connection's quota mute."""
 
     def __init__(self) -> None:
         self.tasks: collections.deque[tuple[asyncio.Task, int]] = collections.deque()
         self.bytes = 0
-        self._muted_until = 0.0  # (monotonic) a pipelined response's throttle: no request is served before it
+        self._muted_until = 0.0  # (monotonic) the connection's quota throttle: no request is served before it
 
     def mute_for(self, throttle_ms: int) -> None:
         if throttle_ms > 0:
             self._muted_until = max(self._muted_until, time.monotonic() + throttle_ms / 1000)
 
     async def muted(self) -> None:
-        """KIP-219 for pipelined produces: their throttle is known when they are answered, after later requests
-        may have been read; those are served only once it has passed."""
+        """KIP-219, Kafka's MUTED_AND_THROTTLED: a throttled response goes out at once, and the connection's next
+        request is served only once the throttle has passed (a pipelined produce's throttle is known when it is
+        answered, possibly after later requests were read)."""
         delay = self._muted_until - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -711,13 +714,6 @@ async def _write_region(writer: asyncio.StreamWriter, segment: Any, offset: int,
         offset += len(chunk)
         count -= len(chunk)
         await writer.drain()
-
-
-async def _mute(charge: RequestCharge) -> None:
-    """KIP-219: a throttled response goes out at once, then the channel stays muted (nothing more is read from it)
-    until its throttle time has passed (Kafka's MUTED_AND_THROTTLED)."""
-    if charge.throttle_ms > 0:
-        await asyncio.sleep(charge.throttle_ms / 1000)
 
 
 def _peer_text(peer: Any) -> str:

@@ -154,6 +154,40 @@ def request_timeout_ms(timeout: float) -> int:
 
 
 @contextmanager
+def config_entities_source(bootstrap: str | None, zookeeper: str | None, timeout: float, auth: str | None, *,
+                           client_id: str, offline: Any, online: Any) -> Iterator[Any]:
+    """kafka-configs' two ways to the user and client entities (SCRAM credentials, quotas): through a broker
+    (``online(client)``) or straight in ZooKeeper (``offline(store)``, kcli.zk.scram.ZkScramStore), never both;
+    -b on the command line beats $KCTL_ZOOKEEPER. Usage errors exit 2, ZooKeeper's failures their status."""
+    if bootstrap and zookeeper and zookeeper == os.environ.get("KCTL_ZOOKEEPER"):
+        zookeeper = None
+    if bootstrap and zookeeper:
+        raise fail("give --bootstrap-server or --zookeeper, not both", ExitCode.USAGE)
+    if not zookeeper and not bootstrap_server(bootstrap):
+        raise fail("no Kafka given: use --bootstrap-server host:port (or $KCTL_BOOTSTRAP_SERVER), or --zookeeper "
+                   "host:port[/chroot] (or $KCTL_ZOOKEEPER) to work on ZooKeeper directly", ExitCode.USAGE)
+    if zookeeper:
+        from kcli.zk.scram import ZkScramStore
+
+        if auth is not None and ":" not in auth:
+            raise fail("ZooKeeper digest auth must be given as user:password", ExitCode.USAGE)
+        try:
+            store = ZkScramStore(zookeeper, timeout=timeout, auth=auth)
+        except KcliError as exc:
+            raise fail(exc.describe(), ExitCode.USAGE) from None
+        try:
+            yield offline(store)
+        except KcliError as exc:
+            raise fail(exc.describe(), exit_code_for(exc, generic=ExitCode.UNREADABLE) or ExitCode.UNREADABLE
+                       ) from None
+        finally:
+            store.close()
+        return
+    with kafka_client(bootstrap, timeout, client_id) as client:
+        yield online(client)
+
+
+@contextmanager
 def kafka_client(bootstrap: str | None, timeout: float, client_id: str) -> Iterator[Any]:
     """A KafkaClient for an online command (--bootstrap-server, else $KCTL_BOOTSTRAP_SERVER): none, or a malformed
     one, is a usage error (2); a library error inside the block becomes its one-line message and exit status;

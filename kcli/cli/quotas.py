@@ -8,18 +8,23 @@ Thin: kcli.client.quotas and kcli.zk.quotas do the work; this parses the entity 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated, Any, Optional
 
 import typer
 
-from kcli.cli.common import (BootstrapOpt, ConnectionGroup, ExitCode, GroupTimeoutOpt, JsonOpt, ZookeeperAuthOpt,
-                             ZookeeperOpt, bootstrap_server, fail, kafka_client, write_json_line)
-from kcli.cli.errors import exit_code_for
+from kcli.cli.common import (
+    BootstrapOpt,
+    ConnectionGroup,
+    ExitCode,
+    GroupTimeoutOpt,
+    JsonOpt,
+    ZookeeperAuthOpt,
+    ZookeeperOpt,
+    config_entities_source,
+    fail,
+    write_json_line,
+)
 from kcli.cli.zk import _cell, _show, _table
-from kcli.errors import KcliError
 
 ENTITY_TYPES = {"users": "user", "clients": "client-id"}  # kafka-configs' names -> the protocol's
 
@@ -165,34 +170,9 @@ class _Offline:
         return {"entity": _json_entity(entity), "ok": True, "error": None}
 
 
-@contextmanager
-def _source(bootstrap: str | None, zookeeper: str | None, timeout: float, auth: str | None) -> Iterator[Any]:
-    if bootstrap and zookeeper and zookeeper == os.environ.get("KCTL_ZOOKEEPER"):
-        zookeeper = None  # -b on the command line beats $KCTL_ZOOKEEPER
-    if bootstrap and zookeeper:
-        raise fail("give --bootstrap-server or --zookeeper, not both", ExitCode.USAGE)
-    if not zookeeper and not bootstrap_server(bootstrap):
-        raise fail("no Kafka given: use --bootstrap-server host:port (or $KCTL_BOOTSTRAP_SERVER), or --zookeeper "
-                   "host:port[/chroot] (or $KCTL_ZOOKEEPER) to work on ZooKeeper directly", ExitCode.USAGE)
-    if zookeeper:
-        from kcli.zk.scram import ZkScramStore
-
-        if auth is not None and ":" not in auth:
-            raise fail("ZooKeeper digest auth must be given as user:password", ExitCode.USAGE)
-        try:
-            store = ZkScramStore(zookeeper, timeout=timeout, auth=auth)
-        except KcliError as exc:
-            raise fail(exc.describe(), ExitCode.USAGE) from None
-        try:
-            yield _Offline(store)
-        except KcliError as exc:
-            raise fail(exc.describe(), exit_code_for(exc, generic=ExitCode.UNREADABLE) or ExitCode.UNREADABLE
-                       ) from None
-        finally:
-            store.close()
-        return
-    with kafka_client(bootstrap, timeout, "kctl-quotas") as client:
-        yield _Online(client)
+def _source(bootstrap: str | None, zookeeper: str | None, timeout: float, auth: str | None) -> Any:
+    return config_entities_source(bootstrap, zookeeper, timeout, auth, client_id="kctl-quotas", offline=_Offline,
+                                  online=_Online)
 
 
 # -- commands ---------------------------------------------------------------------------------------------------

@@ -26,15 +26,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from kio.index import KioIndexError
 from kio.schema.errors import ErrorCode
-from kio.static.constants import EntityType
 
 from kcli.client.client import (BrokerConnection, BrokerUnreachableError, KafkaClient, KafkaClientError,
                                 KafkaRequestError, _build, error_name)
+from kcli.client.topics import request_module
 from kcli.protocol.api import ApiKey
-from kcli.protocol.codec import api_name
-from kcli.protocol.schema import load_payload_module, load_request_schema
 from kcli.records import Codec, Header, Record, build_record_batch
 
 # The highest versions asked for (the request and response shapes used below): Kafka 2.8-3.x serve Produce v9,
@@ -56,17 +53,7 @@ ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 
 def versioned_module(connection: BrokerConnection, api_key: ApiKey) -> tuple[int, Any]:
     """The highest version of ``api_key`` that the broker serves, kio has, and is at most CAPS[api_key]."""
-    theirs = connection.versions.get(int(api_key))
-    if theirs is None:
-        raise KafkaClientError(f"the broker at {connection.address} does not serve {api_name(api_key)}")
-    for version in range(min(CAPS.get(api_key, theirs[1]), theirs[1]), theirs[0] - 1, -1):
-        try:
-            load_request_schema(api_key, version)
-        except KioIndexError:
-            continue
-        return version, load_payload_module(api_key, version, EntityType.request)
-    raise KafkaClientError(f"the broker at {connection.address} serves {api_name(api_key)} "
-                           f"v{theirs[0]}-v{theirs[1]}, none of which kcli's client speaks")
+    return request_module(connection, api_key, CAPS)
 
 
 # -- the default partitioner ------------------------------------------------------------------------------------

@@ -170,12 +170,15 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
 
 
 # -- versions ------------------------------------------------------------------------------------------
-def request_module(connection: BrokerConnection, api_key: ApiKey) -> tuple[int, Any]:
-    """The highest version of ``api_key`` that the broker serves, kio has and is at most CAPS[api_key]."""
+def request_module(connection: BrokerConnection, api_key: ApiKey,
+                   caps: dict[ApiKey, int] | None = None) -> tuple[int, Any]:
+    """The highest version of ``api_key`` that the broker serves, kio has and is at most ``caps[api_key]``
+    (CAPS unless given)."""
+    caps = CAPS if caps is None else caps
     theirs = connection.versions.get(int(api_key))
     if theirs is None:
         raise KafkaClientError(f"the broker at {connection.address} does not serve {api_name(api_key)}")
-    for version in range(min(CAPS.get(api_key, theirs[1]), theirs[1]), theirs[0] - 1, -1):
+    for version in range(min(caps.get(api_key, theirs[1]), theirs[1]), theirs[0] - 1, -1):
         try:
             load_request_schema(api_key, version)
         except KioIndexError:
