@@ -104,7 +104,10 @@ def test_kctl_consume_reads_what_confluent_kafka_and_kcat_wrote(broker):
 
     name = topic()
     for codec in ("gzip", "zstd"):
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 50})
+        # one batch per codec: librdkafka sends a batch uncompressed when compressing would not shrink it, which
+        # a lone 30-byte record (a batch cut early by linger.ms on a loaded machine) would not
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
+                             "linger.ms": 60000, "batch.num.messages": 5})
         for i in range(5):
             producer.produce(name, b"%s-%d" % (codec.encode(), i), key=b"k%d" % i, partition=0,
                              headers=[("codec", codec.encode()), ("n", None)])
