@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcli.broker.security.inter_broker import PLAINTEXT_INTER_BROKER, InterBrokerSecurity
+from kcli.broker.alter_log_dirs import ReplicaAlterLogDirsManager
 from kcli.broker.config import BrokerConfig
 from kcli.broker.connection_quotas import ConnectionQuotas, connection_limits
 from kcli.broker.group_coordinator import GroupCoordinator
@@ -104,6 +105,8 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
         on_flush_due=hooks.schedule_flush, metadata=metadata,
         replica_selector=create_replica_selector(config["replica.selector.class"]),
         **({} if zk is None else zk.replication(hooks)))
+    replica_manager.alter_log_dirs = ReplicaAlterLogDirsManager(
+        log_manager, hosted=lambda topic, index: replica_manager.find(topic, index) is not None)
     admin = TopicAdmin(config, log_manager, replica_manager, metadata, zk=None if zk is None else zk.client,
                        logs_created=hooks.logs_created)
     groups = GroupCoordinator(config, log_manager, replica_manager, admin, clustered=clustered)

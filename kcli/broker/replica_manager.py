@@ -126,6 +126,8 @@ class ReplicaManager:
     # (new leaders, new followers) -> None: the coordinators take over or resign their partitions
     on_leadership_change: Callable[[list[Partition], list[Partition]], None] | None = None
     stats: Any = None  # kcli.broker.metrics.BrokerMetrics when metrics.http.listener is set: BrokerTopicMetrics
+    # moves between this broker's log dirs (KIP-113): kcli.broker.alter_log_dirs.ReplicaAlterLogDirsManager
+    alter_log_dirs: Any = None
 
     # -- partitions --------------------------------------------------------------------------------
     def add_partition(self, partition: Partition) -> None:

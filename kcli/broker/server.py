@@ -97,6 +97,7 @@ class KafkaServer:
         self.admin.dynamic.reconfigurables.append(self._connection_limits_changed)
         _freeze_long_lived(full=True)
         self.mode.logs_loaded()
+        self.replica_manager.alter_log_dirs.start()  # moves between log dirs a restart interrupted resume
         from kcli.broker.security.listener_config import all_listener_security
 
         security = all_listener_security(self.config)
@@ -250,6 +251,7 @@ class KafkaServer:
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
         await self.admin.drain()  # topics still being created or deleted in worker threads
+        await asyncio.to_thread(self.replica_manager.alter_log_dirs.shutdown)
         self.log_manager.shutdown()
         ledger = os.environ.get("KCTL_BROKER_API_LEDGER")
         if ledger:  # tests collect which API versions real clients used
