@@ -50,10 +50,11 @@ class ReplicaAlterLogDirsManager:
     the partition (it has a Partition for it)."""
 
     def __init__(self, log_manager: LogManager, hosted: Callable[[str, int], bool], *,
-                 chunk_bytes: int = CHUNK_BYTES) -> None:
+                 chunk_bytes: int = CHUNK_BYTES, background: bool = True) -> None:
         self.log_manager = log_manager
         self.hosted = hosted
         self.chunk_bytes = chunk_bytes
+        self.background = background  # False: no thread, the caller runs ``step`` (tests)
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
@@ -76,7 +77,7 @@ class ReplicaAlterLogDirsManager:
 
     def _ensure_thread(self) -> None:
         with self._thread_lock:
-            if self._stopped.is_set() or (self._thread is not None and self._thread.is_alive()):
+            if not self.background or self._stopped.is_set() or (self._thread is not None and self._thread.is_alive()):
                 return
             self._thread = threading.Thread(target=self._run, name="kcli-alter-log-dirs", daemon=True)
             self._thread.start()
