@@ -150,12 +150,9 @@ def _generate(text: str, source: str, broker_list: str, rack_aware: bool, bootst
 def _refuse_log_dirs(plan: Any, client: Any) -> None:
     from kcli.client.reassign import log_dir_support
 
-    if not plan.log_dirs:
+    if not plan.log_dirs or log_dir_support(client):
         return
     named = ", ".join(f"{t}-{p} on broker {b}: {d}" for (t, p, b), d in sorted(plan.log_dirs.items()))
-    if log_dir_support(client):
-        raise fail(f"the plan names log dirs ({named}): kctl reassign does not move replicas between log "
-                   "directories yet (AlterReplicaLogDirs); give \"any\" or leave out log_dirs", ExitCode.USAGE)
     raise fail(f"the plan names log dirs ({named}), but the broker does not serve AlterReplicaLogDirs (moving a "
                "replica into a named log directory): give \"any\" or leave out log_dirs", ExitCode.USAGE)
 
@@ -177,7 +174,8 @@ def _refuse_throttles(client: Any, throttle: int | None, log_dirs_throttle: int 
 
 def _execute(plan: Any, additional: bool, throttle: int | None, log_dirs_throttle: int | None,
              bootstrap: str | None, timeout: float, as_json: bool) -> None:
-    from kcli.client.reassign import execute, format_reassignment_json, partition_name, reassignment_json
+    from kcli.client.reassign import (execute, format_reassignment_json, partition_name, reassignment_json,
+                                      replica_name)
 
     with _client(bootstrap, timeout) as client:
         if throttle is not None or log_dirs_throttle is not None:
@@ -188,32 +186,47 @@ def _execute(plan: Any, additional: bool, throttle: int | None, log_dirs_throttl
     if as_json:
         write_json_line({"rollback": reassignment_json(result.current),
                          "started": [partition_name(tp) for tp in result.started],
-                         "errors": {partition_name(tp): e for tp, e in sorted(result.errors.items())}})
+                         "errors": {partition_name(tp): e for tp, e in sorted(result.errors.items())},
+                         **({"log_dir_moves_started": [replica_name(r) for r in result.moves_started],
+                             "log_dir_moves_pending": [replica_name(r) for r in result.moves_pending]}
+                            if plan.log_dirs else {})})
     else:
         typer.echo(f"Current partition replica assignment\n\n{format_reassignment_json(result.current)}\n\n"
                    "Save this to use as the --reassignment-json-file option during rollback")
         if result.started:
             typer.echo(f"Successfully started partition reassignment{'' if len(result.started) == 1 else 's'} for "
                        f"{','.join(partition_name(tp) for tp in result.started)}")
+        if result.moves_started:
+            typer.echo(f"Successfully started log directory move{'' if len(result.moves_started) == 1 else 's'} "
+                       f"for: {','.join(replica_name(r) for r in result.moves_started)}")
     if result.errors:
         err_console.print("kctl: Error reassigning partition(s):\n" + "\n".join(
             f"{partition_name(tp)}: {e}" for tp, e in sorted(result.errors.items())), markup=False)
         raise typer.Exit(int(ExitCode.PROBLEMS))
+    if result.moves_pending:
+        many = len(result.moves_pending) > 1
+        err_console.print(f"kctl: Timed out before log directory move{'s' if many else ''} could be started for: "
+                          f"{','.join(replica_name(r) for r in result.moves_pending)}", markup=False)
+        raise typer.Exit(int(ExitCode.PROBLEMS))
 
 
 def _verify(plan: Any, bootstrap: str | None, timeout: float, as_json: bool) -> None:
-    from kcli.client.reassign import verify
+    from kcli.client.reassign import log_dir_move_states, verify
 
     with _client(bootstrap, timeout) as client:
         states, ongoing = verify(client, plan, timeout_ms=request_timeout_ms(timeout))
-    complete = all(s.status == "completed" for s in states)
+        moves = log_dir_move_states(client, plan.log_dirs) if plan.log_dirs else []
+    complete = all(s.status == "completed" for s in states) and all(m.status == "completed" for m in moves)
     if as_json:
         write_json_line({"partitions": [s.to_json() for s in states], "complete": complete,
-                         "reassignments_in_progress": ongoing})
+                         "reassignments_in_progress": ongoing,
+                         **({"log_dirs": [m.to_json() for m in moves]} if plan.log_dirs else {})})
     else:
         typer.echo("Status of partition reassignment:")
         for s in states:
             typer.echo(s.line())
+        for m in moves:  # replicaMoveStatesToString, right after the partitions' lines
+            typer.echo(m.line())
     if not complete:
         raise typer.Exit(int(ExitCode.PROBLEMS))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import json
 import random
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -27,7 +28,8 @@ from kcli.protocol.api import ApiKey
 
 ANY_LOG_DIR = "any"
 DEFAULT_TIMEOUT_MS = 30_000
-ALTER_REPLICA_LOG_DIRS = 34  # ApiKey 34, which kcli's client does not speak
+ALTER_REPLICA_LOG_DIRS = int(ApiKey.ALTER_REPLICA_LOG_DIRS)
+MOVE_RETRY_S = 0.1  # executeMoves' pause between AlterReplicaLogDirs rounds
 CANNOT_EXECUTE_BECAUSE_OF_EXISTING = (
     "Cannot execute because there is an existing partition assignment.  Use --additional to override this and "
     "create a new partition assignment in addition to the existing one. The --additional flag can also be used to "
@@ -392,6 +394,8 @@ class ExecuteResult:
     current: dict[Partition, list[int]]  # the rollback plan: the partitions' replicas before
     started: list[Partition]
     errors: dict[Partition, str]
+    moves_started: list[tuple[str, int, int]] = field(default_factory=list)  # (topic, partition, broker)
+    moves_pending: list[tuple[str, int, int]] = field(default_factory=list)  # not started before the timeout
 
 
 def check_brokers(client: KafkaClient, brokers: Iterable[int]) -> None:
@@ -428,13 +432,123 @@ def log_dir_support(client: KafkaClient) -> bool:
 def execute(client: KafkaClient, plan: ReassignmentPlan, *, additional: bool = False,
             timeout_ms: int = DEFAULT_TIMEOUT_MS) -> ExecuteResult:
     """--execute: refuse while another reassignment runs (unless ``additional``), check the brokers and the
-    partitions exist, read the current replicas (the rollback plan), then AlterPartitionReassignments."""
+    partitions exist, read the current replicas (the rollback plan), then AlterPartitionReassignments. A plan that
+    names log dirs has them sent (AlterReplicaLogDirs) before the reassignment, so a replica new on a broker is
+    created in its dir, and again after it until every move started or ``timeout_ms`` passed (executeMoves)."""
     if not additional and list_reassignments(client, timeout_ms=timeout_ms):
         raise KafkaClientError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING)
     check_brokers(client, {b for r in plan.partitions.values() for b in r})
     current = current_replicas(client, plan.partitions)
+    pending = dict(plan.log_dirs)
+    moved: list[Replica] = []
+    if pending:  # a wrong dir fails here, before anything started
+        moved = start_log_dir_moves(client, pending)
+        pending = {r: d for r, d in pending.items() if r not in moved}
     errors = alter_reassignments(client, plan.partitions, timeout_ms=timeout_ms)
-    return ExecuteResult(current, [tp for tp in _sorted(plan.partitions) if tp not in errors], errors)
+    deadline = time.monotonic() + timeout_ms / 1000
+    while pending and not errors:
+        time.sleep(MOVE_RETRY_S)  # the replica is created when the controller's LeaderAndIsr reaches its broker
+        started = start_log_dir_moves(client, pending)
+        moved += started
+        pending = {r: d for r, d in pending.items() if r not in started}
+        if time.monotonic() >= deadline:
+            break
+    return ExecuteResult(current, [tp for tp in _sorted(plan.partitions) if tp not in errors], errors,
+                         sorted(moved), sorted(pending))
+
+
+# -- moves between a broker's log dirs (KIP-113) ----------------------------------------------------------------
+Replica = tuple[str, int, int]  # (topic, partition, broker): Kafka's TopicPartitionReplica
+
+
+def replica_name(replica: Replica) -> str:
+    """TopicPartitionReplica.toString: topic-partition-broker."""
+    return f"{replica[0]}-{replica[1]}-{replica[2]}"
+
+
+def alter_replica_log_dirs(client: KafkaClient, moves: Mapping[Replica, str]) -> dict[Replica, ErrorCode]:
+    """AlterReplicaLogDirs to each broker named: the dir each of its replicas is to be in. The error code per
+    replica (a broker that cannot be asked: KafkaClientError)."""
+    by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+    for (topic, partition, broker), path in moves.items():
+        by_broker.setdefault(broker, {}).setdefault(path, {}).setdefault(topic, []).append(partition)
+    out: dict[Replica, ErrorCode] = {}
+    for broker, dirs in sorted(by_broker.items()):
+        connection = client._node(broker)
+        if ALTER_REPLICA_LOG_DIRS not in connection.versions:
+            raise KafkaClientError(f"broker {broker} does not serve AlterReplicaLogDirs (moving a replica into a "
+                                   "named log directory)")
+        version, m = request_module(connection, ApiKey.ALTER_REPLICA_LOG_DIRS)
+        body = connection.call(ApiKey.ALTER_REPLICA_LOG_DIRS, _build(m, "AlterReplicaLogDirsRequest", dirs=tuple(
+            _build(m, "AlterReplicaLogDir", path=path, topics=tuple(
+                _build(m, "AlterReplicaLogDirTopic", name=t, partitions=tuple(ps)) for t, ps in sorted(topics.items())))
+            for path, topics in sorted(dirs.items()))))
+        for t in body.results:
+            for p in t.partitions:
+                out[(t.topic_name, int(p.partition_index), broker)] = p.error_code
+    return out
+
+
+def start_log_dir_moves(client: KafkaClient, moves: Mapping[Replica, str]) -> list[Replica]:
+    """ReassignPartitionsCommand.alterReplicaLogDirs: the replicas whose move started (or which are in their dir
+    already); REPLICA_NOT_AVAILABLE (not on that broker yet) is left for the next round, any other error raises."""
+    codes = alter_replica_log_dirs(client, moves)
+    failed = {r: c for r, c in codes.items() if c not in (ErrorCode.none, ErrorCode.replica_not_available)}
+    if failed:
+        raise KafkaClientError("Failed to alter dir for " + ", ".join(
+            f"{replica_name(r)} to {moves[r]}: {error_name(c)}" for r, c in sorted(failed.items())))
+    return [r for r, c in codes.items() if c == ErrorCode.none]
+
+
+@dataclass(frozen=True)
+class LogDirMoveState:
+    """findLogDirMoveStates' answer for one replica whose log dir the plan names."""
+
+    topic: str
+    partition: int
+    broker: int
+    target: str
+    current: str | None  # the dir the replica is in (None: not found on the broker)
+    future: str | None  # the dir it is being moved to
+
+    @property
+    def status(self) -> str:
+        if self.current is None:
+            return "missing"
+        if self.future is not None:
+            return "in_progress" if self.future == self.target else "moving_elsewhere"
+        return "completed" if self.current == self.target else "cancelled"
+
+    def line(self) -> str:
+        """replicaMoveStatesToString's line."""
+        replica, name = replica_name((self.topic, self.partition, self.broker)), f"{self.topic}-{self.partition}"
+        return {
+            "missing": f"Partition {name} cannot be found in any live log directory on broker {self.broker}.",
+            "in_progress": f"Reassignment of replica {replica} is still in progress.",
+            "moving_elsewhere": f"Partition {name} on broker {self.broker} is being moved to log dir {self.future} "
+                                f"instead of {self.target}.",
+            "cancelled": f"Partition {name} on broker {self.broker} is not being moved from log dir {self.current} "
+                         f"to {self.target}.",
+            "completed": f"Reassignment of replica {replica} completed successfully.",
+        }[self.status]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "broker": self.broker, "status": self.status,
+                "target_log_dir": self.target, "current_log_dir": self.current, "future_log_dir": self.future}
+
+
+def log_dir_move_states(client: KafkaClient, targets: Mapping[Replica, str]) -> list[LogDirMoveState]:
+    """Where each replica's log is, and its future log if moving (DescribeLogDirs to each broker named)."""
+    from kcli.client.log_dirs import describe_log_dirs
+
+    brokers = sorted({b for _, _, b in targets})
+    found: dict[Replica, dict[bool, str]] = {}
+    for answer in describe_log_dirs(client, brokers=brokers, topics=sorted({t for t, _, _ in targets})):
+        for log_dir in answer.log_dirs:
+            for p in log_dir.partitions:
+                found.setdefault((p.topic, p.partition, answer.broker), {})[p.is_future] = log_dir.path
+    return [LogDirMoveState(*r, targets[r], found.get(r, {}).get(False), found.get(r, {}).get(True))
+            for r in sorted(targets)]
 
 
 @dataclass(frozen=True)

@@ -239,8 +239,8 @@ def test_reassign_refusals(cluster, tmp_path):
                      code=2).output
     assert "--throttle needs replication throttles" in throttled and "does not implement" in throttled
     dirs = write_plan(tmp_path / "dirs.json", {("refuse", 0): [1, 2]}, log_dirs=["/data/kafka-2", "any"])
-    refused = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", dirs, code=2).output
-    assert "refuse-0 on broker 1: /data/kafka-2" in refused and "AlterReplicaLogDirs" in refused
+    refused = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", dirs, code=1).output
+    assert "Failed to alter dir for refuse-0-1 to /data/kafka-2: LOG_DIR_NOT_FOUND" in refused  # before anything
     unknown = write_plan(tmp_path / "u.json", {("refuse", 0): [1, 9]})
     assert "Unknown broker id 9" in kctl(cluster, "reassign", "--execute", "--reassignment-json-file", unknown,
                                          code=1).output
