@@ -150,6 +150,7 @@ class LogManager:
         # asked for a replica not hosted yet is remembered for its creation (Kafka's futureLogs, preferredLogDirs)
         self.future_logs: dict[tuple[str, int], ManagedLog] = {}
         self.preferred_log_dirs: dict[tuple[str, int], Path] = {}
+        self._future_creation = threading.Lock()  # one future log per partition, whoever asks at once
 
     # -- startup / shutdown ------------------------------------------------------------------------
     def startup(self, cluster_id: str | None = None) -> None:
@@ -560,6 +561,10 @@ class LogManager:
     def create_future_log(self, topic: str, index: int, log_dir: Path) -> ManagedLog:
         """An empty future log of a hosted replica in ``log_dir`` (Kafka's getOrCreateLog(isFuture = true)),
         starting at the current log's start offset; its topic id and config are the current log's. Blocking."""
+        with self._future_creation:
+            return self._create_future_log(topic, index, log_dir)
+
+    def _create_future_log(self, topic: str, index: int, log_dir: Path) -> ManagedLog:
         current = self.partition(topic, index)
         if current is None:
             raise LogDirError(f"the current log of {topic}-{index} is offline")

@@ -1,5 +1,6 @@
 """`kctl reassign`: kafka-reassign-partitions. --generate a plan, --execute it, --verify, --cancel, --list
-(AlterPartitionReassignments and ListPartitionReassignments to the controller, KIP-455).
+(AlterPartitionReassignments and ListPartitionReassignments to the controller, KIP-455; AlterReplicaLogDirs to the
+brokers for the log dirs a plan names, KIP-113).
 
 Thin: kcli.client.reassign parses the plans, computes the assignment and does the requests; this checks the
 options and prints Kafka's lines.
@@ -52,7 +53,8 @@ def reassign_cmd(
     reassignment_file: Annotated[Optional[Path], typer.Option(
         "--reassignment-json-file", metavar="FILE", show_default=False,
         help='The plan: {"version":1,"partitions":[{"topic":"t",'
-        '"partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}.')] = None,
+        '"partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}; a log dir other than "any" is an absolute '
+        "path of that broker's log.dirs, where the replica is moved (AlterReplicaLogDirs).")] = None,
     additional: Annotated[bool, typer.Option(
         "--additional", help="--execute even while other reassignments are in progress.")] = False,
     throttle: Annotated[Optional[int], typer.Option(

@@ -1,6 +1,7 @@
 """Partition reassignment as kafka-reassign-partitions does it (Kafka 3.7's ReassignPartitionsCommand):
 --generate a plan with Kafka's replica assignment, --execute it (AlterPartitionReassignments, KIP-455), --verify,
---cancel and --list (ListPartitionReassignments) it; both requests go to the controller.
+--cancel and --list (ListPartitionReassignments) it; both requests go to the controller. The log dirs a plan names
+go to their brokers (AlterReplicaLogDirs, KIP-113) and --verify finds them with DescribeLogDirs.
 
 The plan files are Kafka's: ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],
 "log_dirs":["any","any"]}]}`` (``log_dirs`` optional) and, for --generate, ``{"version":1,"topics":[{"topic":
