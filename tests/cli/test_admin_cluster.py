@@ -250,6 +250,23 @@ def test_reassign_refusals(cluster, tmp_path):
     assert assignment(cluster, "refuse") == {0: [0, 1]}  # nothing started
 
 
+def test_reassign_names_the_log_dir_of_a_new_replica(cluster, tmp_path):
+    """A plan naming the log dir of a replica its broker does not host yet: AlterReplicaLogDirs answers
+    REPLICA_NOT_AVAILABLE (the dir remembered for the replica's creation) and is asked again after the
+    reassignment started, until the replica is there (ReassignPartitionsCommand.executeMoves)."""
+    create_topic(cluster, "dirs", partitions=1, assignment=[[0, 1]])
+    target = str(cluster.brokers[2].log_dir.resolve())
+    plan = write_plan(tmp_path / "p.json", {("dirs", 0): [1, 2]}, log_dirs=["any", target])
+    out = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", plan).stdout
+    assert "Successfully started partition reassignment for dirs-0" in out
+    assert "Successfully started log directory move for: dirs-0-2" in out
+    wait_for(lambda: kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, code=None).exit_code == 0,
+             60, "the reassignment completed")
+    status = json.loads(kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, "--json").stdout)
+    assert status["log_dirs"] == [{"topic": "dirs", "partition": 0, "broker": 2, "status": "completed",
+                                   "target_log_dir": target, "current_log_dir": target, "future_log_dir": None}]
+
+
 # -- configs -------------------------------------------------------------------------------------------
 def topic_configs(cluster, topic: str) -> dict:
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
