@@ -599,8 +599,17 @@ class LogManager:
         return bool(self._delete_futures([(topic, index)]))
 
     def _delete_futures(self, partitions: list[tuple[str, int]]) -> list[ManagedLog]:
-        with self._topics_lock:
-            removed = [f for tp in partitions if (f := self.future_logs.pop(tp, None)) is not None]
+        removed = []
+        for tp in partitions:
+            future = self.future_logs.get(tp)
+            if future is None:
+                continue
+            with future.lock:  # not while the mover swaps it in: it would be the current log by then
+                with self._topics_lock:
+                    if self.future_logs.get(tp) is not future:
+                        continue
+                    del self.future_logs[tp]
+            removed.append(future)
         if removed:
             self._delete_logs(removed, self.file_delete_delay_ms)
         return removed
