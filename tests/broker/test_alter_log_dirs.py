@@ -5,6 +5,7 @@ handlers of an in-process broker with two log dirs."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import time
@@ -273,3 +274,39 @@ def test_the_handlers_move_a_replica_and_describe_the_future_one(tmp_path):
             assert described[where.name] == [] and described[other.name] == [(TOPIC, 0, False)]
             assert server.replica_manager.find(TOPIC, 0).log.directory.parent == other
     inprocess_broker.run(main())
+
+
+def test_a_restarted_broker_resumes_the_move(tmp_path):
+    """A broker stopped mid-move finds the `-future` dir when it loads its logs and its mover finishes the move."""
+    dirs = f"{tmp_path / 'a'},{tmp_path / 'b'}"
+    options = {"offsets.topic.num.partitions": "1", "log.segment.bytes": str(SEGMENT_BYTES),
+               "log.segment.delete.delay.ms": "0"}
+
+    async def first() -> tuple[Path, list[tuple[int, bytes]]]:
+        async with running_broker(dirs, Broker, **options) as b:
+            manager = b.server.log_manager
+            b.server.admin.create_topic(TOPIC, 1, 1)
+            _produce(manager, 0, 40)
+            stepped = _mover(manager, chunk_bytes=400)
+            b.server.replica_manager.alter_log_dirs = stepped
+            where = manager.partition(TOPIC, 0).directory.parent
+            other = next(d for d in manager.log_dirs if d != where)
+            assert await b.alter(str(other)) == [(TOPIC, 0, ErrorCode.none)]
+            stepped.step((TOPIC, 0), manager.future_log(TOPIC, 0))
+            assert 0 < manager.future_log(TOPIC, 0).log.log_end_offset < 80
+            return other, _batches(manager.partition(TOPIC, 0).log)
+
+    async def second(other: Path, expected: list[tuple[int, bytes]]) -> None:
+        async with running_broker(dirs, Broker, **options) as b:
+            manager = b.server.log_manager
+            for _ in range(500):
+                if not manager.future_logs:
+                    break
+                await asyncio.sleep(0.02)
+            current = manager.partition(TOPIC, 0)
+            assert not manager.future_logs and current.directory == other / f"{TOPIC}-0"
+            assert _batches(current.log) == expected
+            assert b.server.replica_manager.alter_log_dirs.moved == 1
+
+    other, expected = inprocess_broker.run(first())
+    inprocess_broker.run(second(other, expected))
