@@ -230,6 +230,20 @@ def test_errors_cancelling_and_a_replica_not_hosted_yet(tmp_path):
         manager.shutdown()
 
 
+def test_a_future_log_that_cannot_be_created_is_a_storage_error(tmp_path, monkeypatch):
+    manager = _manager(tmp_path)
+    try:
+        manager.create_topic(TOPIC, 1)
+        name = f"{TOPIC}-0.{'0' * 32}{FUTURE_DIR_SUFFIX}"
+        monkeypatch.setattr("kcli.broker.log_manager.future_dir_name", lambda topic, index: name)
+        (tmp_path / "b" / name).write_bytes(b"")  # a file where the directory would go
+        assert _mover(manager).alter_replica_log_dirs({(TOPIC, 0): str(tmp_path / "b")}) == {
+            (TOPIC, 0): ErrorCode.kafka_storage_error}
+        assert not manager.future_logs and manager.partition_counts() == {tmp_path / "a": 1, tmp_path / "b": 0}
+    finally:
+        manager.shutdown()
+
+
 class Broker(inprocess_broker.InProcessBroker):
     async def alter(self, path: str, version: int = 2) -> list[Any]:
         request = minimal_request(ApiKey.ALTER_REPLICA_LOG_DIRS, version, topic=TOPIC)
