@@ -234,18 +234,26 @@ def _verify(plan: Any, bootstrap: str | None, timeout: float, as_json: bool) -> 
 
 
 def _cancel(plan: Any, bootstrap: str | None, timeout: float, as_json: bool) -> None:
-    from kcli.client.reassign import cancel, partition_name
+    from kcli.client.reassign import cancel, partition_name, replica_name
 
     with _client(bootstrap, timeout) as client:
         result = cancel(client, plan, timeout_ms=request_timeout_ms(timeout))
     if as_json:
         write_json_line({"cancelled": [partition_name(tp) for tp in result.cancelled],
-                         "errors": {partition_name(tp): e for tp, e in sorted(result.errors.items())}})
-    elif result.cancelled:
-        typer.echo(f"Successfully cancelled partition reassignment{'' if len(result.cancelled) == 1 else 's'} for: "
-                   f"{','.join(partition_name(tp) for tp in result.cancelled)}")
-    elif not result.errors:
-        typer.echo("None of the specified partition reassignments are active.")
+                         "errors": {partition_name(tp): e for tp, e in sorted(result.errors.items())},
+                         **({"log_dir_moves_cancelled": [replica_name(r) for r in result.moves_cancelled]}
+                            if plan.log_dirs else {})})
+    else:
+        if result.cancelled:
+            typer.echo(f"Successfully cancelled partition reassignment{'' if len(result.cancelled) == 1 else 's'} "
+                       f"for: {','.join(partition_name(tp) for tp in result.cancelled)}")
+        elif not result.errors:
+            typer.echo("None of the specified partition reassignments are active.")
+        if plan.log_dirs and result.moves_cancelled:  # executeMoves back to the current dirs, as Kafka prints it
+            typer.echo(f"Successfully started log directory move{'' if len(result.moves_cancelled) == 1 else 's'} "
+                       f"for: {','.join(replica_name(r) for r in result.moves_cancelled)}")
+        elif plan.log_dirs:
+            typer.echo("None of the specified partition moves are active.")
     if result.errors:
         err_console.print(f"kctl: Error cancelling partition reassignment{'' if len(result.errors) == 1 else 's'} "
                           "for:\n" + "\n".join(f"{partition_name(tp)}: {e}" for tp, e in sorted(result.errors.items())),

@@ -606,14 +606,20 @@ def verify(client: KafkaClient, plan: ReassignmentPlan, *,
 class CancelResult:
     cancelled: list[Partition]
     errors: dict[Partition, str]
+    moves_cancelled: list[tuple[str, int, int]] = field(default_factory=list)  # (topic, partition, broker)
 
 
 def cancel(client: KafkaClient, plan: ReassignmentPlan, *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> CancelResult:
-    """--cancel: the planned partitions still being reassigned go back to their replicas before (a null target)."""
+    """--cancel: the planned partitions still being reassigned go back to their replicas before (a null target);
+    the planned replicas still moving between log dirs are sent back to the dir they are in, which gives up
+    the move (Kafka's cancelAssignment)."""
     ongoing = list_reassignments(client, plan.partitions, timeout_ms=timeout_ms)
     active = [tp for tp in _sorted(ongoing) if tp in plan.partitions]
     errors = alter_reassignments(client, {tp: None for tp in active}, timeout_ms=timeout_ms)
-    return CancelResult([tp for tp in active if tp not in errors], errors)
+    moving = {(m.topic, m.partition, m.broker): m.current for m in log_dir_move_states(client, plan.log_dirs)
+              if m.future is not None and m.current is not None} if plan.log_dirs else {}
+    moved = start_log_dir_moves(client, moving) if moving else []
+    return CancelResult([tp for tp in active if tp not in errors], errors, sorted(moved))
 
 
 def throttle_support(client: KafkaClient) -> str | None:

@@ -19,6 +19,8 @@ import inprocess_broker
 from inprocess_broker import running_broker
 from kcli.broker.alter_log_dirs import ReplicaAlterLogDirsManager
 from kcli.broker.log_manager import LogManager
+from kcli.client import KafkaClient
+from kcli.client.reassign import ReassignmentPlan, cancel, log_dir_move_states
 from kcli.protocol import ApiKey, minimal_request
 from kcli.records import BatchReader, Record, build_record_batch
 from kcli.storage.files import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX
@@ -283,10 +285,48 @@ def test_the_handlers_move_a_replica_and_describe_the_future_one(tmp_path):
             described = await b.describe()
             assert described[where.name] == [(TOPIC, 0, False)]
             assert described[other.name] == [(TOPIC, 20, True)]  # nothing copied yet: all 20 offsets to go
+            # kctl reassign's view of it (the client in a thread: the broker serves on this event loop)
+            host, port = server.bound[0]
+            plan = ReassignmentPlan({(TOPIC, 0): [0]}, {(TOPIC, 0, 0): str(other.resolve())})
+
+            def states() -> list[str]:
+                with KafkaClient(f"{host}:{port}") as client:
+                    return [m.status for m in log_dir_move_states(client, plan.log_dirs)]
+
+            assert await asyncio.to_thread(states) == ["in_progress"]
             _finish(stepped)
             described = await b.describe()
             assert described[where.name] == [] and described[other.name] == [(TOPIC, 0, False)]
             assert server.replica_manager.find(TOPIC, 0).log.directory.parent == other
+            assert await asyncio.to_thread(states) == ["completed"]
+    inprocess_broker.run(main())
+
+
+def test_kctl_reassign_cancel_gives_up_a_move(tmp_path):
+    """--cancel sends a replica still moving back to the dir it is in (Kafka's cancelAssignment): the broker
+    deletes the future log."""
+    async def main() -> None:
+        async with running_broker(f"{tmp_path / 'a'},{tmp_path / 'b'}", Broker,
+                                  **{"offsets.topic.num.partitions": "1"}) as b:
+            manager = b.server.log_manager
+            b.server.admin.create_topic(TOPIC, 1, 1)
+            _produce(manager, 0, 5)
+            b.server.replica_manager.alter_log_dirs = _mover(manager)  # the move stays in progress
+            other = next(d for d in manager.log_dirs if d != manager.partition(TOPIC, 0).directory.parent)
+            assert await b.alter(str(other)) == [(TOPIC, 0, ErrorCode.none)]
+            future_dir = manager.future_log(TOPIC, 0).directory
+            host, port = b.server.bound[0]
+            plan = ReassignmentPlan({(TOPIC, 0): [0]}, {(TOPIC, 0, 0): str(other.resolve())})
+
+            def cancelled() -> Any:
+                with KafkaClient(f"{host}:{port}") as client:
+                    return cancel(client, plan)
+
+            result = await asyncio.to_thread(cancelled)
+            assert result.moves_cancelled == [(TOPIC, 0, 0)] and result.cancelled == []
+            assert not manager.future_logs
+            manager.purge_deleted(force=True)
+            assert not future_dir.exists()
     inprocess_broker.run(main())
 
 
