@@ -84,6 +84,8 @@ def _describe(ctx: RequestContext, wanted: dict[str, set[int]] | None
         except OSError:
             total = usable = -1
         out[absolute] = ({}, total, usable)
+    # the future logs before the current ones: a swap in between shows the replica moving still, never back
+    futures = list(services.log_manager.future_logs.items())
     for managed in services.log_manager.all_partitions():
         if wanted is not None and managed.index not in wanted.get(managed.topic, ()):
             continue
@@ -98,7 +100,7 @@ def _describe(ctx: RequestContext, wanted: dict[str, set[int]] | None
         entry = out.get(log.directory.parent.resolve())
         if entry is not None:
             entry[0].setdefault(managed.topic, []).append((managed.index, size, lag, False))
-    for (topic, index), future in list(services.log_manager.future_logs.items()):
+    for (topic, index), future in futures:
         if wanted is not None and index not in wanted.get(topic, ()):
             continue
         current = services.log_manager.partition(topic, index)
