@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Optional
 
 import typer
+from typer.main import get_command
 
 from kcli import __version__
 from kcli.cli.errors import guard_group, guarded
@@ -86,7 +88,15 @@ app.command("consume", rich_help_panel="Broker")(guarded(consume_cmd))
 app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
 
 
+@functools.cache
+def command():  # -> typer's click Command (typer vendors click)
+    """kctl's click command tree. typer builds it from every command's signature (tenths of a CPU second), so it is
+    built once per process; processes forked from one that built it (the test suite's fork servers) reuse it."""
+    return get_command(app)
+
+
 def main() -> None:
     # One program name however it is started (`kctl`, `python -m kcli`): usage lines, and the completion
-    # variable _KCTL_COMPLETE that `kctl completion` scripts set.
-    app(prog_name="kctl")
+    # variable _KCTL_COMPLETE that `kctl completion` scripts set. What typer's app() does, with the tree cached
+    # (its pretty exceptions are off: cli/errors.py's table reports every error).
+    command()(prog_name="kctl")
