@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kcli.cli.common import BootstrapOpt, ExitCode, err_console, fail, kafka_client
+from kcli.cli.common import BootstrapOpt, ExitCode, err_console, fail, kafka_client, write_json_line
 from kcli.tools.render import BytesEncoding
 
 COMMIT_INTERVAL_S = 5.0
@@ -291,9 +291,8 @@ def _report_rebalance(event, json_out: bool) -> None:
     """kcat's line (% Group G rebalanced (memberid M): assigned: t [0], t [1]) or, with --json, a JSON notice;
     both on standard error."""
     if json_out:
-        import json
-
-        err_console.print(json.dumps(event.to_json()), markup=False, highlight=False, soft_wrap=True)
+        write_json_line(event.to_json(), sys.stderr)
+        sys.stderr.flush()
         return
     listed = ", ".join(f"{t} [{p}]" for t, p in event.partitions)
     err_console.print(f"% Group {event.group} rebalanced (memberid {event.member_id}): {event.kind}: {listed}",

@@ -24,6 +24,7 @@ from kcli.client.group_member import GroupMember
 from kcli.errors import KcliError, UsageError
 
 DEFAULT_COMMIT_INTERVAL_S = 5.0  # auto.commit.interval.ms
+METADATA_CHECK_S = 30.0  # how often the leader looks for new partitions (Java: metadata.max.age.ms, 5 min)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,8 @@ class GroupConsumer:
         self._committed: dict[TopicPartition, int] = {}
         self._joined = False
         self._last_commit = time.monotonic()
+        self._last_metadata_check = time.monotonic()
+        self.metadata_check_s = METADATA_CHECK_S
 
     # -- what the caller printed ----------------------------------------------------------------------------
     def store(self, topic: str, partition: int, offset: int) -> None:
@@ -88,6 +91,15 @@ class GroupConsumer:
                 continue
             if self.commit_interval_s is not None and time.monotonic() - self._last_commit >= self.commit_interval_s:
                 yield from (ConsumeNotice(text) for text in self.commit())
+            if time.monotonic() - self._last_metadata_check >= self.metadata_check_s:
+                self._last_metadata_check = time.monotonic()
+                try:
+                    reason = self.member.check_metadata()
+                except KafkaClientError as exc:
+                    reason = f"metadata check failed: {exc.describe()}"
+                if reason:
+                    yield ConsumeNotice(reason)
+                    continue
             live = [c for c in self.consumers.values() if not c.finished]
             if not live:
                 if self.consumers:
@@ -116,7 +128,8 @@ class GroupConsumer:
             self._stored.clear()
             self._committed.clear()
             if previous:
-                yield Rebalanced(self.member.group, self.member.member_id, self.member.generation, kind, previous)
+                yield Rebalanced(self.member.group, self.member.member_id, self.member.generation, kind, previous,
+                                 self.member.leader_id == self.member.member_id, self.member.protocol)
         joined = self.member.join()
         self._joined = True
         self.assignment, self._assigned = joined.assignment, frozenset(joined.assignment)
@@ -173,6 +186,7 @@ class GroupConsumer:
         if self._joined and not lost:  # (a rebalance in progress still takes the old generation's commits)
             out.extend(ConsumeNotice(text) for text in self.commit())
         member_id, generation = self.member.member_id, self.member.generation
+        leader, protocol = self.member.leader_id == member_id, self.member.protocol
         try:
             error = self.member.close()
         except KcliError as exc:
@@ -181,7 +195,8 @@ class GroupConsumer:
             if error is not None and error != ErrorCode.none:
                 out.append(ConsumeNotice(f"LeaveGroup of group {self.member.group}: error_code = {error_name(error)}"))
         if held:
-            out.append(Rebalanced(self.member.group, member_id, generation, "lost" if lost else "revoked", held))
+            out.append(Rebalanced(self.member.group, member_id, generation, "lost" if lost else "revoked", held,
+                                  leader, protocol))
         self.consumers.clear()
         self.assignment, self._assigned = (), frozenset()
         return out

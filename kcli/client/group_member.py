@@ -245,6 +245,7 @@ class GroupMember:
         self._wake = threading.Event()  # a heartbeat thread's news: the main loop need not wait out a fetch
         self._thread: threading.Thread | None = None
         self._heartbeat_client: KafkaClient | None = None
+        self._assigned_counts: dict[str, int] | None = None  # the leader's: partition counts it assigned from
 
     # -- state the main loop reads ----------------------------------------------------------------------------
     @property
@@ -332,6 +333,7 @@ class GroupMember:
                                    "membership (group.instance.id, KIP-345) needs v5 (Kafka 2.3)")
         with self._lock:
             member_id, owned = self.member_id, self.assignment
+        self._assigned_counts = None
         protocols = tuple(_build(m, "JoinGroupRequestProtocol", name=name,
                                  metadata=subscription_bytes(self.topics, owned)) for name in self.assignors)
         request = _build(m, "JoinGroupRequest", group_id=self.group, session_timeout=_ms(self.session_timeout_ms),
@@ -408,6 +410,7 @@ class GroupMember:
                 raise GroupMemberError(f"group {self.group!r}: member {member.member_id}'s subscription is "
                                        f"undecodable: {exc}") from None
         counts = self.client.topic_partitions({t for s in subscribers for t in s.topics})
+        self._assigned_counts = dict(counts)
         plan = assign({t: c for t, c in counts.items() if c}, subscribers)
         return {s.member_id: assignment_bytes(plan.get(s.member_id, ()), version=min(s.version, SUBSCRIPTION_VERSION))
                 for s in subscribers}
@@ -423,6 +426,22 @@ class GroupMember:
         finally:
             if connection._sock is not None:
                 connection._sock.settimeout(connection.timeout)
+
+    def check_metadata(self) -> str | None:
+        """The leader's watch (Java's ConsumerCoordinator: the assignment snapshot against the metadata): when a
+        subscribed topic gained partitions (or appeared, or went) since the leader assigned, a rejoin is asked
+        for so the new partitions get an owner; the reason, or None."""
+        counts = self._assigned_counts
+        if counts is None or self.leader_id != self.member_id:
+            return None
+        now = self.client.topic_partitions(counts)
+        changed = [f"{t} {counts[t] or 0} -> {now.get(t) or 0}" for t in sorted(counts) if now.get(t) != counts[t]]
+        if not changed:
+            return None
+        self._assigned_counts = None
+        reason = f"the partitions of subscribed topics changed ({', '.join(changed)}): rebalancing group {self.group}"
+        self.request_rejoin()
+        return reason
 
     # -- commit ---------------------------------------------------------------------------------------------
     def commit(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, ErrorCode]:

@@ -2,7 +2,8 @@
 examples and kafka-python's assignors, the consumer protocol's subscription and assignment bytes against
 kafka-python's, and the member's protocol against kcli's broker started in this process (JoinGroup with KIP-394's
 member id, SyncGroup with the leader's assignment, heartbeats that notice a rebalance, commits with the
-generation, LeaveGroup), plus the group consumer reading its assignment and committing what was stored."""
+generation, LeaveGroup), plus the group consumer reading its assignment, committing what was stored, and the
+leader rebalancing when a subscribed topic grows."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from kio.schema.errors import ErrorCode
 from broker_support import free_port
 from inprocess_broker import run, running_broker
 from kcli.client import KafkaClient
-from kcli.client.consume import ConsumeOptions, EndOfPartition, Fetched, OffsetSpec
+from kcli.client.consume import ConsumeNotice, ConsumeOptions, EndOfPartition, Fetched, OffsetSpec
 from kcli.client.group_consumer import GroupConsumer, Rebalanced
 from kcli.client.group_member import (GroupMember, Subscriber, assignment_bytes, parse_assignors, range_assign,
                                       read_assignment, read_subscription, roundrobin_assign, subscription_bytes)
 from kcli.client.produce import Producer, ProducerRecord
+from kcli.client.topics import cluster_view, create_partitions, plan_partition_growth
 from kcli.errors import UsageError
 
 
@@ -224,7 +226,8 @@ def test_the_group_consumer_reads_its_assignment_and_commits_what_was_stored(tmp
             consumer = GroupConsumer(client, member, ConsumeOptions(start=OffsetSpec("stored")),
                                      commit_interval_s=None)
             seen, ended, events = [], set(), []
-            for item in consumer.items():
+            items = consumer.items()
+            for item in items:
                 if isinstance(item, Rebalanced):
                     events.append(item)
                 elif isinstance(item, Fetched):
@@ -237,9 +240,25 @@ def test_the_group_consumer_reads_its_assignment_and_commits_what_was_stored(tmp
             assert [(e.kind, e.partitions) for e in events] == [("assigned", tuple(("orders", p) for p in range(4)))]
             # partition 1 from its commit (offset 2), the others from the beginning (3 records each)
             assert sorted(seen) == sorted([(p, o) for p in (0, 2, 3) for o in range(3)] + [(1, 2)])
+            # the topic grows: the leader's metadata check rebalances the group so the new partitions are read
+            view = cluster_view(client, ["orders"])
+            assert create_partitions(client, plan_partition_growth(view, ["orders"], 6))[0].error is None
+            consumer.metadata_check_s = 0
+            notices = []
+            for item in items:
+                if isinstance(item, ConsumeNotice):
+                    notices.append(item.text)
+                elif isinstance(item, Rebalanced):
+                    events.append(item)
+                    if item.kind == "assigned":
+                        break
+            assert [(e.kind, len(e.partitions)) for e in events[1:]] == [("revoked", 4), ("assigned", 6)]
+            assert any("orders 4 -> 6" in n for n in notices), notices
+            events[1:] = []
             closing = consumer.close()
             assert [(e.kind, e.partitions) for e in closing if isinstance(e, Rebalanced)] == [
-                ("revoked", tuple(("orders", p) for p in range(4)))]
+                ("revoked", tuple(("orders", p) for p in range(6)))]
+            # committed before the revocation: what was read of the first four partitions
             assert client.offset_fetch("readers") == {("orders", p): 3 for p in range(4)}
             assert client.describe_groups(["readers"])["readers"].members == ()  # it left
 
