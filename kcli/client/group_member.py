@@ -588,14 +588,14 @@ class GroupMember:
         stops heartbeating) so the group can move its partitions; it rejoins when the loop comes back."""
         with self._lock:
             member_id = self.member_id
-        self._set_rejoin(lost=True, reset_member=self.group_instance_id is None,
-                         why=f"no poll for {self.max_poll_interval_ms} ms (max.poll.interval.ms): leaving group "
-                         f"{self.group} (it rejoins when the consumer reads again)")
         if self.group_instance_id is None and member_id:
-            try:
+            try:  # before the rejoin is asked for: the main loop's next JoinGroup comes after it
                 self._leave(client, member_id)
             except KcliError as exc:
                 self._note(f"LeaveGroup of group {self.group} failed: {exc.describe()}")
+        self._set_rejoin(lost=True, reset_member=self.group_instance_id is None,
+                         why=f"no poll for {self.max_poll_interval_ms} ms (max.poll.interval.ms): left group "
+                         f"{self.group} (it rejoins when the consumer reads again)")
 
     # -- leave ----------------------------------------------------------------------------------------------
     def leave(self, member_id: str | None = None) -> ErrorCode | None:

@@ -267,3 +267,42 @@ def test_the_group_consumer_reads_its_assignment_and_commits_what_was_stored(tmp
             await asyncio.to_thread(scenario)
 
     run(main(), timeout=120)
+
+
+def test_static_member_returns_without_a_rebalance_and_a_stalled_loop_leaves(tmp_path):
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+
+    def scenario() -> None:
+        _topic(bootstrap, "s", 4)
+        with KafkaClient(bootstrap) as client:
+            options = dict(session_timeout_ms=3000, heartbeat_interval_ms=100)
+            static = GroupMember(client, "statics", ["s"], group_instance_id="reader-1", **options)
+            before = static.join()
+            assert static.close() is None  # a static member does not leave (KIP-345)
+            again = GroupMember(client, "statics", ["s"], group_instance_id="reader-1", **options)
+            after = again.join()
+            # the same partitions in the same generation: no rebalance; the old member id is fenced
+            assert (after.generation, after.assignment) == (before.generation, before.assignment)
+            assert after.member_id != before.member_id
+            assert again.commit({("s", 0): 1}) == {("s", 0): ErrorCode.none}
+            static.member_id, static.generation = before.member_id, before.generation
+            assert static.commit({("s", 0): 2}) == {("s", 0): ErrorCode.fenced_instance_id}
+            again.close()
+
+            # max.poll.interval.ms: a main loop that stops polling is taken out of the group by its own heartbeat
+            # thread (LeaveGroup), and rejoins when it polls again
+            stalled = GroupMember(client, "stalls", ["s"], max_poll_interval_ms=500, **options)
+            stalled.join()
+            _wait(lambda: stalled.rejoin_needed)
+            assert stalled.generation_lost
+            assert any("max.poll.interval.ms" in n for n in stalled.poll())
+            assert client.describe_groups(["stalls"])["stalls"].members == ()
+            assert len(stalled.join().assignment) == 4
+            stalled.close()
+
+    async def main() -> None:
+        async with running_broker(tmp_path / "logs", listeners=f"PLAINTEXT://127.0.0.1:{port}", **BROKER):
+            await asyncio.to_thread(scenario)
+
+    run(main(), timeout=120)
