@@ -110,6 +110,10 @@ def consume_cmd(
                 start = spec
             if stop_ts is not None:
                 stop = stop_ts
+        if joins:
+            from kcli.client.group_member import parse_assignors
+
+            parse_assignors(assignor)
     except UsageError as exc:
         raise fail(exc.describe(), ExitCode.USAGE) from None
     if start is None:

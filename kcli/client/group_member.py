@@ -222,8 +222,8 @@ class GroupMember:
         self.assignors = parse_assignors(assignors)
         self.session_timeout_ms = session_timeout_ms
         # Java's rule: the interval below the session timeout; a third of it (at most 3 s) as librdkafka's default
-        self.heartbeat_interval_ms = heartbeat_interval_ms or min(DEFAULT_HEARTBEAT_INTERVAL_MS,
-                                                                  max(100, session_timeout_ms // 3))
+        self.heartbeat_interval_ms = heartbeat_interval_ms or max(1, min(DEFAULT_HEARTBEAT_INTERVAL_MS,
+                                                                         session_timeout_ms // 3))
         if self.heartbeat_interval_ms >= session_timeout_ms:
             raise UsageError(f"heartbeat.interval.ms {self.heartbeat_interval_ms} must be below session.timeout.ms "
                              f"{session_timeout_ms}")

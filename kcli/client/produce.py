@@ -11,7 +11,8 @@ connection...) refresh the metadata and resend; what is still refused is reporte
 sequence), so a resend cannot duplicate; a partition that answers UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER
 (its leader lost the producer's state or its last batches: retention, an unclean leader change) gets the epoch
 bumped as Kafka's producer does since KIP-360: InitProducerId again with the current producer id and epoch, and
-every batch not yet acknowledged renumbered from sequence 0 and resent. acks=0 sends without waiting for any answer (Kafka sends none).
+every batch not yet acknowledged renumbered from sequence 0 and resent. acks=0 sends without waiting for any
+answer (Kafka sends none).
 
 The input side is here too, pure: ``split_records`` cuts a byte stream into records at a delimiter and splits the
 key off at a key delimiter (kcat -K: the first occurrence; no delimiter in a record: a null key; empty records

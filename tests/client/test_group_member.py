@@ -306,3 +306,17 @@ def test_static_member_returns_without_a_rebalance_and_a_stalled_loop_leaves(tmp
             await asyncio.to_thread(scenario)
 
     run(main(), timeout=120)
+
+
+@pytest.mark.parametrize("args,why", [
+    (["a", "b"], "give -G GROUP"),
+    (["a", "b", "-G", "g", "-p", "0"], "give -G GROUP"),
+    (["a", "-G", "g", "--assignor", "cooperative-sticky"], "cooperative-sticky is not one of them"),
+])
+def test_consume_usage_errors_come_before_any_connection(args, why):
+    from typer.testing import CliRunner
+
+    from kcli.cli.app import app
+
+    result = CliRunner().invoke(app, ["consume", *args, "-b", "127.0.0.1:1"])
+    assert result.exit_code == 2 and why in result.output, result.output
