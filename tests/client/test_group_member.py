@@ -320,3 +320,55 @@ def test_consume_usage_errors_come_before_any_connection(args, why):
 
     result = CliRunner().invoke(app, ["consume", *args, "-b", "127.0.0.1:1"])
     assert result.exit_code == 2 and why in result.output, result.output
+
+
+def test_a_coordinator_that_moved_is_found_again(tmp_path):
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    refusals = {"left": 0}
+
+    def scenario() -> None:
+        _topic(bootstrap, "m", 4)
+        with KafkaClient(bootstrap) as client:
+            lookups = []
+            find = client.find_coordinator
+
+            def counting(group: str) -> int:
+                if group not in client._coordinators:
+                    lookups.append(group)  # a FindCoordinator request, not the cached answer
+                return find(group)
+
+            client.find_coordinator = counting  # type: ignore[method-assign]
+            # (heartbeats 10 s apart: the refusals go to the JoinGroups and the commit)
+            member = GroupMember(client, "movers", ["m"], session_timeout_ms=30000, heartbeat_interval_ms=10000)
+            refusals["left"] = 2  # NOT_COORDINATOR to the first two JoinGroups
+            joined = member.join()
+            assert refusals["left"] == 0 and len(lookups) == 3 and len(joined.assignment) == 4
+            refusals["left"] = 1
+            assert member.commit({("m", 0): 1}) == {("m", 0): ErrorCode.none} and len(lookups) == 4
+            assert member.close() == ErrorCode.none
+
+            member = GroupMember(client, "movers", ["m"], session_timeout_ms=3000, heartbeat_interval_ms=100)
+            joined = member.join()
+            refusals["left"] = 3  # to the heartbeats: the member finds the coordinator again, keeps its generation
+            _wait(lambda: refusals["left"] == 0)
+            time.sleep(0.3)
+            assert not member.rejoin_needed and member.poll() == []
+            assert member.commit({("m", 0): 2}) == {("m", 0): ErrorCode.none}
+            assert member.generation == joined.generation
+            member.close()
+
+    async def main() -> None:
+        async with running_broker(tmp_path / "logs", listeners=f"PLAINTEXT://127.0.0.1:{port}", **BROKER) as b:
+            real = b.server.groups.coordinator_error
+
+            def moved(group_id: str):
+                if refusals["left"] > 0:
+                    refusals["left"] -= 1
+                    return ErrorCode.not_coordinator
+                return real(group_id)
+
+            b.server.groups.coordinator_error = moved
+            await asyncio.to_thread(scenario)
+
+    run(main(), timeout=120)
