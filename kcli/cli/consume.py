@@ -287,6 +287,8 @@ def _consume_in_group(bootstrap, timeout: float, topics: list[str], group: str, 
                             _report_rebalance(event, json_out)
                         else:
                             notice(event.text)
+                except KeyboardInterrupt:
+                    pass  # a second Ctrl-C while committing and leaving: the session timeout does the rest
                 finally:
                     signal.signal(signal.SIGTERM, previous)
 

@@ -363,10 +363,11 @@ class GroupMember:
                                 for mid, data in plan.items())
         if s is None:
             version_s, s = self._module(connection, ApiKey.SYNC_GROUP)
-        sync = connection.call(ApiKey.SYNC_GROUP, _build(
+        # a follower's SyncGroup waits for the leader's, at worst until the leader's session expires
+        sync = self._long_call(connection, ApiKey.SYNC_GROUP, _build(
             s, "SyncGroupRequest", group_id=self.group, generation_id=generation, member_id=member_id,
             group_instance_id=self.group_instance_id, protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=protocol,
-            assignments=assignments))
+            assignments=assignments), self.session_timeout_ms / 1000 + 5)
         error = ErrorCode(sync.error_code)
         if error != ErrorCode.none:
             self._join_error(error, f"SyncGroupResponse v{version_s}")
