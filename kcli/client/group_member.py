@@ -291,6 +291,8 @@ class GroupMember:
         """JoinGroup and SyncGroup until the member holds a generation; heartbeats (re)start."""
         with self._lock:
             self._active = False  # no heartbeat beside a JoinGroup: the coordinator answers it when all joined
+            if self._lost:
+                self.assignment = ()  # lost partitions are not owned ones (the subscription's, KIP-429)
             self._lost = False
             self._last_poll = time.monotonic()
         failures = rounds = 0

@@ -7,6 +7,7 @@ committed reach the end of each partition."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -41,10 +42,11 @@ def broker(tmp_path_factory):
 class KctlMember:
     """`kctl consume -G GROUP TOPIC` as its own process, printing topic, partition, offset and value."""
 
-    def __init__(self, tmp: Path, name: str, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, tmp: Path, name: str, bootstrap: str, group: str, topic: str, *, json: bool = False) -> None:
         self.out, self.err = tmp / f"{name}.out", tmp / f"{name}.err"
+        self.json = json
         args = ["consume", topic, "-b", bootstrap, "-G", group, "--session-timeout", str(SESSION_MS),
-                "-f", "%p %o %s\\n"]
+                *(["--json"] if json else ["-f", "%p %o %s\\n"])]
         if broker_fork.enabled():
             self.proc = broker_fork.spawn(args, stdout=self.out, stderr=self.err)
         else:
@@ -53,7 +55,14 @@ class KctlMember:
 
     def printed(self) -> set[tuple[int, int]]:
         text = self.out.read_text() if self.out.exists() else ""
-        return {(int(p), int(o)) for p, o, _ in (line.split(" ", 2) for line in text.splitlines() if line)}
+        lines = text.split("\n")[:-1]  # whole lines (the process may be writing one)
+        if self.json:
+            return {(d["partition"], d["offset"]) for d in map(json.loads, lines)}
+        return {(int(p), int(o)) for p, o, _ in (line.split(" ", 2) for line in lines)}
+
+    def notices(self) -> list[dict]:
+        """--json's rebalance notices on stderr."""
+        return [json.loads(line) for line in self.stderr().splitlines() if line.startswith("{")]
 
     def stderr(self) -> str:
         return self.err.read_text() if self.err.exists() else ""
@@ -112,7 +121,7 @@ def committed_at_end(bootstrap: str, group: str, topic: str) -> bool:
 def test_two_kctl_members_split_the_partitions_and_one_takes_over_from_a_killed_one(broker, tmp_path):
     topic, group = "t-" + uuid.uuid4().hex[:8], "g-" + uuid.uuid4().hex[:8]
     produced = produce(broker.bootstrap, topic, 10, "first")
-    a = KctlMember(tmp_path, "a", broker.bootstrap, group, topic)
+    a = KctlMember(tmp_path, "a", broker.bootstrap, group, topic, json=True)
     b = None
     try:
         wait_for(lambda: split(broker.bootstrap, group, 1), "the first member to hold every partition")
@@ -121,7 +130,12 @@ def test_two_kctl_members_split_the_partitions_and_one_takes_over_from_a_killed_
         assert sorted(len(ps) for ps in assignments.values()) == [2, 2]  # range: 4 partitions over 2 members
         produced |= produce(broker.bootstrap, topic, 10, "second")
         wait_for(lambda: a.printed() | b.printed() >= produced, "every record printed by one of them")
-        assert "% Group " + group + " rebalanced" in a.stderr() and "assigned: " + topic in b.stderr()
+        # kcat's rebalance lines; with --json, JSON notices on stderr (records alone on stdout)
+        assert "% Group " + group + " rebalanced" in b.stderr() and "assigned: " + topic in b.stderr()
+        events = a.notices()
+        assert [(e["event"], len(e["partitions"])) for e in events[:3]] == [
+            ("assigned", 4), ("revoked", 4), ("assigned", 2)]
+        assert {e["notice"] for e in events} == {"rebalance"} and events[0]["leader"]
 
         b.kill()  # no LeaveGroup: the coordinator notices when B's session times out
         wait_for(lambda: split(broker.bootstrap, group, 1), "the member left to take every partition",
@@ -129,7 +143,7 @@ def test_two_kctl_members_split_the_partitions_and_one_takes_over_from_a_killed_
         produced |= produce(broker.bootstrap, topic, 5, "third")
         wait_for(lambda: a.printed() | b.printed() >= produced, "the third records printed")
         assert a.stop() == 0  # Ctrl-C: commit what was printed, leave the group
-        assert "revoked: " in a.stderr().splitlines()[-1]
+        assert a.notices()[-1]["event"] == "revoked" and len(a.notices()[-1]["partitions"]) == PARTITIONS
         assert committed_at_end(broker.bootstrap, group, topic)
         with KafkaClient(broker.bootstrap) as client:
             assert describe_groups(client, [group])[0].state == "Empty"
