@@ -180,7 +180,7 @@ def test_a_kctl_member_and_a_confluent_kafka_member_share_a_group(broker, tmp_pa
         mine = {p.partition for p in rdkafka.assignment()}
         produced |= produce(broker.bootstrap, topic, 5, "second")
         wait_for(lambda: seen | first.printed() >= produced, "every record printed or polled", tick=poll)
-        assert {p for p, _ in seen} <= mine | {p for p, _ in first.printed()}
+        assert {p for p, _ in seen} <= mine  # librdkafka read only what kctl's leader gave it
         assert first.stop(signal.SIGTERM) == 0  # SIGTERM as Ctrl-C: commit, LeaveGroup
         wait_for(lambda: len(rdkafka.assignment()) == PARTITIONS, "librdkafka to take every partition", tick=poll)
 
