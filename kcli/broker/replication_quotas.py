@@ -84,7 +84,7 @@ class ReplicationQuotaManager:
         self.held_back = 0  # partitions left out of a fetch or a fetch answer (kctl's metric)
 
     def now_ms(self) -> int:
-        return int(self.clock() * 1000)
+        return round(self.clock() * 1000)
 
     def update_quota(self, bound: int | None) -> None:
         if bound != self.bound:
