@@ -192,7 +192,7 @@ class ReplicationQuotas:
         yield ("kctl_replication_throttled_rate", "gauge", "Replication quota bound in bytes/s (-1: unbounded)",
                [({"type": m.kind}, -1 if m.bound is None else m.bound) for m in self.managers()])
         yield ("kctl_replication_throttled_partitions_total", "counter",
-               "Partitions held back by a replication quota (left out of a fetch or answered empty)",
+               "Times a throttled partition was held back (left out of a fetch, or read as empty for a follower)",
                [({"type": m.kind}, m.held_back) for m in self.managers()])
 
 

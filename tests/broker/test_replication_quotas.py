@@ -139,12 +139,19 @@ def test_broker_and_topic_configs_reach_the_managers():
 
 
 def test_metrics_name_kafkas_byte_rates():
+    from kcli.broker.metrics import BrokerMetrics
+
     quotas = ReplicationQuotas.create(1)
     quotas.leader.update_quota(RATE)
     families = {name: samples for name, _, _, samples in quotas.collect()}
     assert families["kafka_server_leaderreplication_byte_rate"] == [({}, 0.0)]
     assert families["kafka_server_followerreplication_byte_rate"] == [({}, 0.0)]
     assert families["kctl_replication_throttled_rate"][0] == ({"type": "LeaderReplication"}, RATE)
+    metrics = BrokerMetrics()
+    metrics.registry.collectors.append(quotas.collect)
+    text = metrics.render()
+    assert "# TYPE kafka_server_leaderreplication_byte_rate gauge" in text
+    assert 'kctl_replication_throttled_rate{type="FollowerReplication"} -1' in text
 
 
 # -- the leader's side ------------------------------------------------------------------------------------------
