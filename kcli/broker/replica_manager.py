@@ -324,8 +324,9 @@ class ReplicaManager:
 
     def _record_replication(self, params: FetchParams, infos: list[FetchPartition],
                             results: list[FetchPartitionResult]) -> list[FetchPartitionResult]:
-        """KIP-73: the bytes a follower's fetch answer carries for throttled partitions, in sync or not, go into
-        the LeaderReplication rate (KafkaApis: quotas.leader.record(sizeOfThrottledPartitions))."""
+        """KIP-73: the record bytes a follower's fetch answer carries for throttled partitions, in sync or not, go
+        into the LeaderReplication rate (KafkaApis: quotas.leader.record(sizeOfThrottledPartitions), which also
+        counts those partitions' few dozen bytes of response fields)."""
         quota = self.leader_quota
         if params.is_from_follower and quota is not None and quota.throttled:
             size = sum(len(r.read.records) for i, r in zip(infos, results)
