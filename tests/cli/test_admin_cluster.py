@@ -182,9 +182,12 @@ def test_reassign_generate_execute_verify(cluster, tmp_path):
         result = kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, code=None)
         return result if result.exit_code == 0 else None
     done = wait_for(verified, 60, "the reassignment verified")
+    # complete: the tool clears every replication throttle it may have set (none here), and says so
     assert done.stdout == ("Status of partition reassignment:\n"
                            "Reassignment of partition move-0 is completed.\n"
-                           "Reassignment of partition move-1 is completed.\n")
+                           "Reassignment of partition move-1 is completed.\n"
+                           "Clearing broker-level throttles on brokers 0,1,2\n"
+                           "Clearing topic-level throttles on topic move\n")
     assert assignment(cluster, "move") == {0: [1, 2], 1: [2, 1], 2: [2, 0]}
     doc = json.loads(kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, "--json").stdout)
     assert doc["complete"] and [p["status"] for p in doc["partitions"]] == ["completed", "completed"]
@@ -223,11 +226,14 @@ def test_reassign_in_progress_list_cancel(cluster, tmp_path):
         refused = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", plan, code=1, bootstrap=bootstrap)
         assert "Cannot execute because there is an existing partition assignment" in refused.output
 
-        out = kctl(cluster, "reassign", "--cancel", "--reassignment-json-file", plan, bootstrap=bootstrap).stdout
+        # --preserve-throttles: clearing them would have to reach the paused broker too (as Kafka's tool would)
+        out = kctl(cluster, "reassign", "--cancel", "--reassignment-json-file", plan, "--preserve-throttles",
+                   bootstrap=bootstrap).stdout
         assert out == "Successfully cancelled partition reassignment for: stuck-0\n"
         assert assignment(cluster, "stuck") == {0: others}
         assert kctl(cluster, "reassign", "--list", bootstrap=bootstrap).stdout == "No partition reassignments found.\n"
-        again = kctl(cluster, "reassign", "--cancel", "--reassignment-json-file", plan, bootstrap=bootstrap).stdout
+        again = kctl(cluster, "reassign", "--cancel", "--reassignment-json-file", plan, "--preserve-throttles",
+                     bootstrap=bootstrap).stdout
         assert again == "None of the specified partition reassignments are active.\n"
     finally:
         cluster.brokers[paused].proc.send_signal(signal.SIGCONT)
