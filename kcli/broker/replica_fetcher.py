@@ -16,7 +16,9 @@ answers a replica's Fetch within replica.fetch.wait.max.ms, so a request left un
 replica.fetch.response.timeout.ms longer (or a connection not made within it) means a dead connection, such as
 one opened before a network partition, which stays stalled long after the partition heals: it is closed and a
 new one opened (Kafka waits for request.timeout.ms, 30 s). An outage is logged once, and once more when the
-leader answers again.
+leader answers again. Replication throttles (KIP-73, kcli.broker.replication_quotas): a partition the
+FollowerReplication quota throttles is left out of a round while this replica is not caught up and the quota's
+rate is above its bound; a round with nothing left to fetch waits replica.fetch.backoff.ms, as Kafka's empty fetch.
 
 Kafka at IBP >= 2.7-IV1 skips the Truncating state when the local epoch cache is not empty and leaves the
 divergence to the first fetch's DivergingEpoch; kctl asks first, so the truncation point is settled before any
