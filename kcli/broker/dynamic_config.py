@@ -11,7 +11,8 @@ The keys are Kafka 3.7's DynamicBrokerConfig.AllDynamicConfigs. The topic-config
 mechanisms this broker does not have (thread pools, cleaner buffers, SASL/SSL listener settings, metric
 reporters) are kept and described, as their server.properties keys are accepted and ignored.
 Those of things it does only statically or not at all (listeners, log.cleaner.backoff.ms, ...) are refused with
-Kafka's text for a key that cannot be updated dynamically, as is every other key a broker has. Keys no Kafka broker has are kept (Kafka allows custom ones).
+Kafka's text for a key that cannot be updated dynamically, as is every other key a broker has. Keys no Kafka
+broker has are kept (Kafka allows custom ones).
 The connection limits (max.connections and the others of Kafka's SocketServer) apply live: the server re-reads
 them after each change (``reconfigurables``; kcli.broker.connection_quotas), and so do the replication throttles
 (KIP-73: kcli.broker.replication_quotas).

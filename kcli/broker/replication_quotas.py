@@ -46,7 +46,6 @@ REPLICATION_QUOTA_WINDOW_NUM = 11  # replication.quota.window.num
 REPLICATION_QUOTA_WINDOW_SIZE_SECONDS = 1  # replication.quota.window.size.seconds
 
 
-
 def parse_throttled_partitions(value: str, broker_id: int) -> frozenset[int] | str:
     """TopicConfigHandler.parseThrottledPartitions: ``*`` (ALL), or the partitions listed with ``broker_id``
     (the value passed kcli.storage.log_config's ThrottledReplicaListValidator when it was set)."""
@@ -177,10 +176,6 @@ class ReplicationQuotas:
                 shown = "none" if after is None else after if after == ALL else ",".join(map(str, sorted(after)))
                 log.info("topic %s: %s throttled partitions on broker %d: %s", topic, manager.kind, self.broker_id,
                          shown or "none")
-
-    def topic_deleted(self, topic: str) -> None:
-        for manager in self.managers():
-            manager.remove_throttle(topic)
 
     # -- metrics (kcli.broker.metrics collectors) ------------------------------------------------------------------
     def collect(self) -> Iterator[tuple[str, str, str, list[Any]]]:

@@ -15,7 +15,13 @@ from kio.schema.errors import ErrorCode
 from kcli.broker.log_manager import LogManager
 from kcli.broker.metadata_cache import MetadataCache
 from kcli.broker.partition import LeaderAndIsrState, Partition
-from kcli.broker.replica_fetcher import FETCHING, FetchSettings, PartitionFetchState, ReplicaFetcher, ReplicaFetcherManager
+from kcli.broker.replica_fetcher import (
+    FETCHING,
+    FetchSettings,
+    PartitionFetchState,
+    ReplicaFetcher,
+    ReplicaFetcherManager,
+)
 from kcli.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
 from kcli.broker.replication_quotas import (
     ALL,
