@@ -207,6 +207,9 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     # client quotas (KIP-13): the rate over quota.window.num samples of quota.window.size.seconds each
     "quota.window.num": (_int(1, INT32_MAX), 11),
     "quota.window.size.seconds": (_int(1, INT32_MAX), 1),
+    # replication throttles (KIP-73): the rate over replication.quota.window.num samples of ... seconds each
+    "replication.quota.window.num": (_int(1, INT32_MAX), 11),
+    "replication.quota.window.size.seconds": (_int(1, INT32_MAX), 1),
     # connection limits (Kafka's ConnectionQuotas; KIP-402, KIP-612): also per listener as
     # listener.name.<name>.max.connections / .max.connection.creation.rate, and dynamic (kcli.broker.connection_quotas)
     "max.connections": (_int(0, INT32_MAX), INT32_MAX),
