@@ -1,0 +1,101 @@
+"""Helpers for the legacy Kafka 0.7 listener's tests: a blocking 0.7 client over frames built from the seed's layout
+(kcli.protocol.legacy07), and the listener run in-process on its own event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import threading
+from pathlib import Path
+
+from kcli.broker.kafka07 import Kafka07Server, Kafka07Settings
+from kcli.protocol.legacy07 import Request07, Response07, decode_response, encode_request
+from kcli.storage.log07 import Log07Config, LogManager07Config
+
+
+class Client07:
+    """One connection to a 0.7 listener, used as 0.7's SimpleConsumer and SyncProducer use theirs."""
+
+    def __init__(self, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Client07:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def send(self, request: Request07) -> None:
+        self.sock.sendall(encode_request(request))
+
+    def send_raw(self, frame: bytes) -> None:
+        self.sock.sendall(frame)
+
+    def _read_exactly(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            out += chunk
+        return out
+
+    def request(self, request: Request07) -> Response07:
+        self.send(request)
+        head = self._read_exactly(4)
+        (size,) = struct.unpack(">i", head)
+        return decode_response(request, head + self._read_exactly(size))
+
+    def closed_by_broker(self) -> bool:
+        """True once the broker has closed the connection (the 0.7 answer to a produce it refuses)."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+
+def settings(log_dir: Path, port: int = 0, *, num_partitions: int = 2, segment_bytes: int = 1 << 30,
+             flush_interval: int = 1, topic_partitions: dict[str, int] | None = None,
+             zookeeper: str | None = None) -> Kafka07Settings:
+    return Kafka07Settings(
+        host="127.0.0.1", port=port, advertised_host="127.0.0.1", broker_id=0, log_dir=log_dir,
+        manager=LogManager07Config(num_partitions=num_partitions, topic_partitions=dict(topic_partitions or {}),
+                                   log=Log07Config(segment_bytes=segment_bytes, flush_interval_messages=flush_interval,
+                                                   flush_interval_ms=100)),
+        flush_scheduler_ms=100, cleanup_interval_ms=600_000, max_request_bytes=1 << 20,
+        zookeeper_connect=zookeeper, zookeeper_timeout_s=6.0)
+
+
+class InProcessListener07:
+    """A Kafka07Server on a loop of its own in a thread: started and stopped synchronously by the test."""
+
+    def __init__(self, settings_: Kafka07Settings) -> None:
+        self.settings = settings_
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="kafka07-test-loop", daemon=True)
+        self.thread.start()
+        self.server = Kafka07Server(settings_)
+        self._call(self.server.start())
+
+    def _call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+
+    @property
+    def port(self) -> int:
+        assert self.server.bound is not None
+        return self.server.bound[1]
+
+    def client(self) -> Client07:
+        return Client07(self.port)
+
+    def stop(self) -> None:
+        try:
+            self._call(self.server.stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
