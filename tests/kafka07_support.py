@@ -99,3 +99,78 @@ class InProcessListener07:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
             self.loop.close()
+
+
+# -- the 0.7-era npm clients ---------------------------------------------------------------------------------
+# franz-kafka 0.7.5 depends on "*" of each package: pinned to releases it works with (snappy 6.3.5 is the last with
+# the callback API it calls; it builds from source in seconds). zkjs and snappy are its optional dependencies.
+NPM_CLIENTS_07 = {
+    "kafka": "0.2.3", "franz-kafka": "0.7.5", "int53": "0.2.4", "async": "0.2.10", "readable-stream": "1.0.34",
+    "buffer-crc32": "0.2.13", "zkjs": "3.4.1", "snappy": "6.3.5",
+}
+_UNREACHABLE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "ENETUNREACH", "network")
+
+
+class NpmUnavailable(Exception):
+    """npm or the npm registry cannot be reached: the tests that need the clients skip, saying why."""
+
+
+def install_npm_clients07() -> Path:
+    """node_modules with the two 0.7 clients, installed once per machine into a scratch dir of the system temp dir
+    keyed by the pinned versions; later sessions reuse it."""
+    import hashlib
+    import json
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    for tool in ("node", "npm"):
+        if shutil.which(tool) is None:
+            raise NpmUnavailable(f"{tool} is not on PATH")
+    package = {"name": "kctl-kafka07-clients", "version": "0.0.0", "private": True,
+               "dependencies": NPM_CLIENTS_07, "overrides": {k: v for k, v in NPM_CLIENTS_07.items()
+                                                             if k not in ("kafka", "franz-kafka")}}
+    text = json.dumps(package, indent=1, sort_keys=True)
+    target = Path(tempfile.gettempdir()) / f"kctl-npm07-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    done = target / "node_modules" / ".kctl-complete"
+    if done.exists():
+        return target / "node_modules"
+    scratch = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    (scratch / "package.json").write_text(text)
+    try:
+        run = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=scratch,
+                             capture_output=True, text=True, timeout=280, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise NpmUnavailable("npm install of the 0.7 clients took over 280 s (registry unreachable?)") from None
+    if run.returncode != 0:
+        shutil.rmtree(scratch, ignore_errors=True)
+        output = run.stdout + run.stderr
+        if any(word in output for word in _UNREACHABLE):
+            raise NpmUnavailable(f"the npm registry is unreachable: {output.strip().splitlines()[-1:]}")
+        raise RuntimeError(f"npm install of the 0.7 clients failed:\n{output}")
+    (scratch / "node_modules" / ".kctl-complete").touch()
+    try:
+        os.rename(scratch, target)
+    except OSError:  # another session installed it meanwhile
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target / "node_modules"
+
+
+CLIENT_SCRIPTS = Path(__file__).resolve().parent / "kafka07_clients"
+
+
+def run_node(node_modules: Path, script: str, *args: object, timeout: float = 90.0) -> dict:
+    """Run one of tests/kafka07_clients/*.js; its JSON line on stdout."""
+    import json
+    import os
+    import subprocess
+
+    run = subprocess.run(["node", str(CLIENT_SCRIPTS / script), *map(str, args)], capture_output=True, text=True,
+                         timeout=timeout, env={**os.environ, "NODE_PATH": str(node_modules)},
+                         stdin=subprocess.DEVNULL)
+    if run.returncode != 0:
+        raise AssertionError(f"node {script} {' '.join(map(str, args))} exited {run.returncode}:\n"
+                             f"{run.stdout}\n{run.stderr}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
