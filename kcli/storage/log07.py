@@ -221,7 +221,10 @@ class Log07:
             raise InvalidMessageError07(f"message set of {len(message_set)} bytes: {scan.stop.reason}",
                                         position=scan.stop.position)
         for message in scan.messages:
-            message.inner()  # a wrapper that does not decompress is as invalid as a bad CRC
+            try:
+                message.inner()  # a wrapper that does not decompress is as invalid as a bad CRC
+            except KcliError as exc:
+                raise InvalidMessageError07(exc.reason, position=message.position) from None
         with self.lock:
             segment = self.segments[-1]
             offset = segment.end
