@@ -135,6 +135,9 @@ class Kafka07Handlers:
             self.logs.get_or_create(request.topic, partition).append(request.messages)
         except Log07Error as exc:
             raise CloseConnection(f"produce to {request.topic}-{partition}: {exc}") from None
+        except OSError as exc:  # 0.7 halted the broker on an IOException here; the modern listeners go on
+            log.error("kafka07: cannot write to %s-%d: %s", request.topic, partition, exc)
+            raise CloseConnection(f"produce to {request.topic}-{partition}: {exc}") from None
 
     def fetch(self, request: FetchRequest07) -> FetchResponse07:
         try:
@@ -248,6 +251,9 @@ class Kafka07Server:
             log.debug("kafka07: connection from %s: %s", peer, exc)
         except asyncio.CancelledError:
             pass  # the listener stops: the connection ends here (asyncio's server callback logs a cancelled task)
+        except Exception as exc:  # a bug of ours: one line, the connection closed, the listener serving on
+            log.error("kafka07: closing the connection from %s after an internal error: %s: %s", peer,
+                      type(exc).__name__, exc)
         finally:
             writer.close()
             if task is not None:
