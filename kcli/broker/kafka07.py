@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kcli.broker.kafka07_config import listener_address
+from kcli.broker.kafka07_config import kafka07_value, listener_address
 from kcli.protocol.legacy07 import (
     NEED_DATA,
     BadRequest07,
@@ -84,27 +84,31 @@ class Kafka07Settings:
     @classmethod
     def from_config(cls, config: Any) -> Kafka07Settings:
         """The settings of a kcli.broker.config.BrokerConfig whose kafka07.listeners is set."""
-        host, port = listener_address(str(config["kafka07.listeners"]))
-        log_dir = config["kafka07.log.dir"]
+
+        def value(key: str) -> Any:
+            return kafka07_value(config, "kafka07." + key)
+
+        host, port = listener_address(str(value("listeners")))
+        log_dir = value("log.dir")
         if not log_dir:
             first = Path(config.log_dirs[0])
             log_dir = first.parent / (first.name + "-kafka07")
         hours_ms = 3_600_000
         manager = LogManager07Config(
-            num_partitions=config["kafka07.num.partitions"],
-            topic_partitions=dict(config["kafka07.topic.partition.count.map"]),
-            log=Log07Config(segment_bytes=config["kafka07.log.file.size"],
-                            flush_interval_messages=config["kafka07.log.flush.interval"],
-                            flush_interval_ms=config["kafka07.log.default.flush.interval.ms"],
-                            retention_ms=config["kafka07.log.retention.hours"] * hours_ms,
-                            retention_bytes=config["kafka07.log.retention.size"]),
-            topic_flush_ms=dict(config["kafka07.topic.flush.intervals.ms"]),
-            topic_retention_ms={t: h * hours_ms for t, h in config["kafka07.topic.log.retention.hours"].items()},
+            num_partitions=value("num.partitions"),
+            topic_partitions=dict(value("topic.partition.count.map")),
+            log=Log07Config(segment_bytes=value("log.file.size"),
+                            flush_interval_messages=value("log.flush.interval"),
+                            flush_interval_ms=value("log.default.flush.interval.ms"),
+                            retention_ms=value("log.retention.hours") * hours_ms,
+                            retention_bytes=value("log.retention.size")),
+            topic_flush_ms=dict(value("topic.flush.intervals.ms")),
+            topic_retention_ms={t: h * hours_ms for t, h in value("topic.log.retention.hours").items()},
         )
         return cls(host, port, "127.0.0.1" if host in ("0.0.0.0", "") else host, config.broker_id, Path(log_dir),
-                   manager, config["kafka07.log.default.flush.scheduler.interval.ms"],
-                   config["kafka07.log.cleanup.interval.mins"] * 60_000, config["kafka07.max.socket.request.bytes"],
-                   config["kafka07.zookeeper.connect"] or None, config["kafka07.zookeeper.session.timeout.ms"] / 1000)
+                   manager, value("log.default.flush.scheduler.interval.ms"),
+                   value("log.cleanup.interval.mins") * 60_000, value("max.socket.request.bytes"),
+                   value("zookeeper.connect") or None, value("zookeeper.session.timeout.ms") / 1000)
 
 
 class Kafka07Handlers:

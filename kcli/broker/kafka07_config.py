@@ -56,7 +56,9 @@ def parse_count_map(text: str) -> dict[str, int]:
     return out
 
 
-KAFKA07_KEYS: dict[str, tuple[Callable[[str], object], object]] = {
+# key -> (parser, 0.7's default). The defaults apply in kafka07_value, not in the broker's config table: the keys
+# stay out of DescribeConfigs unless set (a 0.7 listener is no Kafka 2.8-3.x config).
+KAFKA07_TABLE: dict[str, tuple[Callable[[str], object], object]] = {
     "kafka07.listeners": (parse_listener, None),
     "kafka07.zookeeper.connect": (_str, None),  # host:port[,host:port]/chroot; unset: no registration
     "kafka07.zookeeper.session.timeout.ms": (_int(1, INT32_MAX), 6000),  # zk.sessiontimeout.ms
@@ -74,3 +76,12 @@ KAFKA07_KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "kafka07.log.cleanup.interval.mins": (_int(1, INT32_MAX), 10),
     "kafka07.max.socket.request.bytes": (_int(1, INT32_MAX), 100 * 1024 * 1024),
 }
+# What kcli.broker.config.KNOWN takes: the parsers, no defaults.
+KAFKA07_KEYS: dict[str, tuple[Callable[[str], object], object]] = {
+    key: (parser, None) for key, (parser, _default) in KAFKA07_TABLE.items()}
+
+
+def kafka07_value(config: object, key: str) -> object:
+    """The key's value in a BrokerConfig, or 0.7's default."""
+    value = config[key]  # type: ignore[index]
+    return KAFKA07_TABLE[key][1] if value is None else value

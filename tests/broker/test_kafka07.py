@@ -215,3 +215,23 @@ def test_data_is_readable_once_flushed(tmp_path):
             assert [p for _o, p in got] == [b"1", b"2", b"3"]
     finally:
         running.stop()
+
+
+def test_the_kafka07_keys_parse_and_default_as_0_7_does(tmp_path):
+    from kcli.broker.config import ConfigError, build_config
+    from kcli.broker.kafka07 import Kafka07Settings
+
+    config = build_config({"log.dirs": str(tmp_path / "logs"), "kafka07.listeners": "PLAINTEXT://127.0.0.1:9093",
+                           "kafka07.topic.partition.count.map": "a:3, b:2", "kafka07.log.retention.hours": "2"})
+    settings_ = Kafka07Settings.from_config(config)
+    assert (settings_.host, settings_.port, settings_.log_dir) == ("127.0.0.1", 9093, tmp_path / "logs-kafka07")
+    assert settings_.manager.topic_partitions == {"a": 3, "b": 2} and settings_.manager.num_partitions == 1
+    assert settings_.manager.log.retention_ms == 2 * 3_600_000 and settings_.manager.log.flush_interval_messages == 500
+    assert settings_.zookeeper_connect is None
+    # unset, the keys hold no value: the listener is off and DescribeConfigs does not list them
+    assert build_config({}).values["kafka07.listeners"] is None
+    assert build_config({}).values["kafka07.num.partitions"] is None
+    for bad in ({"kafka07.listeners": "SSL://127.0.0.1:9093"}, {"kafka07.topic.partition.count.map": "a"},
+                {"kafka07.num.partitions": "0"}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            build_config(bad)
