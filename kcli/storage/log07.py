@@ -265,16 +265,16 @@ class Log07:
         """The whole messages from byte offset ``offset`` that fit in ``max_size`` bytes, within one segment."""
         if max_size < 0:
             raise InvalidFetchSizeError07(f"fetch size {max_size} is negative")
-        with self.lock:
-            segments = list(self.segments)
+        with self.lock:  # a roll closes the active segment's descriptor, retention deletes files: read under it
+            segments = self.segments
             end = self.high_watermark
-        if offset < segments[0].start or offset > end:
-            raise OffsetOutOfRangeError07(f"offset {offset} is out of range [{segments[0].start}, {end}]")
-        if offset == end:
-            return b""
-        segment = next(s for s in reversed(segments) if s.start <= offset)
-        visible = (segment.flushed if segment is segments[-1] else segment.size) - (offset - segment.start)
-        data = segment.pread(offset - segment.start, min(max_size, visible))
+            if offset < segments[0].start or offset > end:
+                raise OffsetOutOfRangeError07(f"offset {offset} is out of range [{segments[0].start}, {end}]")
+            if offset == end:
+                return b""
+            segment = next(s for s in reversed(segments) if s.start <= offset)
+            visible = (segment.flushed if segment is segments[-1] else segment.size) - (offset - segment.start)
+            data = segment.pread(offset - segment.start, min(max_size, visible))
         first = read_message(data)
         if isinstance(first, Stop):  # nothing whole at this offset
             if first.kind is StopKind.PARTIAL and visible > len(data):

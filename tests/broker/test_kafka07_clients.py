@@ -133,3 +133,26 @@ def test_kill_9_then_the_log_recovers_to_its_last_valid_message(broker07, root, 
     with Client07(broker07.port07) as client:  # and what it wrote after the restart follows the recovered end
         response = client.request(FetchRequest07("node-kafka", 0, end, 1 << 20))
         assert [m.payload for m in scan_message_set(response.messages).messages] == [b"kafka023-0"]
+
+
+def test_bad_input_gets_0_7s_answer_from_the_process(broker07):
+    """A wrong request type, a truncated message set and a CRC mismatch close the connection; a fetch in the
+    middle of a message answers error 2; the broker logs one line each and keeps serving, never a traceback."""
+    import struct
+
+    from kcli.protocol.legacy07 import ErrorCode07, ProduceRequest07, encode_frame
+
+    frames = [encode_frame(7, b"\x00\x01t"),
+              encode_frame(0, b"\x00\x03bad\x00\x00\x00\x00" + struct.pack(">i", 30) + encode_message(b"short")),
+              encode_frame(0, b"\x00\x03bad\x00\x00\x00\x00" + struct.pack(">i", 15) + encode_message(b"abcde", crc=1))]
+    for frame in frames:
+        with Client07(broker07.port07) as client:
+            client.send_raw(frame)
+            assert client.closed_by_broker()
+    with Client07(broker07.port07) as client:
+        client.send(ProduceRequest07("bad", 0, encode_message(b"fine")))
+        response = client.request(FetchRequest07("node-kafka", 0, 2, 1 << 20))
+        assert response.error_code == ErrorCode07.INVALID_MESSAGE
+        assert client.request(OffsetsRequest07("bad", 0, -1, 1)).offsets == (len(encode_message(b"fine")),)
+    log = broker07.log()
+    assert "no request type 7" in log and "CRC mismatch" in log and "Traceback" not in log
