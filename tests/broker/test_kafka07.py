@@ -235,3 +235,15 @@ def test_the_kafka07_keys_parse_and_default_as_0_7_does(tmp_path):
                 {"kafka07.num.partitions": "0"}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             build_config(bad)
+
+
+def test_the_time_based_flusher_makes_data_readable(tmp_path):
+    running = InProcessListener07(settings(tmp_path / "k07", flush_interval=1000))  # flushes every 100 ms
+    try:
+        with running.client() as client:
+            client.send(ProduceRequest07("timed", 0, encode_message(b"late")))
+            got, _ = _consume_until(client, "timed", 1)
+            assert got == [(0, b"late")]
+            assert running.server.logs.get_or_create("timed", 0).unflushed == 0
+    finally:
+        running.stop()

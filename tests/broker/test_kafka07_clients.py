@@ -156,3 +156,19 @@ def test_bad_input_gets_0_7s_answer_from_the_process(broker07):
         assert client.request(OffsetsRequest07("bad", 0, -1, 1)).offsets == (len(encode_message(b"fine")),)
     log = broker07.log()
     assert "no request type 7" in log and "CRC mismatch" in log and "Traceback" not in log
+
+
+def test_modern_clients_and_0_7_clients_see_their_own_topics(broker07):
+    """The two listeners share a process, not topics: a modern produce lands in the modern log dir, the 0.7
+    topics are not in the modern metadata, and the 0.7 listener does not see the modern topic."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    producer = Producer({"bootstrap.servers": broker07.bootstrap})
+    producer.produce("modern-topic", b"v2 record")
+    assert producer.flush(30) == 0
+    topics = AdminClient({"bootstrap.servers": broker07.bootstrap}).list_topics(timeout=30).topics
+    assert "modern-topic" in topics and "node-kafka" not in topics and "franz-gzip" not in topics
+    assert (broker07.log_dir / "modern-topic-0").is_dir() and not (broker07.log_dir / "node-kafka-0").exists()
+    with Client07(broker07.port07) as client:
+        assert client.request(OffsetsRequest07("modern-topic", 0, -1, 5)).offsets == (0,)  # an empty 0.7 log
