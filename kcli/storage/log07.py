@@ -60,6 +60,10 @@ class InvalidFetchSizeError07(Log07Error):
     pass
 
 
+class InvalidTopicError07(Log07Error):
+    """0.7's InvalidTopicException, which ErrorMapping has no code for: the answer is UnknownCode (-1)."""
+
+
 class CorruptLog07Error(KcliError):
     """Segments that do not add up (0.7's ``validateSegments``): the log cannot be opened."""
 
@@ -397,7 +401,7 @@ class LogManager07:
 
     def get_or_create(self, topic: str, partition: int) -> Log07:
         if not topic or topic in (".", "..") or "/" in topic or "\0" in topic:
-            raise InvalidMessageError07(f"invalid topic name {topic!r}")
+            raise InvalidTopicError07(f"invalid topic name {topic!r}")
         count = self.partition_count(topic)
         if not 0 <= partition < count:
             raise WrongPartitionError07(f"wrong partition {partition} of topic {topic!r}: valid partitions are "

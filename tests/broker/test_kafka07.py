@@ -150,6 +150,7 @@ def test_error_codes_of_fetch_and_offsets(listener):
         assert _fetch(client, "e", 0, max_size=first.entry_size + 3).messages == data[: first.entry_size]
         assert _fetch(client, "e", 0, partition=2).error_code == ErrorCode07.WRONG_PARTITION
         assert client.request(OffsetsRequest07("e", 9, LATEST, 1)).error_code == ErrorCode07.WRONG_PARTITION
+        assert _fetch(client, "../e", 0).error_code == ErrorCode07.UNKNOWN  # 0.7's InvalidTopicException
         # the connection still serves after all of that
         assert _fetch(client, "e", 0).messages == data
 

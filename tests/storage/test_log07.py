@@ -169,3 +169,15 @@ def test_the_log_manager_checks_partitions_and_recovers_after_an_unclean_stop(tm
     assert not (tmp_path / ".kafka_cleanshutdown").exists()  # an unclean stop from here on is recovered
     assert again.topics() == ["big", "t"] and again.get_or_create("t", 1).log_end_offset == M
     again.shutdown()
+
+
+@pytest.mark.parametrize("topic", ["", ".", "..", "a/b", "../up"])
+def test_topic_names_that_are_no_directory_name_are_refused(tmp_path, topic):
+    from kcli.storage.log07 import InvalidTopicError07
+
+    manager = LogManager07(tmp_path / "k07", LogManager07Config())
+    manager.startup()
+    with pytest.raises(InvalidTopicError07):
+        manager.get_or_create(topic, 0)
+    assert not (tmp_path / "up-0").exists()
+    manager.shutdown()
