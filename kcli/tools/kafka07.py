@@ -93,13 +93,17 @@ def _iter_segment(path: Path, *, check_crc: bool = True) -> Iterator[Message07 |
                     last = item
                     break
                 yield Message07(base + item.position, item.size, item.magic, item.attributes, item.crc, item.payload)
-            consumed = last.position if last is not None else len(data)
-            if last is not None and last.kind is StopKind.PARTIAL and chunk:
-                base += consumed
-                carry = data[consumed:]
+            if last is None:  # the chunk ended between two messages
+                base += len(data)
+                carry = b""
+                if not chunk:
+                    return
+                continue
+            if last.kind is StopKind.PARTIAL and chunk:
+                base += last.position
+                carry = data[last.position :]
                 continue  # the rest of the message is in the next chunk
-            if last is not None:
-                yield Stop(last.kind, base + last.position, last.reason)
+            yield Stop(last.kind, base + last.position, last.reason)
             return
 
 

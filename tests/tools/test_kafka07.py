@@ -114,3 +114,23 @@ def test_convert_refuses_a_damaged_source_and_writes_nothing(partition07, tmp_pa
     proc = kctl_fork.run("convert-07", str(partition07), str(dest))
     assert proc.returncode == 1 and "damaged" in proc.stderr and "Traceback" not in proc.stderr
     assert not dest.exists() and not any((tmp_path / "kafka-logs.kctl-convert").glob("*"))
+
+
+def test_reading_in_small_chunks_finds_the_same_messages(partition07, monkeypatch):
+    """Messages that straddle the reader's chunks (1 MiB in use; 7 bytes here) are read whole, and a torn tail
+    is still reported where it starts."""
+    import kcli.storage.log07 as log07
+    import kcli.tools.kafka07 as tools07
+
+    whole = [m.offset for d in dump_segments([str(partition07)]) for m in d.messages]
+    monkeypatch.setattr(tools07, "READ_CHUNK", 7)
+    assert [m.offset for d in dump_segments([str(partition07)]) for m in d.messages] == whole
+    last = sorted(partition07.glob("*.kafka"))[-1]
+    kept = last.read_bytes()
+    last.write_bytes(kept + encode_message(b"torn")[:-1])
+    (problem,) = verify_segments([last]).problems
+    assert (problem.code, problem.position) == ("kafka07_truncated", len(kept))
+    monkeypatch.setattr(log07, "READ_CHUNK", 7)
+    recovered = Log07(partition07, Log07Config(), recover=True)
+    assert recovered.recovery.truncated_bytes == len(encode_message(b"torn")) - 1 and last.read_bytes() == kept
+    recovered.close()
