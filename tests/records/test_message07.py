@@ -8,6 +8,7 @@ import struct
 import zlib
 
 import pytest
+from hypothesis import given, strategies as st
 
 from kcli.records import layout
 from kcli.records.compression import Codec
@@ -91,3 +92,17 @@ def test_bad_arguments_are_refused():
         encode_message(b"x", magic=0, codec=Codec.GZIP)
     with pytest.raises(ValueError):
         encode_message(b"x", codec=Codec.LZ4)
+
+
+
+@given(st.lists(st.binary(max_size=64), min_size=1, max_size=20), st.sampled_from([0, 1]),
+       st.sampled_from([Codec.NONE, Codec.GZIP, Codec.SNAPPY]), st.integers(min_value=0, max_value=400))
+def test_any_set_reads_back_and_any_cut_stops_at_a_message_boundary(payloads, magic, codec, cut):
+    raw = build_message_set(payloads, magic=magic if codec is Codec.NONE else 1, codec=codec)
+    scan = scan_message_set(raw)
+    assert scan.stop is None and scan.valid_bytes == len(raw)
+    assert [p for m in scan.messages for p in (i.payload for i in m.inner())] == payloads
+    torn = scan_message_set(raw[: min(cut, len(raw))])
+    boundaries = {0, *(m.next_position for m in scan.messages)}
+    assert torn.valid_bytes in boundaries and torn.valid_bytes <= min(cut, len(raw))
+    assert torn.stop is None or torn.stop.kind is StopKind.PARTIAL
