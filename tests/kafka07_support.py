@@ -60,14 +60,14 @@ class Client07:
 
 def settings(log_dir: Path, port: int = 0, *, num_partitions: int = 2, segment_bytes: int = 1 << 30,
              flush_interval: int = 1, topic_partitions: dict[str, int] | None = None,
-             zookeeper: str | None = None) -> Kafka07Settings:
+             zookeeper: str | None = None, zookeeper_timeout_s: float = 6.0) -> Kafka07Settings:
     return Kafka07Settings(
         host="127.0.0.1", port=port, advertised_host="127.0.0.1", broker_id=0, log_dir=log_dir,
         manager=LogManager07Config(num_partitions=num_partitions, topic_partitions=dict(topic_partitions or {}),
                                    log=Log07Config(segment_bytes=segment_bytes, flush_interval_messages=flush_interval,
                                                    flush_interval_ms=100)),
         flush_scheduler_ms=100, cleanup_interval_ms=600_000, max_request_bytes=1 << 20,
-        zookeeper_connect=zookeeper, zookeeper_timeout_s=6.0)
+        zookeeper_connect=zookeeper, zookeeper_timeout_s=zookeeper_timeout_s)
 
 
 class InProcessListener07:
@@ -79,7 +79,11 @@ class InProcessListener07:
         self.thread = threading.Thread(target=self.loop.run_forever, name="kafka07-test-loop", daemon=True)
         self.thread.start()
         self.server = Kafka07Server(settings_)
-        self._call(self.server.start())
+        try:
+            self._call(self.server.start())
+        except BaseException:
+            self._stop_loop()
+            raise
 
     def _call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
@@ -96,9 +100,12 @@ class InProcessListener07:
         try:
             self._call(self.server.stop())
         finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.loop.close()
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
 
 
 # -- the 0.7-era npm clients ---------------------------------------------------------------------------------

@@ -182,17 +182,28 @@ class Kafka07Server:
                                                  reuse_address=True)
         self.bound = self.server.sockets[0].getsockname()[:2]
         if self.settings.zookeeper_connect:
-            from kcli.zk.registry07 import Registry07
-
-            port = self.bound[1]
-            self.registry = Registry07(self.settings.zookeeper_connect, self.settings.broker_id,
-                                       self.settings.advertised_host, port, timeout=self.settings.zookeeper_timeout_s)
-            await asyncio.to_thread(self.registry.start)
-            for topic in self.logs.topics():
-                await asyncio.to_thread(self.registry.register_topic, topic, self.logs.partition_count(topic))
+            try:
+                await self._register(self.settings.zookeeper_connect, self.bound[1])
+            except BaseException:  # ZooKeeper refused or unreachable: the broker does not start
+                self.server.close()
+                if self.registry is not None:
+                    await asyncio.to_thread(self.registry.close)
+                    self.registry = None
+                await asyncio.to_thread(self.logs.shutdown)
+                raise
         self.tasks.append(asyncio.create_task(self._every(self.settings.flush_scheduler_ms, self.logs.flush_due)))
         self.tasks.append(asyncio.create_task(self._every(self.settings.cleanup_interval_ms, self._cleanup)))
         log.info("kafka07: serving Kafka 0.7 clients on %s:%d (logs in %s)", *self.bound, self.settings.log_dir)
+
+    async def _register(self, connect: str, port: int) -> None:
+        from kcli.zk.registry07 import Registry07
+
+        registry = Registry07(connect, self.settings.broker_id, self.settings.advertised_host, port,
+                              timeout=self.settings.zookeeper_timeout_s)
+        await asyncio.to_thread(registry.start)
+        self.registry = registry
+        for topic in self.logs.topics():
+            await asyncio.to_thread(registry.register_topic, topic, self.logs.partition_count(topic))
 
     async def stop(self) -> None:
         if self.server is not None:

@@ -75,7 +75,11 @@ class Registry07:
                 root.ensure_path(chroot)
         self.client = start_retrying_client(self.connect, self.connect, self.timeout, max_delay=1.0)
         self.client.add_listener(self._state_changed)
-        self._register_all()
+        try:
+            self._register_all()
+        except BaseException:
+            self.close()  # a refused registration leaves no session behind
+            raise
 
     def close(self) -> None:
         client, self.client = self.client, None

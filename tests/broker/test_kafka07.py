@@ -248,3 +248,18 @@ def test_the_time_based_flusher_makes_data_readable(tmp_path):
             assert running.server.logs.get_or_create("timed", 0).unflushed == 0
     finally:
         running.stop()
+
+
+def test_an_unreachable_zookeeper_stops_the_start_and_frees_the_port(tmp_path):
+    import socket
+
+    from broker_support import free_port
+    from kcli.zk.errors import ZooKeeperConnectionError
+
+    port = free_port()
+    with pytest.raises(ZooKeeperConnectionError):
+        InProcessListener07(settings(tmp_path / "k07", port=port, zookeeper=f"127.0.0.1:{free_port()}/k07",
+                                     zookeeper_timeout_s=1.0))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))  # the listener let go of its port
+    assert (tmp_path / "k07" / ".kafka_cleanshutdown").exists()
