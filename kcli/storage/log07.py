@@ -168,19 +168,20 @@ class Log07:
         try:
             size = os.fstat(fd).st_size
             carry = b""
-            while pos < size or carry:
-                chunk = carry + os.pread(fd, READ_CHUNK, pos)
-                pos += len(chunk) - len(carry)
+            while True:
+                read = os.pread(fd, READ_CHUNK, pos) if pos < size else b""
+                chunk = carry + read
+                if not chunk:
+                    break
+                pos += len(read)
                 scan = scan_message_set(chunk)
                 valid += scan.valid_bytes
-                carry = chunk[scan.valid_bytes:]
+                carry = chunk[scan.valid_bytes :]
                 if scan.stop is None:
-                    carry = b""
                     continue
-                if scan.stop.kind is StopKind.PARTIAL and pos < size:
+                if scan.stop.kind is StopKind.PARTIAL and read:
                     continue  # the rest of the message is in the next chunk
-                if scan.stop.kind is not StopKind.END:
-                    reason = f"byte {valid}: {scan.stop.reason}"
+                reason = f"byte {valid}: {scan.stop.reason}"
                 break
             if valid < size:
                 os.ftruncate(fd, valid)
