@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kcli.broker.replica_selector import parse_selector_class
 from kcli.broker.config_error import ConfigError
+from kcli.broker.kafka07_config import KAFKA07_KEYS
 from kcli.broker.security.authorizer import parse_authorizer_class, parse_super_users_config
 from kcli.storage.checkpoint import parse_java_properties
 
@@ -218,6 +219,8 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "max.connection.creation.rate": (_int(0, INT32_MAX), INT32_MAX),
     # kctl's own: http://host:port serves GET /metrics in Prometheus' text format (kcli.broker.metrics); unset = off
     "metrics.http.listener": (_http_listener, None),
+    # kctl's own: the legacy Kafka 0.7 listener (kcli.broker.kafka07); unset kafka07.listeners = off
+    **KAFKA07_KEYS,
 }
 # Accepted because every real server.properties has them; they mean nothing on one standalone broker.
 IGNORED = frozenset({

@@ -34,6 +34,7 @@ from kcli.cli.reassign import reassign_cmd
 from kcli.cli.configs import configs_cmd
 from kcli.cli.produce import produce_cmd
 from kcli.cli.consume import consume_cmd
+from kcli.cli.kafka07 import convert07_cmd
 from kcli.cli.common import KctlGroup
 
 app = typer.Typer(
@@ -70,6 +71,7 @@ app.add_typer(guard_group(zk_cli.app), name="zk", rich_help_panel="ZooKeeper")
 app.command("recover", rich_help_panel="Offline tools")(guarded(recover_cmd))
 app.command("compact", rich_help_panel="Offline tools")(guarded(compact_cmd))
 app.command("scan", rich_help_panel="Offline tools")(guarded(scan_cmd))
+app.command("convert-07", rich_help_panel="Offline tools")(guarded(convert07_cmd))
 app.add_typer(guard_group(offsets_cli.app), name="offsets", rich_help_panel="ZooKeeper")
 app.add_typer(guard_group(transactions_cli.app), name="transactions", rich_help_panel="Broker")
 app.add_typer(guard_group(groups_cli.app), name="groups", rich_help_panel="Broker")
