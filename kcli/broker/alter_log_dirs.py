@@ -11,7 +11,10 @@ go on during the copy; they wait only for that last step.
 
 A partition not hosted yet has the dir remembered for the creation of its log (preferredLogDirs) and answers
 REPLICA_NOT_AVAILABLE, as Kafka's does. One thread moves every partition, in chunks, in turn (Kafka's
-num.replica.alter.log.dirs.threads defaults to one per log dir; the copy here is bound by the GIL anyway).
+num.replica.alter.log.dirs.threads defaults to one per log dir; the copy here is bound by the GIL anyway). The
+copy keeps to replica.alter.log.dirs.io.max.bytes.per.second (KIP-113's AlterLogDirsReplication quota,
+kcli.broker.replication_quotas): no chunk is read while the rate is above it, as Kafka's thread builds no fetch
+then; the final catch-up under the lock is never held back.
 """
 
 from __future__ import annotations
@@ -50,9 +53,10 @@ class ReplicaAlterLogDirsManager:
     the partition (it has a Partition for it)."""
 
     def __init__(self, log_manager: LogManager, hosted: Callable[[str, int], bool], *,
-                 chunk_bytes: int = CHUNK_BYTES, background: bool = True) -> None:
+                 chunk_bytes: int = CHUNK_BYTES, background: bool = True, quota: Any = None) -> None:
         self.log_manager = log_manager
         self.hosted = hosted
+        self.quota = quota  # kcli.broker.replication_quotas.ReplicationQuotaManager (AlterLogDirsReplication)
         self.chunk_bytes = chunk_bytes
         self.background = background  # False: no thread, the caller runs ``step`` (tests)
         self._wake = threading.Event()
@@ -160,8 +164,13 @@ class ReplicaAlterLogDirsManager:
             if future.log.log_end_offset < start:  # retention passed what was copied: start again from there
                 future.log.truncate_fully_and_start_at(start)
                 did = True
+            if self.quota is not None and self.quota.is_quota_exceeded():
+                self.quota.held_back += 1
+                return did  # over replica.alter.log.dirs.io.max.bytes.per.second: the next rounds copy
             copied, end = self._copy(current, future, self.chunk_bytes)
             did = did or copied > 0
+            if copied and self.quota is not None:
+                self.quota.record(copied)
             self._follow_log_start(current, future)
             if future.log.log_end_offset < end:
                 return True  # more to copy next round

@@ -364,3 +364,35 @@ def test_a_restarted_broker_resumes_the_move(tmp_path):
 
     other, expected = inprocess_broker.run(first())
     inprocess_broker.run(second(other, expected))
+
+
+def test_the_copy_keeps_to_the_alter_log_dirs_quota(tmp_path):
+    """replica.alter.log.dirs.io.max.bytes.per.second (the AlterLogDirsReplication quota): once the copy's rate
+    is above the bound, no chunk is read until the rate falls again."""
+    from kcli.broker.replication_quotas import ALTER_LOG_DIRS, ReplicationQuotaManager
+
+    now = [1000.0]
+    quota = ReplicationQuotaManager(ALTER_LOG_DIRS, clock=lambda: now[0])
+    quota.update_quota(1000)  # bytes/s: one 400-byte chunk a second or so
+    manager = _manager(tmp_path)
+    try:
+        manager.create_topic(TOPIC, 1)
+        _produce(manager, 0, 20)
+        mover = _mover(manager, chunk_bytes=400)
+        mover.quota = quota
+        mover.alter_replica_log_dirs({(TOPIC, 0): str(tmp_path / "b")})
+        future = manager.future_log(TOPIC, 0)
+        for _ in range(5):
+            mover.step((TOPIC, 0), future)
+        copied = future.log.log_end_offset
+        assert 0 < copied < 40 and quota.held_back > 0 and quota.is_quota_exceeded()
+        mover.step((TOPIC, 0), future)
+        assert future.log.log_end_offset == copied  # held back
+        now[0] += 30  # the window passes: the rate falls below the bound
+        mover.step((TOPIC, 0), future)
+        assert future.log.log_end_offset > copied
+        quota.update_quota(None)  # unbounded: the move finishes
+        _finish(mover)
+        assert manager.partition(TOPIC, 0).directory.parent == tmp_path / "b"
+    finally:
+        manager.shutdown()
