@@ -14,6 +14,8 @@ from typing import Annotated, Optional
 import typer
 
 from kcli.cli.common import BootstrapOpt, ExitCode, err_console, fail, kafka_client
+from kcli.cli.zk_consume import (BlacklistOpt, ConsumerPropertyOpt, StreamsOpt, WhitelistOpt, ZookeeperConsumeOpt,
+                                 consume_zookeeper)
 from kcli.tools.render import BytesEncoding
 
 COMMIT_INTERVAL_S = 5.0
@@ -25,7 +27,9 @@ class Isolation(str, Enum):
 
 
 def consume_cmd(
-    topic: Annotated[str, typer.Argument(help="The topic to read.", show_default=False)],
+    topics: Annotated[Optional[list[str]], typer.Argument(
+        metavar="TOPIC...", help="The topic to read (with --zookeeper: the topics to subscribe to).",
+        show_default=False)] = None,
     bootstrap: BootstrapOpt = None,
     partition: Annotated[Optional[list[int]], typer.Option(
         "--partition", "-p", min=0, show_default=False,
@@ -67,6 +71,11 @@ def consume_cmd(
         "--json", help="One JSON object per record (kctl cat --json's record objects, with file null).")] = False,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker "
                                            "request.")] = 30.0,
+    zookeeper: ZookeeperConsumeOpt = None,
+    whitelist: WhitelistOpt = None,
+    blacklist: BlacklistOpt = None,
+    streams: StreamsOpt = 1,
+    consumer_property: ConsumerPropertyOpt = None,
 ) -> None:
     """Print the records of TOPIC as kcat -C prints them: the value per line, or a -f format, or --json.
     Follows new records until Ctrl-C (exit 0) unless -e or -c ends it; with -G, commits what was printed.
@@ -95,6 +104,20 @@ def consume_cmd(
                 stop = stop_ts
     except UsageError as exc:
         raise fail(exc.describe(), ExitCode.USAGE) from None
+    if zookeeper is not None:  # a member of a ZooKeeper-era group (kcli/cli/zk_consume.py)
+        if partition or bootstrap or stop is not None or exit_at_end or (
+                start is not None and start.kind not in ("beginning", "end")):
+            raise fail("--zookeeper takes no -p, -b, -e or e@TS, and -o only as beginning or end (where the group "
+                       "has no offset: auto.offset.reset)", ExitCode.USAGE)
+        return consume_zookeeper(zookeeper, group, topics or [], whitelist=whitelist, blacklist=blacklist,
+                                 streams=streams, properties=consumer_property or [],
+                                 start_kind=start.kind if start else None, count=count, json_out=json_out,
+                                 formatter=formatter, encodings=encodings, timeout=timeout)
+    if whitelist is not None or blacklist is not None or consumer_property or streams != 1:
+        raise fail("--whitelist, --blacklist, --streams and --consumer-property go with --zookeeper", ExitCode.USAGE)
+    if not topics or len(topics) != 1:
+        raise fail("give one TOPIC (several only with --zookeeper)", ExitCode.USAGE)
+    topic = topics[0]
     if start is None:
         start = OffsetSpec("stored") if group else OffsetSpec("beginning")
     if start.kind == "stored" and not group:
