@@ -7,6 +7,7 @@ options below and hands over to ``consume_zookeeper`` when --zookeeper is given.
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Annotated, Any, Optional
 
@@ -81,6 +82,7 @@ def consume_zookeeper(zookeeper: str, group: str | None, topics: list[str], *, w
         raise fail(exc.describe(), ExitCode.USAGE) from None
     out = sys.stdout.buffer
     printed = 0
+    signal.signal(signal.SIGTERM, _interrupt)  # a stopped member commits and leaves the group, as at Ctrl-C
     try:
         try:
             consumer.start()
@@ -120,3 +122,7 @@ def consume_zookeeper(zookeeper: str, group: str | None, topics: list[str], *, w
                 consumer.close()
     finally:
         client.close()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

@@ -323,12 +323,12 @@ class ZookeeperConsumer:
     def items(self) -> Iterator[Fetched | Rebalanced | ConsumeNotice]:
         last_record = time.monotonic()
         while True:
-            if self._rebalanced is not None:
-                yield self._rebalanced
-                self._rebalanced = None
-            for text in self._notices:
+            notices, self._notices = self._notices, []
+            for text in notices:
                 yield ConsumeNotice(text)
-            self._notices.clear()
+            if self._rebalanced is not None:
+                rebalanced, self._rebalanced = self._rebalanced, None
+                yield rebalanced
             if self.registry.take_session_loss():
                 # ZKSessionExpireListener.handleNewSession: our ephemerals are gone; register again, rebalance
                 self._notices.append(f"ZooKeeper session expired: {self.consumer_id} registers again")

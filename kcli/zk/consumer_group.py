@@ -55,6 +55,7 @@ class MemberNode:
     subscription: oc.Subscription | None = None
     pykafka_topic: str | None = None
     error: str | None = None
+    registration: models.ConsumerRegistration | None = None  # Kafka's, as parsed (with its timestamp)
 
 
 def classify_member(where: str, consumer_id: str, data: bytes | None) -> MemberNode:
@@ -83,7 +84,7 @@ def classify_member(where: str, consumer_id: str, data: bytes | None) -> MemberN
             if any(n < 1 for n in registration.subscription.values()):
                 return MemberNode(consumer_id, error="a stream count below 1")
             return MemberNode(consumer_id, oc.Subscription(consumer_id, registration.subscription,
-                                                           registration.pattern))
+                                                           registration.pattern), registration=registration)
     return MemberNode(consumer_id, error="neither Kafka's JSON registration nor pykafka's topic name: "
                                          f"{(data or b'')[:60]!r}")
 
