@@ -133,16 +133,20 @@ def read_and_check(registry: ZkRegistry, group: str, strategy: str = oc.RANGE) -
     owners = view.owner_nodes
     if view.layout == oc.PYKAFKA_LAYOUT:
         topics = set(view.pykafka_members.values()) | set(view.owners)
-        leaders: dict[str, dict[int, int]] = {}
+        current: dict[str, dict[int, int]] = {}
         for topic in sorted(topics):
             try:
                 described = registry.topic(topic)
             except ZnodeMissingError:
-                leaders[topic] = {}
+                current[topic] = {}
                 continue
-            current = {p.partition: p.leader if p.leader is not None else -1 for p in described.partitions}
-            leaders[topic] = {p: view.owner_leaders.get((topic, p), leader) for p, leader in current.items()}
-        result = check_pykafka_owners(group, view.pykafka_members, leaders, owners)
+            current[topic] = {p.partition: p.leader if p.leader is not None else -1 for p in described.partitions}
+        # pykafka's members sort by the leaders they last saw, which ZooKeeper does not record: the leaders now,
+        # and those the owner nodes were named after when claimed; the view the owners agree with more is theirs
+        named = {t: {p: view.owner_leaders.get((t, p), leader) for p, leader in ps.items()}
+                 for t, ps in current.items()}
+        result = min((check_pykafka_owners(group, view.pykafka_members, leaders, owners)
+                      for leaders in (current, named)), key=lambda r: len(r.disagreements))
     else:
         all_topics = registry.topic_names()
         wanted = {t for m in view.members for t in subscribed_topics(m, all_topics)} | set(view.owners)
