@@ -108,7 +108,7 @@ def settle(cluster, group: str, members: list[Member], partitions: int, layout: 
     return seen["last"]
 
 
-def produce_round(cluster, topic: str, prefix: str, count: int = 60) -> set[str]:
+def produce_round(cluster, topic: str, prefix: str, count: int = 40) -> set[str]:
     errors = produce(cluster, topic, count, value=prefix.encode())
     assert not any(errors), errors
     return {f"{prefix}{i}" for i in range(count)}
@@ -155,11 +155,11 @@ def test_kctl_members_join_die_and_follow_brokers_and_partitions(cluster, tmp_pa
     members: list[Member] = []
     try:
         first = kctl_member(cluster, tmp_path, group, topic, "m1")
-        members.append(first)
-        settle(cluster, group, [first], 4, "kafka")
         second = kctl_member(cluster, tmp_path, group, topic, "m2")
+        members += [first, second]
+        settle(cluster, group, [first, second], 4, "kafka")
         third = kctl_member(cluster, tmp_path, group, topic, "m3")
-        members += [second, third]
+        members.append(third)
         result = settle(cluster, group, [first, second, third], 4, "kafka")
         assert {p.owners[0].rsplit("-", 1)[0] for p in result.partitions} == set(result.members)  # all take part
 
@@ -211,6 +211,17 @@ def test_kctl_members_join_die_and_follow_brokers_and_partitions(cluster, tmp_pa
     assert out.returncode == 0, out.stdout + out.stderr
     with KafkaClient(cluster.bootstrap) as client:
         assert client.offset_fetch(group) == stored
+
+    # offsets.storage=kafka with dual commit, a whitelist subscription, and consumer.timeout.ms ending the run
+    other = f"{group}-kafka"
+    out = kctl("consume", "--zookeeper", cluster.connect, "-G", other, "--whitelist", "zkc-k.*", "-f", "%s\\n",
+               "--consumer-property", "offsets.storage=kafka", "--consumer-property", "consumer.timeout.ms=3000")
+    assert out.returncode == 0, out.stderr
+    assert set(out.stdout.split()) == produced and f"owns {topic}-0, " in out.stderr
+    with KafkaClient(cluster.bootstrap) as client:
+        assert client.offset_fetch(other) == stored
+    with ZkOffsetStore(cluster.connect) as store:
+        assert store.read([other])[other] == stored  # dual.commit.enabled: ZooKeeper too
 
 
 @pytest.mark.skipif(not PYKAFKA.exists(), reason="pykafka's environment (.venv-pykafka) is made by scripts/setup.sh")
