@@ -309,7 +309,10 @@ class ZkRegistry:
         result = []
         for group in self._children_or_empty(CONSUMERS):
             base = paths.child(CONSUMERS, group)
-            topics = set(self._children_or_empty(f"{base}/owners")) | set(self._children_or_empty(f"{base}/offsets"))
+            from kcli.records.old_consumer import pykafka_topic_of_owners_dir
+
+            owned = {pykafka_topic_of_owners_dir(d) or d for d in self._children_or_empty(f"{base}/owners")}
+            topics = owned | set(self._children_or_empty(f"{base}/offsets"))  # pykafka's b'topic' dirs by topic
             result.append(ConsumerGroupSummary(group, len(self._children_or_empty(f"{base}/ids")),
                                                tuple(sorted(topics))))
         return result
