@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from kcli.client.client import BrokerUnreachableError, KafkaClient, KafkaClientError, KafkaRequestError, _build
+from kcli.client.client import KafkaClient, KafkaClientError, KafkaRequestError, _build
 from kcli.client.consume import ConsumeNotice, Fetched, _ms
 from kcli.client.produce import versioned_module
 from kcli.errors import CorruptRecordError, KcliError, UsageError
@@ -367,7 +367,7 @@ class ZookeeperConsumer:
                         yield fetched
                         if isinstance(fetched, Fetched):  # resumed: the caller processed it
                             self.mark(fetched.topic, fetched.partition, fetched.next_offset)
-                except (BrokerUnreachableError, KafkaRequestError) as exc:
+                except KafkaClientError as exc:  # unreachable, an error code, a leader not in the metadata
                     refresh = True
                     for position in positions:
                         position.leader = -1
@@ -427,9 +427,9 @@ class ZookeeperConsumer:
                 continue
             try:
                 records = [r for r in batch.records() if r.offset >= position.fetch]
-            except CorruptRecordError as exc:
-                raise KafkaClientError(f"{name}: a corrupt batch at offset {batch.base_offset} from the broker: "
-                                       f"{exc.describe()}") from None
+            except CorruptRecordError as exc:  # not retried: the same bytes would come back
+                raise KcliError(f"{name}: a corrupt batch at offset {batch.base_offset} from the broker: "
+                                f"{exc.describe()}") from None
             position.fetch = batch.next_offset
             if records:
                 yield Fetched(position.topic, position.partition, batch, records, batch.next_offset)

@@ -67,24 +67,25 @@ def classify_member(where: str, consumer_id: str, data: bytes | None) -> MemberN
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             pass
+    document = None
     if text is not None:
         try:
             document = json.loads(text)
         except ValueError:
-            document = None
-            if oc.is_topic_name(text):
-                return MemberNode(consumer_id, pykafka_topic=text)
-        if isinstance(document, dict):
-            try:
-                registration = models.parse_consumer(where, data, consumer_id)
-            except models.ZnodeFormatError as exc:
-                return MemberNode(consumer_id, error=exc.reason)
-            if registration.pattern not in oc.PATTERNS:
-                return MemberNode(consumer_id, error=f"unknown pattern {registration.pattern!r}")
-            if any(n < 1 for n in registration.subscription.values()):
-                return MemberNode(consumer_id, error="a stream count below 1")
-            return MemberNode(consumer_id, oc.Subscription(consumer_id, registration.subscription,
-                                                           registration.pattern), registration=registration)
+            pass
+    if isinstance(document, dict):
+        try:
+            registration = models.parse_consumer(where, data, consumer_id)
+        except models.ZnodeFormatError as exc:
+            return MemberNode(consumer_id, error=exc.reason)
+        if registration.pattern not in oc.PATTERNS:
+            return MemberNode(consumer_id, error=f"unknown pattern {registration.pattern!r}")
+        if any(n < 1 for n in registration.subscription.values()):
+            return MemberNode(consumer_id, error="a stream count below 1")
+        return MemberNode(consumer_id, oc.Subscription(consumer_id, registration.subscription, registration.pattern),
+                          registration=registration)
+    if text is not None and oc.is_topic_name(text):  # also a topic named like a JSON number ("123")
+        return MemberNode(consumer_id, pykafka_topic=text)
     return MemberNode(consumer_id, error="neither Kafka's JSON registration nor pykafka's topic name: "
                                          f"{(data or b'')[:60]!r}")
 
