@@ -212,10 +212,12 @@ def test_kctl_members_join_die_and_follow_brokers_and_partitions(cluster, tmp_pa
     with KafkaClient(cluster.bootstrap) as client:
         assert client.offset_fetch(group) == stored
 
-    # offsets.storage=kafka with dual commit, a whitelist subscription, and consumer.timeout.ms ending the run
+    # offsets.storage=kafka with dual commit, a whitelist subscription, round-robin, and consumer.timeout.ms
+    # ending the run
     other = f"{group}-kafka"
     out = kctl("consume", "--zookeeper", cluster.connect, "-G", other, "--whitelist", "zkc-k.*", "-f", "%s\\n",
-               "--consumer-property", "offsets.storage=kafka", "--consumer-property", "consumer.timeout.ms=3000")
+               "--consumer-property", "offsets.storage=kafka", "--consumer-property", "consumer.timeout.ms=3000",
+               "--consumer-property", "partition.assignment.strategy=roundrobin")
     assert out.returncode == 0, out.stderr
     assert set(out.stdout.split()) == produced and f"owns {topic}-0, " in out.stderr
     with KafkaClient(cluster.bootstrap) as client:
