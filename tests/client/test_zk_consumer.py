@@ -203,3 +203,22 @@ def test_consumer_ids_as_kafka_makes_them():
     group, _, rest = consumer.consumer_id.partition("_")
     host_ms, _, hex8 = rest.rpartition("-")
     assert group == "grp" and len(hex8) <= 8 and host_ms.rpartition("-")[2].isdigit()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--zookeeper", "127.0.0.1:1", "t"], "needs a group"),
+    (["--zookeeper", "127.0.0.1:1", "-G", "g"], "give topics, or --whitelist"),
+    (["--zookeeper", "127.0.0.1:1", "-G", "g", "t", "--whitelist", "x"], "give topics, or --whitelist"),
+    (["--zookeeper", "127.0.0.1:1", "-G", "g", "t", "-p", "0"], "takes no -p"),
+    (["--zookeeper", "127.0.0.1:1", "-G", "g", "t", "-o", "5"], "-o only as beginning or end"),
+    (["--zookeeper", "127.0.0.1:1", "-G", "g", "t", "--consumer-property", "x=1"], "expected KEY=VALUE"),
+    (["t", "--whitelist", "x", "-b", "127.0.0.1:1"], "go with --zookeeper"),
+    (["a", "b", "-b", "127.0.0.1:1"], "one TOPIC"),
+])
+def test_consume_usage_errors(args, message):
+    from typer.testing import CliRunner
+
+    from kcli.cli.app import app
+
+    result = CliRunner().invoke(app, ["consume", *args], env={"KCTL_BOOTSTRAP_SERVER": None})
+    assert result.exit_code == 2 and message in result.stderr, result.stderr
