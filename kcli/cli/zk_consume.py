@@ -8,7 +8,6 @@ options below and hands over to ``consume_zookeeper`` when --zookeeper is given.
 from __future__ import annotations
 
 import signal
-import sys
 from typing import Annotated, Any, Optional
 
 import typer
@@ -39,14 +38,14 @@ ConsumerPropertyOpt = Annotated[Optional[list[str]], typer.Option(
 
 def consume_zookeeper(zookeeper: str, group: str | None, topics: list[str], *, whitelist: str | None,
                       blacklist: str | None, streams: int, properties: list[str], start_kind: str | None,
-                      count: int | None, json_out: bool, formatter: Any, encodings: Any, timeout: float) -> None:
-    """Run one member until Ctrl-C, -c N records, or consumer.timeout.ms without a record."""
+                      printer: Any, timeout: float) -> None:
+    """Run one member until Ctrl-C, -c N records (``printer``: kcli.cli.consume's), or consumer.timeout.ms
+    without a record."""
     from kcli.client import KafkaClient
     from kcli.client.zk_consumer import Rebalanced, ZookeeperConsumer, default_client_id, parse_properties
     from kcli.client.consume import ConsumeNotice
     from kcli.errors import UsageError
     from kcli.records import old_consumer as oc
-    from kcli.tools.dump import DumpRecord
     from kcli.zk.consumer_group import ZkGroupMember
 
     if not group:
@@ -80,8 +79,6 @@ def consume_zookeeper(zookeeper: str, group: str | None, topics: list[str], *, w
         client.close()
         registry.close()
         raise fail(exc.describe(), ExitCode.USAGE) from None
-    out = sys.stdout.buffer
-    printed = 0
     signal.signal(signal.SIGTERM, _interrupt)  # a stopped member commits and leaves the group, as at Ctrl-C
     try:
         try:
@@ -95,29 +92,16 @@ def consume_zookeeper(zookeeper: str, group: str | None, topics: list[str], *, w
                     owned = ", ".join(f"{t}-{p}" for t, p in sorted(item.partitions)) or "no partitions"
                     err_console.print(f"kctl: rebalanced: {consumer.consumer_id} owns {owned}", markup=False)
                     continue
-                records = item.records
-                if count is not None and printed + len(records) > count:
-                    records = records[:count - printed]
-                if json_out:
-                    from kcli.tools.dump_json import _dumps
-
-                    lines = [_dumps(DumpRecord(None, item.batch, r, topic=item.topic,  # type: ignore[arg-type]
-                                               partition=item.partition).to_json(encodings)) + "\n"
-                             for r in records]
-                    out.write("".join(lines).encode("utf-8"))
-                else:
-                    out.write(b"".join(formatter.render(item.topic, item.partition, item.batch, r)
-                                       for r in records))
-                out.flush()  # printed before it counts as processed: a commit never runs ahead of the output
-                printed += len(records)
-                if count is not None and printed >= count:
-                    consumer.mark(item.topic, item.partition, records[-1].offset + 1)
+                position = printer.write(item)
+                printer.out.flush()  # printed before it counts as processed: a commit never runs ahead of output
+                if printer.done:
+                    consumer.mark(item.topic, item.partition, position)
                     break
         except KeyboardInterrupt:
             client.close()  # a fetch may have been cut mid-answer: new connections for the last commit
         finally:
             try:
-                out.flush()
+                printer.out.flush()
             finally:
                 consumer.close()
     finally:

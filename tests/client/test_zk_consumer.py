@@ -213,7 +213,8 @@ def test_consumer_ids_as_kafka_makes_them():
     (["--zookeeper", "127.0.0.1:1", "-G", "g", "t", "-o", "5"], "-o only as beginning or end"),
     (["--zookeeper", "127.0.0.1:1", "-G", "g", "t", "--consumer-property", "x=1"], "expected KEY=VALUE"),
     (["t", "--whitelist", "x", "-b", "127.0.0.1:1"], "go with --zookeeper"),
-    (["a", "b", "-b", "127.0.0.1:1"], "one TOPIC"),
+    (["a", "b", "-b", "127.0.0.1:1"], "several topics are read by a group member"),
+    (["-b", "127.0.0.1:1"], "give a TOPIC"),
 ])
 def test_consume_usage_errors(args, message):
     from typer.testing import CliRunner
