@@ -47,3 +47,12 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extras}"
+
+# pykafka 2.8, the old client whose BalancedConsumer the ZooKeeper-group tests run as members: it pins kazoo 2.5
+# (kcli needs 2.10+) and builds with setuptools' `test` command (gone in setuptools 72), so it gets an environment
+# of its own, .venv-pykafka, which only those tests' member processes use.
+if [ "$mode" = test ] && ! .venv-pykafka/bin/python -c 'import pykafka' >/dev/null 2>&1; then
+  python3 -m venv .venv-pykafka
+  .venv-pykafka/bin/python -m pip install -q --disable-pip-version-check "setuptools<72" wheel
+  .venv-pykafka/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation pykafka==2.8.0
+fi

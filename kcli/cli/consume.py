@@ -15,6 +15,8 @@ from typing import Annotated, Optional
 import typer
 
 from kcli.cli.common import BootstrapOpt, ExitCode, err_console, fail, kafka_client, write_json_line
+from kcli.cli.zk_consume import (BlacklistOpt, ConsumerPropertyOpt, StreamsOpt, WhitelistOpt, ZookeeperConsumeOpt,
+                                 consume_zookeeper)
 from kcli.tools.render import BytesEncoding
 
 COMMIT_INTERVAL_S = 5.0
@@ -26,10 +28,10 @@ class Isolation(str, Enum):
 
 
 def consume_cmd(
-    topics: Annotated[list[str], typer.Argument(
-        metavar="TOPIC", show_default=False,
+    topics: Annotated[Optional[list[str]], typer.Argument(
+        metavar="TOPIC...", show_default=False,
         help="The topic to read; with -G (and no -p) one or more topics the group member subscribes to, as "
-        "kcat -G GROUP TOPIC... does.")],
+        "kcat -G GROUP TOPIC... does (with --zookeeper: as a ZooKeeper-era group member).")] = None,
     bootstrap: BootstrapOpt = None,
     partition: Annotated[Optional[list[int]], typer.Option(
         "--partition", "-p", min=0, show_default=False,
@@ -82,6 +84,11 @@ def consume_cmd(
         "--json", help="One JSON object per record (kctl cat --json's record objects, with file null).")] = False,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker "
                                            "request.")] = 30.0,
+    zookeeper: ZookeeperConsumeOpt = None,
+    whitelist: WhitelistOpt = None,
+    blacklist: BlacklistOpt = None,
+    streams: StreamsOpt = 1,
+    consumer_property: ConsumerPropertyOpt = None,
 ) -> None:
     """Print the records of TOPIC as kcat -C prints them: the value per line, or a -f format, or --json.
     Follows new records until Ctrl-C (exit 0) unless -e or -c ends it; with -G, joins the group and commits what
@@ -93,8 +100,9 @@ def consume_cmd(
 
     if json_out and record_format is not None:
         raise fail("--format and --json are two ways to print records: choose one", ExitCode.USAGE)
+    topics = topics or []
     joins = bool(group) and not partition
-    if len(topics) > 1 and not joins:
+    if len(topics) > 1 and not joins and zookeeper is None:
         raise fail("several topics are read by a group member: give -G GROUP (and no -p)", ExitCode.USAGE)
     if record_format is None and not json_out:
         record_format = "%s\\n" if key_delimiter is None else "%k" + key_delimiter.replace("%", "%%") + "%s\\n"
@@ -116,6 +124,19 @@ def consume_cmd(
             parse_assignors(assignor)
     except UsageError as exc:
         raise fail(exc.describe(), ExitCode.USAGE) from None
+    if zookeeper is not None:  # a member of a ZooKeeper-era group (kcli/cli/zk_consume.py)
+        if partition or bootstrap or stop is not None or exit_at_end or (
+                start is not None and start.kind not in ("beginning", "end")):
+            raise fail("--zookeeper takes no -p, -b, -e or e@TS, and -o only as beginning or end (where the group "
+                       "has no offset: auto.offset.reset)", ExitCode.USAGE)
+        return consume_zookeeper(zookeeper, group, topics, whitelist=whitelist, blacklist=blacklist,
+                                 streams=streams, properties=consumer_property or [],
+                                 start_kind=start.kind if start else None,
+                                 printer=_Printer(formatter, encodings, count), timeout=timeout)
+    if whitelist is not None or blacklist is not None or consumer_property or streams != 1:
+        raise fail("--whitelist, --blacklist, --streams and --consumer-property go with --zookeeper", ExitCode.USAGE)
+    if not topics:
+        raise fail("give a TOPIC", ExitCode.USAGE)
     if start is None:
         start = OffsetSpec("stored") if group else OffsetSpec("beginning")
     if start.kind == "stored" and not group:

@@ -8,12 +8,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from kcli.cli.common import (ConnectionGroup, GroupTimeoutOpt, JsonOpt, ZookeeperAuthOpt, ZookeeperOpt, ExitCode,
-                             client_security, escape, fail, write_json_line)
+                             client_security, err_console, escape, fail, write_json_line)
 from kcli.cli.errors import exit_code_for
 from kcli.errors import KcliError
 
@@ -219,6 +220,11 @@ def cluster_id_cmd(zookeeper: ZookeeperOpt = None, as_json: JsonOpt = False, tim
 
 
 # -- consumers ---------------------------------------------------------------------------------------------
+class Strategy(str, Enum):
+    range = "range"
+    roundrobin = "roundrobin"
+
+
 @app.command("consumers")
 def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this group in detail.",
                                                                  show_default=False)] = None,
@@ -230,7 +236,12 @@ def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this
                            "(ListOffsets) and lag. Only when given: $KCTL_BOOTSTRAP_SERVER is not read.")] = None,
                   check: Annotated[bool, typer.Option(
                       "--check", help="With GROUP: run the old consumer's range assignment over the registered "
-                                      "members and report owner znodes that disagree (exit 1 if any).")] = False,
+                                      "members and report owner znodes that disagree (exit 1 if any); a pykafka "
+                                      "group is checked against pykafka's range assignment.")] = False,
+                  strategy: Annotated[Strategy, typer.Option(
+                      "--strategy", case_sensitive=False,
+                      help="With --check: the group's partition.assignment.strategy (Kafka's layout).")
+                  ] = Strategy.range,
                   ) -> None:
     """Old (ZooKeeper-based) consumer groups (/consumers); with GROUP its members, owners and stored offsets."""
     if group is None:
@@ -252,7 +263,7 @@ def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this
 
         result: dict[str, Any] = {"view": registry.consumer_group(group), "lag": None, "check": None}
         if check:
-            result["check"] = read_and_check(registry, group)
+            result["check"] = read_and_check(registry, group, strategy.value)
         if bootstrap:
             from kcli.client import KafkaClient
             from kcli.zk.offsets import consumer_lag
@@ -276,7 +287,10 @@ def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this
                     end, behind = lag.get((topic, partition), (None, None))
                     row.update(log_end_offset=end, lag=behind)
                 partitions.append(row)
-        out = {"group": view.group, "members": _plain(view.members), "partitions": partitions}
+        out = {"group": view.group, "layout": view.layout, "members": _plain(view.members),
+               "pykafka_members": [{"consumer_id": m, "topic": t} for m, t in sorted(view.pykafka_members.items())],
+               "malformed_members": [{"consumer_id": m, "reason": r} for m, r in sorted(view.malformed.items())],
+               "partitions": partitions}
         if lag is not None:
             out["total_lag"] = sum(r["lag"] for r in partitions if r.get("lag") is not None)
         if result["check"] is not None:
@@ -289,7 +303,14 @@ def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this
         members = _table("CONSUMER ID", "SUBSCRIPTION", "PATTERN", "REGISTERED", title=f"Group {escape(view.group)}")
         for m in view.members:
             members.add_row(escape(m.consumer_id), _cell(m.subscription), escape(m.pattern), _time(m.timestamp))
+        for member, topic in sorted(view.pykafka_members.items()):
+            members.add_row(escape(member), escape(topic), "pykafka", "-")
         console.print(members)
+        if view.layout is not None:
+            console.print(f"layout: {view.layout}" + {"kafka": " (Kafka's ZookeeperConsumerConnector)",
+                                                      "pykafka": " (pykafka's BalancedConsumer)",
+                                                      "mixed": " (both Kafka's and pykafka's nodes: the "
+                                                               "members disagree)"}.get(view.layout, ""))
         console.print()
         columns = ["TOPIC", "PARTITION", "OFFSET", "OWNER"] + (["LOG END", "LAG"] if result["lag"] is not None else [])
         table = _table(*columns)
@@ -305,9 +326,13 @@ def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this
         check_result = result["check"]
         if check_result is not None:
             console.print()
+            what = ("pykafka's range assignment over" if check_result.layout == "pykafka"
+                    else f"the {strategy.value} assignment over")
             if check_result.ok:
-                console.print(f"owners agree with the range assignment over {len(check_result.threads)} consumer "
-                              "threads")
+                console.print(f"owners agree with {what} {len(check_result.threads)} consumer "
+                              + ("members" if check_result.layout == "pykafka" else "threads"))
+            elif check_result.layout == "mixed":
+                console.print("the group holds both Kafka's and pykafka's registry nodes: its members cannot agree")
             else:
                 problems = _table("TOPIC", "PARTITION", "STATUS", "OWNER", "EXPECTED OWNER", "REASON",
                                   title="Owner registry disagreements")
@@ -318,6 +343,9 @@ def consumers_cmd(group: Annotated[Optional[str], typer.Argument(help="Show this
 
     outcome: list[dict] = []
     _run(zookeeper, timeout, auth, as_json, lambda r: outcome.append(read(r)) or outcome[-1], to_json, human)
+    for member, reason in sorted(outcome[-1]["view"].malformed.items()):
+        err_console.print(f"kctl: group {group}: member {member}'s ids node is malformed, skipped: {reason}",
+                          markup=False)
     if check and not outcome[-1]["check"].ok:
         raise typer.Exit(int(ExitCode.PROBLEMS))  # owner znodes disagree with the range assignment
 

@@ -86,9 +86,14 @@ class TopicView:
 @dataclass(frozen=True)
 class ConsumerGroupView:
     group: str
-    members: tuple[models.ConsumerRegistration, ...]
-    owners: dict[str, dict[int, str]]
+    members: tuple[models.ConsumerRegistration, ...]  # Kafka's layout
+    owners: dict[str, dict[int, str]]  # topic -> partition -> owner (pykafka's: by the topic, not b'topic')
     offsets: dict[str, dict[int, int]]
+    layout: str | None = None  # kafka, pykafka, mixed, or None (nothing tells)
+    pykafka_members: dict[str, str] = field(default_factory=dict)  # member id -> its topic
+    malformed: dict[str, str] = field(default_factory=dict)  # ids node -> why it is neither layout's
+    owner_leaders: dict[tuple[str, int], int] = field(default_factory=dict)  # pykafka: <leader>-<partition>
+    owner_nodes: dict[tuple[str, int], list[str]] = field(default_factory=dict)  # every owner node's owner
 
 
 @dataclass(frozen=True)
@@ -304,22 +309,62 @@ class ZkRegistry:
         result = []
         for group in self._children_or_empty(CONSUMERS):
             base = paths.child(CONSUMERS, group)
-            topics = set(self._children_or_empty(f"{base}/owners")) | set(self._children_or_empty(f"{base}/offsets"))
+            from kcli.records.old_consumer import pykafka_topic_of_owners_dir
+
+            owned = {pykafka_topic_of_owners_dir(d) or d for d in self._children_or_empty(f"{base}/owners")}
+            topics = owned | set(self._children_or_empty(f"{base}/offsets"))  # pykafka's b'topic' dirs by topic
             result.append(ConsumerGroupSummary(group, len(self._children_or_empty(f"{base}/ids")),
                                                tuple(sorted(topics))))
         return result
 
     def consumer_group(self, group: str) -> ConsumerGroupView:
+        """The group's members, owners and offsets in either layout (Kafka's or pykafka's, told apart by the ids
+        nodes and owner names); an ids node neither layout writes is reported in ``malformed``, not fatal."""
+        from kcli.records import old_consumer as oc
+        from kcli.zk.consumer_group import classify_member, layout_of
+
         base = paths.child(CONSUMERS, group)
         self._call("get", base)  # a missing group is an error, not an empty one
-        members = []
+        nodes = []
         for member in self._children_or_empty(f"{base}/ids"):
             path = paths.child(f"{base}/ids", member)
             data = self._data_or_none(path)
             if data is not None:
-                members.append(models.parse_consumer(self._where(path), data, member))
-        return ConsumerGroupView(group, tuple(members), self._per_partition(f"{base}/owners", models.parse_owner),
-                                 self._per_partition(f"{base}/offsets", models.parse_offset))
+                nodes.append(classify_member(self._where(path), member, data))
+        members = tuple(n.registration for n in nodes if n.registration is not None)
+        owner_dirs = self._children_or_empty(f"{base}/owners")
+        owners: dict[str, dict[int, str]] = {}
+        leaders: dict[tuple[str, int], int] = {}
+        nodes_of: dict[tuple[str, int], list[str]] = {}
+        names = []
+        for directory in owner_dirs:
+            topic = oc.pykafka_topic_of_owners_dir(directory) or directory
+            topic_path = paths.child(f"{base}/owners", directory)
+            for name in self._children_or_empty(topic_path):
+                names.append(name)
+                path = paths.child(topic_path, name)
+                pykafka = oc.parse_pykafka_owner_name(name)
+                if pykafka is not None:
+                    leader, partition = pykafka
+                elif name.isascii() and name.isdigit():
+                    leader, partition = None, int(name)
+                else:
+                    raise models.ZnodeFormatError(f"{name!r} is not a partition number (Kafka's owner nodes) nor "
+                                                  "<leader>-<partition> (pykafka's)", path=self._where(path))
+                data = self._data_or_none(path)
+                if data is None:
+                    continue
+                owner = models.parse_owner(self._where(path), data)
+                owners.setdefault(topic, {})[partition] = owner
+                nodes_of.setdefault((topic, partition), []).append(owner)
+                if leader is not None:
+                    leaders[(topic, partition)] = leader
+        owners = {t: dict(sorted(ps.items())) for t, ps in sorted(owners.items())}
+        return ConsumerGroupView(group, members, owners, self._per_partition(f"{base}/offsets", models.parse_offset),
+                                 layout_of(nodes, owner_dirs, names),
+                                 {n.consumer_id: n.pykafka_topic for n in nodes if n.pykafka_topic is not None},
+                                 {n.consumer_id: n.error for n in nodes if n.error is not None}, leaders,
+                                 nodes_of)
 
     def _per_partition(self, base: str, parse: Any) -> dict[str, dict[int, Any]]:
         result: dict[str, dict[int, Any]] = {}

@@ -102,3 +102,50 @@ def test_check_against_real_zookeeper(zookeeper):
     finally:
         client.stop()
         client.close()
+
+
+@pytest.mark.zookeeper
+def test_pykafka_layout_malformed_members_and_mixed_groups(zookeeper):
+    """Registries as pykafka 2.8 writes them on Python 3 (ids node: the bare topic; owners under b'orders', named
+    <leader>-<partition>, holding the member id), a malformed ids node, then a Kafka-layout member beside them."""
+    chroot = f"/t-{uuid.uuid4().hex}"
+    client = KazooClient(hosts=zookeeper.connect, timeout=10)
+    client.start(timeout=10)
+    try:
+        def put(path: str, data: bytes = b"") -> None:
+            client.create(chroot + path, data, makepath=True)
+
+        put("/brokers/topics/orders", json.dumps({"version": 1, "partitions": {str(p): [0, 1] for p in range(4)}}
+                                                 ).encode())
+        for p in range(4):
+            put(f"/brokers/topics/orders/partitions/{p}/state", json.dumps(
+                {"controller_epoch": 1, "leader": p % 2, "version": 1, "leader_epoch": 0, "isr": [0, 1]}).encode())
+        a, b = "host:11111111-aaaa", "host:22222222-bbbb"
+        put(f"/consumers/pk/ids/{a}", b"orders")
+        put(f"/consumers/pk/ids/{b}", b"orders")
+        put("/consumers/pk/ids/broken", b"\x00\x01")
+        # pykafka's order: b'orders'-0-0, b'orders'-0-2, b'orders'-1-1, b'orders'-1-3 -> a: 0, 2; b: 1, 3
+        for p, owner in ((0, a), (2, a), (1, b), (3, b)):
+            put(f"/consumers/pk/owners/b'orders'/{p % 2}-{p}", owner.encode())
+        connect = zookeeper.connect + chroot
+
+        code, out, err = _run("consumers", "pk", "--check", "-z", connect, "--json")
+        assert code == 0, out + err
+        report = json.loads(out)
+        assert report["layout"] == "pykafka" and report["check"]["ok"] and report["check"]["layout"] == "pykafka"
+        assert [m["consumer_id"] for m in report["pykafka_members"]] == [a, b]
+        assert report["malformed_members"][0]["consumer_id"] == "broken" and "broken" in err
+        assert {r["partition"]: r["owner"] for r in report["partitions"]} == {0: a, 1: b, 2: a, 3: b}
+
+        client.set(chroot + "/consumers/pk/owners/b'orders'/0-2", b.encode())  # b took a's partition
+        code, out, _ = _run("consumers", "pk", "--check", "-z", connect, "--json")
+        assert code == 1
+        assert {p["partition"]: p["status"] for p in json.loads(out)["check"]["partitions"]}[2] == "wrong-owner"
+
+        put(f"/consumers/pk/ids/{C1}", json.dumps({"version": 1, "subscription": {"orders": 1},
+                                                    "pattern": "static", "timestamp": "1"}).encode())
+        code, out, _ = _run("consumers", "pk", "--check", "-z", connect)
+        assert code == 1 and "layout: mixed" in out and "cannot agree" in out
+    finally:
+        client.stop()
+        client.close()
