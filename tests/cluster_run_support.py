@@ -81,7 +81,9 @@ class ClusterRun:
     def stderr(self) -> str:
         return "".join(line for line in self.stderr_lines if line)
 
-    def first_line(self, timeout: float = 60.0) -> str:
+    # `kctl cluster run` prints its first line once ZooKeeper and every broker serve: fresh processes that each
+    # import kcli, which on a loaded 2-core machine takes tens of seconds; a wait for a condition, not a timing check
+    def first_line(self, timeout: float = 180.0) -> str:
         try:
             line = self.stdout.get(timeout=timeout)
         except queue.Empty:
@@ -89,11 +91,11 @@ class ClusterRun:
         assert line, f"no output from kctl cluster run (exit {self.proc.poll()}):\n{self.stderr}"
         return line
 
-    def json(self, timeout: float = 60.0) -> dict:
+    def json(self, timeout: float = 180.0) -> dict:
         self.info = json.loads(self.first_line(timeout))
         return self.info
 
-    def wait_stderr(self, text: str, timeout: float = 30.0) -> None:
+    def wait_stderr(self, text: str, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
         while text not in self.stderr:
             assert time.monotonic() < deadline, f"{text!r} never appeared on stderr:\n{self.stderr}"
