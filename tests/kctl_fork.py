@@ -39,8 +39,7 @@ def child(request):
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
+    os.dup2(os.open(request.get("stdin") or os.devnull, os.O_RDONLY), 0)
     sys.stdin = open(0, closefd=False)  # not the server's reader of requests (nor what it had buffered)
     for fd, name in ((1, "stdout"), (2, "stderr")):
         os.dup2(os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
@@ -119,14 +118,19 @@ class KctlForkServer:
         self._dir.cleanup()
 
     def run(self, *args: str, env: dict[str, str | None] | None = None, cwd: str | Path | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess:
+            timeout: float = 120, input: str | bytes | None = None) -> subprocess.CompletedProcess:
         """`kctl *args` in a forked child: its returncode (negative for a signal), stdout and stderr. ``env``
-        goes on top of this process's environment (a None value unsets a variable)."""
+        goes on top of this process's environment (a None value unsets a variable); ``input`` is its standard
+        input (else /dev/null)."""
         assert self._proc is not None, "use KctlForkServer as a context manager"
         out, err = Path(self._dir.name) / "stdout", Path(self._dir.name) / "stderr"
         environment = {k: v for k, v in {**os.environ, **self._extra, **(env or {})}.items() if v is not None}
         request = {"args": list(args), "env": environment, "cwd": str(cwd or os.getcwd()),
                    "stdout": str(out), "stderr": str(err), "timeout": timeout}
+        if input is not None:
+            stdin = Path(self._dir.name) / "stdin"
+            stdin.write_bytes(input.encode() if isinstance(input, str) else input)
+            request["stdin"] = str(stdin)
         with self._lock:
             child = None
             try:
@@ -158,7 +162,7 @@ _shared_lock = threading.Lock()
 
 
 def run(*args: str, env: dict[str, str | None] | None = None, cwd: str | Path | None = None,
-        timeout: float = 120) -> subprocess.CompletedProcess:
+        timeout: float = 120, input: str | bytes | None = None) -> subprocess.CompletedProcess:
     """`kctl *args` in a child of this pytest process's server (started on first use, stopped at exit)."""
     global _shared
     with _shared_lock:
@@ -166,4 +170,4 @@ def run(*args: str, env: dict[str, str | None] | None = None, cwd: str | Path | 
             _shared = KctlForkServer().__enter__()
             atexit.register(_shared.__exit__)
         server = _shared
-    return server.run(*args, env=env, cwd=cwd, timeout=timeout)
+    return server.run(*args, env=env, cwd=cwd, timeout=timeout, input=input)

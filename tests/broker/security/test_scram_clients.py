@@ -14,6 +14,7 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
+import kctl_fork
 from broker_support import BrokerProcess, free_port
 from kcli.protocol.sasl import ScramCredential
 
@@ -147,8 +148,13 @@ def test_credential_written_straight_to_zookeeper_is_described(admin, zk):
 
 
 def kctl(*args: str, input: str | None = None, **env: str) -> subprocess.CompletedProcess:
+    """`kctl users ...` forked from the suite's kctl server (tests/kctl_fork.py): a real process, minus the start-up."""
+    return kctl_fork.run("users", *args, input=input, env={"COLUMNS": "200", **env})
+
+
+def kctl_fresh(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kcli", "users", *args], capture_output=True, text=True,
-                          input=input, timeout=120, env={**os.environ, "COLUMNS": "200", **env})
+                          timeout=120, env={**os.environ, "COLUMNS": "200", **env})
 
 
 def test_kctl_users_online_and_offline(broker, admin, zk, tmp_path):
@@ -193,7 +199,7 @@ def test_kctl_users_online_and_offline(broker, admin, zk, tmp_path):
 
 
 def test_kctl_users_usage_errors(broker, tmp_path):
-    assert kctl("list").returncode == 2
+    assert kctl_fresh("list").returncode == 2  # one as an operator starts it
     assert kctl("-b", broker.bootstrap, "-z", broker.zk_connect, "list").returncode == 2
     # an option on the command line beats the other mode's environment variable
     assert kctl("-b", broker.bootstrap, "list", KCTL_ZOOKEEPER=broker.zk_connect).returncode == 0
