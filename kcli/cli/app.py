@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -115,6 +116,10 @@ def root(
 
 
 def main() -> None:
+    # kio (the Kafka protocol's types) registers a hypothesis strategy for each of its types when hypothesis can
+    # be imported (a test environment), 0.25 s of every command that talks to Kafka; kctl itself never uses one.
+    # The program, unlike the library, says hypothesis is absent (unless something imported it already).
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     # One program name however it is started (`kctl`, `python -m kcli`): usage lines, and the completion
     # variable _KCTL_COMPLETE that `kctl completion` scripts set.
     app(prog_name="kctl")
