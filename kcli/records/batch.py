@@ -199,9 +199,7 @@ class RecordBatch:
     def records(self, *, strict: bool = False) -> list[Record]:
         """Decode every record; raises CorruptRecordError with Kafka's messages on bad structure.
 
-        ``strict`` always uses the pure decoder, which also checks that nothing follows the last record; so does
-        a control batch (one marker record: not worth loading the compiled reader, kcli/records/accel.py, for a
-        verify that reads only markers).
+        ``strict`` always uses the pure decoder, which also checks that nothing follows the last record.
         """
         count = self.records_count
         if count < 0:
@@ -209,7 +207,7 @@ class RecordBatch:
                 f"Found invalid record count {count} in magic v2 batch", position=self.position, base_offset=self.base_offset
             )
         data = self.payload()
-        if not strict and not self.is_control:
+        if not strict:
             fast = accel.decode_records(self.raw[:RECORD_BATCH_OVERHEAD], data, self.base_offset, self.base_sequence)
             if fast is not None and len(fast) == count:
                 return fast
