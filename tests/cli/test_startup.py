@@ -100,7 +100,23 @@ def test_a_tab_imports_no_library():
 def test_a_usage_error_imports_no_library():
     modules, proc = imported_modules("dump-log")  # no files: exit 2 with kctl's own one-line message
     assert proc.returncode == 2 and "kctl: Missing required argument" in proc.stderr
-    assert heavy_in(modules) == ["rich.console"]  # the message itself is printed through rich
+    assert heavy_in(modules) == []  # a plain one-line message goes straight to stderr (cli/errors.py)
+
+
+def test_plain_messages_print_as_rich_prints_them(capsys):
+    """err_console's shortcut for a plain line writes what rich's console would; anything else goes to rich."""
+    import io
+
+    from rich.console import Console
+
+    from kcli.cli.errors import _StderrConsole
+
+    for text in ("warning: p/00.index (offset 0): offset index is missing [missing_index]", "kctl: 127.0.0.1:1: no",
+                 "a  b   ", "x" * 300, "", "tab\there", "a:smile:b", "caf\u00e9 \u4e2d", "[bold]x[/bold]", "bell\x07"):
+        buffer = io.StringIO()
+        Console(file=buffer, highlight=False, soft_wrap=True).print(text, markup=False)
+        _StderrConsole().print(text, markup=False)
+        assert capsys.readouterr().err == buffer.getvalue(), repr(text)
 
 
 def test_running_a_command_imports_its_library():
