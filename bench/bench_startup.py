@@ -16,7 +16,8 @@ read + CRC ceiling.
    DefaultRecordBatchBuilder, lz4, batches of 100 records of ~200 bytes; a pool of batches written again with
    new base offsets), built once under bench/data. The ceiling: the same bytes read in 8 MiB windows and
    CRC-32C'd batch by batch, timed inside its process (bench_verify_dump.py's); `kctl verify FILE` timed as a
-   whole process; ratio = ceiling seconds / verify seconds (minimums of the interleaved runs).
+   whole process; ratio = ceiling seconds / verify seconds (minimums of the interleaved runs), in wall time and
+   in CPU time (on a shared machine the CPU ratio is the steadier one).
 
 `--baseline-tree DIR` runs the same kctl commands from another kcli checkout too (say `git archive <commit>
 kcli | tar -x -C DIR`), for before/after figures in one run. `--cached-bytecode` measures as an installed
@@ -206,10 +207,22 @@ def build_kafka_segment(size_mib: int) -> Path:
     return log_file
 
 
-def ceiling_seconds(path: Path) -> float:
-    out = subprocess.run([sys.executable, str(HERE / "bench_verify_dump.py"), "--measure", "ceiling", str(path)],
-                         capture_output=True, text=True, check=True, cwd=REPO)
-    return json.loads(out.stdout)["seconds"]
+_CEILING = """import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from bench_verify_dump import measure_ceiling
+cpu = time.process_time()
+result = measure_ceiling(sys.argv[2])
+result["cpu"] = time.process_time() - cpu
+print(json.dumps(result))
+"""
+
+
+def ceiling_seconds(path: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of bench_verify_dump.py's ceiling, timed inside its process (no start-up)."""
+    out = subprocess.run([sys.executable, "-c", _CEILING, str(HERE), str(path)], capture_output=True, text=True,
+                         check=True, cwd=REPO)
+    result = json.loads(out.stdout)
+    return result["seconds"], result["cpu"]
 
 
 def main() -> None:
@@ -266,24 +279,27 @@ def main() -> None:
             meta = json.loads((segment.parent / ".complete").read_text())
             print(f"\n# {segment} ({meta['bytes'] / 2**20:.0f} MiB, {meta['batches']} batches; ready in "
                   f"{time.perf_counter() - started:.1f} s); {args.large_repeat} interleaved runs, minimums")
-            ceilings: list[float] = []
-            verifies: dict[str, list[float]] = {label: [] for label, _tree in trees}
+            ceilings: list[tuple[float, float]] = []
+            verifies: dict[str, list[tuple[float, float]]] = {label: [] for label, _tree in trees}
             for round_no in range(args.large_repeat + 1):  # round 0 warms the page cache and the bytecode
                 ceiling = ceiling_seconds(segment)
                 if round_no:
                     ceilings.append(ceiling)
                 for label, tree in trees:
-                    wall, _cpu, status = run_once([sys.executable, "-m", "kcli", "verify", str(segment)],
-                                                  tree_env(base_env, tree), tree)
+                    wall, cpu, status = run_once([sys.executable, "-m", "kcli", "verify", str(segment)],
+                                                 tree_env(base_env, tree), tree)
                     if status != 0:
                         raise SystemExit(f"kctl verify of {segment} ({label}) exited {status}")
                     if round_no:
-                        verifies[label].append(wall)
+                        verifies[label].append((wall, cpu))
             mib = meta["bytes"] / 2**20
-            print(f"ceiling (read + CRC-32C, in process) {mib / min(ceilings):8.0f} MiB/s  {min(ceilings):.3f} s")
-            for label, walls in verifies.items():
-                print(f"kctl verify, whole process ({label:9}) {mib / min(walls):5.0f} MiB/s  {min(walls):.3f} s  "
-                      f"ratio {min(ceilings) / min(walls):.2f}  (median {statistics.median(ceilings) / statistics.median(walls):.2f})")
+            c_wall, c_cpu = min(c[0] for c in ceilings), min(c[1] for c in ceilings)
+            print(f"ceiling (read + CRC-32C, in process)     {mib / c_wall:5.0f} MiB/s  wall {c_wall:.3f} s  "
+                  f"CPU {c_cpu:.3f} s")
+            for label, runs in verifies.items():
+                v_wall, v_cpu = min(r[0] for r in runs), min(r[1] for r in runs)
+                print(f"kctl verify, whole process ({label:9}) {mib / v_wall:5.0f} MiB/s  wall {v_wall:.3f} s  "
+                      f"CPU {v_cpu:.3f} s  ratio to the ceiling: wall {c_wall / v_wall:.2f}, CPU {c_cpu / v_cpu:.2f}")
             results["large"] = {"file": str(segment), **meta, "ceiling_s": ceilings, "verify_s": verifies}
     finally:
         if cache_dir is not None:
