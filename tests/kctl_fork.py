@@ -27,6 +27,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from kcli.cli.app import MOUNTS
+
 # The server: reads one JSON request a line on stdin, forks, answers {"pid": ...} then {"returncode": ...} on stdout.
 _SERVER = r'''
 import atexit, importlib, json, os, signal, sys, threading, time, traceback
@@ -87,10 +89,12 @@ for line in sys.stdin:
 '''
 
 
-# kctl's commands import their libraries as they run (kctl's start-up stays light): the server imports them
-# once. The error table's modules (kcli.cli.errors) too: every failing command imports them.
+# kctl's commands import their libraries as they run (kctl's start-up stays light), and kctl imports a command's
+# module when it is run (kcli/cli/lazy.py): the server imports them once. The error table's modules
+# (kcli.cli.errors) too: every failing command imports them.
 PRELOAD = ("kcli.tools.recover", "kcli.tools.compact", "kcli.tools.verify", "kcli.tools.scan", "kcli.tools.dump",
-           "kcli.client.client", "kcli.zk.models", "kcli.zk.registry", "kcli.zk.server", "rich.console", "rich.table")
+           "kcli.client.client", "kcli.zk.models", "kcli.zk.registry", "kcli.zk.server", "rich.console", "rich.table",
+           *dict.fromkeys(mount.target.partition(":")[0] for mount in MOUNTS))
 
 
 class KctlForkServer:

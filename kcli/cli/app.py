@@ -1,44 +1,104 @@
-"""The `kctl` root command: mounts every subcommand, --version, and the exit-code contract."""
+"""The `kctl` root command: every subcommand by name (imported when used), --version, and the exit-code contract."""
 
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Annotated, Optional
 
 import typer
 from typer.main import get_command
 
 from kcli import __version__
-from kcli.cli.errors import guard_group, guarded
-from kcli.cli import broker as broker_cli
-from kcli.cli import cluster as cluster_cli
-from kcli.cli import zk as zk_cli
-from kcli.cli import offsets as offsets_cli
-from kcli.cli import transactions as transactions_cli
-from kcli.cli import groups as groups_cli
-from kcli.cli import topics as topics_cli
-from kcli.cli import log_dirs as log_dirs_cli
-from kcli.cli import quotas as quotas_cli
-from kcli.cli import users as users_cli
-from kcli.cli.dump_log import dump_log
-from kcli.cli.cat import cat_cmd
-from kcli.cli.verify import verify_cmd
-from kcli.cli.recover import recover_cmd
-from kcli.cli.compact import compact_cmd
-from kcli.cli.scan import scan_cmd
-from kcli.cli.completion import completion_cmd
-from kcli.cli.acls import acls_cmd
-from kcli.cli.metrics import metrics_cmd
-from kcli.cli.elect_leaders import elect_leaders_cmd
-from kcli.cli.reassign import reassign_cmd
-from kcli.cli.configs import configs_cmd
-from kcli.cli.produce import produce_cmd
-from kcli.cli.consume import consume_cmd
-from kcli.cli.kafka07 import convert07_cmd
 from kcli.cli.common import KctlGroup
+from kcli.cli.lazy import Mount
+
+# Every command kctl has, in the order `kctl --help` lists them: its name, where it is defined (a command
+# function, or a typer.Typer of subcommands), its help panel and its help line. Nothing here is imported until
+# the command is run, completed into or asked for its help (cli/lazy.py); each runs under cli/errors.py's
+# exit-status table (guarded): one line and a status, never a traceback. The help line is the first sentence of
+# the command's own help (its docstring): tests/cli/test_lazy_mount.py checks the table against the commands.
+MOUNTS = (
+    Mount("dump-log", "kcli.cli.dump_log:dump_log", "Offline tools",
+          "Dump log segments, indexes, producer snapshots, checkpoints and internal topics."),
+    Mount("cat", "kcli.cli.cat:cat_cmd", "Offline tools",
+          "Print the records of log files as kcat -C prints a topic: the value per line, or a -f format."),
+    Mount("verify", "kcli.cli.verify:verify_cmd", "Offline tools",
+          "Verify CRCs, batch framing, offsets, indexes, the .txnindex, producer snapshots and checkpoints."),
+    Mount("recover", "kcli.cli.recover:recover_cmd", "Offline tools",
+          "Recover partitions as a broker's LogLoader would: finish or discard leftovers of interrupted operations, "
+          "truncate each partition at its first invalid byte (dropping later segments), rebuild indexes, snapshots "
+          "and leader epochs."),
+    Mount("compact", "kcli.cli.compact:compact_cmd", "Offline tools",
+          "Compact partitions as Kafka's log cleaner would: keep the latest record per key at its offset, "
+          "tombstones until their delete horizon, drop aborted transactional data and obsolete markers; the broker "
+          "must be stopped."),
+    Mount("scan", "kcli.cli.scan:scan_cmd", "Offline tools",
+          "Per topic-partition statistics: record counts, bytes by codec, offset and timestamp ranges, distinct "
+          "keys, tombstone ratio, largest records, timestamp anomalies."),
+    Mount("convert-07", "kcli.cli.kafka07:convert07_cmd", "Offline tools",
+          "Convert a Kafka 0.7 log into a modern topic's partition, the broker stopped: each message becomes a record "
+          "(a compressed wrapper one batch of the same codec), offsets renumbered from 0, and kafka07-offsets.csv "
+          "(byte_offset,offset,records per 0.7 message) written beside the new segments."),
+    Mount("acls", "kcli.cli.acls:acls_cmd", "Broker",
+          "ACLs as kafka-acls manages them: --add, --remove or --list, through a broker (--bootstrap-server; the "
+          "broker needs authorizer.class.name) or offline in ZooKeeper (--zookeeper)."),
+    Mount("metrics", "kcli.cli.metrics:metrics_cmd", "Broker",
+          "A broker's current metrics (its GET /metrics, Prometheus' text format): name, labels and value per "
+          "line."),
+    Mount("elect-leaders", "kcli.cli.elect_leaders:elect_leaders_cmd", "Broker",
+          "Leader elections as kafka-leader-election runs them (ElectLeaders to the controller): give "
+          "--all-topic-partitions, --topic [--partition] or --path-to-json-file."),
+    Mount("reassign", "kcli.cli.reassign:reassign_cmd", "Broker",
+          "Partition reassignment as kafka-reassign-partitions does it: exactly one of --generate, --execute, "
+          "--verify, --cancel, --list."),
+    Mount("configs", "kcli.cli.configs:configs_cmd", "Broker",
+          "Topic and broker configs as kafka-configs shows and changes them: --describe (DescribeConfigs, with "
+          "each value's source and synonyms) or --alter (IncrementalAlterConfigs) of --entity-type "
+          "topics|brokers, --entity-name N or --entity-default."),
+    Mount("produce", "kcli.cli.produce:produce_cmd", "Broker",
+          "Write records read from standard input (or -F FILE), one per line or per --delimiter, to TOPIC: kcat "
+          "-P, kafka-console-producer."),
+    Mount("consume", "kcli.cli.consume:consume_cmd", "Broker",
+          "Print the records of TOPIC as kcat -C prints them: the value per line, or a -f format, or --json."),
+    Mount("completion", "kcli.cli.completion:completion_cmd", "Shell",
+          "Print the completion script for SHELL: commands, subcommands, options and choices complete."),
+    Mount("broker", "kcli.cli.broker:app", "Broker", "Run a Kafka-protocol broker that real clients use."),
+    Mount("cluster", "kcli.cli.cluster:app", "Broker",
+          "Run a local cluster (ZooKeeper and brokers on 127.0.0.1) to try kctl."),
+    Mount("zk", "kcli.cli.zk:app", "ZooKeeper",
+          "Read-only views of Kafka's registries in ZooKeeper (brokers, topics, controller, consumers, configs, "
+          "admin requests) and generic ls/get/tree."),
+    Mount("offsets", "kcli.cli.offsets:app", "ZooKeeper",
+          "Move consumer offsets between ZooKeeper, Kafka and files: migrate ZooKeeper-stored offsets into "
+          "__consumer_offsets (plan, backup, commit, verify), roll back, export and import; find the offsets for a "
+          "time (for-time)."),
+    Mount("transactions", "kcli.cli.transactions:app", "Broker",
+          "List, describe, find hanging and abort transactions (KIP-98, KIP-664), as Kafka's kafka-transactions.sh."),
+    Mount("groups", "kcli.cli.groups:app", "Broker",
+          "Consumer groups, as kafka-consumer-groups.sh: list, describe (members, assignment, committed offsets, "
+          "lag), delete, delete-offsets, reset-offsets (plan, backup, commit, verify) and export; list and describe "
+          "also offline on a stopped broker's log dir (--log-dir)."),
+    Mount("topics", "kcli.cli.topics:app", "Broker",
+          "Topics: a per-topic rollup of log dirs (kctl topics DIR), and kafka-topics' list, describe, create, "
+          "delete, alter-config and add-partitions (alter) against any Kafka-protocol broker."),
+    Mount("log-dirs", "kcli.cli.log_dirs:app", "Broker",
+          "Log directories of a running cluster's brokers: sizes per partition, volume space (kafka-log-dirs)."),
+    Mount("users", "kcli.cli.users:app", "Broker",
+          "Users' SCRAM credentials (kafka-configs --entity-type users): list, describe, set-scram, delete-scram, "
+          "through a broker (-b) or straight in ZooKeeper (-z)."),
+    Mount("quotas", "kcli.cli.quotas:app", "Broker",
+          "Client quotas of users and client ids (kafka-configs --entity-type users|clients): describe, alter, "
+          "through a broker (-b) or straight in ZooKeeper (-z)."),
+)
+
+
+class RootGroup(KctlGroup):
+    mounts = MOUNTS
+
 
 app = typer.Typer(
-    cls=KctlGroup,  # --command-config and -X for the direct commands that talk to a broker
+    cls=RootGroup,  # the commands of MOUNTS; --command-config and -X for those that talk to a broker
     name="kctl",
     help="Operations toolkit for Kafka logs: dump and verify segments, indexes, snapshots and log directories.",
     no_args_is_help=True,
@@ -61,43 +121,18 @@ def root(
     """Operations toolkit for Kafka logs. Exit status: 0 ok, 1 problems found, 2 usage error, 3 unreadable input."""
 
 
-# Every command runs under cli/errors.py's exit-status table (guarded): one line and a status, never a traceback.
-app.command("dump-log", rich_help_panel="Offline tools")(guarded(dump_log))
-app.command("cat", rich_help_panel="Offline tools")(guarded(cat_cmd))
-app.command("verify", rich_help_panel="Offline tools")(guarded(verify_cmd))
-app.add_typer(guard_group(broker_cli.app), name="broker", rich_help_panel="Broker")
-app.add_typer(guard_group(cluster_cli.app), name="cluster", rich_help_panel="Broker")
-app.add_typer(guard_group(zk_cli.app), name="zk", rich_help_panel="ZooKeeper")
-app.command("recover", rich_help_panel="Offline tools")(guarded(recover_cmd))
-app.command("compact", rich_help_panel="Offline tools")(guarded(compact_cmd))
-app.command("scan", rich_help_panel="Offline tools")(guarded(scan_cmd))
-app.command("convert-07", rich_help_panel="Offline tools")(guarded(convert07_cmd))
-app.add_typer(guard_group(offsets_cli.app), name="offsets", rich_help_panel="ZooKeeper")
-app.add_typer(guard_group(transactions_cli.app), name="transactions", rich_help_panel="Broker")
-app.add_typer(guard_group(groups_cli.app), name="groups", rich_help_panel="Broker")
-app.add_typer(guard_group(topics_cli.app), name="topics", rich_help_panel="Broker")
-app.add_typer(guard_group(log_dirs_cli.app), name="log-dirs", rich_help_panel="Broker")
-app.add_typer(guard_group(users_cli.app), name="users", rich_help_panel="Broker")
-app.add_typer(guard_group(quotas_cli.app), name="quotas", rich_help_panel="Broker")
-app.command("acls", rich_help_panel="Broker")(guarded(acls_cmd))
-app.command("metrics", rich_help_panel="Broker")(guarded(metrics_cmd))
-app.command("elect-leaders", rich_help_panel="Broker")(guarded(elect_leaders_cmd))
-app.command("reassign", rich_help_panel="Broker")(guarded(reassign_cmd))
-app.command("configs", rich_help_panel="Broker")(guarded(configs_cmd))
-app.command("produce", rich_help_panel="Broker")(guarded(produce_cmd))
-app.command("consume", rich_help_panel="Broker")(guarded(consume_cmd))
-
-app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
-
-
 @functools.cache
 def command():  # -> typer's click Command (typer vendors click)
-    """kctl's click command tree. typer builds it from every command's signature (tenths of a CPU second), so it is
-    built once per process; processes forked from one that built it (the test suite's fork servers) reuse it."""
+    """kctl's click command tree, built once per process; processes forked from one that built it (the test suite's
+    fork servers) reuse it, with the commands they loaded."""
     return get_command(app)
 
 
 def main() -> None:
+    # kio (the Kafka protocol's types) registers a hypothesis strategy for each of its types when hypothesis can
+    # be imported (a test environment), 0.25 s of every command that talks to Kafka; kctl itself never uses one.
+    # The program, unlike the library, says hypothesis is absent (unless something imported it already).
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     # One program name however it is started (`kctl`, `python -m kcli`): usage lines, and the completion
     # variable _KCTL_COMPLETE that `kctl completion` scripts set. What typer's app() does, with the tree cached
     # (its pretty exceptions are off: cli/errors.py's table reports every error).

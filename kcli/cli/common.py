@@ -17,7 +17,8 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from kcli.cli.errors import ExitCode, err_console, exit_code_for, fail, report_exit_code
+from kcli.cli.errors import ExitCode, err_console, exit_code_for, fail, guard_group, guarded, report_exit_code
+from kcli.cli.lazy import LazyGroup, Mount, import_target
 from kcli.errors import KcliError
 
 __all__ = ["ExitCode", "err_console", "fail"]  # re-exported: commands import them from here
@@ -321,14 +322,33 @@ def split_connection_options(args: list[str]) -> tuple[list[str], list[str]]:
     return args[:i], args[i:]
 
 
-class KctlGroup(TyperGroup):
-    """The root command: its direct commands that talk to a broker (kctl acls) get the client security options
-    too, and every command's options reach ``client_security()`` through the context meta set here."""
+class KctlGroup(LazyGroup):
+    """The root command: its commands are imported when used (cli/lazy.py; the root sets ``mounts``), each run
+    through the exit-status table (``guarded``); its direct commands that talk to a broker (kctl acls) get the
+    client security options too, and every command's options reach ``client_security()`` through the context
+    meta set here."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from kcli.cli.coercion import install
+
+        install()  # plain option values converted without pydantic (cli/coercion.py)
         super().__init__(*args, **kwargs)
-        for command in self.commands.values():  # type: ignore[union-attr]
-            with_client_security(command)
+        for name in self.commands:
+            if self.commands.is_loaded(name):  # type: ignore[attr-defined]
+                with_client_security(self.commands[name])
+
+    def load_mount(self, mount: Mount) -> Any:
+        """The click command of a mount, as ``app.command(name)(guarded(f))`` or ``app.add_typer(guard_group(
+        sub), name=name)`` would have made it (typer converts the function's parameters here)."""
+        target = import_target(mount.target)
+        holder = typer.Typer(rich_markup_mode=getattr(self, "rich_markup_mode", None), pretty_exceptions_enable=False,
+                             add_completion=False)
+        if isinstance(target, typer.Typer):
+            holder.add_typer(guard_group(target), name=mount.name, rich_help_panel=mount.panel)
+        else:
+            holder.command(mount.name, rich_help_panel=mount.panel)(guarded(target))
+        command = typer.main.get_group(holder).commands[mount.name]
+        return with_client_security(command)
 
     def invoke(self, ctx: Any) -> Any:
         token = _CURRENT_META.set(ctx.meta)

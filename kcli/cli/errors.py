@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Callable
@@ -34,8 +35,23 @@ class _StderrConsole:
             self._console = Console(stderr=True, highlight=False, soft_wrap=True)
         return self._console
 
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """Console.print; a plain line (printable ASCII, no markup, nothing rich would turn into an emoji) goes
+        straight to stderr, as rich would write it: a warning or an error message does not import rich."""
+        if (self._console is None and kwargs == {"markup": False} and len(objects) == 1
+                and isinstance(objects[0], str) and not _NOT_PLAIN.search(objects[0])):
+            sys.stderr.write(objects[0] + "\n")
+            sys.stderr.flush()
+            return
+        self.get().print(*objects, **kwargs)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.get(), name)
+
+
+# What rich would change in a line printed with markup=False: any character but printable ASCII (tabs are
+# expanded, control codes stripped, wide characters measured) and a possible :emoji: code.
+_NOT_PLAIN = re.compile(r"[^\x20-\x7e]|:\S*?:")
 
 
 err_console = _StderrConsole()  # err_console.print(...) as on a Console; err_console.get() where one is required

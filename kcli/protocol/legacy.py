@@ -24,7 +24,8 @@ codec, the broker's handlers and the tests: kio's for the versions it has, these
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, dataclass
 from functools import cache
 from types import MappingProxyType, ModuleType, SimpleNamespace
@@ -280,16 +281,42 @@ def _generate(message: Message, version: int) -> dict[str, type]:
     return classes
 
 
-def _index() -> dict[tuple[int, EntityType, int], SimpleNamespace]:
-    out = {}
-    for message in MESSAGES:
-        versions = Versions.parse(message.versions)
-        for version in range(versions.low, versions.high + 1):
-            out[(int(message.api_key), message.kind, version)] = SimpleNamespace(**_generate(message, version))
-    return out
+class _Declared(Mapping):
+    """(api key, request or response, version) -> the namespace of that version's classes, each generated on first
+    use: making them all (~150 dataclasses) cost every process that imports the codec tens of milliseconds, a
+    client's start-up included, though a process only ever meets a few old versions. Under a lock: a version's
+    classes are made once, whichever thread asks first."""
+
+    def __init__(self, messages: tuple[Message, ...]) -> None:
+        self._messages = {}
+        for message in messages:
+            versions = Versions.parse(message.versions)
+            for version in range(versions.low, versions.high + 1):
+                self._messages[(int(message.api_key), message.kind, version)] = message
+        self._made: dict[tuple[int, EntityType, int], SimpleNamespace] = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, key: tuple[int, EntityType, int]) -> SimpleNamespace:
+        namespace = self._made.get(key)
+        if namespace is None:
+            message = self._messages[key]  # KeyError for a version not declared here
+            with self._lock:
+                namespace = self._made.get(key)
+                if namespace is None:
+                    namespace = self._made[key] = SimpleNamespace(**_generate(message, key[2]))
+        return namespace
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._messages
+
+    def __iter__(self) -> Iterator[tuple[int, EntityType, int]]:
+        return iter(self._messages)
+
+    def __len__(self) -> int:
+        return len(self._messages)
 
 
-_CLASSES: Final[Mapping[tuple[int, EntityType, int], SimpleNamespace]] = MappingProxyType(_index())
+_CLASSES: Final[Mapping[tuple[int, EntityType, int], SimpleNamespace]] = _Declared(MESSAGES)
 _TOP_NAMES: Final = {(int(m.api_key), m.kind): m.struct.name for m in MESSAGES}
 
 # The versions each API serves from these declarations (below kio's first version of it).

@@ -10,7 +10,12 @@ after its last record, so strict checks (``verify --deep``) use the pure decoder
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
+from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader
+from importlib.util import find_spec, module_from_spec, spec_from_file_location
+from types import ModuleType
+from typing import Any
 
 from kcli.records.layout import ATTRIBUTES_LOW_BYTE, RECORD_BATCH_OVERHEAD
 from kcli.records.types import NO_SEQUENCE, Header, Record, increment_sequence
@@ -21,16 +26,96 @@ _CompiledBatch = None
 _loaded = False
 
 
+_PACKAGES = ("aiokafka", "aiokafka.record", "aiokafka.record._crecords")
+_COMPILED = ("cutil", "default_records")  # default_records cimports cutil
+
+
+def _load_compiled() -> Any:
+    """aiokafka's compiled DefaultRecordBatch, loaded without running aiokafka's package ``__init__``s: those
+    import its whole client (asyncio, its producer and consumer), ~0.1 s of every command that decodes records.
+    The two C modules are loaded from their files under their own names while placeholder packages stand in for
+    their parents (their module-level imports, aiokafka.errors and aiokafka.codec, are plain modules); the
+    placeholders are then dropped, so a later ``import aiokafka`` runs the real package, which finds these
+    modules already loaded. Any other layout of the package: the ordinary import."""
+    if any(name in sys.modules for name in _PACKAGES):
+        from aiokafka.record._crecords import DefaultRecordBatch
+
+        return DefaultRecordBatch
+    spec = find_spec("aiokafka")  # finds the package; does not execute it
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    directory = os.path.join(spec.submodule_search_locations[0], "record", "_crecords")
+    paths = {}
+    for module in _COMPILED:
+        paths[module] = next((os.path.join(directory, module + suffix) for suffix in EXTENSION_SUFFIXES
+                              if os.path.isfile(os.path.join(directory, module + suffix))), None)
+    if None in paths.values():
+        from aiokafka.record._crecords import DefaultRecordBatch
+
+        return DefaultRecordBatch
+    placeholders = {}
+    for name in _PACKAGES:
+        package = ModuleType(name)
+        package.__path__ = [os.path.join(spec.submodule_search_locations[0], *name.split(".")[1:])]
+        placeholders[name] = sys.modules[name] = package
+    loaded = []
+    try:
+        for module, path in paths.items():
+            name = f"aiokafka.record._crecords.{module}"
+            module_spec = spec_from_file_location(name, path, loader=ExtensionFileLoader(name, path))
+            compiled = module_from_spec(module_spec)
+            sys.modules[name] = compiled
+            loaded.append(name)
+            module_spec.loader.exec_module(compiled)
+        return compiled.DefaultRecordBatch
+    except BaseException:
+        for name in loaded:
+            sys.modules.pop(name, None)
+        raise
+    finally:
+        for name, package in placeholders.items():
+            if sys.modules.get(name) is package:
+                del sys.modules[name]
+        if not any(isinstance(finder, _BindOnImport) for finder in sys.meta_path):
+            sys.meta_path.insert(0, _BindOnImport())
+
+
+class _BindOnImport:
+    """A later real import of aiokafka's packages binds the submodules loaded under the placeholders as their
+    attributes, as an ordinary import would have (``import aiokafka`` then ``aiokafka.errors``)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name not in _PACKAGES:
+            return None
+        for finder in sys.meta_path:
+            spec = None if finder is self or not hasattr(finder, "find_spec") else finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        execute = spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            prefix = name + "."
+            for child, submodule in list(sys.modules.items()):
+                if child.startswith(prefix) and "." not in child[len(prefix):]:
+                    setattr(module, child[len(prefix):], submodule)
+            execute(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
 def available() -> bool:
-    """Import on first use: aiokafka's package import costs ~0.1 s, which commands that never decode
-    records should not pay."""
+    """Loaded on first use, and without aiokafka's client (``_load_compiled``): commands that never decode
+    records do not pay for it."""
     global _CompiledBatch, _loaded
     if not _loaded:
         _loaded = True
         if not os.environ.get("KCLI_NO_EXTENSIONS"):
             try:
-                from aiokafka.record._crecords import DefaultRecordBatch as compiled
-            except ImportError:  # pragma: no cover - depends on the environment
+                compiled = _load_compiled()
+            except (ImportError, OSError, AttributeError):  # pragma: no cover - depends on the environment
                 compiled = None
             _CompiledBatch = compiled
     return _CompiledBatch is not None

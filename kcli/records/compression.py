@@ -1,20 +1,19 @@
 """Compression codecs of Kafka record batches: gzip, snappy (xerial framing + raw), lz4 frame, zstd.
 
 Byte-level details: shared/docs/kafka-formats.md section 1.7 (Kafka's ``common/compress/*.java``).
+
+Each codec's library is imported when a payload of that codec is first met (lz4, python-snappy with cramjam
+and zstandard cost ~10 ms together): most runs of kctl (a verify, an uncompressed partition) need none.
 """
 
 from __future__ import annotations
 
-import gzip
 import io
 import struct
+import sys
 import threading
 import zlib
 from enum import IntEnum
-
-import lz4.frame
-import snappy
-import zstandard
 
 from kcli.errors import CorruptRecordError, UnsupportedCodecError
 
@@ -124,6 +123,8 @@ def _lz4_with_header_checksum(frame: bytes, *, broken: bool) -> bytes:
 
 
 def _snappy_decompress(data: bytes) -> bytes:
+    import snappy
+
     if len(data) < XERIAL_HEADER.size or not data.startswith(XERIAL_MAGIC):
         return snappy.decompress(data)  # librdkafka and others write one raw block
     out = []
@@ -142,6 +143,8 @@ def _snappy_decompress(data: bytes) -> bytes:
 
 
 def _snappy_compress(data: bytes, *, xerial: bool) -> bytes:
+    import snappy
+
     if not xerial:
         return snappy.compress(data)
     parts = [XERIAL_HEADER.pack(XERIAL_MAGIC, 1, 1)]
@@ -175,8 +178,24 @@ def _unzstd(data: bytes) -> bytes:
     # reused per thread (creating one per batch cost ~30 % of small-batch decoding).
     decompressor = getattr(_zstd, "decompressor", None)
     if decompressor is None:
+        import zstandard
+
         decompressor = _zstd.decompressor = zstandard.ZstdDecompressor()
     return decompressor.stream_reader(io.BytesIO(data), read_across_frames=True).read()
+
+
+_DECODE_ERRORS = (OSError, EOFError, zlib.error, RuntimeError, ValueError)
+
+
+def _decode_errors() -> tuple[type[BaseException], ...]:
+    """What a codec raises on a bad payload: zstandard's and snappy's own errors once they are imported (an
+    exception of a library never imported cannot have been raised)."""
+    errors = _DECODE_ERRORS
+    if "zstandard" in sys.modules:
+        errors += (sys.modules["zstandard"].ZstdError,)
+    if "snappy" in sys.modules:
+        errors += (sys.modules["snappy"].UncompressError,)
+    return errors
 
 
 def decompress(codec: Codec | int, data: bytes, *, magic: int = 2) -> bytes:
@@ -193,6 +212,8 @@ def decompress(codec: Codec | int, data: bytes, *, magic: int = 2) -> bytes:
             if magic == 0:
                 # KAFKA-3160: magic-0 producers wrote a wrong header checksum; Kafka skips the check.
                 frame = _lz4_with_header_checksum(frame, broken=False)
+            import lz4.frame
+
             return lz4.frame.decompress(frame)
         if codec == Codec.ZSTD:
             if magic < 2:
@@ -200,7 +221,9 @@ def decompress(codec: Codec | int, data: bytes, *, magic: int = 2) -> bytes:
             return _unzstd(data)
     except (CorruptRecordError, UnsupportedCodecError):
         raise
-    except (OSError, EOFError, zlib.error, RuntimeError, ValueError, zstandard.ZstdError, snappy.UncompressError) as exc:
+    except Exception as exc:
+        if not isinstance(exc, _decode_errors()):
+            raise
         raise CorruptRecordError(f"{Codec.from_id(int(codec)).label} payload does not decompress: {exc}") from None
     raise UnsupportedCodecError(f"Unknown compression type id: {int(codec)}")
 
@@ -216,10 +239,14 @@ def compress(codec: Codec | int, data: bytes, *, magic: int = 2, snappy_xerial: 
     if codec == Codec.NONE:
         return bytes(data)
     if codec == Codec.GZIP:
+        import gzip
+
         return gzip.compress(data, compresslevel=gzip_level, mtime=0)
     if codec == Codec.SNAPPY:
         return _snappy_compress(data, xerial=snappy_xerial)
     if codec == Codec.LZ4:
+        import lz4.frame
+
         frame = lz4.frame.compress(
             data,
             block_size=lz4.frame.BLOCKSIZE_MAX64KB,
@@ -231,5 +258,7 @@ def compress(codec: Codec | int, data: bytes, *, magic: int = 2, snappy_xerial: 
     if codec == Codec.ZSTD:
         if magic < 2:
             raise UnsupportedCodecError("zstd is not allowed in magic 0/1 messages")
+        import zstandard
+
         return zstandard.ZstdCompressor(write_content_size=False).compress(data)
     raise UnsupportedCodecError(f"Unknown compression type id: {int(codec)}")

@@ -100,7 +100,23 @@ def test_a_tab_imports_no_library():
 def test_a_usage_error_imports_no_library():
     modules, proc = imported_modules("dump-log")  # no files: exit 2 with kctl's own one-line message
     assert proc.returncode == 2 and "kctl: Missing required argument" in proc.stderr
-    assert heavy_in(modules) == ["rich.console"]  # the message itself is printed through rich
+    assert heavy_in(modules) == []  # a plain one-line message goes straight to stderr (cli/errors.py)
+
+
+def test_plain_messages_print_as_rich_prints_them(capsys):
+    """err_console's shortcut for a plain line writes what rich's console would; anything else goes to rich."""
+    import io
+
+    from rich.console import Console
+
+    from kcli.cli.errors import _StderrConsole
+
+    for text in ("warning: p/00.index (offset 0): offset index is missing [missing_index]", "kctl: 127.0.0.1:1: no",
+                 "a  b   ", "x" * 300, "", "tab\there", "a:smile:b", "caf\u00e9 \u4e2d", "[bold]x[/bold]", "bell\x07"):
+        buffer = io.StringIO()
+        Console(file=buffer, highlight=False, soft_wrap=True).print(text, markup=False)
+        _StderrConsole().print(text, markup=False)
+        assert capsys.readouterr().err == buffer.getvalue(), repr(text)
 
 
 def test_running_a_command_imports_its_library():
@@ -130,3 +146,60 @@ def test_reading_records_loads_crc32c_without_its_package_init():
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(0xE3069283), "False", "True"]
+
+
+# -- the offline commands at work: what `kctl verify`, `dump-log` and `cat` of a small file may import ------------
+# Issue 31: each command imports only what it runs. None of these runs the broker, a client, ZooKeeper or Spark,
+# the event loop, the protocol's types (kio), typer's pydantic conversion, or another command's module.
+OFFLINE_FORBIDDEN = (
+    "kcli.broker", "kcli.client", "kcli.cluster", "kcli.zk", "kcli.spark", "kcli.protocol",
+    "pyspark", "kazoo", "confluent_kafka", "kafka", "kio", "hypothesis", "asyncio", "ssl", "multiprocessing",
+    "concurrent.futures", "pydantic", "pydantic_core", "typer._adapters", "aiokafka.client", "aiokafka.producer",
+    "aiokafka.consumer", "aiokafka.record.memory_records", "importlib.metadata",
+)
+# The CLI's own modules any command imports: the entry, its plumbing, the mount table's loader.
+CLI_CORE = {"kcli.cli", "kcli.cli.app", "kcli.cli.common", "kcli.cli.errors", "kcli.cli.lazy", "kcli.cli.coercion"}
+SEGMENT = "sample-logs/kafka-logs/orders-0/00000000000000000000.log"  # 24 KiB: v2 batches of every codec
+
+
+@pytest.mark.parametrize(("args", "own"), [
+    (["verify", "sample-logs/kafka-logs/orders-0"], {"kcli.cli.verify"}),
+    (["verify", SEGMENT], {"kcli.cli.verify"}),
+    (["verify", "--deep", "sample-logs/kafka-logs"], {"kcli.cli.verify"}),
+    (["dump-log", SEGMENT], {"kcli.cli.dump_log"}),
+    (["dump-log", "--deep-iteration", "--print-data-log", SEGMENT], {"kcli.cli.dump_log"}),
+    (["cat", SEGMENT], {"kcli.cli.cat", "kcli.cli.dump_log"}),
+], ids=" ".join)
+def test_offline_commands_import_only_what_they_run(args, own):
+    modules, proc = imported_modules(*args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    forbidden = sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in OFFLINE_FORBIDDEN))
+    assert forbidden == [], f"kctl {' '.join(args)} imported {forbidden}"
+    assert {m for m in modules if m.startswith("kcli.cli")} == CLI_CORE | own
+
+
+def test_a_plain_v2_verify_loads_no_codec_and_no_compiled_reader(tmp_path):
+    """A partition of uncompressed batches: no codec library and no aiokafka at all (verify reads no records)."""
+    from kcli.records import Codec, Record
+    from kcli.storage.log import LogConfig, PartitionLog
+
+    partition = tmp_path / "t-0"
+    with PartitionLog(partition, config=LogConfig(segment_bytes=4096)) as log:
+        for i in range(40):
+            log.append([Record(0, 1_700_000_000_000 + i, b"k%d" % i, b"v" * 100)], codec=Codec.NONE)
+    modules, proc = imported_modules("verify", str(partition))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    loaded = sorted(m for m in modules if m.split(".")[0] in ("lz4", "snappy", "zstandard", "cramjam", "aiokafka"))
+    assert loaded == []
+
+
+def test_an_online_command_before_it_connects_imports_no_test_library():
+    """An online command imports the protocol (kio) and the client, but not hypothesis (kio's optional hook), the
+    broker, Spark, ZooKeeper's client or typer's pydantic conversion, before it gets to connect."""
+    modules, proc = imported_modules("consume", "-b", "127.0.0.1:1", "--timeout", "1", "t")
+    assert proc.returncode == 3 and "127.0.0.1:1" in proc.stderr, proc.stderr[-2000:]
+    assert {"kio", "kcli.client.client"} <= modules
+    # (importtime also lists an import that failed: kio's `import hypothesis.strategies` is tried, and refused)
+    forbidden = sorted(m for m in modules if m in ("hypothesis", "hypothesis.core", "pydantic", "pyspark", "kazoo")
+                       or m.startswith(("kcli.broker", "kcli.spark", "kcli.zk", "typer._adapters")))
+    assert forbidden == []
