@@ -190,3 +190,31 @@ def test_runbooks_kafka_configs_lines_run_as_written(tmp_path):
             "Quota configs for user-principal 'alice' are consumer_byte_rate=2048.0",
             "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192"]
     _with_broker(tmp_path, steps)
+
+
+def test_offline_in_zookeeper_round_trip(monkeypatch):
+    """-z: the nodes written as kafka-configs --zookeeper writes them (here a standalone broker's store with the
+    same paths, in place of ZooKeeper)."""
+    from kcli.broker.security.local_store import LocalMetadataStore
+    from kcli.zk import scram as zk_scram
+
+    class Store(LocalMetadataStore):
+        def close(self) -> None:  # one store for every command of the test
+            pass
+
+    store = Store(None)
+    monkeypatch.setattr(zk_scram, "ZkScramStore", lambda *a, **k: store)
+    z = ["-z", "zk1:2181"]
+    assert _ok(*z, "--alter", *USER, "--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret]") == [
+        "Completed updating config for user alice."]
+    assert _ok(*z, "--alter", "--user", "alice", "--client", "app", "--add-config", "consumer_byte_rate=2048") == [
+        "Completed updating config for client app."]
+    assert _ok(*z, "--alter", *USER, "--add-config", "producer_byte_rate=1024") == [
+        "Completed updating config for user alice."]
+    assert _ok(*z, "--describe", "--entity-type", "users", "--entity-name", "alice") == [
+        "Quota configs for user-principal 'alice' are producer_byte_rate=1024.0",
+        "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192"]
+    assert _ok(*z, "--describe", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients") == [
+        "Quota configs for user-principal 'alice', client-id 'app' are consumer_byte_rate=2048.0"]
+    config = json.loads(store.get("/config/users/alice")[0])["config"]
+    assert config["producer_byte_rate"] == "1024" and config["SCRAM-SHA-256"].startswith("salt=")
