@@ -266,14 +266,13 @@ def _describe(entity: list[tuple[str, Any]], bootstrap: str | None, zookeeper: s
             typer.echo(f"Quota configs for {_text_entity(e['entity'])} are {values}")
         for s in scram:
             if s.get("error"):
-                typer.echo(f"Error retrieving SCRAM credential configs for user-principal '{s['user']}': "
-                           f"{s['error']}")
                 continue
             text = ", ".join(f"{c['mechanism']}=iterations={c['iterations']}" for c in s["credentials"])
             typer.echo(f"SCRAM credential configs for user-principal '{s['user']}' are {text}")
     failed = [s for s in scram if s.get("error")]
     for s in failed:
-        err_console.print(f"kctl: user {s['user']}: {s['error']}", markup=False)
+        err_console.print(f"kctl: Error retrieving SCRAM credential configs for user-principal '{s['user']}': "
+                          f"{s['error']}", markup=False)
     if failed:
         raise typer.Exit(int(ExitCode.PROBLEMS))
 
