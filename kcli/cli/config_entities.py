@@ -52,6 +52,8 @@ def _components(a: QuotaEntityArgs, *, describe: bool) -> list[tuple[str, Any]]:
     if a.shorthand and (a.kinds or a.names or a.defaults):
         raise fail("--entity-{type,name,default} should not be used in conjunction with specific entity flags",
                    ExitCode.USAGE)
+    if any(k not in QUOTA_KINDS for k in a.kinds):
+        raise fail("Only 'users' and 'clients' entity types may be specified together", ExitCode.USAGE)
     ip_given = "ips" in a.kinds or a.ip is not None or a.ip_defaults
     if ip_given:
         others = [k for k in a.kinds if k != "ips"] or (["users"] if a.user is not None or a.user_defaults else []) \

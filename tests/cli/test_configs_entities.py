@@ -60,6 +60,8 @@ USER = ["--entity-type", "users", "--entity-name", "alice"]
       "--add-config", "connection_creation_rate=1"], "Only 'users' and 'clients' entity types"),
     (["--entity-type", "users", "--user", "alice", "--add-config", "producer_byte_rate=1"],
      "should not be used in conjunction with specific entity flags"),
+    (["--entity-type", "users", "--entity-name", "a", "--entity-type", "topics", "--entity-name", "t",
+      "--add-config", "producer_byte_rate=1"], "Only 'users' and 'clients' entity types may be specified together"),
     (["--entity-type", "topics", "--entity-name", "t", "--entity-type", "brokers", "--add-config", "a=1"],
      "Only 'users' and 'clients' entity types may be specified together"),
 ])
