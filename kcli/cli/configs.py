@@ -1,24 +1,31 @@
 """`kctl configs`: kafka-configs' --describe and --alter for topics and brokers (DescribeConfigs with synonyms,
-IncrementalAlterConfigs), through any broker.
+IncrementalAlterConfigs), through any broker; and for users, clients and ips (quotas and SCRAM credentials), through
+a broker or straight in ZooKeeper, with kcli.cli.config_entities.
 
-Thin: kcli.client.configs does the requests; this checks the options and prints Kafka's lines. Users' and clients'
-quotas and SCRAM credentials are other commands' (kctl quotas, kctl users).
+Thin: kcli.client.configs does the requests; this checks the options and prints Kafka's lines.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Optional
 
 import typer
 
-from kcli.cli.common import BootstrapOpt, ExitCode, JsonOpt, err_console, fail, kafka_client, write_json_line
+from kcli.cli.common import (
+    BootstrapOpt,
+    ExitCode,
+    JsonOpt,
+    ZookeeperAuthOpt,
+    ZookeeperOpt,
+    err_console,
+    fail,
+    kafka_client,
+    write_json_line,
+)
 from kcli.errors import UsageError
 
 ELSEWHERE = {
-    "users": "users' quotas are managed with kctl quotas, their SCRAM credentials with kctl users "
-             "(set-scram, delete-scram)",
-    "clients": "client quotas are managed with kctl quotas",
-    "ips": "IP connection-rate quotas are managed with kctl quotas",
     "broker-loggers": "broker loggers (KIP-412) are not served by kctl broker; a Kafka broker's are kafka-configs' "
                       "--entity-type broker-loggers",
 }
@@ -27,15 +34,18 @@ ELSEWHERE = {
 def configs_cmd(
     describe: Annotated[bool, typer.Option("--describe", help="Show the entities' configs.")] = False,
     alter: Annotated[bool, typer.Option("--alter", help="Change them: --add-config and/or --delete-config.")] = False,
-    entity_type: Annotated[Optional[str], typer.Option(
-        "--entity-type", metavar="TYPE", show_default=False, help="topics or brokers.")] = None,
+    entity_type: Annotated[Optional[list[str]], typer.Option(
+        "--entity-type", metavar="TYPE", show_default=False,
+        help="topics, brokers, users, clients or ips; users and clients together for a (user, client id) "
+        "pair.")] = None,
     entity_name: Annotated[Optional[list[str]], typer.Option(
         "--entity-name", metavar="NAME", show_default=False,
-        help="A topic, or a broker id (repeat for several; --describe "
-        "without it: every topic, or every broker and the default).")] = None,
-    entity_default: Annotated[bool, typer.Option(
-        "--entity-default", help="brokers: the cluster-wide default (<default>), which every broker without "
-        "its own value takes.")] = False,
+        help="A topic, a broker id, a user, a client id or an ip (topics, brokers: repeat for several; --describe "
+        "without it: every entity of the type).")] = None,
+    entity_default: Annotated[int, typer.Option(
+        "--entity-default", count=True, show_default=False,
+        help="The default entity (<default>) of brokers, users, clients or ips, which every one without its own "
+        "value takes.")] = 0,
     topic: Annotated[Optional[str], typer.Option(
         "--topic", metavar="TOPIC", show_default=False,
         help="kafka-configs' shorthand for --entity-type topics --entity-name TOPIC.")] = None,
@@ -44,6 +54,18 @@ def configs_cmd(
         help="kafka-configs' shorthand for --entity-type brokers --entity-name ID.")] = None,
     broker_defaults: Annotated[bool, typer.Option(
         "--broker-defaults", help="kafka-configs' shorthand for --entity-type brokers --entity-default.")] = False,
+    user: Annotated[Optional[str], typer.Option(
+        "--user", metavar="USER", show_default=False,
+        help="kafka-configs' shorthand for --entity-type users --entity-name USER.")] = None,
+    client: Annotated[Optional[str], typer.Option(
+        "--client", metavar="ID", show_default=False,
+        help="kafka-configs' shorthand for --entity-type clients --entity-name ID.")] = None,
+    user_defaults: Annotated[bool, typer.Option("--user-defaults", help="The default user.")] = False,
+    client_defaults: Annotated[bool, typer.Option("--client-defaults", help="The default client id.")] = False,
+    ip: Annotated[Optional[str], typer.Option(
+        "--ip", metavar="IP", show_default=False,
+        help="kafka-configs' shorthand for --entity-type ips --entity-name IP.")] = None,
+    ip_defaults: Annotated[bool, typer.Option("--ip-defaults", help="The default ip.")] = False,
     all_: Annotated[bool, typer.Option("--all", help="--describe: every config with its source, not only the "
                                        "entity's own dynamic ones.")] = False,
     add_config: Annotated[Optional[list[str]], typer.Option(
@@ -55,39 +77,61 @@ def configs_cmd(
     validate_only: Annotated[bool, typer.Option(
         "--validate-only", help="--alter: the broker checks the change and applies nothing.")] = False,
     bootstrap: BootstrapOpt = None,
+    zookeeper: ZookeeperOpt = None,
+    auth: ZookeeperAuthOpt = None,
     as_json: JsonOpt = False,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker "
-                                           "request.")] = 10.0,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker or "
+                                           "ZooKeeper request.")] = 10.0,
 ) -> None:
-    """Topic and broker configs as kafka-configs shows and changes them: --describe (DescribeConfigs, with each
-    value's source and synonyms) or --alter (IncrementalAlterConfigs) of --entity-type topics|brokers,
+    """Configs as kafka-configs shows and changes them: --describe or --alter of --entity-type
+    topics|brokers (DescribeConfigs, with each value's source and synonyms; IncrementalAlterConfigs) or
+    users|clients|ips (quotas and users' SCRAM credentials, through a broker or in ZooKeeper with -z),
     --entity-name N or --entity-default. Exit status: 0 ok, 1 an entity failed or is unknown, 2 usage error,
     3 no broker."""
+    from kcli.cli import config_entities
     from kcli.client.configs import (DEFAULT_ENTITY, ENTITY_TYPES, parse_add_config, parse_delete_config,
                                      resource_name)
 
     if describe == alter:
         raise fail("give one of --describe, --alter", ExitCode.USAGE)
+    kinds = [{"topic": "topics", "broker": "brokers", "user": "users", "client": "clients", "ip": "ips"}.get(t, t)
+             for t in entity_type or ()]
+    quota_args = config_entities.QuotaEntityArgs(kinds, list(entity_name or ()), entity_default, user, client,
+                                                 user_defaults, client_defaults, ip, ip_defaults)
+    if quota_args.shorthand or any(k in config_entities.QUOTA_KINDS for k in kinds):
+        if topic is not None or broker is not None or broker_defaults:
+            raise fail("--topic, --broker and --broker-defaults name another entity type", ExitCode.USAGE)
+        if all_:
+            raise fail("--all is for topics and brokers", ExitCode.USAGE)
+        config_entities.run(quota_args, describe=describe, add_config=list(add_config or ()),
+                            delete_config=list(delete_config or ()), validate_only=validate_only,
+                            bootstrap=bootstrap, zookeeper=zookeeper, timeout=timeout, auth=auth, as_json=as_json)
+        return
+    if zookeeper and zookeeper != os.environ.get("KCTL_ZOOKEEPER"):
+        raise fail("--zookeeper is for users, clients and ips: topic and broker configs go through a broker (-b)",
+                   ExitCode.USAGE)
+    if len(kinds) > 1:
+        raise fail("Only 'users' and 'clients' entity types may be specified together", ExitCode.USAGE)
+    single: str | None = kinds[0] if kinds else None
     shorthand = [(flag, kind, name) for flag, kind, name in (("--topic", "topics", topic), ("--broker", "brokers",
                                                                                            broker))
                  if name is not None]
     if broker_defaults:
         shorthand.append(("--broker-defaults", "brokers", None))
     if shorthand:
-        if entity_type is not None or entity_name or entity_default or len({k for _, k, _ in shorthand}) > 1:
+        if single is not None or entity_name or entity_default or len({k for _, k, _ in shorthand}) > 1:
             raise fail(f"{shorthand[0][0]} stands for --entity-type and --entity-name: give one or the other, and "
                        "one entity type", ExitCode.USAGE)
-        entity_type = shorthand[0][1]
+        single = shorthand[0][1]
         entity_name = [name for _, _, name in shorthand if name is not None]
-        entity_default = broker_defaults
-    if entity_type is None:
-        raise fail("--entity-type is required: topics or brokers", ExitCode.USAGE)
-    kind = {"topic": "topics", "broker": "brokers", "user": "users", "client": "clients"}.get(entity_type,
-                                                                                             entity_type)
+        entity_default = int(broker_defaults)
+    if single is None:
+        raise fail("--entity-type is required: topics, brokers, users, clients or ips", ExitCode.USAGE)
+    kind = single
     if kind in ELSEWHERE:
-        raise fail(f"--entity-type {entity_type}: {ELSEWHERE[kind]}", ExitCode.USAGE)
+        raise fail(f"--entity-type {single}: {ELSEWHERE[kind]}", ExitCode.USAGE)
     if kind not in ENTITY_TYPES:
-        raise fail(f"--entity-type {entity_type}: expected topics or brokers", ExitCode.USAGE)
+        raise fail(f"--entity-type {single}: expected topics, brokers, users, clients or ips", ExitCode.USAGE)
     names = list(dict.fromkeys(entity_name or ()))
     if entity_default:
         if kind != "brokers":

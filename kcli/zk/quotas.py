@@ -170,6 +170,11 @@ def _java_double(value: float) -> str:
     return f"{'-' if sign else ''}{mantissa}E{power}"
 
 
+def java_double(value: float) -> str:
+    """A quota value as Kafka's tools print it (Java's Double.toString): 1024.0, 2.0E7."""
+    return _java_double(value)
+
+
 def _read(store: NodeStore, path: str) -> tuple[dict[str, str], int]:
     data, version = store.get(path)
     if data is None:
