@@ -7,6 +7,7 @@ or typed errors; nothing here knows wire formats beyond the record bytes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,6 +127,7 @@ class ReplicaManager:
     # (new leaders, new followers) -> None: the coordinators take over or resign their partitions
     on_leadership_change: Callable[[list[Partition], list[Partition]], None] | None = None
     stats: Any = None  # kcli.broker.metrics.BrokerMetrics when metrics.http.listener is set: BrokerTopicMetrics
+    remote_log_manager: Any = None  # tiered storage (KIP-405): kcli.broker.remote_log_manager.RemoteLogManager
 
     # -- partitions --------------------------------------------------------------------------------
     def add_partition(self, partition: Partition) -> None:
@@ -304,6 +306,8 @@ class ReplicaManager:
         first = self.read_from_local_log(params, infos)
         if params.is_from_follower:
             self._update_followers(params.replica_id, infos, first)
+        if any(r.read is not None and r.read.remote_fetch is not None for r in first):
+            return await self._read_remote(infos, first)  # data below the local start: answered at once
         total = sum(len(r.read.records) for r in first if r.read is not None)
         if (params.max_wait_ms <= 0 or total >= params.min_bytes or any(r.error for r in first) or not infos
                 or any(r.preferred_read_replica >= 0 for r in first)):
@@ -311,7 +315,31 @@ class ReplicaManager:
         _close_all(first)
         delayed = DelayedFetch(self, params, infos)
         keys = {(i.topic, i.partition) for i in infos}
-        return await self.fetch_purgatory.try_complete_else_watch(delayed, keys)
+        results = await self.fetch_purgatory.try_complete_else_watch(delayed, keys)
+        if any(r.read is not None and r.read.remote_fetch is not None for r in results):
+            return await self._read_remote(infos, results)
+        return results
+
+    async def _read_remote(self, infos: list[FetchPartition],
+                           results: list[FetchPartitionResult]) -> list[FetchPartitionResult]:
+        """Kafka's RemoteLogReader: the partitions whose fetch offset is below the local log start read from
+        the remote store, in a worker thread (the store may be S3 over the network)."""
+        for info, result in zip(infos, results):
+            read = result.read
+            if read is None or read.remote_fetch is None:
+                continue
+            offset, max_bytes, upper = read.remote_fetch
+            read.remote_fetch = None
+            try:
+                if self.remote_log_manager is None:
+                    raise OffsetOutOfRangeError(f"offset {offset} of {info.topic}-{info.partition} is in the "
+                                                "remote store and this broker has none")
+                read.records = await asyncio.to_thread(self.remote_log_manager.read, info.topic, info.partition,
+                                                       offset, max_bytes, upper)
+            except Exception as exc:
+                result.error = error_code_for(exc)
+                read.records = b""
+        return results
 
     def follower_high_watermark_moved(self, partition: Partition) -> None:
         """A follower learnt a higher high watermark from its leader: consumers' fetches parked here may read

@@ -68,6 +68,15 @@ class KafkaServer:
         self._background: list[asyncio.Task] = []
         self._flushing: set[int] = set()
         self.metrics_endpoint: Any = None  # kcli.broker.metrics_endpoint.MetricsEndpoint with metrics.http.listener
+        self.remote_log_manager: Any = None  # tiered storage (KIP-405) with remote.log.storage.system.enable
+        if config["remote.log.storage.system.enable"]:
+            from kcli.broker.remote_log_manager import RemoteLogManager
+            from kcli.storage.remote import remote_storage_manager
+
+            props = {k: v for k, v in config.values.items() if k.startswith("remote.log.storage.manager.")}
+            self.remote_log_manager = RemoteLogManager(config, remote_storage_manager({**props, **config.remote_storage}),
+                                                       self.replica_manager, self.admin, self.broker_id)
+            self.replica_manager.remote_log_manager = self.remote_log_manager
 
     @property
     def bound(self) -> list[tuple[str, int]]:
@@ -118,6 +127,8 @@ class KafkaServer:
         self._spawn(self._load_groups())
         self._spawn(self._load_transactions())
         self._spawn(self._housekeep())
+        if self.remote_log_manager is not None:
+            self._spawn(self.remote_log_manager.run())
         log.info("kctl broker %d serving %s (cluster %s, %d topics) in %.2fs", self.broker_id,
                  ", ".join(f"{h}:{p}" for h, p in self.bound), self.log_manager.cluster_id,
                  len(self.metadata.topics), time.monotonic() - started)

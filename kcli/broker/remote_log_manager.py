@@ -1,0 +1,513 @@
+"""Tiered storage on the broker (KIP-405): Kafka's RemoteLogManager and TopicBasedRemoteLogMetadataManager.
+
+On each partition it leads whose topic has ``remote.storage.enable=true``, the RemoteLogManager copies every
+rolled segment below the last stable offset, with its offset, time and transaction indexes, the producer
+snapshot at its end and its leader epochs, to the remote store (kcli.storage.remote), and records each step
+in ``__remote_log_metadata`` as Kafka's TopicBasedRemoteLogMetadataManager does: COPY_SEGMENT_STARTED before
+the upload, COPY_SEGMENT_FINISHED after it. Only a finished segment counts: it is what the log's
+``highest_offset_in_remote_storage`` follows, so local retention (local.retention.ms / .bytes) never deletes a
+local segment before its copy is whole, and a copy killed midway leaves a STARTED segment that the next
+leader deletes (its keys are new per upload, so nothing finished is overwritten). The total retention
+(retention.ms / .bytes) then deletes remote segments (DELETE_SEGMENT_STARTED, the objects,
+DELETE_SEGMENT_FINISHED) and moves the log start offset. Fetches below the local log start read the remote
+segment holding the offset (Kafka's RemoteLogReader), starting at its offset index's position.
+
+Followers do not copy; a new leader reads the partition's records back from its replica of the metadata
+topic and resumes after the highest finished segment. The metadata records are appended through the
+ReplicaManager, so the metadata partition must be led by this broker (always true standalone); in a cluster
+a partition whose metadata partition is led elsewhere is not tiered by this broker (kept local, and said
+once in the log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import struct
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from kcli.broker.errors import OffsetOutOfRangeError
+from kcli.errors import KcliError
+from kcli.records import Record
+from kcli.records.batch import build_record_batch
+from kcli.records.remote_log_metadata import (
+    REMOTE_LOG_METADATA_TOPIC,
+    RemoteLogMetadataRecord,
+    RemoteLogSegmentState,
+    decode_remote_log_metadata,
+    encode_remote_log_metadata,
+    metadata_partition,
+)
+from kcli.storage.files import PRODUCER_SNAPSHOT_SUFFIX, segment_path
+from kcli.storage.producer_state import AppendOrigin
+from kcli.storage.remote import FsspecRemoteStorageManager, RemoteSegmentRef
+
+log = logging.getLogger("kcli.broker")
+
+S = RemoteLogSegmentState
+_BATCH_HEADER = struct.Struct(">qi")  # baseOffset, batchLength: the first 12 bytes of every batch
+_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
+_INDEX_ENTRY = struct.Struct(">ii")  # an .index entry: relative offset, position
+MIN_REMOTE_READ = 64 * 1024  # at least this much per remote read, so a first batch is usually whole
+INDEX_CACHE_ENTRIES = 1024  # Kafka's RemoteIndexCache, in memory: offset indexes of remote segments
+
+
+@dataclass
+class RemoteSegment:
+    """Kafka's RemoteLogSegmentMetadata: one segment in the remote store and its state."""
+
+    ref: RemoteSegmentRef
+    end_offset: int
+    max_timestamp: int
+    size: int
+    leader_epochs: list[tuple[int, int]]
+    state: RemoteLogSegmentState
+    broker_id: int
+    event_timestamp: int
+
+    @property
+    def start_offset(self) -> int:
+        return self.ref.start_offset
+
+
+@dataclass
+class PartitionRemoteState:
+    segments: dict[uuid.UUID, RemoteSegment] = field(default_factory=dict)
+
+    def finished(self) -> list[RemoteSegment]:
+        return sorted((s for s in self.segments.values() if s.state is S.COPY_SEGMENT_FINISHED),
+                      key=lambda s: s.start_offset)
+
+    def highest_copied_offset(self) -> int:
+        return max((s.end_offset for s in self.segments.values() if s.state is S.COPY_SEGMENT_FINISHED), default=-1)
+
+
+class RemoteLogMetadataCache:
+    """Kafka's RemotePartitionMetadataStore: every segment's latest state per user partition, built from the
+    ``__remote_log_metadata`` records in order."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[tuple[str, int], PartitionRemoteState] = {}
+        self.lock = threading.Lock()
+
+    def state(self, topic: str, partition: int) -> PartitionRemoteState:
+        with self.lock:
+            return self.partitions.setdefault((topic, partition), PartitionRemoteState())
+
+    def apply(self, record: RemoteLogMetadataRecord) -> None:
+        d = record.data
+        if record.type_id == 2:  # RemotePartitionDeleteMetadata: the partition's remote data is going
+            tip = d["topicIdPartition"]
+            with self.lock:
+                self.partitions.pop((tip["name"], tip["partition"]), None)
+            return
+        sid = d["remoteLogSegmentId"]
+        tip = sid["topicIdPartition"]
+        state = self.state(tip["name"], tip["partition"])
+        with self.lock:
+            if record.type_id == 0:
+                ref = RemoteSegmentRef(tip["name"], tip["id"], tip["partition"], sid["id"], d["startOffset"])
+                state.segments[sid["id"]] = RemoteSegment(
+                    ref, d["endOffset"], d["maxTimestampMs"], d["segmentSizeInBytes"],
+                    [(e["leaderEpoch"], e["offset"]) for e in d["segmentLeaderEpochs"]],
+                    S(d["remoteLogSegmentState"]), d["brokerId"], d["eventTimestampMs"])
+                return
+            segment = state.segments.get(sid["id"])
+            if segment is None:
+                return  # an update of a segment never seen (its add was deleted with the topic): Kafka skips it
+            segment.state = S(d["remoteLogSegmentState"])
+            segment.event_timestamp = d["eventTimestampMs"]
+            if segment.state is S.DELETE_SEGMENT_FINISHED:
+                del state.segments[sid["id"]]
+
+
+def segment_metadata_record(segment: RemoteSegment, *, txn_index_empty: bool = True) -> bytes:
+    """RemoteLogSegmentMetadataRecord (apiKey 0) for a segment whose copy starts."""
+    ref = segment.ref
+    return encode_remote_log_metadata(0, {
+        "remoteLogSegmentId": {"topicIdPartition": {"name": ref.topic, "id": ref.topic_id, "partition": ref.partition},
+                               "id": ref.segment_id},
+        "startOffset": ref.start_offset, "endOffset": segment.end_offset, "brokerId": segment.broker_id,
+        "maxTimestampMs": segment.max_timestamp, "eventTimestampMs": segment.event_timestamp,
+        "segmentLeaderEpochs": [{"leaderEpoch": e, "offset": o} for e, o in segment.leader_epochs],
+        "segmentSizeInBytes": segment.size, "customMetadata": None,
+        "remoteLogSegmentState": int(segment.state), "txnIndexEmpty": txn_index_empty,
+    })
+
+
+def segment_update_record(ref: RemoteSegmentRef, state: RemoteLogSegmentState, broker_id: int, now_ms: int) -> bytes:
+    """RemoteLogSegmentMetadataUpdateRecord (apiKey 1): a segment's new state."""
+    return encode_remote_log_metadata(1, {
+        "remoteLogSegmentId": {"topicIdPartition": {"name": ref.topic, "id": ref.topic_id, "partition": ref.partition},
+                               "id": ref.segment_id},
+        "brokerId": broker_id, "eventTimestampMs": now_ms, "customMetadata": None, "remoteLogSegmentState": int(state),
+    })
+
+
+def _epoch_checkpoint(epochs: list[tuple[int, int]]) -> bytes:
+    """A leader-epoch-checkpoint file's text (version 0), what Kafka uploads as the LEADER_EPOCH index."""
+    return ("0\n%d\n" % len(epochs) + "".join(f"{e} {o}\n" for e, o in epochs)).encode()
+
+
+def _segment_epochs(entries: list[Any], start: int, end: int) -> list[tuple[int, int]]:
+    """The leader epochs of the offsets [start, end]: the one in force at ``start``, then those starting inside."""
+    out: list[tuple[int, int]] = []
+    for entry in entries:
+        if entry.start_offset > end:
+            break
+        if entry.start_offset <= start:
+            out = [(entry.epoch, start)]
+        else:
+            out.append((entry.epoch, entry.start_offset))
+    return out
+
+
+def index_position(index: bytes, relative_offset: int) -> int:
+    """The position of the largest entry of an ``.index`` at or below ``relative_offset`` (0 when none); a
+    preallocated tail of zero entries ends the index."""
+    position = 0
+    for i in range(0, len(index) - len(index) % 8, 8):
+        rel, pos = _INDEX_ENTRY.unpack_from(index, i)
+        if i > 0 and rel == 0 and pos == 0:
+            break
+        if rel > relative_offset:
+            break
+        position = pos
+    return position
+
+
+class RemoteLogManager:
+    def __init__(self, config: Any, rsm: FsspecRemoteStorageManager, replica_manager: Any, admin: Any,
+                 broker_id: int) -> None:
+        self.config = config
+        self.rsm = rsm
+        self.replica_manager = replica_manager
+        self.admin = admin
+        self.broker_id = broker_id
+        self.cache = RemoteLogMetadataCache()
+        self.metadata_partitions = int(config["rlmm.config.remote.log.metadata.topic.num.partitions"])
+        self.metadata_replication = int(config["rlmm.config.remote.log.metadata.topic.replication.factor"])
+        self.interval_s = int(config["remote.log.manager.task.interval.ms"]) / 1000
+        self._loaded: dict[tuple[str, int], int] = {}  # partition -> the leader epoch its metadata was loaded at
+        self._copying: set[uuid.UUID] = set()
+        self._warned: set[tuple[str, int]] = set()
+        self._index_cache: OrderedDict[uuid.UUID, bytes] = OrderedDict()
+        self._index_lock = threading.Lock()
+        self.copied_segments = 0
+        self.copied_bytes = 0
+
+    # -- the task ------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Every remote.log.manager.task.interval.ms: copy, then expire, on each tiered partition led here."""
+        while True:
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("remote log manager: pass failed; retrying next round")
+            await asyncio.sleep(self.interval_s)
+
+    def tiered(self, partition: Any) -> bool:
+        return bool(partition.log.config.remote_storage_enable) and not partition.topic.startswith("__")
+
+    async def run_once(self) -> None:
+        for partition in list(self.replica_manager.partitions.values()):
+            if not self.tiered(partition):
+                partition.log.remote_log_enabled = False
+                continue
+            partition.log.remote_log_enabled = True  # followers too: they keep their local copy (never copied)
+            if not partition.is_leader:
+                self._loaded.pop((partition.topic, partition.index), None)
+                continue
+            if not await self._ensure_loaded(partition):
+                continue
+            await self._copy(partition)
+            await self._expire(partition)
+
+    # -- metadata ------------------------------------------------------------------------------------
+    def _metadata_tp(self, partition: Any) -> tuple[str, int]:
+        return REMOTE_LOG_METADATA_TOPIC, metadata_partition(partition.topic_id, partition.index,
+                                                             self._metadata_partition_count())
+
+    def _metadata_partition_count(self) -> int:
+        count = self.admin.metadata.partition_count(REMOTE_LOG_METADATA_TOPIC)
+        return int(count) if count else self.metadata_partitions
+
+    async def _ensure_metadata_topic(self) -> bool:
+        if self.admin.metadata.partition_count(REMOTE_LOG_METADATA_TOPIC):
+            return True
+        if self.admin.zk is not None:
+            replication = min(self.metadata_replication, max(1, len(self.admin.metadata.alive_brokers())))
+        else:
+            replication = 1
+        try:
+            await asyncio.to_thread(self.admin.create_topic, REMOTE_LOG_METADATA_TOPIC, self.metadata_partitions,
+                                    replication, configs={"retention.ms": "-1", "cleanup.policy": "delete"})
+        except KcliError as exc:
+            if "already exists" not in str(exc):
+                raise
+        return bool(self.admin.metadata.partition_count(REMOTE_LOG_METADATA_TOPIC))
+
+    async def _ensure_loaded(self, partition: Any) -> bool:
+        """The partition's segments from the metadata topic, once per leader epoch (a new leader resumes from
+        them). False when the metadata partition is not led here (cluster): the partition stays local."""
+        key = (partition.topic, partition.index)
+        if self._loaded.get(key) == partition.leader_epoch:
+            return True
+        if not await self._ensure_metadata_topic():
+            return False
+        meta_tp = self._metadata_tp(partition)
+        meta = self.replica_manager.find(*meta_tp)
+        if meta is None or not meta.is_leader:
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning("tiered storage: %s-%d stays local: its metadata partition %s-%d is not led by broker "
+                            "%d", partition.topic, partition.index, *meta_tp, self.broker_id)
+            return False
+        records = await asyncio.to_thread(self._read_metadata, meta, partition.topic, partition.index)
+        with self.cache.lock:
+            self.cache.partitions.pop(key, None)
+        for record in records:
+            self.cache.apply(record)
+        state = self.cache.state(*key)
+        finished = state.finished()
+        with partition.managed.lock:
+            partition.log.highest_offset_in_remote_storage = state.highest_copied_offset()
+            if finished and finished[0].start_offset < partition.log.log_start_offset:
+                # the loader starts a log at its first local segment; with tiered storage it starts remotely
+                partition.log.log_start_offset = finished[0].start_offset
+        self._loaded[key] = partition.leader_epoch
+        log.info("tiered storage: %s-%d: %d remote segment(s), highest remote offset %d", partition.topic,
+                 partition.index, len(finished), state.highest_copied_offset())
+        return True
+
+    def _read_metadata(self, meta: Any, topic: str, index: int) -> list[RemoteLogMetadataRecord]:
+        """Every record of the metadata partition about this user partition, in order (blocking)."""
+        out = []
+        with meta.managed.lock:
+            reader_log = meta.log
+            offset, end = reader_log.log_start_offset, reader_log.log_end_offset
+        from kcli.records import BatchReader
+
+        while offset < end:
+            with meta.managed.lock:
+                found = reader_log.read(offset, 1 << 20, max_offset=end)
+                raw = found.read() if found is not None else b""
+            if not raw:
+                break
+            for batch in BatchReader(raw):
+                for record in batch.records():
+                    try:
+                        decoded = decode_remote_log_metadata(record.value)
+                    except KcliError as exc:
+                        log.warning("skipping undecodable %s record at offset %d: %s", REMOTE_LOG_METADATA_TOPIC,
+                                    record.offset, exc)
+                        continue
+                    d = decoded.data
+                    tip = d.get("topicIdPartition") or d["remoteLogSegmentId"]["topicIdPartition"]
+                    if tip["name"] == topic and tip["partition"] == index:
+                        out.append(decoded)
+                offset = batch.next_offset
+        return out
+
+    async def _publish(self, partition: Any, value: bytes) -> None:
+        """Append one record to the partition's metadata partition (acks=all), then apply it to the cache."""
+        tp = self._metadata_tp(partition)
+        batch = build_record_batch([Record(0, int(time.time() * 1000), None, value)])
+        result = (await self.replica_manager.append_and_wait(
+            -1, int(self.config["offsets.commit.timeout.ms"]), {tp: batch}, origin=AppendOrigin.COORDINATOR))[tp]
+        if int(result.error) != 0:
+            raise KcliError(f"writing to {tp[0]}-{tp[1]} failed: error {result.error}")
+        self.cache.apply(decode_remote_log_metadata(value))
+
+    # -- copy ----------------------------------------------------------------------------------------
+    async def _copy(self, partition: Any) -> None:
+        """Kafka's RLMTask.copyLogSegmentsToRemote: each rolled segment past the highest remote offset whose
+        end is below the last stable offset, oldest first."""
+        key = (partition.topic, partition.index)
+        while partition.is_leader:
+            state = self.cache.state(*key)
+            highest = state.highest_copied_offset()
+            with partition.managed.lock:
+                log_ = partition.log
+                segments = list(log_.log_segments)
+                stable = partition.last_stable_offset
+                start = log_.log_start_offset
+                epochs = list(log_.leader_epochs.entries)
+            candidate = None
+            for segment, following in zip(segments, segments[1:]):
+                end = following.base_offset - 1
+                if end <= highest or segment.base_offset < start:
+                    continue
+                if following.base_offset > stable:
+                    break
+                candidate = (segment, following)
+                break
+            if candidate is None:
+                return
+            await self._copy_segment(partition, log_, *candidate, epochs)
+
+    async def _copy_segment(self, partition: Any, log_: Any, segment: Any, following: Any, epochs: list[Any]) -> None:
+        end = following.base_offset - 1
+        ref = RemoteSegmentRef(partition.topic, partition.topic_id, partition.index, uuid.uuid4(), segment.base_offset)
+        now = int(time.time() * 1000)
+        txn = segment.txn_index_path
+        remote = RemoteSegment(ref, end, segment.largest_timestamp(), segment.size,
+                               _segment_epochs(epochs, segment.base_offset, end),
+                               S.COPY_SEGMENT_STARTED, self.broker_id, now)
+        self._copying.add(ref.segment_id)
+        try:
+            await self._publish(partition, segment_metadata_record(
+                remote, txn_index_empty=not txn.exists() or txn.stat().st_size == 0))
+            snapshot = segment_path(log_.directory, following.base_offset, PRODUCER_SNAPSHOT_SUFFIX)
+            files = {"log": segment.log_path, "index": segment.index_path, "timeindex": segment.time_index_path,
+                     "txnindex": txn if txn.exists() else None,
+                     "snapshot": snapshot if snapshot.exists() else None,
+                     "leader_epoch_checkpoint": _epoch_checkpoint(remote.leader_epochs)}
+            await asyncio.to_thread(self.rsm.copy_log_segment_data, ref, files)
+            await self._publish(partition, segment_update_record(ref, S.COPY_SEGMENT_FINISHED, self.broker_id,
+                                                                 int(time.time() * 1000)))
+        finally:
+            self._copying.discard(ref.segment_id)
+        with partition.managed.lock:
+            log_.highest_offset_in_remote_storage = max(log_.highest_offset_in_remote_storage, end)
+        self.copied_segments += 1
+        self.copied_bytes += remote.size
+        log.info("tiered storage: %s-%d: copied segment %d..%d (%d bytes) to %s", partition.topic, partition.index,
+                 segment.base_offset, end, remote.size, self.rsm.display_key(ref, "log"))
+
+    # -- retention -----------------------------------------------------------------------------------
+    async def _expire(self, partition: Any) -> None:
+        """Kafka's RLMTask.cleanupExpiredRemoteLogSegments: dangling copies (STARTED, not being copied: a
+        copy killed midway) and half-done deletes go; then, oldest first, the finished segments below the
+        log start offset or beyond retention.ms / retention.bytes (the total: remote plus local-only
+        bytes). The log start offset follows."""
+        key = (partition.topic, partition.index)
+        state = self.cache.state(*key)
+        with self.cache.lock:
+            pending = [s for s in state.segments.values()
+                       if (s.state is S.COPY_SEGMENT_STARTED and s.ref.segment_id not in self._copying)
+                       or s.state is S.DELETE_SEGMENT_STARTED]
+        for segment in pending:
+            await self._delete_segment(partition, segment, "unfinished copy" if segment.state is S.COPY_SEGMENT_STARTED
+                                       else "unfinished delete", move_start=False)
+        finished = state.finished()
+        if not finished:
+            return
+        with partition.managed.lock:
+            log_ = partition.log
+            config = log_.config
+            log_start = log_.log_start_offset
+            highest = log_.highest_offset_in_remote_storage
+            local_only = sum(s.size for s in log_.log_segments if s.base_offset > highest)
+        now = int(time.time() * 1000)
+        remaining = -1
+        if config.retention_bytes >= 0:
+            remaining = sum(s.size for s in finished) + local_only - config.retention_bytes
+        for segment in finished:
+            if segment.end_offset < log_start:
+                reason = "log start"
+            elif config.retention_ms >= 0 and now - segment.max_timestamp > config.retention_ms:
+                reason = "time"
+            elif remaining >= 0 and remaining - segment.size >= 0:
+                reason = "size"
+            else:
+                break
+            remaining -= segment.size
+            await self._delete_segment(partition, segment, reason, move_start=True)
+
+    async def _delete_segment(self, partition: Any, segment: RemoteSegment, reason: str, *, move_start: bool) -> None:
+        ref = segment.ref
+        if segment.state is not S.DELETE_SEGMENT_STARTED:
+            await self._publish(partition, segment_update_record(ref, S.DELETE_SEGMENT_STARTED, self.broker_id,
+                                                                 int(time.time() * 1000)))
+        await asyncio.to_thread(self.rsm.delete_log_segment_data, ref)
+        with self._index_lock:
+            self._index_cache.pop(ref.segment_id, None)
+        await self._publish(partition, segment_update_record(ref, S.DELETE_SEGMENT_FINISHED, self.broker_id,
+                                                             int(time.time() * 1000)))
+        if move_start:
+            with partition.managed.lock:
+                log_ = partition.log
+                log_.log_start_offset = max(log_.log_start_offset, segment.end_offset + 1)
+                log_.leader_epochs.truncate_from_start(min(log_.log_start_offset, log_.log_end_offset))
+        log.info("tiered storage: %s-%d: deleted remote segment %d..%d (%s)", partition.topic, partition.index,
+                 segment.start_offset, segment.end_offset, reason)
+
+    # -- reads ---------------------------------------------------------------------------------------
+    def read(self, topic: str, index: int, offset: int, max_bytes: int, upper: int) -> bytes:
+        """Kafka's RemoteLogReader: whole batches from the remote segment holding ``offset`` (at least one,
+        at most ``max_bytes`` after it), none at or past ``upper``. Blocking: a worker thread's work."""
+        finished = self.cache.state(topic, index).finished()
+        starts = [s.start_offset for s in finished]
+        i = bisect.bisect_right(starts, offset) - 1
+        while 0 <= i < len(finished):
+            segment = finished[i]
+            if offset > segment.end_offset:
+                i += 1
+                if i < len(finished) and finished[i].start_offset > offset:
+                    offset = finished[i].start_offset
+                continue
+            found = self._read_segment(segment, offset, max_bytes, upper)
+            if found:
+                return found
+            i += 1  # nothing at or after the offset in this segment (compacted away): the next one
+            if i < len(finished):
+                offset = max(offset, finished[i].start_offset)
+        raise OffsetOutOfRangeError(f"offset {offset} of {topic}-{index} is not in any remote segment")
+
+    def _offset_index(self, segment: RemoteSegment) -> bytes:
+        sid = segment.ref.segment_id
+        with self._index_lock:
+            cached = self._index_cache.get(sid)
+            if cached is not None:
+                self._index_cache.move_to_end(sid)
+                return cached
+        index = self.rsm.fetch_index(segment.ref, "index")
+        with self._index_lock:
+            self._index_cache[sid] = index
+            while len(self._index_cache) > INDEX_CACHE_ENTRIES:
+                self._index_cache.popitem(last=False)
+        return index
+
+    def _read_segment(self, segment: RemoteSegment, offset: int, max_bytes: int, upper: int) -> bytes:
+        position = index_position(self._offset_index(segment), offset - segment.start_offset)
+        want = max(max_bytes, MIN_REMOTE_READ)
+        data = self.rsm.fetch_log_segment(segment.ref, position, min(segment.size, position + want))
+        out: list[bytes] = []
+        total = pos = 0
+        while position + pos < segment.size and (total < max_bytes or not out):
+            if pos + 27 > len(data):  # the next batch's header (through lastOffsetDelta) is not here yet
+                data += self.rsm.fetch_log_segment(segment.ref, position + len(data),
+                                                   min(segment.size, position + pos + want))
+                if pos + 27 > len(data):
+                    break
+            base, length = _BATCH_HEADER.unpack_from(data, pos)
+            size = 12 + length
+            if base >= upper:
+                break
+            last = base + _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)[0]
+            if last >= offset and out and total + size > max_bytes:
+                break
+            if pos + size > len(data):
+                data += self.rsm.fetch_log_segment(segment.ref, position + len(data),
+                                                   min(segment.size, position + pos + size))
+                if pos + size > len(data):
+                    break  # the object is shorter than its metadata says
+            if last >= offset:
+                out.append(data[pos:pos + size])
+                total += size
+            pos += size
+        return b"".join(out)
+
+    def sizes(self, topic: str, index: int) -> tuple[int, int]:
+        """(remote segments, remote bytes) of a partition, finished copies only."""
+        finished = self.cache.state(topic, index).finished()
+        return len(finished), sum(s.size for s in finished)

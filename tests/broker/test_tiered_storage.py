@@ -1,0 +1,221 @@
+"""Tiered storage (KIP-405), in process: a broker with a ``file://`` remote store copies rolled segments,
+records them in ``__remote_log_metadata``, keeps only the local tail, serves fetches and ListOffsets below the
+local log start from the remote store, applies the total retention to remote segments, and refuses what Kafka
+refuses."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from inprocess_broker import running_broker, run
+from kcli.broker.errors import InvalidConfigError
+from kcli.broker.partition import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP
+from kcli.broker.replica_manager import FetchParams, FetchPartition
+from kcli.records import BatchReader, Record
+from kcli.records.batch import build_record_batch
+from kcli.records.remote_log_metadata import REMOTE_LOG_METADATA_TOPIC, decode_remote_log_metadata
+
+SEGMENT = 4096
+VALUE = b"v" * 200
+
+
+def tiered_overrides(store: Path, **extra: str) -> dict[str, str]:
+    return {"remote.log.storage.system.enable": "true", "rsm.config.url": store.as_uri(),
+            "remote.log.manager.task.interval.ms": "50", "log.retention.check.interval.ms": "50",
+            "rlmm.config.remote.log.metadata.topic.num.partitions": "3", **extra}
+
+
+async def produce(server, topic: str, batches: int, per_batch: int = 4, start: int = 0) -> None:
+    for b in range(batches):
+        records = [Record(i, int(time.time() * 1000), f"k{start + b * per_batch + i}".encode(), VALUE)
+                   for i in range(per_batch)]
+        result = server.replica_manager.append_records(1, {(topic, 0): build_record_batch(records)})
+        assert int(result[(topic, 0)].error) == 0
+
+
+async def wait_for(condition, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def consume_all(server, topic: str, start: int, end: int) -> list[int]:
+    """Every record offset from ``start`` to ``end`` through the ReplicaManager's fetch, as a consumer would."""
+    offsets: list[int] = []
+    offset = start
+    params = FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, read_committed=False)
+    while offset < end:
+        [result] = await server.replica_manager.fetch_messages(params, [FetchPartition(topic, 0, offset, 10_000)])
+        assert int(result.error) == 0, result
+        records = result.read.records
+        raw = records.read() if hasattr(records, "read") else bytes(records)
+        if hasattr(records, "close"):
+            records.close()
+        assert raw, f"no records at offset {offset}"
+        for batch in BatchReader(raw):
+            batch.ensure_valid()
+            for record in batch.records():
+                if record.offset >= offset:
+                    offsets.append(record.offset)
+            offset = batch.next_offset
+    return offsets
+
+
+def test_segments_move_to_the_remote_store_and_are_read_back(tmp_path):
+    store = tmp_path / "remote"
+
+    async def body():
+        async with running_broker(tmp_path / "logs", **tiered_overrides(store)) as broker:
+            server = broker.server
+            server.admin.create_topic("tiered", 1, 1, configs={
+                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
+                "local.retention.bytes": str(2 * SEGMENT), "file.delete.delay.ms": "0"})
+            await produce(server, "tiered", 60)  # ~60 * 900 bytes: about a dozen segments
+            partition = server.replica_manager.get_partition("tiered", 0)
+            end = partition.log_end_offset
+            assert end == 240
+            await wait_for(lambda: partition.log.local_log_start_offset > 0 and len(partition.log.segments) <= 4,
+                           what="local segments deleted after their copy")
+            log_ = partition.log
+            assert log_.log_start_offset == 0  # the log still starts at 0: the rest is remote
+            assert log_.highest_offset_in_remote_storage >= log_.local_log_start_offset - 1
+            # the local tail: at most local.retention.bytes plus the active segment
+            assert sum(s.size for s in log_.log_segments[:-1]) <= 2 * SEGMENT + SEGMENT
+            # remote keys by topic, partition and offset
+            [partition_dir] = [p for p in store.iterdir() if p.name.startswith("tiered-0-")]
+            logs = sorted(p.name for p in partition_dir.glob("*.log"))
+            assert logs and logs[0].startswith("00000000000000000000-")
+            kinds = {p.suffix for p in partition_dir.iterdir()}
+            assert {".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".leader_epoch_checkpoint"} <= kinds
+            # every record once and in order, remote part and local part together
+            assert await consume_all(server, "tiered", 0, end) == list(range(end))
+            # ListOffsets: earliest is the log start, earliest-local (KIP-1005) the local start
+            assert partition.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 0
+            assert partition.offset_for_timestamp(EARLIEST_LOCAL_TIMESTAMP).offset == log_.local_log_start_offset
+            # the metadata topic holds Kafka's records: COPY_SEGMENT_STARTED then FINISHED per segment
+            states = []
+            for meta in server.replica_manager.partitions.values():
+                if meta.topic != REMOTE_LOG_METADATA_TOPIC:
+                    continue
+                found = meta.log.read(0, 1 << 22)
+                if found is None:
+                    continue
+                for batch in BatchReader(found.read()):
+                    for record in batch.records():
+                        states.append(decode_remote_log_metadata(record.value))
+            adds = [r for r in states if r.type_id == 0]
+            updates = [r.data["remoteLogSegmentState"] for r in states if r.type_id == 1]
+            assert adds and all(r.data["remoteLogSegmentState"] == 0 for r in adds)
+            assert updates.count(1) == len(adds)  # each copy finished
+            assert "RemoteLogSegmentMetadata{remoteLogSegmentId=RemoteLogSegmentId{topicIdPartition=" in adds[0].text()
+
+    run(body(), timeout=90)
+
+
+def test_total_retention_deletes_remote_segments(tmp_path):
+    store = tmp_path / "remote"
+
+    async def body():
+        async with running_broker(tmp_path / "logs", **tiered_overrides(store)) as broker:
+            server = broker.server
+            server.admin.create_topic("shrinking", 1, 1, configs={
+                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
+                "local.retention.bytes": str(SEGMENT), "retention.bytes": str(4 * SEGMENT),
+                "file.delete.delay.ms": "0"})
+            await produce(server, "shrinking", 60)
+            partition = server.replica_manager.get_partition("shrinking", 0)
+            rlm = server.remote_log_manager
+            await wait_for(lambda: partition.log.log_start_offset > 0, what="remote retention")
+            await wait_for(lambda: rlm.sizes("shrinking", 0)[1] + sum(
+                s.size for s in partition.log.log_segments if s.base_offset > partition.log.highest_offset_in_remote_storage)
+                <= 4 * SEGMENT + SEGMENT, what="total size within retention.bytes")
+            start = partition.log.log_start_offset
+            finished = rlm.cache.state("shrinking", 0).finished()
+            assert finished and finished[0].start_offset == start
+            # the deleted segments' objects are gone from the store
+            names = {p.name.split("-")[0] for p in store.rglob("*.log")}
+            assert all(int(n) >= start for n in names)
+            # a fetch below the log start is out of range; from the log start every record is there
+            params = FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, read_committed=False)
+            [result] = await server.replica_manager.fetch_messages(params, [FetchPartition("shrinking", 0, 0, 10_000)])
+            assert result.error.name == "offset_out_of_range"
+            end = partition.log_end_offset
+            assert await consume_all(server, "shrinking", start, end) == list(range(start, end))
+
+    run(body(), timeout=90)
+
+
+def test_a_new_leader_resumes_from_the_metadata(tmp_path):
+    """A restart (the same broker leads again): the remote segments come back from __remote_log_metadata,
+    the log starts at 0 again though the loader only sees the local tail, and copying resumes after the
+    highest finished segment without copying any again."""
+    store = tmp_path / "remote"
+    overrides = tiered_overrides(store)
+
+    async def first():
+        async with running_broker(tmp_path / "logs", **overrides) as broker:
+            server = broker.server
+            server.admin.create_topic("again", 1, 1, configs={
+                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
+                "local.retention.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            await produce(server, "again", 40)
+            partition = server.replica_manager.get_partition("again", 0)
+            await wait_for(lambda: partition.log.local_log_start_offset > 0, what="local deletes")
+            return server.remote_log_manager.copied_segments
+
+    async def second(copied_before: int):
+        async with running_broker(tmp_path / "logs", **overrides) as broker:
+            server = broker.server
+            partition = server.replica_manager.get_partition("again", 0)
+            await wait_for(lambda: partition.log.log_start_offset == 0, what="the log start back at 0")
+            await produce(server, "again", 20, start=160)
+            end = partition.log_end_offset
+            assert end == 240
+            await wait_for(lambda: partition.log.highest_offset_in_remote_storage > 160, what="copies resumed")
+            assert await consume_all(server, "again", 0, end) == list(range(end))
+            segments = server.remote_log_manager.cache.state("again", 0).finished()
+            starts = [s.start_offset for s in segments]
+            assert starts == sorted(set(starts))  # no segment copied twice
+            for a, b in zip(segments, segments[1:]):
+                assert a.end_offset + 1 == b.start_offset  # contiguous
+
+    copied = run(first(), timeout=90)
+    assert copied > 0
+    run(second(copied), timeout=90)
+
+
+def test_refusals(tmp_path):
+    async def body():
+        async with running_broker(tmp_path / "plain") as broker:
+            admin = broker.server.admin
+            with pytest.raises(InvalidConfigError, match="Tiered Storage functionality is disabled"):
+                admin.create_topic("t", 1, 1, configs={"remote.storage.enable": "true"})
+        async with running_broker(tmp_path / "logs", **tiered_overrides(tmp_path / "remote")) as broker:
+            admin = broker.server.admin
+            with pytest.raises(InvalidConfigError, match="unsupported for the compacted topics"):
+                admin.create_topic("c", 1, 1, configs={"remote.storage.enable": "true", "cleanup.policy": "compact"})
+            with pytest.raises(InvalidConfigError, match="local.retention.ms"):
+                admin.create_topic("r", 1, 1, configs={"remote.storage.enable": "true", "retention.ms": "1000",
+                                                       "local.retention.ms": "5000"})
+            admin.create_topic("on", 1, 1, configs={"remote.storage.enable": "true"})
+            with pytest.raises(InvalidConfigError, match="Disabling remote storage"):
+                admin.set_config("on", {"remote.storage.enable": "false"})
+            with pytest.raises(InvalidConfigError, match="Disabling remote storage"):
+                admin.incremental_config("on", [("remote.storage.enable", 1, None)])
+            admin.incremental_config("on", [("retention.ms", 0, "100000")])  # other changes keep it on
+
+    run(body(), timeout=60)
+
+
+def test_broker_without_a_store_url_does_not_start():
+    from kcli.broker.config import build_config
+    from kcli.broker.config_error import ConfigError
+
+    with pytest.raises(ConfigError, match="rsm.config.url"):
+        build_config({"remote.log.storage.system.enable": "true", "log.dirs": "/tmp/x"})
