@@ -219,3 +219,53 @@ def test_broker_without_a_store_url_does_not_start():
 
     with pytest.raises(ConfigError, match="rsm.config.url"):
         build_config({"remote.log.storage.system.enable": "true", "log.dirs": "/tmp/x"})
+
+
+def test_a_copy_killed_midway_leaves_no_half_segment(tmp_path):
+    """Crash safety: an upload that dies after COPY_SEGMENT_STARTED and some objects (a kill -9 mid-copy) is
+    never FINISHED, so the local segment stays; the next leader deletes the half upload (DELETE_SEGMENT_*) and
+    copies the segment again."""
+    store = tmp_path / "remote"
+    overrides = tiered_overrides(store)
+
+    async def crash():
+        async with running_broker(tmp_path / "logs", **overrides) as broker:
+            server = broker.server
+            rlm = server.remote_log_manager
+            attempts = []
+
+            def dies_midway(ref, files):
+                attempts.append(ref)
+                rlm.rsm.fs.makedirs(f"{rlm.rsm.root}/{ref.partition_dir}", exist_ok=True)
+                rlm.rsm.fs.pipe_file(rlm.rsm.key(ref, "index"), b"\0" * 8)  # one object of six, then the end
+                raise OSError("killed")
+
+            async def no_cleanup(partition):
+                return None
+
+            rlm.rsm.copy_log_segment_data = dies_midway
+            rlm._expire = no_cleanup  # the broker died: nothing tidies up after it
+            server.admin.create_topic("crash", 1, 1, configs={
+                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
+                "local.retention.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            await produce(server, "crash", 20)
+            partition = server.replica_manager.get_partition("crash", 0)
+            await wait_for(lambda: attempts, what="a copy attempt")
+            await asyncio.sleep(0.3)  # retention passes run: nothing local may go
+            assert partition.log.highest_offset_in_remote_storage == -1
+            assert partition.log.local_log_start_offset == 0
+            assert rlm.cache.state("crash", 0).finished() == []
+            return attempts[0]
+
+    async def restart(half):
+        async with running_broker(tmp_path / "logs", **overrides) as broker:
+            server = broker.server
+            partition = server.replica_manager.get_partition("crash", 0)
+            rlm = server.remote_log_manager
+            await wait_for(lambda: partition.log.local_log_start_offset > 0, what="copies after the restart")
+            assert not (store / half.partition_dir / f"{half.stem}.index").exists()  # the half upload is gone
+            assert half.segment_id not in rlm.cache.state("crash", 0).segments
+            assert await consume_all(server, "crash", 0, partition.log_end_offset) == list(range(80))
+
+    half = run(crash(), timeout=60)
+    run(restart(half), timeout=60)

@@ -9,7 +9,7 @@ from kio.schema.errors import ErrorCode
 from kcli.broker.errors import error_code_for
 from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, RequestContext, build, response_module
-from kcli.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kcli.broker.partition import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kcli.protocol.acl import AclOperation, ResourceType
 
 DEBUGGING_REPLICA_ID = -2  # ListOffsetsRequest.DEBUGGING_REPLICA_ID: the only requester a follower answers
@@ -55,7 +55,7 @@ async def list_offsets(ctx: RequestContext, req: Any) -> Any:
                     if match is not None:
                         values.update(offset=match.offset, timestamp=match.timestamp)
                 values["leader_epoch"] = partition.leader_epoch
-                if lp.timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
+                if lp.timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                     values["timestamp"] = -1
                 error = ErrorCode.none
             except Exception as exc:
