@@ -131,3 +131,28 @@ def test_tiered_topic_with_real_clients_and_a_kill(make_broker, tmp_path):
         batches = list(reader)
         assert batches and reader.valid_bytes == len(raw), path
     assert (log_dir / f"{REMOTE_LOG_METADATA_TOPIC}-0").exists() or (log_dir / f"{REMOTE_LOG_METADATA_TOPIC}-1").exists()
+
+
+def test_tiered_topic_on_s3(make_broker, tmp_path, s3_store):
+    """The same on S3 (SeaweedFS's gateway through s3fs): the local dir keeps the tail, the bucket holds the rest
+    by topic, partition and offset, and a consumer from offset 0 reads every record once and in order."""
+    bucket = s3_store.new_bucket()
+    log_dir = tmp_path / "kafka-logs"
+    overrides = [o for o in store_overrides("") if not o.startswith("rsm.config.url=")]
+    broker = make_broker(*overrides, *s3_store.rsm_overrides(bucket), log_dir=log_dir)
+    topic = "tiered-s3"
+    records = 500
+    create_tiered_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, 0, records)
+    fs = s3_store.filesystem()
+
+    def remote_logs() -> list[str]:
+        fs.invalidate_cache()
+        dirs = [d for d in fs.ls(f"{bucket}/tiered", detail=False) if d.rsplit("/", 1)[-1].startswith(f"{topic}-0-")]
+        return [k for d in dirs for k in fs.ls(d, detail=False) if k.endswith(".log")] if dirs else []
+
+    wait_until(lambda: len(local_segments(log_dir, topic)) <= 4 and len(remote_logs()) >= 15, 90,
+               "local tail only, the rest in the bucket", broker)
+    first = sorted(remote_logs())[0]
+    assert first.rsplit("/", 1)[-1].startswith("00000000000000000000-")
+    assert consume_from_zero(broker.bootstrap, topic, records) == list(range(records))
