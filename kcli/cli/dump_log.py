@@ -30,6 +30,7 @@ def dump_log(
     offsets_decoder: Annotated[bool, typer.Option("--offsets-decoder", help="Decode __consumer_offsets records.")] = False,
     transaction_log_decoder: Annotated[bool, typer.Option("--transaction-log-decoder", help="Decode __transaction_state records.")] = False,
     cluster_metadata_decoder: Annotated[bool, typer.Option("--cluster-metadata-decoder", help="Decode KRaft __cluster_metadata records and snapshots.")] = False,
+    remote_log_metadata_decoder: Annotated[bool, typer.Option("--remote-log-metadata-decoder", help="Decode tiered storage's __remote_log_metadata records (KIP-405).")] = False,
     skip_record_metadata: Annotated[bool, typer.Option("--skip-record-metadata", help="Print only key and payload per record.")] = False,
     key_decoder_class: Annotated[Optional[str], typer.Option("--key-decoder-class", hidden=True)] = None,
     value_decoder_class: Annotated[Optional[str], typer.Option("--value-decoder-class", hidden=True)] = None,
@@ -65,7 +66,8 @@ def dump_log(
     from kcli.tools.dump import Decoder, DumpOptions, Encodings
 
     decoders = [d for flag, d in ((offsets_decoder, Decoder.OFFSETS), (transaction_log_decoder, Decoder.TRANSACTION_LOG),
-                                  (cluster_metadata_decoder, Decoder.CLUSTER_METADATA)) if flag]
+                                  (cluster_metadata_decoder, Decoder.CLUSTER_METADATA),
+                                  (remote_log_metadata_decoder, Decoder.REMOTE_LOG_METADATA)) if flag]
     headers = parse_headers(header)
     if record_format is not None and json_out:
         raise fail("--format and --json are two ways to print records: choose one", ExitCode.USAGE)

@@ -179,6 +179,17 @@ class FsspecRemoteStorageManager:
                                      path=self.fs.unstrip_protocol(key)) from exc
 
 
+def fsspec_filesystem(url: str, options: Mapping[str, Any]) -> tuple[Any, str]:
+    """(filesystem, path) of an fsspec URL with storage options given as text (the tools' --storage-option)."""
+    try:
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(url, **_typed(options))
+    except (ImportError, ValueError) as exc:
+        raise InputError(f"{url} cannot be opened: {exc}", path=url) from exc
+    return fs, path.rstrip("/")
+
+
 def _is_local(fs: Any) -> bool:
     protocol = getattr(fs, "protocol", ())
     return "file" in (protocol if isinstance(protocol, tuple) else (protocol,))
