@@ -298,6 +298,12 @@ def test_verify_and_dump_the_remote_store(tmp_path):
     assert dumped.returncode == 0, dumped.stderr
     assert "payload: RemoteLogSegmentMetadata{remoteLogSegmentId=RemoteLogSegmentId{topicIdPartition=" in dumped.stdout
     assert "state=COPY_SEGMENT_FINISHED" in dumped.stdout
+    # kctl cat reads the remote segments as local ones: offsets from 0, each once, in order
+    catted = kctl_fork.run("cat", "-f", "%o\\n", store.as_uri())
+    assert catted.returncode == 0, catted.stderr
+    offsets = [int(x) for x in catted.stdout.split()]
+    assert offsets and offsets == list(range(len(offsets)))
+    assert "remote: file:///" in catted.stderr
     # one flipped byte inside a remote segment's second batch
     victim = sorted(store.rglob("*.log"))[0]
     raw = bytearray(victim.read_bytes())
