@@ -200,6 +200,8 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "remote.log.storage.manager.impl.prefix": (_str, "rsm.config."),
     "remote.log.metadata.manager.impl.prefix": (_str, "rlmm.config."),
     "remote.log.manager.task.interval.ms": (_int(1, INT32_MAX), 30_000),
+    "remote.log.reader.threads": (_int(1, 1024), 10),
+    "remote.log.manager.thread.pool.size": (_int(1, 1024), 10),
     "rlmm.config.remote.log.metadata.topic.num.partitions": (_int(1, INT32_MAX), 50),
     "rlmm.config.remote.log.metadata.topic.replication.factor": (_int(1, 32767), 3),
     "log.local.retention.ms": (_int(-2), -2),

@@ -29,6 +29,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,6 +202,23 @@ class RemoteLogManager:
         self._index_lock = threading.Lock()
         self.copied_segments = 0
         self.copied_bytes = 0
+        # Kafka's remote.log.reader.threads and remote.log.manager.thread.pool.size: reads and copies in pools of
+        # their own, so a consumer's remote read never queues behind flushes or uploads
+        self.reader_pool = ThreadPoolExecutor(int(config["remote.log.reader.threads"]),
+                                              thread_name_prefix="kcli-remote-reader")
+        self.copier_pool = ThreadPoolExecutor(int(config["remote.log.manager.thread.pool.size"]),
+                                              thread_name_prefix="kcli-remote-copier")
+
+    def close(self) -> None:
+        self.reader_pool.shutdown(wait=False, cancel_futures=True)
+        self.copier_pool.shutdown(wait=False, cancel_futures=True)
+
+    async def read_async(self, topic: str, index: int, offset: int, max_bytes: int, upper: int) -> bytes:
+        return await asyncio.get_running_loop().run_in_executor(self.reader_pool, self.read, topic, index, offset,
+                                                                max_bytes, upper)
+
+    async def _in_copier(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.copier_pool, fn, *args)
 
     # -- the task ------------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -371,7 +389,7 @@ class RemoteLogManager:
                      "txnindex": txn if txn.exists() else None,
                      "snapshot": snapshot if snapshot.exists() else None,
                      "leader_epoch_checkpoint": _epoch_checkpoint(remote.leader_epochs)}
-            await asyncio.to_thread(self.rsm.copy_log_segment_data, ref, files)
+            await self._in_copier(self.rsm.copy_log_segment_data, ref, files)
             await self._publish(partition, segment_update_record(ref, S.COPY_SEGMENT_FINISHED, self.broker_id,
                                                                  int(time.time() * 1000)))
         finally:
@@ -428,7 +446,7 @@ class RemoteLogManager:
         if segment.state is not S.DELETE_SEGMENT_STARTED:
             await self._publish(partition, segment_update_record(ref, S.DELETE_SEGMENT_STARTED, self.broker_id,
                                                                  int(time.time() * 1000)))
-        await asyncio.to_thread(self.rsm.delete_log_segment_data, ref)
+        await self._in_copier(self.rsm.delete_log_segment_data, ref)
         with self._index_lock:
             self._index_cache.pop(ref.segment_id, None)
         await self._publish(partition, segment_update_record(ref, S.DELETE_SEGMENT_FINISHED, self.broker_id,

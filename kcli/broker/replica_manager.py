@@ -334,8 +334,8 @@ class ReplicaManager:
                 if self.remote_log_manager is None:
                     raise OffsetOutOfRangeError(f"offset {offset} of {info.topic}-{info.partition} is in the "
                                                 "remote store and this broker has none")
-                read.records = await asyncio.to_thread(self.remote_log_manager.read, info.topic, info.partition,
-                                                       offset, max_bytes, upper)
+                read.records = await self.remote_log_manager.read_async(info.topic, info.partition, offset,
+                                                                        max_bytes, upper)
             except Exception as exc:
                 result.error = error_code_for(exc)
                 read.records = b""

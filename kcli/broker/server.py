@@ -74,8 +74,8 @@ class KafkaServer:
             from kcli.storage.remote import remote_storage_manager
 
             props = {k: v for k, v in config.values.items() if k.startswith("remote.log.storage.manager.")}
-            self.remote_log_manager = RemoteLogManager(config, remote_storage_manager({**props, **config.remote_storage}),
-                                                       self.replica_manager, self.admin, self.broker_id)
+            rsm = remote_storage_manager({**props, **config.remote_storage})
+            self.remote_log_manager = RemoteLogManager(config, rsm, self.replica_manager, self.admin, self.broker_id)
             self.replica_manager.remote_log_manager = self.remote_log_manager
 
     @property
@@ -256,6 +256,8 @@ class KafkaServer:
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+        if self.remote_log_manager is not None:
+            self.remote_log_manager.close()
         self.replica_manager.shutdown()
         await self.socket_server.stop()
         if self.metrics_endpoint is not None:
