@@ -55,6 +55,8 @@ S = RemoteLogSegmentState
 _BATCH_HEADER = struct.Struct(">qi")  # baseOffset, batchLength: the first 12 bytes of every batch
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
 _INDEX_ENTRY = struct.Struct(">ii")  # an .index entry: relative offset, position
+_TIME_ENTRY = struct.Struct(">qi")  # a .timeindex entry: timestamp, relative offset
+_MAX_TIMESTAMP = struct.Struct(">q")  # at byte 35 of a v2 batch
 MIN_REMOTE_READ = 64 * 1024  # at least this much per remote read, so a first batch is usually whole
 INDEX_CACHE_ENTRIES = 1024  # Kafka's RemoteIndexCache, in memory: offset indexes of remote segments
 
@@ -524,6 +526,46 @@ class RemoteLogManager:
                 total += size
             pos += size
         return b"".join(out)
+
+    async def offset_for_timestamp_async(self, topic: str, index: int, timestamp: int, log_start: int) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.reader_pool, self.offset_for_timestamp, topic,
+                                                                index, timestamp, log_start)
+
+    def offset_for_timestamp(self, topic: str, index: int, timestamp: int, log_start: int) -> Any:
+        """ListOffsets by time in the remote segments (Kafka's RemoteLogManager.findOffsetByTimestamp): the first
+        segment whose largest timestamp reaches ``timestamp``, its time index to start near it, then its batches
+        and records: (offset, timestamp) of the first record at or after the time, None when no remote segment
+        has one (the local log is searched then)."""
+        from kcli.records import RecordBatch
+        from kcli.records.types import TimestampType
+        from kcli.storage.reader import TimestampMatch
+
+        for segment in self.cache.state(topic, index).finished():
+            if segment.end_offset < log_start or segment.max_timestamp < timestamp:
+                continue
+            relative = 0
+            times = self.rsm.fetch_index(segment.ref, "timeindex")
+            for i in range(0, len(times) - len(times) % 12, 12):
+                ts, rel = _TIME_ENTRY.unpack_from(times, i)
+                if (i > 0 and ts == 0 and rel == 0) or ts >= timestamp:
+                    break
+                relative = rel
+            position = index_position(self._offset_index(segment), relative)
+            data = self.rsm.fetch_log_segment(segment.ref, position, segment.size)
+            pos = 0
+            while pos + 43 <= len(data):
+                size = 12 + _BATCH_HEADER.unpack_from(data, pos)[1]
+                if _MAX_TIMESTAMP.unpack_from(data, pos + 35)[0] >= timestamp:
+                    batch = RecordBatch(bytes(data[pos:pos + size]))
+                    for record in batch.records():
+                        if record.offset < log_start:
+                            continue
+                        if batch.timestamp_type is TimestampType.LOG_APPEND_TIME:
+                            return TimestampMatch(record.offset, batch.max_timestamp)
+                        if record.timestamp >= timestamp:
+                            return TimestampMatch(record.offset, record.timestamp)
+                pos += size
+        return None
 
     def sizes(self, topic: str, index: int) -> tuple[int, int]:
         """(remote segments, remote bytes) of a partition, finished copies only."""

@@ -313,3 +313,31 @@ def test_verify_and_dump_the_remote_store(tmp_path):
     broken = kctl_fork.run("verify", store.as_uri())
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert f"{victim.as_uri()}:{second}" in broken.stderr.replace("file:///", "file:///"), broken.stderr
+
+
+def test_list_offsets_by_time_reaches_the_remote_segments(tmp_path):
+    """ListOffsets by timestamp searches the remote segments first (their time indexes, then the records), as
+    Kafka's findOffsetByTimestamp does, then the local log."""
+    store = tmp_path / "remote"
+
+    async def body():
+        async with running_broker(tmp_path / "logs", **tiered_overrides(store)) as broker:
+            server = broker.server
+            server.admin.create_topic("timed", 1, 1, configs={
+                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT), "retention.ms": "-1",
+                "local.retention.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            base = 1_700_000_000_000
+            for b in range(60):  # record i of batch b at base + 10 * (4 * b + i)
+                records = [Record(i, base + 10 * (4 * b + i), None, VALUE) for i in range(4)]
+                server.replica_manager.append_records(1, {("timed", 0): build_record_batch(records)})
+            partition = server.replica_manager.get_partition("timed", 0)
+            await wait_for(lambda: partition.log.local_log_start_offset > 40, what="copies")
+            rlm = server.remote_log_manager
+            match = await rlm.offset_for_timestamp_async("timed", 0, base + 10 * 21, 0)
+            assert (match.offset, match.timestamp) == (21, base + 10 * 21)
+            match = await rlm.offset_for_timestamp_async("timed", 0, base + 10 * 21 + 5, 0)
+            assert (match.offset, match.timestamp) == (22, base + 10 * 22)
+            assert await rlm.offset_for_timestamp_async("timed", 0, base + 10 * 10_000, 0) is None
+            assert (await rlm.offset_for_timestamp_async("timed", 0, 0, 0)).offset == 0
+
+    run(body(), timeout=60)

@@ -56,7 +56,7 @@ def produce(bootstrap: str, topic: str, start: int, count: int, *, stop_at: int 
     return 0
 
 
-def consume_from_zero(bootstrap: str, topic: str, expected: int) -> list[int]:
+def consume_from_zero(bootstrap: str, topic: str, expected: int, timestamps: list[int] | None = None) -> list[int]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "enable.auto.commit": False,
@@ -74,6 +74,8 @@ def consume_from_zero(bootstrap: str, topic: str, expected: int) -> list[int]:
             assert int(msg.key()) == msg.offset()
             assert msg.value()[:8] == f"{msg.offset():08d}".encode()
             seen.append(msg.offset())
+            if timestamps is not None:
+                timestamps.append(msg.timestamp()[1])
     finally:
         consumer.close()
     return seen
@@ -116,7 +118,16 @@ def test_tiered_topic_with_real_clients_and_a_kill(make_broker, tmp_path):
     wait_until(lambda: len(local_segments(log_dir, topic)) <= 4 and len(remote_logs()) >= 40, 90,
                "local tail only, the rest remote", broker)
     # every record once and in order from offset 0: the remote part from the store, then the local tail
-    assert consume_from_zero(broker.bootstrap, topic, RECORDS) == list(range(RECORDS))
+    timestamps: list[int] = []
+    assert consume_from_zero(broker.bootstrap, topic, RECORDS, timestamps) == list(range(RECORDS))
+    # ListOffsets by time into the remote part: the first offset at or after a remote record's timestamp
+    from confluent_kafka import Consumer, TopicPartition
+
+    wanted = timestamps[100]
+    lookup = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "times", "log_level": 0})
+    [found] = lookup.offsets_for_times([TopicPartition(topic, 0, wanted)], timeout=30)
+    lookup.close()
+    assert timestamps[found.offset] >= wanted and (found.offset == 0 or timestamps[found.offset - 1] < wanted)
     if shutil.which("kcat"):
         out = kcat("-b", broker.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-f", "%o\n")
         assert out.returncode == 0, out.stderr
