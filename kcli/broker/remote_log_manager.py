@@ -187,8 +187,10 @@ def index_position(index: bytes, relative_offset: int) -> int:
 
 class RemoteLogManager:
     def __init__(self, config: Any, rsm: FsspecRemoteStorageManager, replica_manager: Any, admin: Any,
-                 broker_id: int) -> None:
+                 broker_id: int, *, endpoint: Any = None, security: Any = None) -> None:
         self.config = config
+        self.endpoint = endpoint  # broker id -> (host, port): a metadata partition led by another broker
+        self.security = security  # kcli.broker.security.inter_broker.InterBrokerSecurity (None: PLAINTEXT)
         self.rsm = rsm
         self.replica_manager = replica_manager
         self.admin = admin
@@ -200,6 +202,7 @@ class RemoteLogManager:
         self._loaded: dict[tuple[str, int], int] = {}  # partition -> the leader epoch its metadata was loaded at
         self._copying: set[uuid.UUID] = set()
         self._warned: set[tuple[str, int]] = set()
+        self._cursors: dict[tuple[str, int], int] = {}  # a followed metadata partition: the next offset to read
         self._index_cache: OrderedDict[uuid.UUID, bytes] = OrderedDict()
         self._index_lock = threading.Lock()
         self.copied_segments = 0
@@ -242,9 +245,10 @@ class RemoteLogManager:
             if not self.tiered(partition):
                 partition.log.remote_log_enabled = False
                 continue
-            partition.log.remote_log_enabled = True  # followers too: they keep their local copy (never copied)
+            partition.log.remote_log_enabled = True
             if not partition.is_leader:
                 self._loaded.pop((partition.topic, partition.index), None)
+                await self._follow(partition)
                 continue
             if not await self._ensure_loaded(partition):
                 continue
@@ -285,11 +289,11 @@ class RemoteLogManager:
             return False
         meta_tp = self._metadata_tp(partition)
         meta = self.replica_manager.find(*meta_tp)
-        if meta is None or not meta.is_leader:
+        if meta is None or (not meta.is_leader and self.endpoint is None):
             if key not in self._warned:
                 self._warned.add(key)
-                log.warning("tiered storage: %s-%d stays local: its metadata partition %s-%d is not led by broker "
-                            "%d", partition.topic, partition.index, *meta_tp, self.broker_id)
+                log.warning("tiered storage: %s-%d stays local: broker %d has no replica of its metadata partition "
+                            "%s-%d", partition.topic, partition.index, self.broker_id, *meta_tp)
             return False
         records = await asyncio.to_thread(self._read_metadata, meta, partition.topic, partition.index)
         with self.cache.lock:
@@ -308,12 +312,47 @@ class RemoteLogManager:
                  partition.index, len(finished), state.highest_copied_offset())
         return True
 
+    async def _follow(self, partition: Any) -> None:
+        """A follower learns what its leader copied from its own replica of the metadata partition (Kafka's
+        RLMM on a follower): its highest remote offset, so local retention deletes what is safely remote here
+        too, and the segments a consumer of this replica (or this broker as the next leader) needs."""
+        meta = self.replica_manager.find(*self._metadata_tp(partition)) if self.admin.metadata.partition_count(
+            REMOTE_LOG_METADATA_TOPIC) else None
+        if meta is None:
+            return
+        key = (meta.topic, meta.index)
+        start = self._cursors.get(key, 0)
+        end = meta.high_watermark
+        if end > start:
+            records, _ = await asyncio.to_thread(self._read_metadata_range, meta, start, end)
+            self._cursors[key] = end
+            led = {(p.topic, p.index) for p in self.replica_manager.partitions.values() if p.is_leader}
+            for record in records:
+                d = record.data
+                tip = d.get("topicIdPartition") or d["remoteLogSegmentId"]["topicIdPartition"]
+                if (tip["name"], tip["partition"]) not in led:  # a partition led here has it from its own writes
+                    self.cache.apply(record)
+        highest = self.cache.state(partition.topic, partition.index).highest_copied_offset()
+        with partition.managed.lock:
+            partition.log.highest_offset_in_remote_storage = highest
+
     def _read_metadata(self, meta: Any, topic: str, index: int) -> list[RemoteLogMetadataRecord]:
         """Every record of the metadata partition about this user partition, in order (blocking)."""
-        out = []
         with meta.managed.lock:
-            reader_log = meta.log
-            offset, end = reader_log.log_start_offset, reader_log.log_end_offset
+            offset, end = meta.log.log_start_offset, meta.log.log_end_offset
+        records, _ = self._read_metadata_range(meta, offset, end)
+        out = []
+        for decoded in records:
+            d = decoded.data
+            tip = d.get("topicIdPartition") or d["remoteLogSegmentId"]["topicIdPartition"]
+            if tip["name"] == topic and tip["partition"] == index:
+                out.append(decoded)
+        return out
+
+    def _read_metadata_range(self, meta: Any, offset: int, end: int) -> tuple[list[RemoteLogMetadataRecord], int]:
+        """The decodable records of the metadata partition in [offset, end), and where reading stopped."""
+        out = []
+        reader_log = meta.log
         from kcli.records import BatchReader
 
         while offset < end:
@@ -330,22 +369,52 @@ class RemoteLogManager:
                         log.warning("skipping undecodable %s record at offset %d: %s", REMOTE_LOG_METADATA_TOPIC,
                                     record.offset, exc)
                         continue
-                    d = decoded.data
-                    tip = d.get("topicIdPartition") or d["remoteLogSegmentId"]["topicIdPartition"]
-                    if tip["name"] == topic and tip["partition"] == index:
+                    if record.offset >= offset:
                         out.append(decoded)
                 offset = batch.next_offset
-        return out
+        return out, offset
 
     async def _publish(self, partition: Any, value: bytes) -> None:
-        """Append one record to the partition's metadata partition (acks=all), then apply it to the cache."""
+        """Append one record to the partition's metadata partition (acks=all), here when it is led here, else a
+        Produce to its leader (Kafka's RLMM producer), then apply it to the cache."""
         tp = self._metadata_tp(partition)
         batch = build_record_batch([Record(0, int(time.time() * 1000), None, value)])
-        result = (await self.replica_manager.append_and_wait(
-            -1, int(self.config["offsets.commit.timeout.ms"]), {tp: batch}, origin=AppendOrigin.COORDINATOR))[tp]
-        if int(result.error) != 0:
-            raise KcliError(f"writing to {tp[0]}-{tp[1]} failed: error {result.error}")
+        timeout_ms = int(self.config["offsets.commit.timeout.ms"])
+        meta = self.replica_manager.find(*tp)
+        if meta is not None and meta.is_leader or self.endpoint is None:
+            result = (await self.replica_manager.append_and_wait(-1, timeout_ms, {tp: batch},
+                                                                 origin=AppendOrigin.COORDINATOR))[tp]
+            error = int(result.error)
+        else:
+            error = await self._produce_remote(tp, batch, timeout_ms)
+        if error != 0:
+            raise KcliError(f"writing to {tp[0]}-{tp[1]} failed: error {error}")
         self.cache.apply(decode_remote_log_metadata(value))
+
+    async def _produce_remote(self, tp: tuple[str, int], batch: bytes, timeout_ms: int) -> int:
+        import datetime
+
+        from kio.schema.produce.v9 import request as req
+        from kio.static.primitive import i16, i32
+
+        from kcli.broker.network_client import send_request
+        from kcli.protocol import ApiKey
+
+        state = self.admin.metadata.partition_state(*tp)
+        endpoint = self.endpoint(state.leader) if state is not None and state.leader >= 0 else None
+        if endpoint is None:
+            return 6  # NOT_LEADER_OR_FOLLOWER: the next pass tries again
+        body = req.ProduceRequest(transactional_id=None, acks=i16(-1), timeout=datetime.timedelta(milliseconds=timeout_ms),
+                                  topic_data=(req.TopicProduceData(name=tp[0], partition_data=(
+                                      req.PartitionProduceData(index=i32(tp[1]), records=batch),)),))
+        response = await send_request(*endpoint, ApiKey.PRODUCE, 9, body,
+                                      client_id=f"broker-{self.broker_id}-remote-log-metadata",
+                                      timeout=timeout_ms / 1000 + 5,
+                                      **({} if self.security is None else {"security": self.security}))
+        for topic in response.responses:
+            for part in topic.partition_responses:
+                return int(part.error_code)
+        return 1
 
     # -- copy ----------------------------------------------------------------------------------------
     async def _copy(self, partition: Any) -> None:
@@ -448,16 +517,16 @@ class RemoteLogManager:
         if segment.state is not S.DELETE_SEGMENT_STARTED:
             await self._publish(partition, segment_update_record(ref, S.DELETE_SEGMENT_STARTED, self.broker_id,
                                                                  int(time.time() * 1000)))
+        if move_start:  # before the objects go: a fetch below the new start is out of range, never a missing key
+            with partition.managed.lock:
+                log_ = partition.log
+                log_.log_start_offset = max(log_.log_start_offset, segment.end_offset + 1)
+                log_.leader_epochs.truncate_from_start(min(log_.log_start_offset, log_.log_end_offset))
         await self._in_copier(self.rsm.delete_log_segment_data, ref)
         with self._index_lock:
             self._index_cache.pop(ref.segment_id, None)
         await self._publish(partition, segment_update_record(ref, S.DELETE_SEGMENT_FINISHED, self.broker_id,
                                                              int(time.time() * 1000)))
-        if move_start:
-            with partition.managed.lock:
-                log_ = partition.log
-                log_.log_start_offset = max(log_.log_start_offset, segment.end_offset + 1)
-                log_.leader_epochs.truncate_from_start(min(log_.log_start_offset, log_.log_end_offset))
         log.info("tiered storage: %s-%d: deleted remote segment %d..%d (%s)", partition.topic, partition.index,
                  segment.start_offset, segment.end_offset, reason)
 

@@ -75,7 +75,10 @@ class KafkaServer:
 
             props = {k: v for k, v in config.values.items() if k.startswith("remote.log.storage.manager.")}
             rsm = remote_storage_manager({**props, **config.remote_storage})
-            self.remote_log_manager = RemoteLogManager(config, rsm, self.replica_manager, self.admin, self.broker_id)
+            self.remote_log_manager = RemoteLogManager(
+                config, rsm, self.replica_manager, self.admin, self.broker_id,
+                endpoint=self.services.endpoint if config["zookeeper.connect"] else None,
+                security=getattr(self.services, "inter_broker_security", None))
             self.replica_manager.remote_log_manager = self.remote_log_manager
 
     @property
