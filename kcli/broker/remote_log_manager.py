@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-import struct
 import threading
 import time
 import uuid
@@ -45,18 +44,22 @@ from kcli.records.remote_log_metadata import (
     encode_remote_log_metadata,
     metadata_partition,
 )
+from kcli.records.layout import (
+    HEADER_SIZE_UP_TO_LAST_OFFSET_DELTA,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    read_header,
+    read_last_offset_delta,
+    read_log_overhead,
+)
 from kcli.storage.files import PRODUCER_SNAPSHOT_SUFFIX, segment_path
+from kcli.storage.index import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 from kcli.storage.producer_state import AppendOrigin
 from kcli.storage.remote import FsspecRemoteStorageManager, RemoteSegmentRef
 
 log = logging.getLogger("kcli.broker")
 
 S = RemoteLogSegmentState
-_BATCH_HEADER = struct.Struct(">qi")  # baseOffset, batchLength: the first 12 bytes of every batch
-_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
-_INDEX_ENTRY = struct.Struct(">ii")  # an .index entry: relative offset, position
-_TIME_ENTRY = struct.Struct(">qi")  # a .timeindex entry: timestamp, relative offset
-_MAX_TIMESTAMP = struct.Struct(">q")  # at byte 35 of a v2 batch
 MIN_REMOTE_READ = 64 * 1024  # at least this much per remote read, so a first batch is usually whole
 INDEX_CACHE_ENTRIES = 1024  # Kafka's RemoteIndexCache, in memory: offset indexes of remote segments
 
@@ -175,8 +178,9 @@ def index_position(index: bytes, relative_offset: int) -> int:
     """The position of the largest entry of an ``.index`` at or below ``relative_offset`` (0 when none); a
     preallocated tail of zero entries ends the index."""
     position = 0
-    for i in range(0, len(index) - len(index) % 8, 8):
-        rel, pos = _INDEX_ENTRY.unpack_from(index, i)
+    size = OFFSET_INDEX_ENTRY.size
+    for i in range(0, len(index) - len(index) % size, size):
+        rel, pos = OFFSET_INDEX_ENTRY.unpack_from(index, i)
         if i > 0 and rel == 0 and pos == 0:
             break
         if rel > relative_offset:
@@ -573,16 +577,17 @@ class RemoteLogManager:
         out: list[bytes] = []
         total = pos = 0
         while position + pos < segment.size and (total < max_bytes or not out):
-            if pos + 27 > len(data):  # the next batch's header (through lastOffsetDelta) is not here yet
+            head = HEADER_SIZE_UP_TO_LAST_OFFSET_DELTA
+            if pos + head > len(data):  # the next batch's header (through lastOffsetDelta) is not here yet
                 data += self.rsm.fetch_log_segment(segment.ref, position + len(data),
                                                    min(segment.size, position + pos + want))
-                if pos + 27 > len(data):
+                if pos + head > len(data):
                     break
-            base, length = _BATCH_HEADER.unpack_from(data, pos)
-            size = 12 + length
+            base, length = read_log_overhead(data, pos)
+            size = LOG_OVERHEAD + length
             if base >= upper:
                 break
-            last = base + _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)[0]
+            last = base + read_last_offset_delta(data, pos)
             if last >= offset and out and total + size > max_bytes:
                 break
             if pos + size > len(data):
@@ -614,17 +619,19 @@ class RemoteLogManager:
                 continue
             relative = 0
             times = self.rsm.fetch_index(segment.ref, "timeindex")
-            for i in range(0, len(times) - len(times) % 12, 12):
-                ts, rel = _TIME_ENTRY.unpack_from(times, i)
+            entry = TIME_INDEX_ENTRY.size
+            for i in range(0, len(times) - len(times) % entry, entry):
+                ts, rel = TIME_INDEX_ENTRY.unpack_from(times, i)
                 if (i > 0 and ts == 0 and rel == 0) or ts >= timestamp:
                     break
                 relative = rel
             position = index_position(self._offset_index(segment), relative)
             data = self.rsm.fetch_log_segment(segment.ref, position, segment.size)
             pos = 0
-            while pos + 43 <= len(data):
-                size = 12 + _BATCH_HEADER.unpack_from(data, pos)[1]
-                if _MAX_TIMESTAMP.unpack_from(data, pos + 35)[0] >= timestamp:
+            while pos + RECORD_BATCH_OVERHEAD <= len(data):
+                header = read_header(data, pos)
+                size = LOG_OVERHEAD + header.batch_length
+                if header.max_timestamp >= timestamp:
                     batch = RecordBatch(bytes(data[pos:pos + size]))
                     for record in batch.records():
                         if record.offset < log_start:
