@@ -40,6 +40,7 @@ from kcli.records.remote_log_metadata import (
     REMOTE_LOG_METADATA_TOPIC,
     RemoteLogMetadataRecord,
     RemoteLogSegmentState,
+    RemotePartitionDeleteState,
     decode_remote_log_metadata,
     encode_remote_log_metadata,
     metadata_partition,
@@ -207,6 +208,8 @@ class RemoteLogManager:
         self._copying: set[uuid.UUID] = set()
         self._warned: set[tuple[str, int]] = set()
         self._cursors: dict[tuple[str, int], int] = {}  # a followed metadata partition: the next offset to read
+        self._deletions: set[asyncio.Task] = set()
+        self._deleting: dict[tuple[str, int], dict[uuid.UUID, RemoteSegment]] = {}
         self._index_cache: OrderedDict[uuid.UUID, bytes] = OrderedDict()
         self._index_lock = threading.Lock()
         self.copied_segments = 0
@@ -533,6 +536,46 @@ class RemoteLogManager:
                                                              int(time.time() * 1000)))
         log.info("tiered storage: %s-%d: deleted remote segment %d..%d (%s)", partition.topic, partition.index,
                  segment.start_offset, segment.end_offset, reason)
+
+    # -- deletion ------------------------------------------------------------------------------------
+    def partition_deleted(self, partition: Any) -> None:
+        """A tiered partition's replica was deleted here (DeleteTopics, StopReplica with delete): its remote data
+        goes too, as Kafka's RemoteLogManager.stopPartitions(deleteRemoteLog) does; every replica that knows
+        segments deletes them (a second delete of an object is no error)."""
+        if not self.tiered(partition) or not self.cache.state(partition.topic, partition.index).segments:
+            return
+        with self.cache.lock:
+            self._deleting[(partition.topic, partition.index)] = dict(
+                self.cache.partitions.get((partition.topic, partition.index), PartitionRemoteState()).segments)
+        task = asyncio.get_running_loop().create_task(self._delete_partition(partition))
+        self._deletions.add(task)
+        task.add_done_callback(self._deletions.discard)
+
+    async def _delete_partition(self, partition: Any) -> None:
+        tip = {"name": partition.topic, "id": partition.topic_id, "partition": partition.index}
+
+        def marker(state: RemotePartitionDeleteState) -> bytes:
+            return encode_remote_log_metadata(2, {"topicIdPartition": tip, "brokerId": self.broker_id,
+                                                  "eventTimestampMs": int(time.time() * 1000),
+                                                  "remotePartitionDeleteState": int(state)})
+        try:
+            await self._publish(partition, marker(RemotePartitionDeleteState.DELETE_PARTITION_STARTED))
+        except Exception as exc:  # the metadata topic unreachable: the objects still go
+            log.warning("tiered storage: %s-%d: deleting the remote data unrecorded: %s", partition.topic,
+                        partition.index, exc)
+        # the STARTED marker dropped the partition's state from the cache: the segments as they were before it
+        segments = list(self._deleting.pop((partition.topic, partition.index), {}).values())
+        for segment in segments:
+            try:
+                await self._in_copier(self.rsm.delete_log_segment_data, segment.ref)
+            except Exception as exc:
+                log.warning("tiered storage: deleting %s failed: %s", self.rsm.display_key(segment.ref, "log"), exc)
+        try:
+            await self._publish(partition, marker(RemotePartitionDeleteState.DELETE_PARTITION_FINISHED))
+        except Exception:
+            pass
+        log.info("tiered storage: %s-%d deleted: %d remote segment(s) removed", partition.topic, partition.index,
+                 len(segments))
 
     # -- reads ---------------------------------------------------------------------------------------
     def read(self, topic: str, index: int, offset: int, max_bytes: int, upper: int) -> bytes:

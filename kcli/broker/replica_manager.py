@@ -135,7 +135,9 @@ class ReplicaManager:
 
     def remove_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[0] == topic]:
-            del self.partitions[key]
+            removed = self.partitions.pop(key)
+            if self.remote_log_manager is not None:  # a tiered partition's remote data goes with it (KIP-405)
+                self.remote_log_manager.partition_deleted(removed)
             self.fetch_purgatory.check_and_complete(key)
         if self.stats is not None:
             self.stats.topic_deleted(topic)

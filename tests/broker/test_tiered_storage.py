@@ -341,3 +341,22 @@ def test_list_offsets_by_time_reaches_the_remote_segments(tmp_path):
             assert (await rlm.offset_for_timestamp_async("timed", 0, 0, 0)).offset == 0
 
     run(body(), timeout=60)
+
+
+def test_deleting_a_tiered_topic_deletes_its_remote_data(tmp_path):
+    store = tmp_path / "remote"
+
+    async def body():
+        async with running_broker(tmp_path / "logs", **tiered_overrides(store)) as broker:
+            server = broker.server
+            server.admin.create_topic("doomed", 1, 1, configs={
+                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            await produce(server, "doomed", 30)
+            partition = server.replica_manager.get_partition("doomed", 0)
+            await wait_for(lambda: partition.log.highest_offset_in_remote_storage > 0, what="copies")
+            assert list(store.rglob("*.log"))
+            await server.admin.delete_topic_async("doomed")
+            await wait_for(lambda: not list(store.rglob("*.log")), what="the remote objects deleted")
+            assert server.remote_log_manager.cache.partitions.get(("doomed", 0)) is None
+
+    run(body(), timeout=60)
