@@ -48,9 +48,10 @@ class ReadResult:
     log_end_offset: int
     aborted: list[AbortedTxn] | None = None
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a follower whose log diverged
-    # tiered storage: (fetch offset, max bytes, upper bound) below the local log start, for the RemoteLogManager
+    # tiered storage: (fetch offset, max bytes, upper bound, read_committed) below the local log start, for the
+    # RemoteLogManager
     # to read from the remote store off the event loop (Kafka's RemoteStorageFetchInfo)
-    remote_fetch: tuple[int, int, int] | None = None
+    remote_fetch: tuple[int, int, int, bool] | None = None
 
 
 @dataclass
@@ -319,7 +320,7 @@ class Partition:
                 raise OffsetMovedToTieredStorageError(
                     f"offset {fetch_offset} of {self.topic}-{self.index} is below the local log start "
                     f"{self.log.local_log_start_offset}: it is in the remote store")
-            result.remote_fetch = (fetch_offset, max_bytes, upper)
+            result.remote_fetch = (fetch_offset, max_bytes, upper, read_committed)
             return result
         # Under the log's lock, so no retention delete or cleaner swap runs between finding the bytes and
         # opening their file; the slice keeps the file open until the response is sent (sendfile).

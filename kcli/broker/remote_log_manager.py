@@ -686,6 +686,30 @@ class RemoteLogManager:
                 pos += size
         return None
 
+    async def aborted_transactions_async(self, topic: str, index: int, start: int, end: int, local: Any) -> list[Any]:
+        return await asyncio.get_running_loop().run_in_executor(self.reader_pool, self.aborted_transactions, topic,
+                                                                index, start, end, local)
+
+    def aborted_transactions(self, topic: str, index: int, start: int, end: int, local: Any) -> list[Any]:
+        """A read_committed fetch from the remote store: the aborted transactions overlapping [start, end) from
+        the remote segments' transaction indexes, from the one holding ``start`` on until one says it is
+        complete, then the local log's (Kafka's RemoteLogManager.collectAbortedTransactions)."""
+        from kcli.storage.index import ABORTED_TXN, AbortedTxn
+
+        found: list[Any] = []
+        for segment in self.cache.state(topic, index).finished():
+            if segment.end_offset < start:
+                continue
+            raw = self.rsm.fetch_index(segment.ref, "txnindex")
+            for i in range(0, len(raw) - len(raw) % ABORTED_TXN.size, ABORTED_TXN.size):
+                version, producer_id, first, last, stable = ABORTED_TXN.unpack_from(raw, i)
+                if last >= start and first < end:
+                    found.append(AbortedTxn(producer_id, first, last, stable, version))
+                if stable >= end:
+                    return found
+        found.extend(t for t in local.aborted_transactions(start, end) if t not in found)
+        return found
+
     def sizes(self, topic: str, index: int) -> tuple[int, int]:
         """(remote segments, remote bytes) of a partition, finished copies only."""
         finished = self.cache.state(topic, index).finished()

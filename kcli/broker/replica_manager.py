@@ -330,7 +330,7 @@ class ReplicaManager:
             read = result.read
             if read is None or read.remote_fetch is None:
                 continue
-            offset, max_bytes, upper = read.remote_fetch
+            offset, max_bytes, upper, read_committed = read.remote_fetch
             read.remote_fetch = None
             try:
                 if self.remote_log_manager is None:
@@ -338,6 +338,10 @@ class ReplicaManager:
                                                 "remote store and this broker has none")
                 read.records = await self.remote_log_manager.read_async(info.topic, info.partition, offset,
                                                                         max_bytes, upper)
+                partition = self.find(info.topic, info.partition)
+                if read_committed and read.records and partition is not None:  # KIP-98 over KIP-405
+                    read.aborted = await self.remote_log_manager.aborted_transactions_async(
+                        info.topic, info.partition, offset, read.last_stable_offset, partition.reader())
             except Exception as exc:
                 result.error = error_code_for(exc)
                 read.records = b""

@@ -360,3 +360,45 @@ def test_deleting_a_tiered_topic_deletes_its_remote_data(tmp_path):
             assert server.remote_log_manager.cache.partitions.get(("doomed", 0)) is None
 
     run(body(), timeout=60)
+
+
+def test_read_committed_from_the_remote_store_gets_the_aborted_transactions(tmp_path):
+    """A read_committed fetch below the local log start carries the aborted transactions of the remote
+    segments' transaction indexes (KIP-98 over KIP-405), so the consumer drops their records."""
+    from kcli.records.control import ControlRecordType
+
+    store = tmp_path / "remote"
+
+    async def body():
+        async with running_broker(tmp_path / "logs", **tiered_overrides(store)) as broker:
+            server = broker.server
+            server.admin.create_topic("txns", 1, 1, configs={
+                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
+                "local.retention.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            partition = server.replica_manager.get_partition("txns", 0)
+            aborted_starts = []
+            for t in range(20):  # transactions of 4 records, every third aborted
+                start = partition.log_end_offset
+                records = [Record(start + i, int(time.time() * 1000), None, VALUE) for i in range(4)]
+                raw = build_record_batch(records, producer_id=7, producer_epoch=0, base_sequence=4 * t,
+                                         is_transactional=True, base_offset=start)
+                with partition.managed.lock:
+                    partition.log.append_raw(raw)
+                    abort = t % 3 == 0
+                    partition.log.append_marker(ControlRecordType.ABORT if abort else ControlRecordType.COMMIT,
+                                                producer_id=7, producer_epoch=0, timestamp=int(time.time() * 1000))
+                if abort:
+                    aborted_starts.append(start)
+            await wait_for(lambda: partition.log.local_log_start_offset > 30, what="copies")
+            params = FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, read_committed=True)
+            [result] = await server.replica_manager.fetch_messages(params, [FetchPartition("txns", 0, 0, 1 << 20)])
+            assert int(result.error) == 0
+            assert result.read.records  # from the remote store
+            got = sorted(t.first_offset for t in result.read.aborted)
+            fetched_end = max(b.next_offset for b in BatchReader(bytes(result.read.records)))
+            # every aborted transaction the fetched records belong to (those after them may come too, as the
+            # local path gives them up to the last stable offset)
+            assert {s for s in aborted_starts if s < fetched_end} <= set(got) <= set(aborted_starts)
+            assert fetched_end <= partition.log.local_log_start_offset
+
+    run(body(), timeout=60)
