@@ -304,6 +304,9 @@ def test_verify_and_dump_the_remote_store(tmp_path):
     offsets = [int(x) for x in catted.stdout.split()]
     assert offsets and offsets == list(range(len(offsets)))
     assert "remote: file:///" in catted.stderr
+    scanned = kctl_fork.run("scan", "--json", store.as_uri())
+    assert scanned.returncode == 0, scanned.stderr
+    assert '"topic": "checked"' in scanned.stdout.replace('":"', '": "') and str(len(offsets)) in scanned.stdout
     # one flipped byte inside a remote segment's second batch
     victim = sorted(store.rglob("*.log"))[0]
     raw = bytearray(victim.read_bytes())
