@@ -278,9 +278,9 @@ class RemoteLogManager:
             replication = min(self.metadata_replication, max(1, len(self.admin.metadata.alive_brokers())))
         else:
             replication = 1
-        try:
-            await asyncio.to_thread(self.admin.create_topic, REMOTE_LOG_METADATA_TOPIC, self.metadata_partitions,
-                                    replication, configs={"retention.ms": "-1", "cleanup.policy": "delete"})
+        try:  # on the event loop, as the group coordinator creates __consumer_offsets: the admin is not thread-safe
+            self.admin.create_topic(REMOTE_LOG_METADATA_TOPIC, self.metadata_partitions, replication,
+                                    configs={"retention.ms": "-1", "cleanup.policy": "delete"})
         except KcliError as exc:
             if "already exists" not in str(exc):
                 raise
