@@ -121,13 +121,18 @@ class FsspecRemoteStorageManager:
         try:
             if _is_local(self.fs):  # object stores have no directories; a local one needs the partition's
                 self.fs.makedirs(f"{self.root}/{ref.partition_dir}", exist_ok=True)
+            local = _is_local(self.fs)
             for kind in kinds:
                 source = files.get(kind)
                 target = self.key(ref, kind)
+                # an object store's PUT is whole or absent; a file is written under a temporary name and renamed
+                written = f"{target}.{uuid.uuid4().hex}.tmp" if local else target
                 if isinstance(source, Path):
-                    self.fs.put_file(str(source), target)
+                    self.fs.put_file(str(source), written)
                 else:
-                    self.fs.pipe_file(target, bytes(source or b""))
+                    self.fs.pipe_file(written, bytes(source or b""))
+                if local:
+                    self.fs.mv(written, target)
         except FileNotFoundError as exc:
             raise RemoteStorageError(f"copying segment {ref.stem} of {ref.topic}-{ref.partition}: a local file "
                                      f"went away: {exc.filename or exc}") from exc
@@ -143,7 +148,14 @@ class FsspecRemoteStorageManager:
         return self._cat(ref, kind, None, None)
 
     def delete_log_segment_data(self, ref: RemoteSegmentRef) -> None:
-        """Every object of the segment; those already gone are no error (a retried delete)."""
+        """Every object of the segment; those already gone are no error (a retried delete). In a local store,
+        also what a copy killed midway left under a temporary name."""
+        leftovers = self.fs.glob(f"{self.root}/{ref.partition_dir}/{ref.stem}.*.tmp") if _is_local(self.fs) else []
+        for path in leftovers:
+            try:
+                self.fs.rm_file(path)
+            except FileNotFoundError:
+                pass
         for kind in SEGMENT_KINDS:
             try:
                 self.fs.rm_file(self.key(ref, kind))
