@@ -76,7 +76,10 @@ class SeaweedFS:
                 f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume_grpc']}", "-volume.preStopSeconds=0",
                 "-master.volumeSizeLimitMB=64", "-volume.max=0", "-filer", f"-filer.port={p['filer']}",
                 f"-filer.port.grpc={p['filer_grpc']}", "-s3", f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3_grpc']}",
-                f"-s3.config={config}"]
+                f"-s3.config={config}",
+                # 4.x also opens Iceberg and Lance catalog listeners on fixed ports (8181, 9101): off, so that
+                # two servers (parallel sessions) never collide
+                "-s3.port.iceberg=0", "-s3.port.lance=0"]
         self.log_path = self.directory / "weed.log"
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

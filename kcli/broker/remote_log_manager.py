@@ -77,6 +77,7 @@ class RemoteSegment:
     state: RemoteLogSegmentState
     broker_id: int
     event_timestamp: int
+    txn_index_empty: bool = False  # TxnIndexEmpty: no aborted transaction to look for in this segment
 
     @property
     def start_offset(self) -> int:
@@ -123,7 +124,8 @@ class RemoteLogMetadataCache:
                 state.segments[sid["id"]] = RemoteSegment(
                     ref, d["endOffset"], d["maxTimestampMs"], d["segmentSizeInBytes"],
                     [(e["leaderEpoch"], e["offset"]) for e in d["segmentLeaderEpochs"]],
-                    S(d["remoteLogSegmentState"]), d["brokerId"], d["eventTimestampMs"])
+                    S(d["remoteLogSegmentState"]), d["brokerId"], d["eventTimestampMs"],
+                    bool(d.get("txnIndexEmpty")))
                 return
             segment = state.segments.get(sid["id"])
             if segment is None:
@@ -134,7 +136,7 @@ class RemoteLogMetadataCache:
                 del state.segments[sid["id"]]
 
 
-def segment_metadata_record(segment: RemoteSegment, *, txn_index_empty: bool = True) -> bytes:
+def segment_metadata_record(segment: RemoteSegment, *, txn_index_empty: bool | None = None) -> bytes:
     """RemoteLogSegmentMetadataRecord (apiKey 0) for a segment whose copy starts."""
     ref = segment.ref
     return encode_remote_log_metadata(0, {
@@ -144,7 +146,8 @@ def segment_metadata_record(segment: RemoteSegment, *, txn_index_empty: bool = T
         "maxTimestampMs": segment.max_timestamp, "eventTimestampMs": segment.event_timestamp,
         "segmentLeaderEpochs": [{"leaderEpoch": e, "offset": o} for e, o in segment.leader_epochs],
         "segmentSizeInBytes": segment.size, "customMetadata": None,
-        "remoteLogSegmentState": int(segment.state), "txnIndexEmpty": txn_index_empty,
+        "remoteLogSegmentState": int(segment.state),
+        "txnIndexEmpty": segment.txn_index_empty if txn_index_empty is None else txn_index_empty,
     })
 
 
@@ -210,7 +213,7 @@ class RemoteLogManager:
         self._cursors: dict[tuple[str, int], int] = {}  # a followed metadata partition: the next offset to read
         self._deletions: set[asyncio.Task] = set()
         self._deleting: dict[tuple[str, int], dict[uuid.UUID, RemoteSegment]] = {}
-        self._index_cache: OrderedDict[uuid.UUID, bytes] = OrderedDict()
+        self._index_cache: OrderedDict[tuple[uuid.UUID, str], bytes] = OrderedDict()
         self._index_lock = threading.Lock()
         self.copied_segments = 0
         self.copied_bytes = 0
@@ -457,11 +460,11 @@ class RemoteLogManager:
         txn = segment.txn_index_path
         remote = RemoteSegment(ref, end, segment.largest_timestamp(), segment.size,
                                _segment_epochs(epochs, segment.base_offset, end),
-                               S.COPY_SEGMENT_STARTED, self.broker_id, now)
+                               S.COPY_SEGMENT_STARTED, self.broker_id, now,
+                               txn_index_empty=not txn.exists() or txn.stat().st_size == 0)
         self._copying.add(ref.segment_id)
         try:
-            await self._publish(partition, segment_metadata_record(
-                remote, txn_index_empty=not txn.exists() or txn.stat().st_size == 0))
+            await self._publish(partition, segment_metadata_record(remote))
             snapshot = segment_path(log_.directory, following.base_offset, PRODUCER_SNAPSHOT_SUFFIX)
             files = {"log": segment.log_path, "index": segment.index_path, "timeindex": segment.time_index_path,
                      "txnindex": txn if txn.exists() else None,
@@ -531,7 +534,8 @@ class RemoteLogManager:
                 log_.leader_epochs.truncate_from_start(min(log_.log_start_offset, log_.log_end_offset))
         await self._in_copier(self.rsm.delete_log_segment_data, ref)
         with self._index_lock:
-            self._index_cache.pop(ref.segment_id, None)
+            for kind in ("index", "timeindex", "txnindex"):
+                self._index_cache.pop((ref.segment_id, kind), None)
         await self._publish(partition, segment_update_record(ref, S.DELETE_SEGMENT_FINISHED, self.broker_id,
                                                              int(time.time() * 1000)))
         log.info("tiered storage: %s-%d: deleted remote segment %d..%d (%s)", partition.topic, partition.index,
@@ -591,7 +595,10 @@ class RemoteLogManager:
                 if i < len(finished) and finished[i].start_offset > offset:
                     offset = finished[i].start_offset
                 continue
+            started = time.perf_counter()
             found = self._read_segment(segment, offset, max_bytes, upper)
+            log.debug("tiered storage: %s-%d: %d bytes from offset %d read remotely in %.1f ms", topic, index,
+                      len(found), offset, (time.perf_counter() - started) * 1000)
             if found:
                 return found
             i += 1  # nothing at or after the offset in this segment (compacted away): the next one
@@ -599,14 +606,14 @@ class RemoteLogManager:
                 offset = max(offset, finished[i].start_offset)
         raise OffsetOutOfRangeError(f"offset {offset} of {topic}-{index} is not in any remote segment")
 
-    def _offset_index(self, segment: RemoteSegment) -> bytes:
-        sid = segment.ref.segment_id
+    def _offset_index(self, segment: RemoteSegment, kind: str = "index") -> bytes:
+        sid = (segment.ref.segment_id, kind)
         with self._index_lock:
             cached = self._index_cache.get(sid)
             if cached is not None:
                 self._index_cache.move_to_end(sid)
                 return cached
-        index = self.rsm.fetch_index(segment.ref, "index")
+        index = self.rsm.fetch_index(segment.ref, kind)
         with self._index_lock:
             self._index_cache[sid] = index
             while len(self._index_cache) > INDEX_CACHE_ENTRIES:
@@ -661,7 +668,7 @@ class RemoteLogManager:
             if segment.end_offset < log_start or segment.max_timestamp < timestamp:
                 continue
             relative = 0
-            times = self.rsm.fetch_index(segment.ref, "timeindex")
+            times = self._offset_index(segment, "timeindex")
             entry = TIME_INDEX_ENTRY.size
             for i in range(0, len(times) - len(times) % entry, entry):
                 ts, rel = TIME_INDEX_ENTRY.unpack_from(times, i)
@@ -698,9 +705,9 @@ class RemoteLogManager:
 
         found: list[Any] = []
         for segment in self.cache.state(topic, index).finished():
-            if segment.end_offset < start:
+            if segment.end_offset < start or segment.txn_index_empty:
                 continue
-            raw = self.rsm.fetch_index(segment.ref, "txnindex")
+            raw = self._offset_index(segment, "txnindex")
             for i in range(0, len(raw) - len(raw) % ABORTED_TXN.size, ABORTED_TXN.size):
                 version, producer_id, first, last, stable = ABORTED_TXN.unpack_from(raw, i)
                 if last >= start and first < end:
@@ -709,6 +716,17 @@ class RemoteLogManager:
                     return found
         found.extend(t for t in local.aborted_transactions(start, end) if t not in found)
         return found
+
+    @staticmethod
+    def records_end(data: bytes) -> int:
+        """The offset after the last batch of a record set (-1 when empty): a read_committed fetch's upper bound
+        for its aborted transactions (Kafka's RemoteLogManager.addAbortedTransactions)."""
+        pos, end = 0, -1
+        while pos + HEADER_SIZE_UP_TO_LAST_OFFSET_DELTA <= len(data):
+            base, length = read_log_overhead(data, pos)
+            end = base + read_last_offset_delta(data, pos) + 1
+            pos += LOG_OVERHEAD + length
+        return end
 
     def sizes(self, topic: str, index: int) -> tuple[int, int]:
         """(remote segments, remote bytes) of a partition, finished copies only."""

@@ -340,8 +340,9 @@ class ReplicaManager:
                                                                         max_bytes, upper)
                 partition = self.find(info.topic, info.partition)
                 if read_committed and read.records and partition is not None:  # KIP-98 over KIP-405
+                    end = min(read.last_stable_offset, self.remote_log_manager.records_end(read.records))
                     read.aborted = await self.remote_log_manager.aborted_transactions_async(
-                        info.topic, info.partition, offset, read.last_stable_offset, partition.reader())
+                        info.topic, info.partition, offset, end, partition.reader())
             except Exception as exc:
                 result.error = error_code_for(exc)
                 read.records = b""
