@@ -63,6 +63,10 @@ log = logging.getLogger("kcli.broker")
 S = RemoteLogSegmentState
 MIN_REMOTE_READ = 64 * 1024  # at least this much per remote read, so a first batch is usually whole
 INDEX_CACHE_ENTRIES = 1024  # Kafka's RemoteIndexCache, in memory: offset indexes of remote segments
+# Remote segment bytes are fetched in aligned chunks and the latest kept: a consumer reading from offset 0 asks for
+# ~1 MiB per fetch, and one GET per chunk instead of per fetch is what keeps S3's per-request cost off its path
+CHUNK_BYTES = 4 << 20
+CHUNK_CACHE_ENTRIES = 16  # 64 MiB at most
 
 
 @dataclass
@@ -215,6 +219,7 @@ class RemoteLogManager:
         self._deleting: dict[tuple[str, int], dict[uuid.UUID, RemoteSegment]] = {}
         self._index_cache: OrderedDict[tuple[uuid.UUID, str], bytes] = OrderedDict()
         self._index_lock = threading.Lock()
+        self._chunks: OrderedDict[tuple[uuid.UUID, int], bytes] = OrderedDict()
         self.copied_segments = 0
         self.copied_bytes = 0
         # Kafka's remote.log.reader.threads and remote.log.manager.thread.pool.size: reads and copies in pools of
@@ -536,6 +541,8 @@ class RemoteLogManager:
         with self._index_lock:
             for kind in ("index", "timeindex", "txnindex"):
                 self._index_cache.pop((ref.segment_id, kind), None)
+            for key in [k for k in self._chunks if k[0] == ref.segment_id]:
+                del self._chunks[key]
         await self._publish(partition, segment_update_record(ref, S.DELETE_SEGMENT_FINISHED, self.broker_id,
                                                              int(time.time() * 1000)))
         log.info("tiered storage: %s-%d: deleted remote segment %d..%d (%s)", partition.topic, partition.index,
@@ -620,17 +627,46 @@ class RemoteLogManager:
                 self._index_cache.popitem(last=False)
         return index
 
+    def _range(self, segment: RemoteSegment, start: int, end: int) -> bytes:
+        """Bytes [start, end) of a remote segment's .log, through the chunk cache."""
+        end = min(end, segment.size)
+        parts = []
+        pos = start
+        while pos < end:
+            index = pos // CHUNK_BYTES
+            chunk = self._chunk(segment, index)
+            piece = chunk[pos - index * CHUNK_BYTES:end - index * CHUNK_BYTES]
+            if not piece:
+                break  # the object is shorter than its metadata says
+            parts.append(piece)
+            pos += len(piece)
+        return b"".join(parts)
+
+    def _chunk(self, segment: RemoteSegment, index: int) -> bytes:
+        key = (segment.ref.segment_id, index)
+        with self._index_lock:
+            cached = self._chunks.get(key)
+            if cached is not None:
+                self._chunks.move_to_end(key)
+                return cached
+        data = self.rsm.fetch_log_segment(segment.ref, index * CHUNK_BYTES,
+                                          min(segment.size, (index + 1) * CHUNK_BYTES))
+        with self._index_lock:
+            self._chunks[key] = data
+            while len(self._chunks) > CHUNK_CACHE_ENTRIES:
+                self._chunks.popitem(last=False)
+        return data
+
     def _read_segment(self, segment: RemoteSegment, offset: int, max_bytes: int, upper: int) -> bytes:
         position = index_position(self._offset_index(segment), offset - segment.start_offset)
         want = max(max_bytes, MIN_REMOTE_READ)
-        data = self.rsm.fetch_log_segment(segment.ref, position, min(segment.size, position + want))
+        data = self._range(segment, position, position + want)
         out: list[bytes] = []
         total = pos = 0
         while position + pos < segment.size and (total < max_bytes or not out):
             head = HEADER_SIZE_UP_TO_LAST_OFFSET_DELTA
             if pos + head > len(data):  # the next batch's header (through lastOffsetDelta) is not here yet
-                data += self.rsm.fetch_log_segment(segment.ref, position + len(data),
-                                                   min(segment.size, position + pos + want))
+                data += self._range(segment, position + len(data), position + pos + want)
                 if pos + head > len(data):
                     break
             base, length = read_log_overhead(data, pos)
@@ -641,8 +677,7 @@ class RemoteLogManager:
             if last >= offset and out and total + size > max_bytes:
                 break
             if pos + size > len(data):
-                data += self.rsm.fetch_log_segment(segment.ref, position + len(data),
-                                                   min(segment.size, position + pos + size))
+                data += self._range(segment, position + len(data), position + pos + size)
                 if pos + size > len(data):
                     break  # the object is shorter than its metadata says
             if last >= offset:
@@ -676,7 +711,7 @@ class RemoteLogManager:
                     break
                 relative = rel
             position = index_position(self._offset_index(segment), relative)
-            data = self.rsm.fetch_log_segment(segment.ref, position, segment.size)
+            data = self._range(segment, position, segment.size)
             pos = 0
             while pos + RECORD_BATCH_OVERHEAD <= len(data):
                 header = read_header(data, pos)
