@@ -26,7 +26,8 @@ from pathlib import Path
 # process exited) it kills the children left, as their owner would have.
 _SERVER = r'''
 import atexit, importlib, json, os, select, signal, sys, threading, traceback
-from kcli.cli.app import main
+from kcli.cli.app import command, main
+command()  # the click command tree, built once (tenths of a second per child otherwise)
 for name in sys.argv[1:]:  # what a broker imports as it starts, once for every child
     importlib.import_module(name)
 

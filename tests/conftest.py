@@ -93,6 +93,19 @@ def spark():
 
 
 # Property tests run beside brokers and ZooKeeper on 2 cores: wall-clock deadlines would only add flakes.
+def _cached_kctl_command(app):
+    """typer's CliRunner builds kctl's click command tree from every command's signature on each invoke (tenths of a
+    CPU second, hundreds of invokes): use the tree kcli.cli.app builds once per process, as `kctl` itself does."""
+    from kcli.cli import app as kctl_app
+
+    return kctl_app.command() if app is kctl_app.app else _typer_get_command(app)
+
+
+import typer.testing  # noqa: E402
+
+_typer_get_command = typer.testing._get_command
+typer.testing._get_command = _cached_kctl_command
+
 from hypothesis import settings as _hypothesis_settings  # noqa: E402
 
 _hypothesis_settings.register_profile("kcli", deadline=None)

@@ -30,7 +30,8 @@ from pathlib import Path
 # The server: reads one JSON request a line on stdin, forks, answers {"pid": ...} then {"returncode": ...} on stdout.
 _SERVER = r'''
 import atexit, importlib, json, os, signal, sys, threading, time, traceback
-from kcli.cli.app import main
+from kcli.cli.app import command, main
+command()  # the click command tree, built once (tenths of a second per child otherwise)
 for name in sys.argv[1:]:  # what the commands import as they run, once for every child
     importlib.import_module(name)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcli.broker.security.inter_broker import PLAINTEXT_INTER_BROKER, InterBrokerSecurity
+from kcli.broker.alter_log_dirs import ReplicaAlterLogDirsManager
 from kcli.broker.config import BrokerConfig
 from kcli.broker.connection_quotas import ConnectionQuotas, connection_limits
 from kcli.broker.group_coordinator import GroupCoordinator
@@ -90,10 +91,11 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
                              file_delete_delay_ms=config["log.segment.delete.delay.ms"]),
         # replication-offset-checkpoint: in a cluster the ReplicaManager's high watermarks; standalone the log ends
         high_watermarks=(lambda: replica_manager.high_watermarks()) if clustered else None)
+    replication_quotas = _replication_quotas(config)
     zk = None if not clustered else _zookeeper_parts(
         config, log_manager, hooks, high_watermark_moved=lambda p: replica_manager.follower_high_watermark_moved(p),
         isr_committed=lambda *a: replica_manager.isr_committed(*a), endpoint=lambda b: services.endpoint(b),
-        inter_broker=inter_broker_security)
+        inter_broker=inter_broker_security, follower_quota=replication_quotas.follower)
     # Until the controller's first UpdateMetadata says who is alive, Metadata answers list this broker alone
     # (MetadataCache.advertised_controller_id); standalone, it is its own controller.
     metadata = MetadataCache(controller_id=broker_id)
@@ -103,9 +105,12 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
         log_manager, local_broker_id=broker_id, replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
         on_flush_due=hooks.schedule_flush, metadata=metadata,
         replica_selector=create_replica_selector(config["replica.selector.class"]),
-        **({} if zk is None else zk.replication(hooks)))
+        leader_quota=replication_quotas.leader, **({} if zk is None else zk.replication(hooks)))
+    replica_manager.alter_log_dirs = ReplicaAlterLogDirsManager(
+        log_manager, hosted=lambda topic, index: replica_manager.find(topic, index) is not None,
+        quota=replication_quotas.alter_log_dirs)
     admin = TopicAdmin(config, log_manager, replica_manager, metadata, zk=None if zk is None else zk.client,
-                       logs_created=hooks.logs_created)
+                       logs_created=hooks.logs_created, replication_quotas=replication_quotas)
     groups = GroupCoordinator(config, log_manager, replica_manager, admin, clustered=clustered)
     producer_ids = ProducerIdManager() if zk is None else ZkProducerIdManager(broker_id, zk.client)
     timeout_ms = config["request.timeout.ms"]
@@ -126,6 +131,8 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     services.credentials = _credential_cache(zk, services.metadata_store)
     services.quotas = _quota_manager(config, zk, services.metadata_store)
     services.metrics = replica_manager.stats = _metrics(config)
+    if services.metrics is not None:
+        services.metrics.registry.collectors.append(replication_quotas.collect)
     names = [l.name for l in config.listeners]
     quotas = ConnectionQuotas(connection_limits(config, {}, names), names, inter_broker)  # dynamic ones: at start
     socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"],
@@ -145,6 +152,15 @@ def _metrics(config: BrokerConfig) -> Any:
     from kcli.broker.metrics import BrokerMetrics
 
     return BrokerMetrics()
+
+
+def _replication_quotas(config: BrokerConfig) -> Any:
+    """KIP-73's leader, follower and log-dir replication throttles; TopicAdmin keeps their bounds and throttled
+    partitions current (dynamic broker and topic configs)."""
+    from kcli.broker.replication_quotas import ReplicationQuotas
+
+    return ReplicationQuotas.create(config.broker_id, window_num=config["replication.quota.window.num"],
+                                    window_size_seconds=config["replication.quota.window.size.seconds"])
 
 
 def _credential_cache(zk: ZooKeeperParts | None, store: Any) -> Any:
@@ -299,7 +315,8 @@ class ZooKeeperParts:
 def _zookeeper_parts(config: BrokerConfig, log_manager: LogManager, hooks: ServerHooks, *, high_watermark_moved: Callable[[Any], None],
                      isr_committed: Callable[..., None],
                      endpoint: Callable[[int], tuple[str, int] | None],
-                     inter_broker: InterBrokerSecurity = PLAINTEXT_INTER_BROKER) -> ZooKeeperParts:
+                     inter_broker: InterBrokerSecurity = PLAINTEXT_INTER_BROKER,
+                     follower_quota: Any = None) -> ZooKeeperParts:
     from kcli.broker.controller import ControllerRunner
     from kcli.broker.isr_manager import ZkIsrManager
     from kcli.broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
@@ -322,7 +339,7 @@ def _zookeeper_parts(config: BrokerConfig, log_manager: LogManager, hooks: Serve
                              response_timeout_ms=c["replica.fetch.response.timeout.ms"])
     fetchers = ReplicaFetcherManager(c.broker_id, log_manager, settings, endpoint,
                                      on_append=hooks.follower_appended, on_high_watermark=high_watermark_moved,
-                                     security=inter_broker)
+                                     security=inter_broker, quota=follower_quota)
     return ZooKeeperParts(registration, client, fetchers, ZkIsrManager(client, isr_committed),
                           ControllerRunner(c, c.broker_id, registration, security=inter_broker))
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kcli.broker.replica_selector import parse_selector_class
 from kcli.broker.config_error import ConfigError
+from kcli.broker.kafka07_config import KAFKA07_KEYS
 from kcli.broker.security.authorizer import parse_authorizer_class, parse_super_users_config
 from kcli.storage.checkpoint import parse_java_properties
 
@@ -218,6 +219,9 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     # client quotas (KIP-13): the rate over quota.window.num samples of quota.window.size.seconds each
     "quota.window.num": (_int(1, INT32_MAX), 11),
     "quota.window.size.seconds": (_int(1, INT32_MAX), 1),
+    # replication throttles (KIP-73): the rate over replication.quota.window.num samples of ... seconds each
+    "replication.quota.window.num": (_int(1, INT32_MAX), 11),
+    "replication.quota.window.size.seconds": (_int(1, INT32_MAX), 1),
     # connection limits (Kafka's ConnectionQuotas; KIP-402, KIP-612): also per listener as
     # listener.name.<name>.max.connections / .max.connection.creation.rate, and dynamic (kcli.broker.connection_quotas)
     "max.connections": (_int(0, INT32_MAX), INT32_MAX),
@@ -226,6 +230,8 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "max.connection.creation.rate": (_int(0, INT32_MAX), INT32_MAX),
     # kctl's own: http://host:port serves GET /metrics in Prometheus' text format (kcli.broker.metrics); unset = off
     "metrics.http.listener": (_http_listener, None),
+    # kctl's own: the legacy Kafka 0.7 listener (kcli.broker.kafka07); unset kafka07.listeners = off
+    **KAFKA07_KEYS,
 }
 # Accepted because every real server.properties has them; they mean nothing on one standalone broker.
 IGNORED = frozenset({

@@ -10,11 +10,12 @@ The keys are Kafka 3.7's DynamicBrokerConfig.AllDynamicConfigs. The topic-config
 (log.retention.ms, log.cleanup.policy, message.max.bytes, ...) become the topics' defaults at once. Those of
 mechanisms this broker does not have (thread pools, cleaner buffers, SASL/SSL listener settings, metric
 reporters) are kept and described, as their server.properties keys are accepted and ignored.
-Those of things it does only statically or not at all (listeners, log.cleaner.backoff.ms, the replication
-quotas of Kafka's ReplicationQuotaManager, ...) are refused with Kafka's text for a key that cannot be updated
-dynamically, as is every other key a broker has. Keys no Kafka broker has are kept (Kafka allows custom ones).
+Those of things it does only statically or not at all (listeners, log.cleaner.backoff.ms, ...) are refused with
+Kafka's text for a key that cannot be updated dynamically, as is every other key a broker has. Keys no Kafka
+broker has are kept (Kafka allows custom ones).
 The connection limits (max.connections and the others of Kafka's SocketServer) apply live: the server re-reads
-them after each change (``reconfigurables``; kcli.broker.connection_quotas).
+them after each change (``reconfigurables``; kcli.broker.connection_quotas), and so do the replication throttles
+(KIP-73: kcli.broker.replication_quotas).
 """
 
 from __future__ import annotations
@@ -77,11 +78,10 @@ ALL_DYNAMIC = (SSL_RECONFIGURABLE | LOG_CLEANER | DYNAMIC_LOG | THREAD_POOL | {"
 PER_BROKER = (SSL_RECONFIGURABLE | LISTENER) - CLUSTER_LEVEL_LISTENER  # DynamicBrokerConfig.PerBrokerConfigs
 
 # Dynamic in Kafka, not here: this broker reads them once (listeners, the cleaner's backoff), or has no such
-# mechanism with an effect a client relies on (replication quotas: ReplicationQuotaManager; producer-id
-# expiration). Refused rather than accepted and ignored.
+# mechanism with an effect a client relies on (producer-id expiration). Refused rather than accepted and ignored.
 NOT_DYNAMIC_HERE = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map",
                               "log.cleaner.backoff.ms", "producer.id.expiration.ms",
-                              "unclean.leader.election.enable"}) | QUOTAS  # the controller reads it at startup
+                              "unclean.leader.election.enable"})  # the controller reads it at startup
 # The broker keys Kafka's KafkaConfig has that this broker knows of; those not dynamic are refused.
 BROKER_KEYS = frozenset(KNOWN) | IGNORED | ALL_DYNAMIC | {
     "log.retention.minutes", "log.retention.hours", "log.roll.hours", "log.roll.jitter.hours",
@@ -269,6 +269,8 @@ class DynamicBrokerConfig:
         for key, value in props.items():
             match = LISTENER_PREFIX.match(key)
             _check_type(match.group(1) if match else key, value)
+            if key in QUOTAS and int(value.strip()) < 0:  # DynamicConfig.Broker: atLeast(0)
+                raise InvalidRequestError(f"Invalid value {value} for configuration {key}: Value must be at least 0")
         if not per_broker:
             broker_only = {k for k in props if k in PER_BROKER or (
                 (m := LISTENER_PREFIX.match(k)) is not None and m.group(1) not in CLUSTER_LEVEL_LISTENER)}

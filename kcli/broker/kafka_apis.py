@@ -73,6 +73,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DELETE_ACLS: acls.delete_acls,
     ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
     ApiKey.ALTER_CONFIGS: configs.alter_configs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.alter_replica_log_dirs,
     ApiKey.DESCRIBE_LOG_DIRS: log_dirs.describe_log_dirs,
     ApiKey.CREATE_PARTITIONS: topics.create_partitions,
     ApiKey.DELETE_GROUPS: groups.delete_groups,

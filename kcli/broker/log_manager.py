@@ -39,6 +39,7 @@ from kcli.storage.checkpoint import (
 from kcli.storage.files import (
     CLEAN_SHUTDOWN,
     DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
     LOCK_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
@@ -144,6 +145,12 @@ class LogManager:
         # scan of every partition per new one made creation slow with thousands present
         self._dir_counts: dict[Path, int] = {d: 0 for d in self.log_dirs}
         self._pool: ThreadPoolExecutor | None = None
+        # KIP-113: a replica being moved to another log dir has a future log there (`<topic>-<p>.<uuid>-future`),
+        # copied from the current one by kcli.broker.alter_log_dirs and swapped in once caught up; the log dir
+        # asked for a replica not hosted yet is remembered for its creation (Kafka's futureLogs, preferredLogDirs)
+        self.future_logs: dict[tuple[str, int], ManagedLog] = {}
+        self.preferred_log_dirs: dict[tuple[str, int], Path] = {}
+        self._future_creation = threading.Lock()  # one future log per partition, whoever asks at once
 
     # -- startup / shutdown ------------------------------------------------------------------------
     def startup(self, cluster_id: str | None = None) -> None:
@@ -184,10 +191,16 @@ class LogManager:
                 parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
                 if parsed is None:
                     continue
+                if child.name.endswith(FUTURE_DIR_SUFFIX):  # a move between log dirs: it resumes (Kafka's loadLog)
+                    self._load_future(child, parsed[0], parsed[1], recover=not clean, quarantine=run,
+                                      checkpoints=checkpoints)
+                    continue
                 self._load_partition(child, parsed[0], parsed[1], recover=not clean, quarantine=run,
                                      checkpoints=checkpoints)
             if run.results:
                 self.recoveries.append(run)
+        for tp in [tp for tp in self.future_logs if self.partition(*tp) is None]:
+            self._promote_orphan_future(tp)
 
     def _lock(self, directory: Path) -> None:
         fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -227,12 +240,35 @@ class LogManager:
             partitions.sort(key=lambda p: p.index)
         self._dir_counts[directory.parent] += 1
 
+    def _load_future(self, directory: Path, topic: str, index: int, *, recover: bool, quarantine: QuarantineRun,
+                     checkpoints: LogDirCheckpoints | None) -> None:
+        if (topic, index) in self.future_logs:  # Kafka refuses to start with two future logs of one partition
+            raise KcliError(f"Duplicate future log directories for {topic}-{index}: "
+                            f"{self.future_logs[(topic, index)].directory} and {directory}", path=str(directory))
+        partition_log = PartitionLog.open(directory, config=self.log_config, recover=recover, quarantine=quarantine,
+                                          checkpoints=checkpoints)
+        self.future_logs[(topic, index)] = _future(ManagedLog(topic, index, partition_log))
+        self._dir_counts[directory.parent] += 1
+
+    def _promote_orphan_future(self, tp: tuple[str, int]) -> None:
+        """A future log without a current one: a swap renamed the current log `-delete` (removed above) and stopped
+        before renaming the future; the future log was closed, so complete, before the renames: it is the log."""
+        future = self.future_logs.pop(tp)
+        target = future.directory.with_name(f"{tp[0]}-{tp[1]}")
+        log.warning("%s: the move between log dirs was interrupted after the old log was let go; %s is the log now",
+                    future.directory, target)
+        future.log.close_handlers()
+        future.directory.rename(target)
+        fsync_dir(target.parent)
+        self._dir_counts[target.parent] -= 1
+        self._load_partition(target, tp[0], tp[1], recover=False, quarantine=QuarantineRun.beside(target.parent))
+
     def shutdown(self) -> None:
         """Clean shutdown: close every log (final index entries, snapshots), checkpoints, then the marker."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         self.purge_deleted(force=True)
-        for partition in self.all_partitions():
+        for partition in [*self.all_partitions(), *list(self.future_logs.values())]:
             with partition.lock:
                 partition.log.close()
         self.write_checkpoints()
@@ -257,8 +293,12 @@ class LogManager:
                             ends[(p.topic, p.index)] = p.log.log_end_offset
                             points[(p.topic, p.index)] = p.log.recovery_point
                             starts[(p.topic, p.index)] = p.log.log_start_offset
-                OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write_offsets(points)
                 hws = ends if watermarks is None else {tp: watermarks.get(tp, 0) for tp in ends}
+                for p in list(self.future_logs.values()):  # a future log's dir holds no current log of it (Kafka's)
+                    if p.directory.parent == directory:
+                        points[(p.topic, p.index)] = p.log.recovery_point
+                        starts[(p.topic, p.index)] = p.log.log_start_offset
+                OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write_offsets(points)
                 OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).write_offsets(hws)
                 OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write_offsets(starts)
 
@@ -268,6 +308,8 @@ class LogManager:
         with self._checkpoint_lock:
             points = {(p.topic, p.index): p.log.recovery_point for topic in list(self.topics.values())
                       for p in list(topic.partitions) if p.directory.parent == directory}
+            points.update({(p.topic, p.index): p.log.recovery_point for p in list(self.future_logs.values())
+                           if p.directory.parent == directory})
             OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write_offsets(points)
 
     # -- topics ------------------------------------------------------------------------------------
@@ -364,7 +406,7 @@ class LogManager:
         Only the fsyncs run in parallel: every thread of this process that runs Python competes with the
         event loop for the GIL, and with several creating logs at once the event loop waited for it on most
         of its socket writes (a produce's p50 went from 3 to 170 ms)."""
-        dirs = [self.next_log_dir() for _ in wanted]
+        dirs = [self._log_dir_for(tp) for tp in wanted]
         created: list[ManagedLog] = []
         failure: tuple[tuple[str, int], Path, BaseException] | None = None
         for tp, log_dir in zip(wanted, dirs):
@@ -418,6 +460,16 @@ class LogManager:
             self._dir_counts[chosen] += 1
             return chosen
 
+    def _log_dir_for(self, tp: tuple[str, int]) -> Path:
+        """The log dir an AlterReplicaLogDirs named for this replica before it was hosted here (used once, as
+        Kafka's preferredLogDirs), else nextLogDirs'."""
+        with self._topics_lock:
+            preferred = self.preferred_log_dirs.pop(tp, None)
+            if preferred is None or preferred not in self._dir_counts:
+                return self.next_log_dir()
+            self._dir_counts[preferred] += 1
+            return preferred
+
     def partition_counts(self) -> dict[Path, int]:
         """Partitions per log dir, those being created included."""
         with self._topics_lock:
@@ -451,6 +503,7 @@ class LogManager:
                     del topics[name]
                 removed.append(managed)
             self.topics = topics
+        self._delete_futures(partitions)
         self._delete_logs(removed, self.file_delete_delay_ms)
 
     def delete_topic(self, name: str) -> None:
@@ -461,6 +514,7 @@ class LogManager:
             topics = dict(self.topics)
             topic = topics.pop(name)
             self.topics = topics
+        self._delete_futures([(name, p.index) for p in topic.partitions])
         self._delete_logs(topic.partitions, self.file_delete_delay_ms)
 
     def _delete_logs(self, logs: list[ManagedLog], delay_ms: int) -> None:
@@ -481,6 +535,129 @@ class LogManager:
                     if parent in self._dir_counts:
                         self._dir_counts[parent] -= 1
             self._schedule_delete(renamed, delay_ms)
+
+    # -- moves between log dirs (KIP-113) ---------------------------------------------------------------
+    # Lock order: a future log's lock before its current log's, never the other way round (appends take only the
+    # current's; the mover in kcli.broker.alter_log_dirs takes both to swap).
+    def future_log(self, topic: str, index: int) -> ManagedLog | None:
+        return self.future_logs.get((topic, index))
+
+    def log_dir_of(self, path: str) -> Path | None:
+        """The configured log dir an absolute path names (Kafka compares getAbsolutePath; symlinks resolved too)."""
+        wanted = os.path.normpath(path)
+        for directory in self.log_dirs:
+            if wanted in (str(directory.absolute()), str(directory.resolve()), os.path.normpath(directory)):
+                return directory
+        return None
+
+    def maybe_update_preferred_log_dir(self, topic: str, index: int, log_dir: Path) -> None:
+        """Kafka's maybeUpdatePreferredLogDir: remembered unless the current or future log is there already."""
+        for managed in (self.partition(topic, index), self.future_logs.get((topic, index))):
+            if managed is not None and managed.directory.parent == log_dir:
+                return
+        with self._topics_lock:
+            self.preferred_log_dirs[(topic, index)] = log_dir
+
+    def create_future_log(self, topic: str, index: int, log_dir: Path) -> ManagedLog:
+        """An empty future log of a hosted replica in ``log_dir`` (Kafka's getOrCreateLog(isFuture = true)),
+        starting at the current log's start offset; its topic id and config are the current log's. Blocking."""
+        with self._future_creation:
+            return self._create_future_log(topic, index, log_dir)
+
+    def _create_future_log(self, topic: str, index: int, log_dir: Path) -> ManagedLog:
+        current = self.partition(topic, index)
+        if current is None:
+            raise LogDirError(f"the current log of {topic}-{index} is offline")
+        with self._topics_lock:
+            self.preferred_log_dirs.pop((topic, index), None)
+            if (topic, index) in self.future_logs:
+                return self.future_logs[(topic, index)]
+            self._dir_counts[log_dir] += 1
+        directory = log_dir / future_dir_name(topic, index)
+        try:
+            with current.lock:
+                config, topic_id, start = current.log.config, current.log.topic_id, current.log.log_start_offset
+            partition_log = PartitionLog(directory, config=config, topic_id=topic_id, base_offset=start)
+            if topic_id is not None:
+                write_partition_metadata(directory / PARTITION_METADATA, topic_id)
+            fsync_dir(log_dir)
+        except OSError as exc:
+            with self._topics_lock:
+                self._dir_counts[log_dir] -= 1
+            shutil.rmtree(directory, ignore_errors=True)
+            raise LogDirError(f"creating the future log of {topic}-{index} in {log_dir} failed: {exc}",
+                              path=str(log_dir)) from exc
+        managed = _future(ManagedLog(topic, index, partition_log))
+        with self._topics_lock:
+            self.future_logs[(topic, index)] = managed
+        log.info("%s-%d: future log %s created, moving from %s", topic, index, directory, current.directory.parent)
+        return managed
+
+    def delete_future_log(self, topic: str, index: int) -> bool:
+        """The move is given up (another destination, or back to the current dir): the future log goes as a
+        deleted log does (Kafka's asyncDelete(isFuture = true)). Blocking."""
+        return bool(self._delete_futures([(topic, index)]))
+
+    def _delete_futures(self, partitions: list[tuple[str, int]]) -> list[ManagedLog]:
+        removed = []
+        for tp in partitions:
+            future = self.future_logs.get(tp)
+            if future is None:
+                continue
+            with future.lock:  # not while the mover swaps it in: it would be the current log by then
+                with self._topics_lock:
+                    if self.future_logs.get(tp) is not future:
+                        continue
+                    del self.future_logs[tp]
+            removed.append(future)
+        if removed:
+            self._delete_logs(removed, self.file_delete_delay_ms)
+        return removed
+
+    def replace_current_with_future_log(self, current: ManagedLog, future: ManagedLog) -> Path:
+        """Kafka's replaceCurrentWithFutureLog, called with both logs' locks held and the future log caught up
+        (same log end offset): the future log takes the current one's place in ``current`` (the ManagedLog every
+        Partition holds), and the old log is renamed `<topic>-<p>.<uuid>-delete` for the delayed delete. Returns
+        the old log's renamed directory.
+
+        The future log is closed first (fsynced, producer snapshot, the current log's leader epochs), so it is
+        complete on disk before any rename. Then, unlike Kafka (which renames the future log first and stops at
+        startup on two `<topic>-<p>` directories if it crashed in between), the old log is renamed `-delete`
+        first: a crash before the second rename leaves a future log without a current one, which startup takes
+        as the log (_promote_orphan_future)."""
+        tp = (current.topic, current.index)
+        old, new = current.log, future.log
+        if old.log_end_offset != new.log_end_offset:
+            raise KcliError(f"{tp[0]}-{tp[1]}: the future log ends at {new.log_end_offset}, the current one at "
+                            f"{old.log_end_offset}: not caught up")
+        new.leader_epochs.entries = list(old.leader_epochs.entries)  # epochs without batches yet included
+        new.log_start_offset = max(new.log_start_offset, old.log_start_offset)
+        new.close()
+        source_dir, destination = old.directory.parent, new.directory.parent
+        old.close_handlers()
+        deleted = old.directory.with_name(delete_dir_name(*tp))
+        old.directory.rename(deleted)
+        old.directory = deleted
+        fsync_dir(source_dir)
+        final = destination / f"{tp[0]}-{tp[1]}"
+        new.directory.rename(final)
+        fsync_dir(destination)
+        swapped = PartitionLog.open(final, config=old.config, recover=False)
+        if swapped.segments[0] <= new.log_start_offset <= swapped.log_end_offset:
+            swapped.log_start_offset = max(swapped.log_start_offset, new.log_start_offset)
+        swapped.truncations = old.truncations + 1  # a flush of the old log in flight must not move this recovery point
+        swapped.leader_epochs.flush_on_change = True
+        swapped.sync_roll = False
+        current.log = swapped
+        current.unflushed_messages = 0
+        with self._topics_lock:
+            if self.future_logs.get(tp) is future:
+                del self.future_logs[tp]
+            self._dir_counts[source_dir] -= 1
+        self._schedule_delete([deleted], old.config.file_delete_delay_ms)
+        log.info("%s-%d: moved from %s to %s (log end offset %d)", tp[0], tp[1], source_dir, destination,
+                 swapped.log_end_offset)
+        return deleted
 
     @contextmanager
     def leader_epoch_checkpoints_deferred(self, logs: list[ManagedLog]) -> Iterator[list[ManagedLog]]:
@@ -664,6 +841,8 @@ class LogManager:
                 config = p.log.config
                 if not config.compact or len(p.log.segments) < 2:
                     continue  # the active segment is never cleaned
+                if (p.topic, p.index) in self.future_logs:
+                    continue  # moving between log dirs: cleaning waits (Kafka's abortAndPauseCleaning)
                 try:
                     plan = plan_compaction(p.directory, now_ms=now_ms, config=CleanerConfig.from_log_config(config))
                 except KcliError as exc:
@@ -725,6 +904,18 @@ def _remove_log_dir(path: Path) -> None:
         pass
     except OSError:  # something unexpected inside (a subdirectory): the general walk
         shutil.rmtree(path, ignore_errors=True)
+
+
+def future_dir_name(topic: str, index: int) -> str:
+    """Kafka's UnifiedLog.logFutureDirName: `<topic>-<p>.<uuid>-future` (AlterReplicaLogDirs refuses a topic whose
+    name would not fit 255 bytes)."""
+    return f"{topic}-{index}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+
+
+def _future(managed: ManagedLog) -> ManagedLog:
+    """A future log is written by the mover's thread only, never on the event loop: its rolls may fsync."""
+    managed.log.sync_roll = True
+    return managed
 
 
 def delete_dir_name(topic: str, index: int) -> str:

@@ -16,7 +16,9 @@ answers a replica's Fetch within replica.fetch.wait.max.ms, so a request left un
 replica.fetch.response.timeout.ms longer (or a connection not made within it) means a dead connection, such as
 one opened before a network partition, which stays stalled long after the partition heals: it is closed and a
 new one opened (Kafka waits for request.timeout.ms, 30 s). An outage is logged once, and once more when the
-leader answers again.
+leader answers again. Replication throttles (KIP-73, kcli.broker.replication_quotas): a partition the
+FollowerReplication quota throttles is left out of a round while this replica is not caught up and the quota's
+rate is above its bound; a round with nothing left to fetch waits replica.fetch.backoff.ms, as Kafka's empty fetch.
 
 Kafka at IBP >= 2.7-IV1 skips the Truncating state when the local epoch cache is not empty and leaves the
 divergence to the first fetch's DivergingEpoch; kctl asks first, so the truncation point is settled before any
@@ -70,6 +72,13 @@ class PartitionFetchState:
     current_leader_epoch: int
     initial_offset: int  # the high watermark when added: the truncation point without epochs (KIP-279)
     state: str = TRUNCATING
+    # the leader's high watermark minus this replica's log end after the last fetch that brought records; None
+    # before one (Kafka's lag: isReplicaInSync when 0, and then exempt from the follower throttle, KIP-73)
+    lag: int | None = None
+
+    @property
+    def in_sync(self) -> bool:
+        return self.lag is not None and self.lag <= 0
 
 
 @dataclass
@@ -173,7 +182,10 @@ class ReplicaFetcher:
                 if tiered:
                     await self._start_at_leader_local_start(tiered)
                 fetching = {tp: p for tp, p in self._ready().items() if self.state(tp) == FETCHING}
+                held_back = self._throttled(fetching)
                 if not fetching:
+                    if held_back:  # only throttled partitions: Kafka's empty fetch backs off replica.fetch.backoff.ms
+                        await self._wait_woken(settings.backoff_ms / 1000)
                     continue
                 # what each partition is fetched at: built into the request below, before anything awaits
                 requested = {tp: (p.leader_epoch, p.log_end_offset) for tp, p in fetching.items()}
@@ -201,6 +213,26 @@ class ReplicaFetcher:
                 await asyncio.sleep(settings.backoff_ms / 1000)
                 continue
             self._process(fetching, requested, response)
+
+    def _throttled(self, fetching: dict[tuple[str, int], Partition]) -> bool:
+        """KIP-73 (shouldFollowerThrottle): leave out of this fetch the throttled partitions not in sync while the
+        follower's replication rate is above its bound; whether any was left out."""
+        quota = self.manager.quota
+        if quota is None or not quota.throttled:
+            return False
+        held = [tp for tp in fetching if quota.should_throttle(tp[0], tp[1], self.states[tp].in_sync)]
+        for tp in held:
+            del fetching[tp]
+        return bool(held)
+
+    async def _wait_woken(self, seconds: float) -> None:
+        """Sleep up to ``seconds``, less when a partition is added (Kafka's partitionMapCond.await)."""
+        self._wake.clear()
+        try:
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
 
     def _ready(self) -> dict[tuple[str, int], Partition]:
         now = time.monotonic()
@@ -421,6 +453,8 @@ class ReplicaFetcher:
                     self._wake.set()
                 elif data.error_code != ErrorCode.none:
                     self._delay(tp)
+                elif data.records and tp in self.states:
+                    self.states[tp].lag = max(0, int(data.high_watermark) - partition.log_end_offset)
 
     def _still_at(self, tp: tuple[str, int], partition: Partition, requested: tuple[int, int]) -> bool:
         fetch_state = self.states.get(tp)
@@ -433,8 +467,10 @@ class ReplicaFetcherManager:
 
     def __init__(self, local_broker_id: int, log_manager: LogManager, settings: FetchSettings,
                  endpoints: Any, on_append: Any = None, on_high_watermark: Any = None,
-                 security: InterBrokerSecurity = PLAINTEXT_INTER_BROKER) -> None:
+                 security: InterBrokerSecurity = PLAINTEXT_INTER_BROKER, quota: Any = None) -> None:
         self.local_broker_id = local_broker_id
+        # KIP-73: the FollowerReplication quota (kcli.broker.replication_quotas.ReplicationQuotaManager); None: none
+        self.quota = quota
         self.security = security  # the inter-broker listener's TLS and SASL
         self.log_manager = log_manager
         self.settings = settings
@@ -499,6 +535,9 @@ class ReplicaFetcherManager:
                 self.log_manager.append_as_follower(managed, bytes(records))
                 if self.on_append is not None:
                     self.on_append(partition)
+                # KIP-73: every throttled partition's bytes count, in sync or not (processPartitionData)
+                if self.quota is not None and self.quota.is_throttled(partition.topic, partition.index):
+                    self.quota.record(len(records))
             partition.update_follower_high_watermark(int(data.high_watermark))
             leader_start = int(data.log_start_offset)
             if leader_start > partition.log_start_offset:

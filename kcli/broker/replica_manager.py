@@ -127,6 +127,10 @@ class ReplicaManager:
     # (new leaders, new followers) -> None: the coordinators take over or resign their partitions
     on_leadership_change: Callable[[list[Partition], list[Partition]], None] | None = None
     stats: Any = None  # kcli.broker.metrics.BrokerMetrics when metrics.http.listener is set: BrokerTopicMetrics
+    # KIP-73: the LeaderReplication quota (kcli.broker.replication_quotas.ReplicationQuotaManager); None: unthrottled
+    leader_quota: Any = None
+    # moves between this broker's log dirs (KIP-113): kcli.broker.alter_log_dirs.ReplicaAlterLogDirsManager
+    alter_log_dirs: Any = None
     remote_log_manager: Any = None  # tiered storage (KIP-405): kcli.broker.remote_log_manager.RemoteLogManager
 
     # -- partitions --------------------------------------------------------------------------------
@@ -261,9 +265,15 @@ class ReplicaManager:
                     if diverging is not None:
                         out.append(FetchPartitionResult(ErrorCode.none, _error_read(partition, diverging)))
                         continue
-                limit = max(0, min(info.max_bytes, remaining))
+                # KIP-73 (shouldLeaderThrottle): a throttled partition's follower outside the ISR gets no records
+                # while the leader's replication rate is above its bound (read with no bytes: offsets checked)
+                throttled = (params.is_from_follower and self.leader_quota is not None
+                             and self.leader_quota.should_throttle(info.topic, info.partition,
+                                                                   params.replica_id in partition.isr))
+                limit = 0 if throttled else max(0, min(info.max_bytes, remaining))
                 read = partition.read(info.fetch_offset, limit, read_committed=params.read_committed,
-                                      min_one_message=min_one, log_end_isolation=params.is_from_follower)
+                                      min_one_message=min_one and not throttled,
+                                      log_end_isolation=params.is_from_follower)
                 size = len(read.records)
                 if size:
                     min_one = False
@@ -313,13 +323,26 @@ class ReplicaManager:
         total = sum(len(r.read.records) for r in first if r.read is not None)
         if (params.max_wait_ms <= 0 or total >= params.min_bytes or any(r.error for r in first) or not infos
                 or any(r.preferred_read_replica >= 0 for r in first)):
-            return first
+            return self._record_replication(params, infos, first)
         _close_all(first)
         delayed = DelayedFetch(self, params, infos)
         keys = {(i.topic, i.partition) for i in infos}
         results = await self.fetch_purgatory.try_complete_else_watch(delayed, keys)
         if any(r.read is not None and r.read.remote_fetch is not None for r in results):
             return await self._read_remote(infos, results)
+        return self._record_replication(params, infos, results)
+
+    def _record_replication(self, params: FetchParams, infos: list[FetchPartition],
+                            results: list[FetchPartitionResult]) -> list[FetchPartitionResult]:
+        """KIP-73: the record bytes a follower's fetch answer carries for throttled partitions, in sync or not, go
+        into the LeaderReplication rate (KafkaApis: quotas.leader.record(sizeOfThrottledPartitions), which also
+        counts those partitions' few dozen bytes of response fields)."""
+        quota = self.leader_quota
+        if params.is_from_follower and quota is not None and quota.throttled:
+            size = sum(len(r.read.records) for i, r in zip(infos, results)
+                       if r.read is not None and quota.is_throttled(i.topic, i.partition))
+            if size:
+                quota.record(size)
         return results
 
     async def _read_remote(self, infos: list[FetchPartition],

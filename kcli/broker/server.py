@@ -68,6 +68,7 @@ class KafkaServer:
         self._background: list[asyncio.Task] = []
         self._flushing: set[int] = set()
         self.metrics_endpoint: Any = None  # kcli.broker.metrics_endpoint.MetricsEndpoint with metrics.http.listener
+        self.kafka07: Any = None  # kcli.broker.kafka07.Kafka07Server with kafka07.listeners
         self.remote_log_manager: Any = None  # tiered storage (KIP-405) with remote.log.storage.system.enable
         if config["remote.log.storage.system.enable"]:
             from kcli.broker.remote_log_manager import RemoteLogManager
@@ -109,6 +110,7 @@ class KafkaServer:
         self.admin.dynamic.reconfigurables.append(self._connection_limits_changed)
         _freeze_long_lived(full=True)
         self.mode.logs_loaded()
+        self.replica_manager.alter_log_dirs.start()  # moves between log dirs a restart interrupted resume
         from kcli.broker.security.listener_config import all_listener_security
 
         security = all_listener_security(self.config)
@@ -124,6 +126,11 @@ class KafkaServer:
         await self.socket_server.start([(l.host, l.port, security[l.name]) for l in self.config.listeners])
         if self.services.metrics is not None:
             await self._start_metrics()
+        if self.config["kafka07.listeners"]:  # the legacy Kafka 0.7 listener (issue 30), off by default
+            from kcli.broker.kafka07 import Kafka07Server, Kafka07Settings
+
+            self.kafka07 = Kafka07Server(Kafka07Settings.from_config(self.config))
+            await self.kafka07.start()
         # ZooKeeper mode: Kafka's order, logs loaded and listeners bound, then /brokers/ids, the controller bid and
         # the config change listener (ZooKeeperMode.join)
         await self.mode.join(self._spawn)
@@ -265,7 +272,10 @@ class KafkaServer:
         await self.socket_server.stop()
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
+        if self.kafka07 is not None:
+            await self.kafka07.stop()
         await self.admin.drain()  # topics still being created or deleted in worker threads
+        await asyncio.to_thread(self.replica_manager.alter_log_dirs.shutdown)
         self.log_manager.shutdown()
         ledger = os.environ.get("KCTL_BROKER_API_LEDGER")
         if ledger:  # tests collect which API versions real clients used

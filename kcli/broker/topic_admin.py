@@ -47,11 +47,9 @@ log = logging.getLogger("kcli.broker")
 TOPIC_CONFIGS_FILE = KCTL_TOPIC_CONFIGS  # read offline by kctl compact (kcli.storage.cleanup_policy)
 # Topic settings Kafka has and this broker does not implement: refused when a client sets them, rather than
 # accepted and ignored. Tiered storage (KIP-405) is off, so Kafka itself refuses remote.storage.enable
-# (LogConfig.validateRemoteStorageOnlyIfSystemEnabled); replication quotas (Kafka's ReplicationQuotaManager)
-# are not implemented, so a non-empty throttled-replicas list is refused as an unknown config.
+# (LogConfig.validateRemoteStorageOnlyIfSystemEnabled).
 REMOTE_STORAGE_DISABLED = ("Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
                            "with remote log storage.")
-THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 # One topic operation's file work at a time (Kafka's controller is one thread too): every thread running
 # Python competes with the event loop for the GIL (LogManager._create_logs).
 ADMIN_THREADS = 1
@@ -82,7 +80,8 @@ class TopicCreation:
 
 class TopicAdmin:
     def __init__(self, config: BrokerConfig, log_manager: LogManager, replica_manager: ReplicaManager,
-                 metadata: MetadataCache, *, zk: Any = None, logs_created: Any = None) -> None:
+                 metadata: MetadataCache, *, zk: Any = None, logs_created: Any = None,
+                 replication_quotas: Any = None) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.logs = log_manager
@@ -107,6 +106,11 @@ class TopicAdmin:
         self.logs_created: Any = logs_created  # (count) -> None: the server's hook after new logs (KafkaServer)
         self._overrides_file_lock = threading.Lock()
         self._overrides_version = self._overrides_written = 0
+        # KIP-73 (kcli.broker.replication_quotas.ReplicationQuotas): the throttle rates follow the dynamic broker
+        # configs and the throttled partitions the topics' overrides, as Kafka's Broker/TopicConfigHandler
+        self.replication_quotas = replication_quotas
+        if replication_quotas is not None:
+            self.dynamic.reconfigurables.append(self._replication_rates_changed)
 
     # -- startup -----------------------------------------------------------------------------------
     def load(self) -> None:
@@ -117,6 +121,9 @@ class TopicAdmin:
         self.dynamic.load()
         self.broker_defaults, self.broker_sources = self.dynamic.log_defaults()
         self.overrides = self._read_overrides()
+        self._replication_rates_changed()
+        for name in self.overrides:
+            self._replication_throttles_changed(name)
         if self.zk is not None:
             return
         for name, topic in self.logs.topics.items():
@@ -158,6 +165,14 @@ class TopicAdmin:
             except InvalidConfigError as exc:
                 log.error("topic %s keeps its configs: %s", name, exc)
 
+    def _replication_rates_changed(self) -> None:
+        if self.replication_quotas is not None:
+            self.replication_quotas.broker_config_changed(self.dynamic.per_broker, self.dynamic.cluster_default)
+
+    def _replication_throttles_changed(self, name: str) -> None:
+        if self.replication_quotas is not None:
+            self.replication_quotas.topic_config_changed(name, self.overrides.get(name, {}))
+
     def topic_config(self, name: str) -> LogConfig:
         cached = self._effective.get(name)
         if cached is None:
@@ -183,10 +198,10 @@ class TopicAdmin:
 
     def check_supported(self, overrides: Mapping[str, str | None], requested: Any = None, *,
                         current: Mapping[str, str] | None = None) -> None:
-        """Refuse the topic settings this broker does not implement or Kafka refuses: remote.storage.enable=true
+        """Refuse the topic settings Kafka refuses for tiered storage (KIP-405): remote.storage.enable=true
         without remote.log.storage.system.enable (REMOTE_STORAGE_DISABLED), on a compacted topic, or turned off
-        again once on (``current``: the topic's overrides before the change; Kafka's rules for KIP-405), and
-        the keys a client sets for the throttled-replica lists (``requested``, default all)."""
+        again once on (``current``: the topic's overrides before the change). ``requested``: the keys a client
+        sets (unused since the throttled-replica lists are implemented, KIP-73)."""
         remote = str(overrides.get("remote.storage.enable") or "").strip().lower() == "true"
         if remote and not self.config["remote.log.storage.system.enable"]:
             raise InvalidConfigError(REMOTE_STORAGE_DISABLED)
@@ -195,10 +210,6 @@ class TopicAdmin:
             raise InvalidConfigError("Disabling remote storage feature on the topic level is not supported.")
         if remote and "compact" in str(overrides.get("cleanup.policy") or ""):
             raise InvalidConfigError("Remote log storage is unsupported for the compacted topics")
-        for key in THROTTLED_REPLICAS_KEYS:
-            if (requested is None or key in requested) and (overrides.get(key) or "").strip():
-                log.warning("refusing %s=%s: kctl broker does not implement replication quotas", key, overrides[key])
-                raise InvalidConfigError(f"Unknown topic config name: {key}")
 
     @staticmethod
     def check_local_retention(config: LogConfig) -> None:
@@ -229,6 +240,7 @@ class TopicAdmin:
     def _apply(self, name: str, config: LogConfig) -> None:
         self.overrides[name] = config.overrides()
         self._effective[name] = config
+        self._replication_throttles_changed(name)
         topic = self.logs.topics.get(name)
         for managed in topic.partitions if topic is not None else ():
             with managed.lock:
@@ -453,6 +465,7 @@ class TopicAdmin:
                 if persist is not None:
                     persist()
                 self.logs.create_topic(name, num_partitions, config, result.topic_id)
+        self._replication_throttles_changed(name)
         self._busy[name] = "creating"
         return TopicCreation(result, config, work)
 
@@ -496,6 +509,7 @@ class TopicAdmin:
                 if n not in self.overrides:
                     self.overrides[n] = overrides
                     self._effective.pop(n, None)
+                    self._replication_throttles_changed(n)
         configs: dict[str, LogConfig] = {}
         for n in names:
             try:
@@ -521,6 +535,7 @@ class TopicAdmin:
         if name not in self.overrides and self.zk is not None:
             self.overrides[name] = self.zk.topic_config(name)
             self._effective.pop(name, None)
+            self._replication_throttles_changed(name)
         config = self.topic_config(name)
         if create:
             existing = self.logs.topics.get(name)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Optional
 
 import typer
+from typer.main import get_command
 
 from kcli import __version__
 from kcli.cli.errors import guard_group, guarded
@@ -32,6 +34,7 @@ from kcli.cli.reassign import reassign_cmd
 from kcli.cli.configs import configs_cmd
 from kcli.cli.produce import produce_cmd
 from kcli.cli.consume import consume_cmd
+from kcli.cli.kafka07 import convert07_cmd
 from kcli.cli.common import KctlGroup
 
 app = typer.Typer(
@@ -68,6 +71,7 @@ app.add_typer(guard_group(zk_cli.app), name="zk", rich_help_panel="ZooKeeper")
 app.command("recover", rich_help_panel="Offline tools")(guarded(recover_cmd))
 app.command("compact", rich_help_panel="Offline tools")(guarded(compact_cmd))
 app.command("scan", rich_help_panel="Offline tools")(guarded(scan_cmd))
+app.command("convert-07", rich_help_panel="Offline tools")(guarded(convert07_cmd))
 app.add_typer(guard_group(offsets_cli.app), name="offsets", rich_help_panel="ZooKeeper")
 app.add_typer(guard_group(transactions_cli.app), name="transactions", rich_help_panel="Broker")
 app.add_typer(guard_group(groups_cli.app), name="groups", rich_help_panel="Broker")
@@ -86,7 +90,15 @@ app.command("consume", rich_help_panel="Broker")(guarded(consume_cmd))
 app.command("completion", rich_help_panel="Shell")(guarded(completion_cmd))
 
 
+@functools.cache
+def command():  # -> typer's click Command (typer vendors click)
+    """kctl's click command tree. typer builds it from every command's signature (tenths of a CPU second), so it is
+    built once per process; processes forked from one that built it (the test suite's fork servers) reuse it."""
+    return get_command(app)
+
+
 def main() -> None:
     # One program name however it is started (`kctl`, `python -m kcli`): usage lines, and the completion
-    # variable _KCTL_COMPLETE that `kctl completion` scripts set.
-    app(prog_name="kctl")
+    # variable _KCTL_COMPLETE that `kctl completion` scripts set. What typer's app() does, with the tree cached
+    # (its pretty exceptions are off: cli/errors.py's table reports every error).
+    command()(prog_name="kctl")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import sys
@@ -228,7 +230,14 @@ def _remember(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any
 
 
 def security_params() -> list[Any]:
-    """The two client security options as click parameters (typer builds them from this declaration)."""
+    """The two client security options as click parameters, a copy for each command that takes them."""
+    return [copy.copy(param) for param in _security_params()]
+
+
+@functools.cache
+def _security_params() -> list[Any]:
+    # typer builds them from this declaration once (it costs a signature evaluation per call, and ~40 commands
+    # take them)
     from typer.main import get_command
 
     options = typer.Typer(add_completion=False)

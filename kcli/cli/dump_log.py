@@ -62,6 +62,13 @@ def dump_log(
         all_paths.extend(p for p in group.split(",") if p)
     if not all_paths:
         raise fail('Missing required argument "[files]": name files or directories to dump', ExitCode.USAGE)
+    from kcli.tools.kafka07 import is_kafka07_input
+
+    if is_kafka07_input(all_paths):  # Kafka 0.7's .kafka segments (byte offsets): kcli.tools.kafka07
+        from kcli.cli.kafka07 import dump_kafka07
+
+        return dump_kafka07(all_paths, deep=deep_iteration or print_data_log, print_payload=print_data_log,
+                            json_out=json_out)
     for cls in (key_decoder_class, value_decoder_class):
         if cls is not None and cls not in _JAVA_STRING_DECODERS:
             raise fail(f"Java decoder class {cls} is not available; use --json with --key-encoding/--value-encoding", ExitCode.USAGE)

@@ -117,6 +117,8 @@ def produce_cmd(
         verb = "sent (acks=0, not acknowledged)" if acks_value == 0 else "acknowledged"
         err_console.print(f"kctl: {summary.records} records ({summary.bytes} bytes) {verb} to {topic}"
                           + (f" (partitions {parts})" if parts else ""), markup=False)
+        for note in summary.epoch_bumps:
+            err_console.print(f"kctl: {topic}: epoch bump (KIP-360): {note}", markup=False)
         for result in (summary.partitions[k] for k in sorted(summary.partitions)):
             for error in dict.fromkeys(result.errors):
                 err_console.print(f"kctl: {topic}-{result.partition}: {error}", markup=False)

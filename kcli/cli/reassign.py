@@ -1,5 +1,6 @@
 """`kctl reassign`: kafka-reassign-partitions. --generate a plan, --execute it, --verify, --cancel, --list
-(AlterPartitionReassignments and ListPartitionReassignments to the controller, KIP-455).
+(AlterPartitionReassignments and ListPartitionReassignments to the controller, KIP-455; AlterReplicaLogDirs to the
+brokers for the log dirs a plan names, KIP-113).
 
 Thin: kcli.client.reassign parses the plans, computes the assignment and does the requests; this checks the
 options and prints Kafka's lines.
@@ -52,19 +53,21 @@ def reassign_cmd(
     reassignment_file: Annotated[Optional[Path], typer.Option(
         "--reassignment-json-file", metavar="FILE", show_default=False,
         help='The plan: {"version":1,"partitions":[{"topic":"t",'
-        '"partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}.')] = None,
+        '"partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}; a log dir other than "any" is an absolute '
+        "path of that broker's log.dirs, where the replica is moved (AlterReplicaLogDirs).")] = None,
     additional: Annotated[bool, typer.Option(
         "--additional", help="--execute even while other reassignments are in progress.")] = False,
     throttle: Annotated[Optional[int], typer.Option(
         "--throttle", min=0, metavar="BYTES/S", show_default=False,
-        help="--execute: an inter-broker replication throttle in B/s "
-        "(needs a broker that implements replication throttles).")] = None,
+        help="--execute: throttle the replication between brokers to this many B/s (KIP-73: the brokers' leader "
+        "and follower rates, the topics' throttled replicas); with --additional, change a running "
+        "reassignment's throttle. --verify removes it once the reassignment is complete.")] = None,
     log_dirs_throttle: Annotated[Optional[int], typer.Option(
         "--replica-alter-log-dirs-throttle", min=0, metavar="BYTES/S", show_default=False,
         help="--execute: a throttle in B/s on "
-        "moves between log dirs (needs a broker that implements it).")] = None,
+        "moves between log dirs (replica.alter.log.dirs.io.max.bytes.per.second).")] = None,
     preserve_throttles: Annotated[bool, typer.Option(
-        "--preserve-throttles", help="--verify, --cancel: leave throttles in place (kctl sets none).")] = False,
+        "--preserve-throttles", help="--verify, --cancel: leave the throttles in place.")] = False,
     bootstrap: BootstrapOpt = None,
     as_json: JsonOpt = False,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker "
@@ -105,9 +108,9 @@ def reassign_cmd(
         if action == "--execute":
             _execute(plan, additional, throttle, log_dirs_throttle, bootstrap, timeout, as_json)
         elif action == "--verify":
-            _verify(plan, bootstrap, timeout, as_json)
+            _verify(plan, preserve_throttles, bootstrap, timeout, as_json)
         else:
-            _cancel(plan, bootstrap, timeout, as_json)
+            _cancel(plan, preserve_throttles, bootstrap, timeout, as_json)
 
 
 def _read(path: Path) -> str:
@@ -150,17 +153,16 @@ def _generate(text: str, source: str, broker_list: str, rack_aware: bool, bootst
 def _refuse_log_dirs(plan: Any, client: Any) -> None:
     from kcli.client.reassign import log_dir_support
 
-    if not plan.log_dirs:
+    if not plan.log_dirs or log_dir_support(client):
         return
     named = ", ".join(f"{t}-{p} on broker {b}: {d}" for (t, p, b), d in sorted(plan.log_dirs.items()))
-    if log_dir_support(client):
-        raise fail(f"the plan names log dirs ({named}): kctl reassign does not move replicas between log "
-                   "directories yet (AlterReplicaLogDirs); give \"any\" or leave out log_dirs", ExitCode.USAGE)
     raise fail(f"the plan names log dirs ({named}), but the broker does not serve AlterReplicaLogDirs (moving a "
                "replica into a named log directory): give \"any\" or leave out log_dirs", ExitCode.USAGE)
 
 
 def _refuse_throttles(client: Any, throttle: int | None, log_dirs_throttle: int | None) -> None:
+    """A broker that does not implement replication throttles (an older kctl broker) refuses the rate: said
+    before anything is set or started."""
     from kcli.client.reassign import throttle_support
 
     option = "--throttle" if throttle is not None else "--replica-alter-log-dirs-throttle"
@@ -169,72 +171,110 @@ def _refuse_throttles(client: Any, throttle: int | None, log_dirs_throttle: int 
         raise fail(f"{option} needs replication throttles (the brokers' leader/follower.replication.throttled.rate "
                    "and the topics' throttled-replicas lists, Kafka's ReplicationQuotaManager), which the broker "
                    f"does not implement ({refusal}): run without {option}", ExitCode.USAGE)
-    raise fail(f"{option}: kctl reassign does not set replication throttles yet; set the brokers' "
-               "leader.replication.throttled.rate and follower.replication.throttled.rate (kctl configs "
-               "--entity-type brokers --alter) and the topics' throttled-replicas lists yourself, or run without "
-               f"{option}", ExitCode.USAGE)
 
 
 def _execute(plan: Any, additional: bool, throttle: int | None, log_dirs_throttle: int | None,
              bootstrap: str | None, timeout: float, as_json: bool) -> None:
-    from kcli.client.reassign import execute, format_reassignment_json, partition_name, reassignment_json
+    from kcli.client.reassign import (execute, format_reassignment_json, partition_name, reassignment_json,
+                                      replica_name)
 
     with _client(bootstrap, timeout) as client:
         if throttle is not None or log_dirs_throttle is not None:
             _refuse_throttles(client, throttle, log_dirs_throttle)
         _refuse_log_dirs(plan, client)
-        result = _usage(lambda: execute(client, plan, additional=additional,
-                                                timeout_ms=request_timeout_ms(timeout)))
+        result = _usage(lambda: execute(client, plan, additional=additional, timeout_ms=request_timeout_ms(timeout),
+                                        throttle=throttle, log_dirs_throttle=log_dirs_throttle))
     if as_json:
         write_json_line({"rollback": reassignment_json(result.current),
                          "started": [partition_name(tp) for tp in result.started],
-                         "errors": {partition_name(tp): e for tp, e in sorted(result.errors.items())}})
+                         "errors": {partition_name(tp): e for tp, e in sorted(result.errors.items())},
+                         "throttle": result.throttle.to_json() if result.throttle is not None else None,
+                         **({"log_dir_moves_started": [replica_name(r) for r in result.moves_started],
+                             "log_dir_moves_pending": [replica_name(r) for r in result.moves_pending]}
+                            if plan.log_dirs else {})})
     else:
         typer.echo(f"Current partition replica assignment\n\n{format_reassignment_json(result.current)}\n\n"
                    "Save this to use as the --reassignment-json-file option during rollback")
+        if result.throttle is not None:
+            typer.echo("\n".join(result.throttle.lines()))
         if result.started:
             typer.echo(f"Successfully started partition reassignment{'' if len(result.started) == 1 else 's'} for "
                        f"{','.join(partition_name(tp) for tp in result.started)}")
+        if result.moves_started:
+            typer.echo(f"Successfully started log directory move{'' if len(result.moves_started) == 1 else 's'} "
+                       f"for: {','.join(replica_name(r) for r in result.moves_started)}")
     if result.errors:
         err_console.print("kctl: Error reassigning partition(s):\n" + "\n".join(
             f"{partition_name(tp)}: {e}" for tp, e in sorted(result.errors.items())), markup=False)
         raise typer.Exit(int(ExitCode.PROBLEMS))
-
-
-def _verify(plan: Any, bootstrap: str | None, timeout: float, as_json: bool) -> None:
-    from kcli.client.reassign import verify
-
-    with _client(bootstrap, timeout) as client:
-        states, ongoing = verify(client, plan, timeout_ms=request_timeout_ms(timeout))
-    complete = all(s.status == "completed" for s in states)
-    if as_json:
-        write_json_line({"partitions": [s.to_json() for s in states], "complete": complete,
-                         "reassignments_in_progress": ongoing})
-    else:
-        typer.echo("Status of partition reassignment:")
-        for s in states:
-            typer.echo(s.line())
-    if not complete:
+    if result.moves_pending:
+        many = len(result.moves_pending) > 1
+        err_console.print(f"kctl: Timed out before log directory move{'s' if many else ''} could be started for: "
+                          f"{','.join(replica_name(r) for r in result.moves_pending)}", markup=False)
         raise typer.Exit(int(ExitCode.PROBLEMS))
 
 
-def _cancel(plan: Any, bootstrap: str | None, timeout: float, as_json: bool) -> None:
-    from kcli.client.reassign import cancel, partition_name
+def _cleared(cleared: Any, as_json: bool) -> bool:
+    """The tool's "Clearing ... throttles" lines (not with --json), and any broker or topic that refused on
+    stderr; whether all went."""
+    if cleared is None:
+        return True
+    if not as_json:
+        typer.echo("\n".join(cleared.lines()))
+    if cleared.errors:
+        err_console.print("kctl: Error clearing throttles:\n" + "\n".join(cleared.errors), markup=False)
+    return not cleared.errors
+
+
+def _verify(plan: Any, preserve_throttles: bool, bootstrap: str | None, timeout: float, as_json: bool) -> None:
+    from kcli.client.reassign import verify_reassignment
 
     with _client(bootstrap, timeout) as client:
-        result = cancel(client, plan, timeout_ms=request_timeout_ms(timeout))
+        result = verify_reassignment(client, plan, preserve_throttles=preserve_throttles,
+                                     timeout_ms=request_timeout_ms(timeout))
+    if as_json:
+        write_json_line({"partitions": [s.to_json() for s in result.states], "complete": result.complete,
+                         "reassignments_in_progress": result.ongoing,
+                         "throttles_cleared": result.cleared.to_json() if result.cleared is not None else None,
+                         **({"log_dirs": [m.to_json() for m in result.moves]} if plan.log_dirs else {})})
+    else:
+        typer.echo("Status of partition reassignment:")
+        for s in result.states:
+            typer.echo(s.line())
+        for m in result.moves:  # replicaMoveStatesToString, right after the partitions' lines
+            typer.echo(m.line())
+    if not _cleared(result.cleared, as_json) or not result.complete:
+        raise typer.Exit(int(ExitCode.PROBLEMS))
+
+
+def _cancel(plan: Any, preserve_throttles: bool, bootstrap: str | None, timeout: float, as_json: bool) -> None:
+    from kcli.client.reassign import cancel, partition_name, replica_name
+
+    with _client(bootstrap, timeout) as client:
+        result = cancel(client, plan, timeout_ms=request_timeout_ms(timeout), preserve_throttles=preserve_throttles)
     if as_json:
         write_json_line({"cancelled": [partition_name(tp) for tp in result.cancelled],
-                         "errors": {partition_name(tp): e for tp, e in sorted(result.errors.items())}})
-    elif result.cancelled:
-        typer.echo(f"Successfully cancelled partition reassignment{'' if len(result.cancelled) == 1 else 's'} for: "
-                   f"{','.join(partition_name(tp) for tp in result.cancelled)}")
-    elif not result.errors:
-        typer.echo("None of the specified partition reassignments are active.")
+                         "errors": {partition_name(tp): e for tp, e in sorted(result.errors.items())},
+                         "throttles_cleared": result.cleared.to_json() if result.cleared is not None else None,
+                         **({"log_dir_moves_cancelled": [replica_name(r) for r in result.moves_cancelled]}
+                            if plan.log_dirs else {})})
+    else:
+        if result.cancelled:
+            typer.echo(f"Successfully cancelled partition reassignment{'' if len(result.cancelled) == 1 else 's'} "
+                       f"for: {','.join(partition_name(tp) for tp in result.cancelled)}")
+        elif not result.errors:
+            typer.echo("None of the specified partition reassignments are active.")
+        if plan.log_dirs and result.moves_cancelled:  # executeMoves back to the current dirs, as Kafka prints it
+            typer.echo(f"Successfully started log directory move{'' if len(result.moves_cancelled) == 1 else 's'} "
+                       f"for: {','.join(replica_name(r) for r in result.moves_cancelled)}")
+        elif plan.log_dirs:
+            typer.echo("None of the specified partition moves are active.")
+    cleared = _cleared(result.cleared, as_json)
     if result.errors:
         err_console.print(f"kctl: Error cancelling partition reassignment{'' if len(result.errors) == 1 else 's'} "
                           "for:\n" + "\n".join(f"{partition_name(tp)}: {e}" for tp, e in sorted(result.errors.items())),
                           markup=False)
+    if result.errors or not cleared:
         raise typer.Exit(int(ExitCode.PROBLEMS))
 
 

@@ -190,16 +190,18 @@ def describe(client: KafkaClient, entity_type: str, names: Sequence[str], *, inc
 
 
 def alter(client: KafkaClient, entity_type: str, names: Sequence[str], *, set_configs: Mapping[str, str],
-          delete_configs: Sequence[str] = (), validate_only: bool = False) -> list[AlterResult]:
+          delete_configs: Sequence[str] = (), validate_only: bool = False,
+          require_present: bool = True) -> list[AlterResult]:
     """IncrementalAlterConfigs: set and delete keys of each entity, the others unchanged. Deleting a key the
-    entity has no dynamic value for is refused first, as kafka-configs refuses it ("Invalid config(s): k")."""
+    entity has no dynamic value for is refused first, as kafka-configs refuses it ("Invalid config(s): k"),
+    unless not ``require_present`` (kafka-reassign-partitions clears throttles whether set or not)."""
     resource_type = ENTITY_TYPES[entity_type]
     results = []
     for name in names:
         wire = resource_name(entity_type, name)
         shown = DEFAULT_ENTITY if entity_type == "brokers" and not wire else name
         result = AlterResult(entity_type, shown, dict(set_configs), list(delete_configs))
-        if delete_configs:
+        if delete_configs and require_present:
             [current] = describe(client, entity_type, [name])
             if current.error:
                 results.append(AlterResult(entity_type, shown, dict(set_configs), list(delete_configs),

@@ -114,6 +114,7 @@ class ConsumeOptions:
     stop_timestamp: int | None = None
     isolation_level: int = READ_UNCOMMITTED
     group: str | None = None  # with start "stored": the group's committed offsets
+    offsets: dict[int, int] | None = None  # a start per partition (a group member's committed ones); others: start
     max_wait_ms: int = DEFAULT_MAX_WAIT_MS
     partition_max_bytes: int = DEFAULT_PARTITION_MAX_BYTES
     retries: int = 20  # consecutive failed fetches of one partition before giving up
@@ -134,7 +135,9 @@ class Consumer:
         missing = [p for p in wanted if p not in leaders]
         if missing:
             raise UsageError(f"topic {topic!r} has no partition {missing[0]} (it has {len(leaders)})")
-        starts = self._start_offsets(wanted, options.start)
+        known = options.offsets or {}
+        starts = self._start_offsets([p for p in wanted if p not in known], options.start)
+        starts.update((p, known[p]) for p in wanted if p in known)
         for p in wanted:
             self.positions[p] = _Position(p, starts[p], leaders[p], options.stop_timestamp)
 
@@ -198,30 +201,42 @@ class Consumer:
 
     # -- fetching -------------------------------------------------------------------------------------------
     def items(self) -> Iterator[Fetched | EndOfPartition | ConsumeNotice]:
-        while True:
-            for text in self._notices:
-                yield ConsumeNotice(text)
-            self._notices.clear()
-            live = [p for p in self.positions.values() if not p.done]
-            if not live:
-                return
-            by_leader: dict[int, list[_Position]] = {}
-            for position in live:
-                by_leader.setdefault(position.leader, []).append(position)
-            refresh = -1 in by_leader
-            waiting = all(p.at_end for p in live)
-            for leader, positions in sorted(by_leader.items()):
-                if leader < 0:
-                    continue
-                try:
-                    yield from self._fetch(leader, positions, wait=waiting or len(by_leader) == 1)
-                except KafkaClientError as exc:
-                    refresh = True
-                    for position in positions:
-                        self._failed(position, exc.describe(), retriable=isinstance(exc, BrokerUnreachableError))
-            if refresh:
-                time.sleep(0.2)
-                self._refresh()
+        while not self.finished:
+            yield from self.round()
+
+    @property
+    def finished(self) -> bool:
+        """Every partition stopped (e@TS) and every notice yielded."""
+        return all(p.done for p in self.positions.values()) and not self._notices
+
+    def round(self, wait: bool | None = None) -> Iterator[Fetched | EndOfPartition | ConsumeNotice]:
+        """One fetch from each leader of the partitions still read (a group member interleaves the rounds of
+        its topics' consumers); ``wait``: whether the broker may hold the fetch for max_wait_ms (default: when
+        every partition is at its end, or one leader has them all)."""
+        for text in self._notices:
+            yield ConsumeNotice(text)
+        self._notices.clear()
+        live = [p for p in self.positions.values() if not p.done]
+        if not live:
+            return
+        by_leader: dict[int, list[_Position]] = {}
+        for position in live:
+            by_leader.setdefault(position.leader, []).append(position)
+        refresh = -1 in by_leader
+        if wait is None:
+            wait = all(p.at_end for p in live) or len(by_leader) == 1
+        for leader, positions in sorted(by_leader.items()):
+            if leader < 0:
+                continue
+            try:
+                yield from self._fetch(leader, positions, wait=wait)
+            except KafkaClientError as exc:
+                refresh = True
+                for position in positions:
+                    self._failed(position, exc.describe(), retriable=isinstance(exc, BrokerUnreachableError))
+        if refresh:
+            time.sleep(0.2)
+            self._refresh()
 
     def _failed(self, position: _Position, reason: str, *, retriable: bool) -> None:
         position.failures += 1

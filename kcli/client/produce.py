@@ -8,7 +8,11 @@ key (``Utils.toPositive(Utils.murmur2(key)) % partitions``), and for null keys o
 when its batch is sent (KIP-480/794). Retriable errors (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, a lost
 connection...) refresh the metadata and resend; what is still refused is reported per partition, never raised.
 ``idempotent`` asks InitProducerId for a producer id and epoch and numbers each partition's batches (base
-sequence), so a resend cannot duplicate. acks=0 sends without waiting for any answer (Kafka sends none).
+sequence), so a resend cannot duplicate; a partition that answers UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER
+(its leader lost the producer's state or its last batches: retention, an unclean leader change) gets the epoch
+bumped as Kafka's producer does since KIP-360: InitProducerId again with the current producer id and epoch, and
+every batch not yet acknowledged renumbered from sequence 0 and resent. acks=0 sends without waiting for any
+answer (Kafka sends none).
 
 The input side is here too, pure: ``split_records`` cuts a byte stream into records at a delimiter and splits the
 key off at a key delimiter (kcat -K: the first occurrence; no delimiter in a record: a null key; empty records
@@ -190,6 +194,7 @@ class ProduceSummary:
     producer_epoch: int = -1
     partitions: dict[int, PartitionResult] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # not of one partition (the topic unknown...)
+    epoch_bumps: list[str] = field(default_factory=list)  # KIP-360: why the idempotent producer bumped its epoch
 
     @property
     def records(self) -> int:
@@ -218,7 +223,7 @@ class ProduceSummary:
                 "acks": "all" if self.acks == -1 else str(self.acks), "compression": self.compression,
                 "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
                 "partitions": [self.partitions[p].to_json() for p in sorted(self.partitions)],
-                "errors": list(self.errors)}
+                "errors": list(self.errors), "epoch_bumps": list(self.epoch_bumps)}
 
 
 class ProduceError(KafkaClientError):
@@ -236,6 +241,7 @@ class _Batch:
     raw: bytes | None = None  # built when closed
     base_sequence: int = -1
     attempts: int = 0
+    serial: int = 0  # the order batches were closed in (renumbering after an epoch bump keeps it)
 
 
 class Producer:
@@ -265,6 +271,8 @@ class Producer:
         self._leaders: dict[int, int] = {}
         self._sticky: int | None = None
         self._sequences: dict[int, int] = {}
+        self._closed = 0
+        self._bump_reason: str | None = None  # an epoch bump to do before the next resend (KIP-360)
         self._refresh_metadata()
         if idempotent:
             self._init_producer_id()
@@ -297,13 +305,16 @@ class Producer:
     def partition_count(self) -> int:
         return len(self._leaders)
 
-    def _init_producer_id(self) -> None:
+    def _init_producer_id(self, current: tuple[int, int] = (-1, -1)) -> None:
+        """A producer id and epoch; with ``current`` (v3+, KIP-360) the one to bump (a broker gives an
+        idempotent producer a new id, epoch 0; Kafka's own answer)."""
         for attempt in range(self.retries):
             connection = self.client._any()
             version, m = versioned_module(connection, ApiKey.INIT_PRODUCER_ID)
+            pid, epoch = current if version >= 3 else (-1, -1)
             body = connection.call(ApiKey.INIT_PRODUCER_ID, _build(
                 m, "InitProducerIdRequest", transactional_id=None, transaction_timeout=_ms(60_000),
-                producer_id=-1, producer_epoch=-1))
+                producer_id=pid, producer_epoch=epoch))
             if body.error_code == ErrorCode.none:
                 self.summary.producer_id = int(body.producer_id)
                 self.summary.producer_epoch = int(body.producer_epoch)
@@ -354,13 +365,33 @@ class Producer:
         del self._open[batch.partition]
         if batch.partition == self._sticky:
             self._sticky = None  # the next null-key record picks another partition (KIP-480)
+        self._closed += 1
+        batch.serial = self._closed
+        self._number(batch)
+        self._ready.append(batch)
+
+    def _number(self, batch: _Batch) -> None:
+        """The batch's bytes, with the partition's next sequence when idempotent."""
         if self.summary.producer_id >= 0:
             batch.base_sequence = self._sequences.get(batch.partition, 0)
             self._sequences[batch.partition] = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
         batch.raw = build_record_batch(
             batch.records, base_offset=0, codec=self.codec, producer_id=self.summary.producer_id,
             producer_epoch=self.summary.producer_epoch, base_sequence=batch.base_sequence)
-        self._ready.append(batch)
+
+    def _bump_epoch(self, unacknowledged: list[_Batch]) -> None:
+        """KIP-360: a new epoch (InitProducerId with the current id and epoch), every partition's sequence back
+        to 0, and the batches not acknowledged yet renumbered in the order they were closed."""
+        reason, self._bump_reason = self._bump_reason, None
+        before = (self.summary.producer_id, self.summary.producer_epoch)
+        self._init_producer_id(before)
+        self._sequences.clear()
+        for batch in sorted(unacknowledged, key=lambda b: b.serial):
+            self._number(batch)
+        self.summary.epoch_bumps.append(
+            f"{reason}: producer id {before[0]} epoch {before[1]} bumped to producer id "
+            f"{self.summary.producer_id} epoch {self.summary.producer_epoch}; {len(unacknowledged)} batches "
+            "renumbered and resent")
 
     def poll(self) -> None:
         """Send the batches that have lingered long enough (and every closed one)."""
@@ -403,6 +434,13 @@ class Producer:
                     continue
                 retry.extend(self._send_to(leader, batches))
             pending = [b for b in retry if b is not None]
+            if self._bump_reason is not None:
+                try:
+                    self._bump_epoch(pending)
+                except KafkaClientError as exc:
+                    for batch in pending:
+                        batch.attempts = self.retries  # the next failure is the last
+                    self.summary.errors.append(f"the epoch bump failed: {exc.describe()}")
             if pending:
                 time.sleep(min(0.1 * max(b.attempts for b in pending), 1.0))
                 try:
@@ -479,9 +517,15 @@ class Producer:
                                                    error=p.error_code).describe()
                         # (an idempotent partition's batches after one that failed are out of order: they
                         # go again behind it)
+                        behind = any(o is not None and o.partition == batch.partition for o in out)
                         retriable = p.error_code in RETRIABLE_PRODUCE or (
-                            p.error_code == ErrorCode.out_of_order_sequence_number
-                            and any(o is not None and o.partition == batch.partition for o in out))
+                            p.error_code == ErrorCode.out_of_order_sequence_number and behind)
+                        if not retriable and not behind and self.summary.producer_id >= 0 and p.error_code in (
+                                ErrorCode.unknown_producer_id, ErrorCode.out_of_order_sequence_number):
+                            # the leader lost this producer's state or its last batches (KIP-360): bump
+                            self._bump_reason = self._bump_reason or (
+                                f"partition {batch.partition}: {error_name(p.error_code)}")
+                            retriable = True
                         out.append(self._failed(batch, reason, retriable))
         return out
 

@@ -1,6 +1,13 @@
 """Partition reassignment as kafka-reassign-partitions does it (Kafka 3.7's ReassignPartitionsCommand):
 --generate a plan with Kafka's replica assignment, --execute it (AlterPartitionReassignments, KIP-455), --verify,
---cancel and --list (ListPartitionReassignments) it; both requests go to the controller.
+--cancel and --list (ListPartitionReassignments) it; both requests go to the controller. The log dirs a plan names
+go to their brokers (AlterReplicaLogDirs, KIP-113) and --verify finds them with DescribeLogDirs.
+
+--execute --throttle sets Kafka's replication throttles (KIP-73) before the reassignment starts, as the tool does
+(IncrementalAlterConfigs): on every broker a moving partition leaves or reaches, leader.replication.throttled.rate
+and follower.replication.throttled.rate; on each topic, leader.replication.throttled.replicas (the moving
+partitions' current replicas) and follower.replication.throttled.replicas (the replicas being added). --verify,
+once no partition of the plan is still moving, and --cancel remove them all again (unless --preserve-throttles).
 
 The plan files are Kafka's: ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],
 "log_dirs":["any","any"]}]}`` (``log_dirs`` optional) and, for --generate, ``{"version":1,"topics":[{"topic":
@@ -14,6 +21,7 @@ from __future__ import annotations
 import datetime
 import json
 import random
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -26,8 +34,15 @@ from kcli.errors import UsageError
 from kcli.protocol.api import ApiKey
 
 ANY_LOG_DIR = "any"
+# ReassignPartitionsCommand's brokerLevelThrottles and topicLevelThrottles (KIP-73)
+LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
+YOU_MUST_RUN_VERIFY_PERIODICALLY = ("Warning: You must run --verify periodically, until the reassignment completes, "
+                                    "to ensure the throttle is removed.")
 DEFAULT_TIMEOUT_MS = 30_000
-ALTER_REPLICA_LOG_DIRS = 34  # ApiKey 34, which kcli's client does not speak
+ALTER_REPLICA_LOG_DIRS = int(ApiKey.ALTER_REPLICA_LOG_DIRS)
+MOVE_RETRY_S = 0.1  # executeMoves' pause between AlterReplicaLogDirs rounds
 CANNOT_EXECUTE_BECAUSE_OF_EXISTING = (
     "Cannot execute because there is an existing partition assignment.  Use --additional to override this and "
     "create a new partition assignment in addition to the existing one. The --additional flag can also be used to "
@@ -387,11 +402,166 @@ def alter_reassignments(client: KafkaClient, targets: Mapping[Partition, Sequenc
     return errors
 
 
+# -- replication throttles (KIP-73) ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PartitionMove:
+    """ReassignPartitionsCommand's PartitionMove: the replicas a partition moves from and the ones it gains."""
+
+    sources: frozenset[int]
+    destinations: frozenset[int]
+
+
+MoveMap = dict[str, dict[int, PartitionMove]]  # topic -> partition -> move
+
+
+def proposed_move_map(ongoing: Mapping[Partition, OngoingReassignment], proposed: Mapping[Partition, Sequence[int]],
+                      current: Mapping[Partition, Sequence[int]]) -> MoveMap:
+    """calculateProposedMoveMap: every ongoing reassignment (its replicas before it began are the sources, the
+    ones being added the destinations), then each proposed partition: the sources of its ongoing move, else its
+    current replicas; the destinations its target replicas not among them."""
+    moves: MoveMap = {}
+    for (topic, partition), r in ongoing.items():
+        moves.setdefault(topic, {})[partition] = PartitionMove(
+            frozenset(r.replicas) - frozenset(r.adding), frozenset(r.adding))
+    for (topic, partition), replicas in proposed.items():
+        parts = moves.setdefault(topic, {})
+        move = parts.get(partition)
+        if move is not None:
+            sources = move.sources
+        elif (topic, partition) in current:
+            sources = frozenset(current[(topic, partition)])
+        else:
+            raise KafkaClientError(f"Trying to reassign a topic partition {topic}-{partition} with 0 replicas")
+        parts[partition] = PartitionMove(sources, frozenset(replicas) - sources)
+    return moves
+
+
+def leader_throttles(moves: MoveMap) -> dict[str, str]:
+    """calculateLeaderThrottles: per topic, ``partition:source`` of every move (sorted as strings, Kafka's
+    TreeSet[String])."""
+    return {topic: ",".join(sorted(f"{p}:{b}" for p, move in parts.items() for b in move.sources))
+            for topic, parts in moves.items()}
+
+
+def follower_throttles(moves: MoveMap) -> dict[str, str]:
+    """calculateFollowerThrottles: per topic, ``partition:destination`` of every replica being added."""
+    return {topic: ",".join(sorted(f"{p}:{b}" for p, move in parts.items() for b in move.destinations
+                                   if b not in move.sources))
+            for topic, parts in moves.items()}
+
+
+def reassigning_brokers(moves: MoveMap) -> list[int]:
+    """calculateReassigningBrokers: every source and destination."""
+    return sorted({b for parts in moves.values() for move in parts.values() for b in move.sources | move.destinations})
+
+
+@dataclass(frozen=True)
+class ThrottleResult:
+    """What --execute --throttle / --replica-alter-log-dirs-throttle set."""
+
+    rate: int | None  # the inter-broker throttle (leader and follower rates), None when not asked
+    brokers: list[int]
+    topics: dict[str, dict[str, str]]  # topic -> {throttled-replicas key: value}
+    log_dirs_rate: int | None = None
+    log_dir_brokers: list[int] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The tool's lines (executeAssignment, modifyInterBrokerThrottle, modifyLogDirThrottle)."""
+        out = [YOU_MUST_RUN_VERIFY_PERIODICALLY]
+        if self.rate is not None:
+            out.append(f"The inter-broker throttle limit was set to {self.rate} B/s")
+        if self.log_dirs_rate is not None:
+            out.append(f"The replica-alter-dir throttle limit was set to {self.log_dirs_rate} B/s")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rate": self.rate, "brokers": self.brokers, "topics": self.topics,
+                "log_dirs_rate": self.log_dirs_rate, "log_dir_brokers": self.log_dir_brokers}
+
+
+def _alter_or_raise(client: KafkaClient, entity_type: str, names: Iterable[str], set_configs: Mapping[str, str]
+                    ) -> None:
+    from kcli.client.configs import alter
+
+    for result in alter(client, entity_type, list(names), set_configs=set_configs):
+        if result.error is not None:
+            raise KafkaClientError(f"setting the replication throttle of {entity_type[:-1]} {result.name}: "
+                                   f"{result.error}")
+
+
+def set_throttles(client: KafkaClient, plan: ReassignmentPlan, ongoing: Mapping[Partition, OngoingReassignment],
+                  current: Mapping[Partition, Sequence[int]], rate: int | None,
+                  log_dirs_rate: int | None = None) -> ThrottleResult:
+    """modifyReassignmentThrottle (topics first, then brokers) and modifyLogDirThrottle (the brokers a plan's
+    named log dir moves a replica on); a refusal raises KafkaClientError before the reassignment starts."""
+    topics: dict[str, dict[str, str]] = {}
+    brokers: list[int] = []
+    if rate is not None:
+        moves = proposed_move_map(ongoing, plan.partitions, current)
+        leaders, followers = leader_throttles(moves), follower_throttles(moves)
+        for topic in sorted(moves):
+            topics[topic] = {LEADER_REPLICAS: leaders[topic], FOLLOWER_REPLICAS: followers[topic]}
+            _alter_or_raise(client, "topics", [topic], topics[topic])
+        brokers = reassigning_brokers(moves)
+        _alter_or_raise(client, "brokers", map(str, brokers), {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)})
+    log_dir_brokers: list[int] = []
+    if log_dirs_rate is not None:
+        log_dir_brokers = sorted({b for _, _, b in plan.log_dirs})
+        _alter_or_raise(client, "brokers", map(str, log_dir_brokers), {LOG_DIRS_RATE: str(log_dirs_rate)})
+    return ThrottleResult(rate, brokers, topics, log_dirs_rate, log_dir_brokers)
+
+
+@dataclass(frozen=True)
+class ClearedThrottles:
+    """What clearAllThrottles removed: the three broker rates of ``brokers``, the two lists of ``topics``."""
+
+    brokers: list[int]
+    topics: list[str]
+    errors: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        return [f"Clearing broker-level throttles on broker{'' if len(self.brokers) == 1 else 's'} "
+                f"{','.join(map(str, self.brokers))}",
+                f"Clearing topic-level throttles on topic{'' if len(self.topics) == 1 else 's'} "
+                f"{','.join(self.topics)}"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokers": self.brokers, "topics": self.topics, "errors": self.errors}
+
+
+def clear_throttles(client: KafkaClient, plan: ReassignmentPlan) -> ClearedThrottles:
+    """clearAllThrottles: every live broker's and every target broker's throttle rates, and the throttled-replica
+    lists of the plan's topics, deleted whether set or not (the tool cannot know which brokers an earlier
+    --execute throttled). A broker or topic that refuses is reported in ``errors``."""
+    from kcli.client.configs import alter
+
+    live = {b.id for b in brokers_with_racks(client)}
+    brokers = sorted(live | {b for replicas in plan.partitions.values() for b in replicas})
+    topics = sorted({t for t, _ in plan.partitions})
+    errors = []
+    for entity_type, names, keys in (("brokers", [str(b) for b in brokers], [LEADER_RATE, FOLLOWER_RATE,
+                                                                             LOG_DIRS_RATE]),
+                                     ("topics", topics, [LEADER_REPLICAS, FOLLOWER_REPLICAS])):
+        for name in names:
+            try:
+                [result] = alter(client, entity_type, [name], set_configs={}, delete_configs=keys,
+                                 require_present=False)
+            except KafkaClientError as exc:  # a target broker not in the cluster
+                errors.append(f"{entity_type[:-1]} {name}: {exc.describe()}")
+                continue
+            if result.error is not None:
+                errors.append(f"{entity_type[:-1]} {name}: {result.error}")
+    return ClearedThrottles(brokers, topics, errors)
+
+
 @dataclass(frozen=True)
 class ExecuteResult:
     current: dict[Partition, list[int]]  # the rollback plan: the partitions' replicas before
     started: list[Partition]
     errors: dict[Partition, str]
+    throttle: ThrottleResult | None = None  # what --throttle / --replica-alter-log-dirs-throttle set
+    moves_started: list[tuple[str, int, int]] = field(default_factory=list)  # (topic, partition, broker)
+    moves_pending: list[tuple[str, int, int]] = field(default_factory=list)  # not started before the timeout
 
 
 def check_brokers(client: KafkaClient, brokers: Iterable[int]) -> None:
@@ -426,15 +596,137 @@ def log_dir_support(client: KafkaClient) -> bool:
 
 
 def execute(client: KafkaClient, plan: ReassignmentPlan, *, additional: bool = False,
-            timeout_ms: int = DEFAULT_TIMEOUT_MS) -> ExecuteResult:
+            timeout_ms: int = DEFAULT_TIMEOUT_MS, throttle: int | None = None,
+            log_dirs_throttle: int | None = None) -> ExecuteResult:
     """--execute: refuse while another reassignment runs (unless ``additional``), check the brokers and the
-    partitions exist, read the current replicas (the rollback plan), then AlterPartitionReassignments."""
-    if not additional and list_reassignments(client, timeout_ms=timeout_ms):
+    partitions exist, read the current replicas (the rollback plan), set the throttles asked for (``throttle``
+    B/s between brokers, ``log_dirs_throttle`` B/s between log dirs; with ``additional`` this is how a running
+    reassignment's throttle changes), then AlterPartitionReassignments. A plan that names log dirs has them sent
+    (AlterReplicaLogDirs) before the reassignment, so a replica new on a broker is created in its dir, and again
+    after it until every move started or ``timeout_ms`` passed (executeMoves)."""
+    ongoing = list_reassignments(client, timeout_ms=timeout_ms)
+    if not additional and ongoing:
         raise KafkaClientError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING)
     check_brokers(client, {b for r in plan.partitions.values() for b in r})
     current = current_replicas(client, plan.partitions)
+    throttled = None
+    if throttle is not None or log_dirs_throttle is not None:
+        throttled = set_throttles(client, plan, ongoing, current, throttle, log_dirs_throttle)
+    pending = dict(plan.log_dirs)
+    moved: list[Replica] = []
+    if pending:  # a wrong dir fails here, before the reassignment started
+        moved = start_log_dir_moves(client, pending)
+        pending = {r: d for r, d in pending.items() if r not in moved}
     errors = alter_reassignments(client, plan.partitions, timeout_ms=timeout_ms)
-    return ExecuteResult(current, [tp for tp in _sorted(plan.partitions) if tp not in errors], errors)
+    deadline = time.monotonic() + timeout_ms / 1000
+    while pending and not errors:
+        time.sleep(MOVE_RETRY_S)  # the replica is created when the controller's LeaderAndIsr reaches its broker
+        started = start_log_dir_moves(client, pending)
+        moved += started
+        pending = {r: d for r, d in pending.items() if r not in started}
+        if time.monotonic() >= deadline:
+            break
+    return ExecuteResult(current, [tp for tp in _sorted(plan.partitions) if tp not in errors], errors, throttled,
+                         sorted(moved), sorted(pending))
+
+
+# -- moves between a broker's log dirs (KIP-113) ----------------------------------------------------------------
+Replica = tuple[str, int, int]  # (topic, partition, broker): Kafka's TopicPartitionReplica
+
+
+def replica_name(replica: Replica) -> str:
+    """TopicPartitionReplica.toString: topic-partition-broker."""
+    return f"{replica[0]}-{replica[1]}-{replica[2]}"
+
+
+def alter_replica_log_dirs(client: KafkaClient, moves: Mapping[Replica, str]) -> dict[Replica, ErrorCode]:
+    """AlterReplicaLogDirs to each broker named: the dir each of its replicas is to be in. The error code per
+    replica (a broker that cannot be asked: KafkaClientError)."""
+    by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+    for (topic, partition, broker), path in moves.items():
+        by_broker.setdefault(broker, {}).setdefault(path, {}).setdefault(topic, []).append(partition)
+    out: dict[Replica, ErrorCode] = {}
+    for broker, dirs in sorted(by_broker.items()):
+        connection = client._node(broker)
+        if ALTER_REPLICA_LOG_DIRS not in connection.versions:
+            raise KafkaClientError(f"broker {broker} does not serve AlterReplicaLogDirs (moving a replica into a "
+                                   "named log directory)")
+        version, m = request_module(connection, ApiKey.ALTER_REPLICA_LOG_DIRS)
+        body = connection.call(ApiKey.ALTER_REPLICA_LOG_DIRS, _build(m, "AlterReplicaLogDirsRequest", dirs=tuple(
+            _build(m, "AlterReplicaLogDir", path=path, topics=tuple(
+                _build(m, "AlterReplicaLogDirTopic", name=t, partitions=tuple(ps)) for t, ps in sorted(topics.items())))
+            for path, topics in sorted(dirs.items()))))
+        for t in body.results:
+            for p in t.partitions:
+                out[(t.topic_name, int(p.partition_index), broker)] = p.error_code
+    return out
+
+
+def start_log_dir_moves(client: KafkaClient, moves: Mapping[Replica, str]) -> list[Replica]:
+    """ReassignPartitionsCommand.alterReplicaLogDirs: the replicas whose move started (or which are in their dir
+    already); REPLICA_NOT_AVAILABLE (not on that broker yet) is left for the next round, any other error raises."""
+    codes = alter_replica_log_dirs(client, moves)
+    failed = {r: c for r, c in codes.items() if c not in (ErrorCode.none, ErrorCode.replica_not_available)}
+    if failed:
+        raise KafkaClientError("Failed to alter dir for " + ", ".join(
+            f"{replica_name(r)} to {moves[r]}: {error_name(c)}" for r, c in sorted(failed.items())))
+    return [r for r, c in codes.items() if c == ErrorCode.none]
+
+
+@dataclass(frozen=True)
+class LogDirMoveState:
+    """findLogDirMoveStates' answer for one replica whose log dir the plan names."""
+
+    topic: str
+    partition: int
+    broker: int
+    target: str
+    current: str | None  # the dir the replica is in (None: not found on the broker)
+    future: str | None  # the dir it is being moved to
+
+    @property
+    def status(self) -> str:
+        if self.current is None:
+            return "missing"
+        if self.future is not None:
+            return "in_progress" if self.future == self.target else "moving_elsewhere"
+        return "completed" if self.current == self.target else "cancelled"
+
+    @property
+    def done(self) -> bool:
+        """LogDirMoveState.done: nothing is being copied any more (whatever the outcome)."""
+        return self.future is None
+
+    def line(self) -> str:
+        """replicaMoveStatesToString's line."""
+        replica, name = replica_name((self.topic, self.partition, self.broker)), f"{self.topic}-{self.partition}"
+        return {
+            "missing": f"Partition {name} cannot be found in any live log directory on broker {self.broker}.",
+            "in_progress": f"Reassignment of replica {replica} is still in progress.",
+            "moving_elsewhere": f"Partition {name} on broker {self.broker} is being moved to log dir {self.future} "
+                                f"instead of {self.target}.",
+            "cancelled": f"Partition {name} on broker {self.broker} is not being moved from log dir {self.current} "
+                         f"to {self.target}.",
+            "completed": f"Reassignment of replica {replica} completed successfully.",
+        }[self.status]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "broker": self.broker, "status": self.status,
+                "target_log_dir": self.target, "current_log_dir": self.current, "future_log_dir": self.future}
+
+
+def log_dir_move_states(client: KafkaClient, targets: Mapping[Replica, str]) -> list[LogDirMoveState]:
+    """Where each replica's log is, and its future log if moving (DescribeLogDirs to each broker named)."""
+    from kcli.client.log_dirs import describe_log_dirs
+
+    brokers = sorted({b for _, _, b in targets})
+    found: dict[Replica, dict[bool, str]] = {}
+    for answer in describe_log_dirs(client, brokers=brokers, topics=sorted({t for t, _, _ in targets})):
+        for log_dir in answer.log_dirs:
+            for p in log_dir.partitions:
+                found.setdefault((p.topic, p.partition, answer.broker), {})[p.is_future] = log_dir.path
+    return [LogDirMoveState(*r, targets[r], found.get(r, {}).get(False), found.get(r, {}).get(True))
+            for r in sorted(targets)]
 
 
 @dataclass(frozen=True)
@@ -488,17 +780,51 @@ def verify(client: KafkaClient, plan: ReassignmentPlan, *,
 
 
 @dataclass(frozen=True)
+class VerifyResult:
+    states: list[PartitionState]
+    ongoing: bool  # some reassignment (planned or not) is in progress
+    cleared: ClearedThrottles | None = None  # the throttles removed once no planned partition is moving
+    moves: list[LogDirMoveState] = field(default_factory=list)  # the replicas whose log dir the plan names
+
+    @property
+    def complete(self) -> bool:
+        return all(s.status == "completed" for s in self.states) and all(m.status == "completed" for m in self.moves)
+
+
+def verify_reassignment(client: KafkaClient, plan: ReassignmentPlan, *, preserve_throttles: bool = False,
+                        timeout_ms: int = DEFAULT_TIMEOUT_MS) -> VerifyResult:
+    """--verify as the tool does it (verifyAssignment): each planned partition's state; once none of them is still
+    moving, and no replica between log dirs, every throttle is cleared (clearAllThrottles) unless
+    ``preserve_throttles``."""
+    states, ongoing = verify(client, plan, timeout_ms=timeout_ms)
+    moves = log_dir_move_states(client, plan.log_dirs) if plan.log_dirs else []
+    cleared = None
+    if not preserve_throttles and all(s.done for s in states) and all(m.done for m in moves):
+        cleared = clear_throttles(client, plan)
+    return VerifyResult(states, ongoing, cleared, moves)
+
+
+@dataclass(frozen=True)
 class CancelResult:
     cancelled: list[Partition]
     errors: dict[Partition, str]
+    cleared: ClearedThrottles | None = None  # the throttles removed (unless --preserve-throttles)
+    moves_cancelled: list[tuple[str, int, int]] = field(default_factory=list)  # (topic, partition, broker)
 
 
-def cancel(client: KafkaClient, plan: ReassignmentPlan, *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> CancelResult:
-    """--cancel: the planned partitions still being reassigned go back to their replicas before (a null target)."""
+def cancel(client: KafkaClient, plan: ReassignmentPlan, *, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+           preserve_throttles: bool = False) -> CancelResult:
+    """--cancel: the planned partitions still being reassigned go back to their replicas before (a null target);
+    the planned replicas still moving between log dirs are sent back to the dir they are in, which gives the move
+    up; then, unless ``preserve_throttles``, every throttle is cleared as the tool's cancelAssignment does."""
     ongoing = list_reassignments(client, plan.partitions, timeout_ms=timeout_ms)
     active = [tp for tp in _sorted(ongoing) if tp in plan.partitions]
     errors = alter_reassignments(client, {tp: None for tp in active}, timeout_ms=timeout_ms)
-    return CancelResult([tp for tp in active if tp not in errors], errors)
+    moving = {(m.topic, m.partition, m.broker): m.current for m in log_dir_move_states(client, plan.log_dirs)
+              if m.future is not None and m.current is not None} if plan.log_dirs else {}
+    moved = start_log_dir_moves(client, moving) if moving else []
+    cleared = None if preserve_throttles else clear_throttles(client, plan)
+    return CancelResult([tp for tp in active if tp not in errors], errors, cleared, sorted(moved))
 
 
 def throttle_support(client: KafkaClient) -> str | None:

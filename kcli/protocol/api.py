@@ -54,6 +54,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -129,6 +130,7 @@ SUPPORTED_APIS: Final[Mapping[ApiKey, SupportedApi]] = MappingProxyType({
     ApiKey.WRITE_TXN_MARKERS: SupportedApi(1, 1, 1),  # Kafka 3.7 has v0 too; kio starts at v1
     ApiKey.TXN_OFFSET_COMMIT: SupportedApi(0, 3, 3),
     ApiKey.DESCRIBE_CONFIGS:  SupportedApi(1, 4, 4),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: SupportedApi(0, 2, 2),  # KIP-113; v0 (v1's layout) from kcli.protocol.legacy
     ApiKey.DESCRIBE_LOG_DIRS: SupportedApi(1, 4, 2),  # Kafka 3.7 has v0 too; kio starts at v1
     ApiKey.CREATE_PARTITIONS: SupportedApi(0, 3, 2),
     ApiKey.DELETE_GROUPS:     SupportedApi(0, 2, 2),

@@ -7,7 +7,8 @@ ApiVersions table we mirror) still serves them, and so do we:
 * Fetch v0-v3 (records down-converted to magic 0 or 1, ``api.fetch_record_magic``),
 * ListOffsets v0 (``max_num_offsets`` and the ``old_style_offsets`` array),
 * OffsetCommit v0-v1 and OffsetFetch v0 (v0: offsets in ZooKeeper on a ZooKeeper-mode broker),
-* OffsetForLeaderEpoch v0-v1 (KIP-101's follower truncation; no CurrentLeaderEpoch to fence with).
+* OffsetForLeaderEpoch v0-v1 (KIP-101's follower truncation; no CurrentLeaderEpoch to fence with),
+* AlterReplicaLogDirs v0 (v1's layout).
 
 Each message below is declared as Kafka's JSON spec declares it (clients/src/main/resources/common/message/
 <Name>.json of Kafka 3.7): fields in wire order, each with the versions that have it. Names and kafka types are
@@ -224,6 +225,22 @@ MESSAGES: Final[tuple[Message, ...]] = (
                     F("partition", "int32"),
                     F("leader_epoch", "int32", "1+", default=i32(-1)),
                     F("end_offset", "int64", default=i64(-1)))),
+    ))),
+    # AlterReplicaLogDirsRequest.json: "Version 1 is the same as version 0", v2 flexible (KIP-113).
+    Message(ApiKey.ALTER_REPLICA_LOG_DIRS, REQUEST, "0", Struct("AlterReplicaLogDirsRequest", (
+        Array("dirs", "AlterReplicaLogDir",
+              F("path", "string"),
+              Array("topics", "AlterReplicaLogDirTopic",
+                    F("name", "string"),
+                    Field("partitions", "int32", array=True))),
+    ))),
+    Message(ApiKey.ALTER_REPLICA_LOG_DIRS, RESPONSE, "0", Struct("AlterReplicaLogDirsResponse", (
+        F("throttle_time", "timedelta_i32"),
+        Array("results", "AlterReplicaLogDirTopicResult",
+              F("topic_name", "string"),
+              Array("partitions", "AlterReplicaLogDirPartitionResult",
+                    F("partition_index", "int32"),
+                    F("error_code", "error_code"))),
     ))),
 )
 

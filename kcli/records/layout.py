@@ -147,6 +147,25 @@ RECORD_OVERHEAD: Final = {0: RECORD_OVERHEAD_V0, 1: RECORD_OVERHEAD_V1}
 MIN_RECORD_OVERHEAD: Final = RECORD_OVERHEAD_V0  # the smallest valid unit of any magic (a size below it is corrupt)
 
 
+# -- Kafka 0.7: derived -----------------------------------------------------------------------------------
+# Kafka 0.7 (kafka/message/Message.scala, FileMessageSet.scala) has no per-message offset: a message's offset is
+# its byte position in the partition's log, and each entry is ``MessageSize:int32 Message``. The CRC-32 covers
+# the payload only (not the magic or attributes, a known 0.7 weakness), and magic 0 has no attributes byte.
+#     Entry (0.7)            => MessageSize:int32 Magic:int8 [Attributes:int8 (magic 1)] CRC:uint32 Payload
+KAFKA07_MESSAGE_FIELDS: Final[dict[int, tuple[tuple[str, str], ...]]] = {
+    0: (("magic", "B"), ("crc", "I")),
+    1: (("magic", "B"), ("attributes", "B"), ("crc", "I")),  # attributes: codec in bits 0-1
+}
+KAFKA07_SIZE_FIELD: Final = "i"  # the message's size: the bytes after this field
+KAFKA07_SIZE: Final = struct.Struct(BYTE_ORDER + KAFKA07_SIZE_FIELD)
+KAFKA07_ENTRY_OVERHEAD: Final = KAFKA07_SIZE.size  # 4: the next offset is offset + 4 + message size
+KAFKA07_MESSAGE_HEADER: Final = {magic: struct.Struct(BYTE_ORDER + _codes(fields))
+                                 for magic, fields in KAFKA07_MESSAGE_FIELDS.items()}
+KAFKA07_MAGIC: Final = struct.Struct(BYTE_ORDER + dict(KAFKA07_MESSAGE_FIELDS[0])["magic"])
+# Message.MinHeaderSize (magic 0's header): a size field below it ends a message set (FileMessageSet's iterator).
+KAFKA07_MIN_HEADER_SIZE: Final = KAFKA07_MESSAGE_HEADER[0].size  # 5
+KAFKA07_CODEC_MASK: Final = 0x03  # Message.CompressionCodeMask
+
 # -- helpers ----------------------------------------------------------------------------------------------
 def read_header(buf, pos: int = 0) -> BatchHeader:
     """The v2 header at ``buf[pos:]`` (bytes, bytearray, memoryview or mmap), fields by name."""

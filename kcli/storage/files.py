@@ -19,6 +19,9 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
+# Kafka 0.7's segments (kafka/log/Log.scala): <20-digit byte offset>.kafka, named by the byte position of their first
+# message in the partition's log, with no index beside them.
+KAFKA07_SUFFIX = ".kafka"
 # Transient suffixes are appended *after* the normal one: 00000000000000000000.log.swap.
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -76,6 +79,7 @@ class FileKind(enum.Enum):
     DELETED = "deleted"
     CLEANED = "cleaned"
     SWAP = "swap"
+    KAFKA07_LOG = "kafka07-log"  # a 0.7 segment: byte offsets, no index
     QUARANTINED_LOG = "quarantined-log"  # bytes of a .log kept by kctl recover (known from its manifest, not its name)
     UNKNOWN = "unknown"
 
@@ -86,6 +90,7 @@ _SEGMENT_KINDS = {
     TIME_INDEX_SUFFIX: FileKind.TIME_INDEX,
     TXN_INDEX_SUFFIX: FileKind.TXN_INDEX,
     PRODUCER_SNAPSHOT_SUFFIX: FileKind.PRODUCER_SNAPSHOT,
+    KAFKA07_SUFFIX: FileKind.KAFKA07_LOG,
 }
 _TEMP_KINDS = {DELETED_SUFFIX: FileKind.DELETED, CLEANED_SUFFIX: FileKind.CLEANED, SWAP_SUFFIX: FileKind.SWAP}
 _NAMED_KINDS = {

@@ -12,6 +12,7 @@ core/.../server/KafkaConfig.scala (synonyms, the hours/minutes -> ms conversions
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -142,15 +143,16 @@ def list_of(*allowed: str) -> Validator:
     return check
 
 
-def _throttled_replicas(_key: str, value: Any) -> None:
-    """ThrottledReplicaListValidator: ``*`` or ``partition:brokerId`` pairs."""
-    if value == ("*",) or not value:
+_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def _throttled_replicas(key: str, value: Any) -> None:
+    """ThrottledReplicaListValidator (KIP-73): every item ``partitionId:brokerId`` (an empty one passes), or the
+    whole list ``*``; Kafka's message names the key."""
+    if all(_THROTTLED_REPLICA.fullmatch(item.strip()) for item in value) or "".join(value).strip() == "*":
         return
-    for item in value:
-        parts = item.split(":")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-            raise ValueError("must be the literal '*' or a list of replicas in the following format: "
-                             "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    raise ValueError(f"{key} must be the literal '*' or a list of replicas in the following format: "
+                     "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
 # -- the declaration ---------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ _SEGMENT_ORDER = {
     FileKind.TXN_INDEX: 3,
     FileKind.PRODUCER_SNAPSHOT: 4,
     FileKind.KRAFT_CHECKPOINT: 5,
+    FileKind.KAFKA07_LOG: 0,  # a Kafka 0.7 segment (kcli.tools.kafka07)
 }
 # Directories a log dir may hold that are never Kafka data: a filesystem's own, tiered storage's index cache
 # (LogManager.loadLogs skips RemoteIndexCache.DIR_NAME), and kcli's quarantines (by their suffix).

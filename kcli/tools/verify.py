@@ -124,6 +124,9 @@ class _Verifier:
 
     # -- partitions --------------------------------------------------------------------------
     def verify_partition(self, files: list[InputFile]) -> None:
+        if any(f.kind is FileKind.KAFKA07_LOG for f in files):  # Kafka 0.7 segments: byte offsets, no indexes
+            self.verify_kafka07([f for f in files if f.kind is FileKind.KAFKA07_LOG])
+            files = [f for f in files if f.kind is not FileKind.KAFKA07_LOG]
         logs = [f for f in files if f.kind is FileKind.LOG]
         others = [f for f in files if f.kind is not FileKind.LOG]
         by_name = {f.path.name for f in files}
@@ -178,6 +181,18 @@ class _Verifier:
                 self.verify_other(other, log_end_offset)
             except (OSError, InputError) as exc:
                 self.report.problems.append(_unreadable(other.path, exc))
+
+    def verify_kafka07(self, files: list[InputFile]) -> None:
+        from kcli.tools.kafka07 import verify_segments
+
+        counts = verify_segments([f.path for f in files], deep=self.deep)
+        self.report.files += counts.files
+        self.report.segments += counts.files
+        self.report.bytes += counts.bytes
+        self.report.batches += counts.messages
+        self.report.records += counts.records
+        self.report.problems.extend(counts.problems)
+        self.progress(counts.bytes)
 
     def _verify_log(self, segment: LogSegment, by_name: set[str], txn: _TxnState) -> _SegmentResult:
         index = time_index = None

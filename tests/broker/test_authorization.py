@@ -481,6 +481,35 @@ def test_describe_log_dirs_needs_describe_on_the_cluster(tmp_path, version):
     run(main())
 
 
+@row(ApiKey.ALTER_REPLICA_LOG_DIRS, Op.ALTER, Res.CLUSTER)
+@pytest.mark.parametrize("version", [0, 2])
+def test_alter_replica_log_dirs_needs_alter_on_the_cluster(tmp_path, version):
+    """Denied: every partition CLUSTER_AUTHORIZATION_FAILED and nothing moves; allowed: the replica's own dir is
+    accepted (nothing to move), an unconfigured one is LOG_DIR_NOT_FOUND."""
+    async def main() -> None:
+        async with secured(tmp_path) as b:
+            here = str(b.server.log_manager.partition(TOPIC, 0).directory.parent.absolute())
+
+            def request(path: str) -> Any:
+                (entry,) = req(ApiKey.ALTER_REPLICA_LOG_DIRS, version).dirs
+                (topic,) = entry.topics
+                return dataclasses.replace(req(ApiKey.ALTER_REPLICA_LOG_DIRS, version), dirs=(dataclasses.replace(
+                    entry, path=path, topics=(dataclasses.replace(topic, partitions=(0,)),)),))
+
+            def codes(answer: Any) -> dict[str, list[Any]]:
+                return {t.topic_name: [p.error_code for p in t.partitions] for t in answer.results}
+
+            answer = await b.call(ApiKey.ALTER_REPLICA_LOG_DIRS, version, request(here))
+            assert codes(answer) == {TOPIC: [CLUSTER_DENIED]}
+            b.authorizer.allow(Op.ALTER, Res.CLUSTER)
+            answer = await b.call(ApiKey.ALTER_REPLICA_LOG_DIRS, version, request(here))
+            assert codes(answer) == {TOPIC: [NONE]}
+            answer = await b.call(ApiKey.ALTER_REPLICA_LOG_DIRS, version, request(str(tmp_path / "elsewhere")))
+            assert codes(answer) == {TOPIC: [ErrorCode.log_dir_not_found]}
+            assert not b.server.log_manager.future_logs
+    run(main())
+
+
 @row(ApiKey.DESCRIBE_CLIENT_QUOTAS, Op.DESCRIBE_CONFIGS, Res.CLUSTER)
 @row(ApiKey.ALTER_CLIENT_QUOTAS, Op.ALTER_CONFIGS, Res.CLUSTER)
 def test_client_quotas_need_describe_configs_or_alter_configs_on_the_cluster(tmp_path):

@@ -132,8 +132,12 @@ def test_broker_configs_kafka_refuses_are_refused_with_its_errors(tmp_path):
                 ("0", "log.retention.hours", "1"): "Cannot update these configs dynamically: Set(log.retention.hours)",
                 # dynamic in Kafka, not here: refused rather than accepted and ignored
                 ("0", "listeners", "PLAINTEXT://127.0.0.1:1"): "Cannot update these configs dynamically: Set(listeners)",
-                ("0", "leader.replication.throttled.rate", "1000000"):
-                    "Cannot update these configs dynamically: Set(leader.replication.throttled.rate)",
+                # DynamicConfig.Broker: the replication throttles are LONGs of at least 0 (KIP-73)
+                ("0", "leader.replication.throttled.rate", "-1"):
+                    "Invalid value -1 for configuration leader.replication.throttled.rate: Value must be at least 0",
+                ("", "follower.replication.throttled.rate", "fast"):
+                    "Invalid value fast for configuration follower.replication.throttled.rate: Not a number of type "
+                    "LONG",
                 ("0", "ssl.keystore.location", "/k"): "These security configs can be dynamically updated only "
                                                       "per-listener using the listener prefix: Set(ssl.keystore.location)",
                 ("", "listener.name.plaintext.ssl.keystore.location", "/k"):
@@ -208,7 +212,7 @@ def test_describe_and_incremental_alter_read_zookeeper_not_the_local_copy(tmp_pa
 
 
 # -- 23.7: topic settings nothing implements are refused ----------------------------------------------------
-def test_remote_storage_and_replication_throttles_are_refused_on_topics(tmp_path):
+def test_remote_storage_is_refused_and_replication_throttles_are_applied_live(tmp_path):
     async def main() -> None:
         async with running(tmp_path / "logs") as b:
             # tiered storage is off: Kafka's LogConfig.validateRemoteStorageOnlyIfSystemEnabled
@@ -219,15 +223,40 @@ def test_remote_storage_and_replication_throttles_are_refused_on_topics(tmp_path
             for error, message in (await b.alter(TOPIC, "plain", {"remote.storage.enable": "true"}),
                                    await b.incremental(TOPIC, "plain", ("remote.storage.enable", SET, "true"))):
                 assert (error, message) == (ErrorCode.invalid_config, REMOTE_STORAGE_DISABLED)
-            # replication quotas are not implemented: a throttled-replica list is refused as Kafka refuses a config
-            # it does not have; an empty one (no throttle) is what the broker does anyway
-            for key in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
-                expected = (ErrorCode.invalid_config, f"Unknown topic config name: {key}")
-                assert await b.create(f"throttled-{key[0]}", {key: "*"}) == expected
-                assert await b.alter(TOPIC, "plain", {key: "0:0"}) == expected
-                assert await b.incremental(TOPIC, "plain", (key, SET, "*")) == expected
+            # KIP-73: the throttled-replica lists are validated as Kafka's ThrottledReplicaListValidator does and
+            # mark this broker's (0) partitions in its quota managers at once; the rates likewise
+            quotas = b.server.admin.replication_quotas
+            for key, manager in (("leader.replication.throttled.replicas", quotas.leader),
+                                 ("follower.replication.throttled.replicas", quotas.follower)):
+                assert await b.create(f"throttled-{key[0]}", {key: "*"}) == (ErrorCode.none, None)
+                assert manager.is_throttled(f"throttled-{key[0]}", 7)
+                assert await b.alter(TOPIC, "plain", {key: "0:0,1:1,2:0"}) == (ErrorCode.none, None)
+                assert manager.throttled["plain"] == frozenset({0, 2})
+                error, message = await b.incremental(TOPIC, "plain", (key, SET, "0:zero"))
+                assert (error, message) == (ErrorCode.invalid_config, f"Invalid value 0:zero for configuration {key}: "
+                                            f"{key} must be the literal '*' or a list of replicas in the following "
+                                            "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+                assert manager.throttled["plain"] == frozenset({0, 2})
                 assert await b.incremental(TOPIC, "plain", (key, SET, "")) == (ErrorCode.none, None)
+                assert "plain" not in manager.throttled
+                assert await b.incremental(TOPIC, "plain", (key, SET, "*")) == (ErrorCode.none, None)
                 assert await b.incremental(TOPIC, "plain", (key, DELETE, None)) == (ErrorCode.none, None)
+                assert "plain" not in manager.throttled
+            # the rates: this broker's own over the cluster default, live
+            assert await b.incremental(BROKER, "", ("leader.replication.throttled.rate", SET, "2000")) == (
+                ErrorCode.none, None)
+            assert (quotas.leader.bound, quotas.follower.bound) == (2000, None)
+            assert await b.incremental(BROKER, "0", ("leader.replication.throttled.rate", SET, "1000"),
+                                       ("follower.replication.throttled.rate", SET, "3000"),
+                                       ("replica.alter.log.dirs.io.max.bytes.per.second", SET, "4000")) == (
+                ErrorCode.none, None)
+            assert (quotas.leader.bound, quotas.follower.bound, quotas.alter_log_dirs.bound) == (1000, 3000, 4000)
+            error, configs = await b.describe(BROKER, "0")
+            assert _value(configs, "leader.replication.throttled.rate") == ("1000", DYNAMIC_BROKER_CONFIG)
+            assert not configs["leader.replication.throttled.rate"].read_only
+            assert await b.incremental(BROKER, "0", ("leader.replication.throttled.rate", DELETE, None),
+                                       ("follower.replication.throttled.rate", DELETE, None)) == (ErrorCode.none, None)
+            assert (quotas.leader.bound, quotas.follower.bound, quotas.alter_log_dirs.bound) == (2000, None, 4000)
             error, configs = await b.describe(TOPIC, "plain")
             assert configs["remote.storage.enable"].value == "false"
 

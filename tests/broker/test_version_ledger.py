@@ -73,6 +73,10 @@ def _workload(bootstrap: str) -> None:
     ka.describe_cluster()  # DescribeCluster (KIP-700)
     _client_quota_workload(ka)  # Describe/AlterClientQuotas (KIP-546, issue 26)
     assert ka.describe_log_dirs()  # DescribeLogDirs (KIP-113)
+    # AlterReplicaLogDirs (KIP-113): to the dir the replica is in, so nothing moves
+    [here] = [d["log_dir"] for broker in ka.describe_log_dirs() for d in broker["log_dirs"]][:1]
+    moved = ka.alter_replica_log_dirs({(topic, 0, ka.describe_cluster()["controller_id"]): here})
+    assert [e.__name__ for e in moved.values()] == ["NoError"], moved
     ka.describe_groups(["ledger-kp"])
     ka.list_group_offsets({"ledger-kp": None})
     ka.delete_group_offsets("ledger-kp", [KafkaTopicPartition(topic, 1)])  # OffsetDelete (KIP-496)

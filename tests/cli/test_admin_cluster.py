@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -181,9 +182,12 @@ def test_reassign_generate_execute_verify(cluster, tmp_path):
         result = kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, code=None)
         return result if result.exit_code == 0 else None
     done = wait_for(verified, 60, "the reassignment verified")
+    # complete: the tool clears every replication throttle it may have set (none here), and says so
     assert done.stdout == ("Status of partition reassignment:\n"
                            "Reassignment of partition move-0 is completed.\n"
-                           "Reassignment of partition move-1 is completed.\n")
+                           "Reassignment of partition move-1 is completed.\n"
+                           "Clearing broker-level throttles on brokers 0,1,2\n"
+                           "Clearing topic-level throttles on topic move\n")
     assert assignment(cluster, "move") == {0: [1, 2], 1: [2, 1], 2: [2, 0]}
     doc = json.loads(kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, "--json").stdout)
     assert doc["complete"] and [p["status"] for p in doc["partitions"]] == ["completed", "completed"]
@@ -222,11 +226,14 @@ def test_reassign_in_progress_list_cancel(cluster, tmp_path):
         refused = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", plan, code=1, bootstrap=bootstrap)
         assert "Cannot execute because there is an existing partition assignment" in refused.output
 
-        out = kctl(cluster, "reassign", "--cancel", "--reassignment-json-file", plan, bootstrap=bootstrap).stdout
+        # --preserve-throttles: clearing them would have to reach the paused broker too (as Kafka's tool would)
+        out = kctl(cluster, "reassign", "--cancel", "--reassignment-json-file", plan, "--preserve-throttles",
+                   bootstrap=bootstrap).stdout
         assert out == "Successfully cancelled partition reassignment for: stuck-0\n"
         assert assignment(cluster, "stuck") == {0: others}
         assert kctl(cluster, "reassign", "--list", bootstrap=bootstrap).stdout == "No partition reassignments found.\n"
-        again = kctl(cluster, "reassign", "--cancel", "--reassignment-json-file", plan, bootstrap=bootstrap).stdout
+        again = kctl(cluster, "reassign", "--cancel", "--reassignment-json-file", plan, "--preserve-throttles",
+                     bootstrap=bootstrap).stdout
         assert again == "None of the specified partition reassignments are active.\n"
     finally:
         cluster.brokers[paused].proc.send_signal(signal.SIGCONT)
@@ -234,13 +241,9 @@ def test_reassign_in_progress_list_cancel(cluster, tmp_path):
 
 def test_reassign_refusals(cluster, tmp_path):
     create_topic(cluster, "refuse", assignment=[[0, 1]])
-    plan = write_plan(tmp_path / "p.json", {("refuse", 0): [1, 2]})
-    throttled = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", plan, "--throttle", "1000000",
-                     code=2).output
-    assert "--throttle needs replication throttles" in throttled and "does not implement" in throttled
     dirs = write_plan(tmp_path / "dirs.json", {("refuse", 0): [1, 2]}, log_dirs=["/data/kafka-2", "any"])
-    refused = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", dirs, code=2).output
-    assert "refuse-0 on broker 1: /data/kafka-2" in refused and "AlterReplicaLogDirs" in refused
+    refused = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", dirs, code=1).output
+    assert "Failed to alter dir for refuse-0-1 to /data/kafka-2: LOG_DIR_NOT_FOUND" in refused  # before anything
     unknown = write_plan(tmp_path / "u.json", {("refuse", 0): [1, 9]})
     assert "Unknown broker id 9" in kctl(cluster, "reassign", "--execute", "--reassignment-json-file", unknown,
                                          code=1).output
@@ -248,6 +251,100 @@ def test_reassign_refusals(cluster, tmp_path):
     assert "Unable to find partition: refuse-5" in kctl(cluster, "reassign", "--execute", "--reassignment-json-file",
                                                         missing, code=1).output
     assert assignment(cluster, "refuse") == {0: [0, 1]}  # nothing started
+
+
+def test_reassign_names_the_log_dir_of_a_new_replica(cluster, tmp_path):
+    """A plan naming the log dir of a replica its broker does not host yet: AlterReplicaLogDirs answers
+    REPLICA_NOT_AVAILABLE (the dir remembered for the replica's creation) and is asked again after the
+    reassignment started, until the replica is there (ReassignPartitionsCommand.executeMoves)."""
+    create_topic(cluster, "dirs", partitions=1, assignment=[[0, 1]])
+    target = str(cluster.brokers[2].log_dir.resolve())
+    plan = write_plan(tmp_path / "p.json", {("dirs", 0): [1, 2]}, log_dirs=["any", target])
+    out = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", plan).stdout
+    assert "Successfully started partition reassignment for dirs-0" in out
+    assert "Successfully started log directory move for: dirs-0-2" in out
+    wait_for(lambda: kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, code=None).exit_code == 0,
+             60, "the reassignment completed")
+    status = json.loads(kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, "--json").stdout)
+    assert status["log_dirs"] == [{"topic": "dirs", "partition": 0, "broker": 2, "status": "completed",
+                                   "target_log_dir": target, "current_log_dir": target, "future_log_dir": None}]
+
+
+def entity_config(cluster, kind: str, name: str) -> dict[str, str]:
+    """/config/<kind>/<name>'s config as Kafka writes it ({} when the node is not there)."""
+    node = f"{cluster.chroot}/config/{kind}/{name}"
+    return cluster.read_json(f"/config/{kind}/{name}")["config"] if cluster.zk.exists(node) else {}
+
+
+def test_reassign_throttle(cluster, tmp_path):
+    """--execute --throttle sets Kafka's throttles in ZooKeeper as kafka-reassign-partitions writes them, the
+    brokers hold the move to the rate, --additional changes the rate of the running move, and --verify clears
+    every throttle once it is complete."""
+    from confluent_kafka import Producer
+
+    create_topic(cluster, "throttled", assignment=[[0], [1]])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 20})
+    size = 4 << 20  # bytes of records on partition 0: four replica fetches' worth (replica.fetch.max.bytes)
+    for i in range(size // 4096):
+        producer.produce("throttled", value=bytes(4096 - 64), key=str(i).encode(), partition=0)
+        producer.poll(0)
+    producer.produce("throttled", value=b"small", partition=1)
+    assert producer.flush(60) == 0
+    plan = write_plan(tmp_path / "throttle.json", {("throttled", 0): [1], ("throttled", 1): [2]})
+    rate, faster = 512 << 10, 1 << 20
+
+    started = time.monotonic()
+    out = kctl(cluster, "reassign", "--execute", "--reassignment-json-file", plan, "--throttle", str(rate)).stdout
+    assert out.endswith("Save this to use as the --reassignment-json-file option during rollback\n"
+                        "Warning: You must run --verify periodically, until the reassignment completes, to ensure "
+                        "the throttle is removed.\n"
+                        f"The inter-broker throttle limit was set to {rate} B/s\n"
+                        "Successfully started partition reassignments for throttled-0,throttled-1\n"), out
+    # leaders: the current replicas of the moving partitions; followers: the replicas being added; the rates on
+    # every broker a partition leaves or reaches
+    assert entity_config(cluster, "topics", "throttled") == {
+        "leader.replication.throttled.replicas": "0:0,1:1", "follower.replication.throttled.replicas": "0:1,1:2"}
+    for broker in (0, 1, 2):
+        assert entity_config(cluster, "brokers", str(broker)) == {
+            "leader.replication.throttled.rate": str(rate), "follower.replication.throttled.rate": str(rate)}
+    # 4 MiB at 512 KiB/s: still moving; --verify says so and leaves the throttles in place
+    result = kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, code=1)
+    assert "Reassignment of partition throttled-0 is still in progress." in result.stdout
+    assert "Clearing" not in result.stdout
+    assert entity_config(cluster, "brokers", "0")["leader.replication.throttled.rate"] == str(rate)
+
+    # the same plan again with --additional: the running move's new throttle
+    doc = json.loads(kctl(cluster, "reassign", "--execute", "--additional", "--reassignment-json-file", plan,
+                          "--throttle", str(faster), "--json").stdout)
+    throttle = doc["throttle"]
+    assert (throttle["rate"], throttle["brokers"], throttle["log_dirs_rate"]) == (faster, [0, 1, 2], None)
+    # partition 0 still moves from 0 to 1; the small partition 1 may have completed meanwhile, and then its
+    # replicas are sources of a move that adds none (1:2 among the leaders), as Kafka's move map has it
+    lists = throttle["topics"]["throttled"]
+    assert lists["leader.replication.throttled.replicas"] in ("0:0,1:1", "0:0,1:2")
+    assert lists["follower.replication.throttled.replicas"] in ("0:1,1:2", "0:1")
+    assert entity_config(cluster, "topics", "throttled") == lists
+    assert entity_config(cluster, "brokers", "2")["follower.replication.throttled.rate"] == str(faster)
+
+    def verified():
+        result = kctl(cluster, "reassign", "--verify", "--reassignment-json-file", plan, code=None)
+        return result if result.exit_code == 0 else None
+    done = wait_for(verified, 120, "the throttled reassignment verified")
+    took = time.monotonic() - started
+    assert done.stdout == ("Status of partition reassignment:\n"
+                           "Reassignment of partition throttled-0 is completed.\n"
+                           "Reassignment of partition throttled-1 is completed.\n"
+                           "Clearing broker-level throttles on brokers 0,1,2\n"
+                           "Clearing topic-level throttles on topic throttled\n")
+    for broker in (0, 1, 2):
+        assert entity_config(cluster, "brokers", str(broker)) == {}
+    assert entity_config(cluster, "topics", "throttled") == {}
+    # A lower bound only a working throttle guarantees (a slow machine only makes the move longer): the leader
+    # sends at most one fetch's worth (1 MiB) beyond the rate (at most `faster` from the --additional on), so
+    # the 4 MiB cannot have moved in less than 3 s; unthrottled, they move in well under a second.
+    assert took >= (size - (1 << 20)) / faster * 0.9, f"moved in {took:.1f}s"
+    assert assignment(cluster, "throttled") == {0: [1], 1: [2]}
+    assert len(consume_all(cluster, "throttled", size // 4096 + 1)) == size // 4096 + 1
 
 
 # -- configs -------------------------------------------------------------------------------------------
@@ -334,9 +431,18 @@ def test_configs_brokers(cluster):
         kctl(cluster, "configs", "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config",
              "log.cleaner.threads")
     assert "log.cleaner.threads" not in broker_configs("--entity-default")["<default>"]
-    throttle = kctl(cluster, "configs", "--alter", "--entity-type", "brokers", "--entity-name", "0",
-                    "--add-config", "leader.replication.throttled.rate=1000", code=1).output
-    assert "leader.replication.throttled.rate" in throttle
+    # a replication throttle (KIP-73) is a dynamic per-broker config, a LONG of at least 0
+    assert kctl(cluster, "configs", "--alter", "--entity-type", "brokers", "--entity-name", "0", "--add-config",
+                "leader.replication.throttled.rate=1000").stdout == "Completed updating config for broker 0.\n"
+    try:
+        assert entity_config(cluster, "brokers", "0") == {"leader.replication.throttled.rate": "1000"}
+        assert broker_configs("--entity-name", "0")["0"]["leader.replication.throttled.rate"]["value"] == "1000"
+    finally:
+        kctl(cluster, "configs", "--alter", "--entity-type", "brokers", "--entity-name", "0", "--delete-config",
+             "leader.replication.throttled.rate")
+    negative = kctl(cluster, "configs", "--alter", "--entity-type", "brokers", "--entity-name", "0",
+                    "--add-config", "leader.replication.throttled.rate=-1", code=1).output
+    assert "Value must be at least 0" in negative
     assert "kctl quotas" in kctl(cluster, "configs", "--describe", "--entity-type", "users", code=2).output
     assert "valid integer broker id" in kctl(cluster, "configs", "--describe", "--entity-type", "brokers",
                                              "--entity-name", "one", code=2).output

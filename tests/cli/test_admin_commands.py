@@ -213,6 +213,28 @@ def test_reassign_states_and_lines():
         "There is no active reassignment of partition t-0, but replica set is 1,2 rather than 2,3."
 
 
+def test_reassign_log_dir_move_states_and_lines():
+    """replicaMoveStatesToString's lines, from where DescribeLogDirs finds the replica's log and its future log."""
+    from kcli.client.reassign import LogDirMoveState
+
+    states = {
+        LogDirMoveState("t", 0, 1, "/b", "/b", None): ("completed", "Reassignment of replica t-0-1 completed "
+                                                                    "successfully."),
+        LogDirMoveState("t", 0, 1, "/b", "/a", "/b"): ("in_progress", "Reassignment of replica t-0-1 is still in "
+                                                                       "progress."),
+        LogDirMoveState("t", 0, 1, "/b", "/a", "/c"): ("moving_elsewhere", "Partition t-0 on broker 1 is being "
+                                                                            "moved to log dir /c instead of /b."),
+        LogDirMoveState("t", 0, 1, "/b", "/a", None): ("cancelled", "Partition t-0 on broker 1 is not being moved "
+                                                                     "from log dir /a to /b."),
+        LogDirMoveState("t", 0, 1, "/b", None, None): ("missing", "Partition t-0 cannot be found in any live log "
+                                                                   "directory on broker 1."),
+    }
+    assert {state: (state.status, state.line()) for state in states} == states
+    assert LogDirMoveState("t", 0, 1, "/b", "/a", "/b").to_json() == {
+        "topic": "t", "partition": 0, "broker": 1, "status": "in_progress", "target_log_dir": "/b",
+        "current_log_dir": "/a", "future_log_dir": "/b"}
+
+
 def test_reassign_usage_needs_no_broker(tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(PLAN))

@@ -34,6 +34,7 @@ WANTED = {18, 3, 0, 1, 2, 10, 11, 14, 12, 13, 8, 9, 15, 16, 42, 19, 20, 37, 32, 
           17, 36,  # SaslHandshake, SaslAuthenticate (issue 25: SASL listeners)
           61, 65, 66,  # DescribeProducers, DescribeTransactions, ListTransactions (KIP-664, issue 14)
           35,  # DescribeLogDirs (KIP-113; issue 27: kctl log-dirs describe)
+          34,  # AlterReplicaLogDirs (KIP-113; issue 27: moving a replica between log dirs, kctl reassign)
           48, 49}  # Describe/AlterClientQuotas (KIP-546; issue 26: client quotas)
 INTER_BROKER = {4, 5, 6, 7}  # ZooKeeper mode's controller APIs: LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown
 # The APIs whose schemas are kio's (the inter-broker ones are ours: Kafka 4 removed them).

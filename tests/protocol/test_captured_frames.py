@@ -118,7 +118,7 @@ def test_captures_cover_the_version_ledger():
                         "LIST_PARTITION_REASSIGNMENTS", "ELECT_LEADERS",
                         "ADD_PARTITIONS_TO_TXN", "ADD_OFFSETS_TO_TXN", "END_TXN", "WRITE_TXN_MARKERS",
                         "TXN_OFFSET_COMMIT", "DESCRIBE_PRODUCERS", "DESCRIBE_TRANSACTIONS", "LIST_TRANSACTIONS",
-                        "DESCRIBE_LOG_DIRS",  # issue 27
+                        "DESCRIBE_LOG_DIRS", "ALTER_REPLICA_LOG_DIRS",  # issue 27
                         "SASL_HANDSHAKE", "SASL_AUTHENTICATE",  # issue 25
                         "DESCRIBE_CLIENT_QUOTAS", "ALTER_CLIENT_QUOTAS"}  # issue 26
     assert {(api, v) for api, v in ledger - captured if api not in not_yet_captured} == set()

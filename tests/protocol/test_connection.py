@@ -189,7 +189,7 @@ def test_malformed_frame_makes_the_connection_unusable(pair, kafka_python):
 
 def test_unknown_api_key_makes_the_connection_unusable():
     connection = ServerConnection()
-    body = struct.pack(">hhih", 34, 1, 3, -1) + b"\x00\x00\x00\x00"  # AlterReplicaLogDirs: not served
+    body = struct.pack(">hhih", 38, 1, 3, -1) + b"\x00\x00\x00\x00"  # CreateDelegationToken: not served
     connection.receive_data(struct.pack(">i", len(body)) + body)
     with pytest.raises(UnsupportedVersionError) as caught:
         connection.next_request()

@@ -102,6 +102,8 @@ CHECKS: tuple[Check, ...] = (
     Check(ApiKey.ALTER_CONFIGS, Op.ALTER_CONFIGS, Res.TOPIC, TOPIC_DENIED, "item"),
     Check(ApiKey.INCREMENTAL_ALTER_CONFIGS, Op.ALTER_CONFIGS, Res.CLUSTER, CLUSTER_DENIED, "item"),
     Check(ApiKey.INCREMENTAL_ALTER_CONFIGS, Op.ALTER_CONFIGS, Res.TOPIC, TOPIC_DENIED, "item"),
+    Check(ApiKey.ALTER_REPLICA_LOG_DIRS, Op.ALTER, Res.CLUSTER, CLUSTER_DENIED, "request",
+          "every partition of the request"),
     Check(ApiKey.DESCRIBE_LOG_DIRS, Op.DESCRIBE, Res.CLUSTER, CLUSTER_DENIED, "request",
           "no directories; the error code from v3 on"),
     Check(ApiKey.CREATE_PARTITIONS, Op.ALTER, Res.TOPIC, TOPIC_DENIED, "item"),
