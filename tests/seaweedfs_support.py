@@ -103,8 +103,8 @@ class SeaweedFS:
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
+            try:  # it takes 10-15 s to stop cleanly; its data is a temporary directory, so not waited for long
+                self.proc.wait(3)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
