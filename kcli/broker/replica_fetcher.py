@@ -36,6 +36,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_request
+from kio.schema.list_offsets.v7 import request as offsets_request
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_request
 from kio.static.primitive import i8, i32, i64
 
@@ -51,6 +52,11 @@ log = logging.getLogger("kcli.broker.replica")
 FETCH_VERSION = 12  # the replica Fetch of IBP 2.7-IV1 .. 3.0 (LastFetchedEpoch / DivergingEpoch)
 EPOCH_VERSION = 4  # OffsetForLeaderEpoch of IBP >= 2.8-IV0 (v3+ carries the follower's replica_id)
 TRUNCATING, FETCHING = "Truncating", "Fetching"
+# KIP-405: the leader answered OFFSET_MOVED_TO_TIERED_STORAGE; the follower starts over at the leader's local log
+# start (Kafka's fetchOffsetAndBuildRemoteLogAuxState) before it fetches again
+TIERED = "MovedToTieredStorage"
+LIST_OFFSETS_VERSION = 7
+EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP = -4, -2
 RECONNECT_BACKOFF_MS = 100  # between attempts to connect to a leader, at most replica.fetch.backoff.ms
 
 
@@ -172,6 +178,9 @@ class ReplicaFetcher:
                 truncating = {tp: p for tp, p in ready.items() if self.state(tp) == TRUNCATING}
                 if truncating:
                     await self._maybe_truncate(truncating)
+                tiered = {tp: p for tp, p in ready.items() if self.state(tp) == TIERED}
+                if tiered:
+                    await self._start_at_leader_local_start(tiered)
                 fetching = {tp: p for tp, p in self._ready().items() if self.state(tp) == FETCHING}
                 held_back = self._throttled(fetching)
                 if not fetching:
@@ -351,6 +360,42 @@ class ReplicaFetcher:
                          for name, parts in topics.items()))
         return await self._roundtrip(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, body, 0)
 
+    async def _start_at_leader_local_start(self, partitions: dict[tuple[str, int], Partition]) -> None:
+        """Kafka's fetchOffsetAndBuildRemoteLogAuxState, in part: the leader's earliest-local offset (ListOffsets
+        -4, KIP-1005) and log start (-2); the log starts over empty at the first and reports the second as its
+        log start, the part between being in the remote store. (Kafka also restores the leader epochs and the
+        producer snapshot of the remote segment below the local start; this replica's epochs start there.)"""
+        topics: dict[str, list[Any]] = {}
+        for (topic, index), partition in partitions.items():
+            for timestamp in (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP):
+                topics.setdefault(topic, []).append(offsets_request.ListOffsetsPartition(
+                    partition_index=i32(index), current_leader_epoch=i32(partition.leader_epoch),
+                    timestamp=i64(timestamp)))
+        body = offsets_request.ListOffsetsRequest(
+            replica_id=i32(self.manager.local_broker_id), isolation_level=i8(0),
+            topics=tuple(offsets_request.ListOffsetsTopic(name=name, partitions=tuple(parts))
+                         for name, parts in topics.items()))
+        response = await self._roundtrip(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, 0)
+        answers: dict[tuple[str, int], list[Any]] = {}
+        for topic in response.topics:
+            for part in topic.partitions:
+                answers.setdefault((topic.name, int(part.partition_index)), []).append(part)
+        for tp, partition in partitions.items():
+            found = answers.get(tp, [])
+            if len(found) != 2 or any(p.error_code != ErrorCode.none for p in found):
+                self._delay(tp)
+                continue
+            local_start, log_start = int(found[0].offset), int(found[1].offset)
+            if partition.log_end_offset < local_start:
+                self.manager.log_manager.truncate_fully_and_start_at(partition.managed, local_start)
+                with partition.managed.lock:
+                    partition.log.log_start_offset = min(log_start, local_start)
+                log.info("%s-%d: leader %d's log below %d is in the remote store: this replica starts there",
+                         tp[0], tp[1], partition.leader_id, local_start)
+            fetch_state = self.states.get(tp)
+            if fetch_state is not None:
+                fetch_state.state = FETCHING
+
     # -- Fetching -------------------------------------------------------------------------------------
     async def _fetch(self, ready: dict[tuple[str, int], Partition]) -> Any:
         settings = self.manager.settings
@@ -403,7 +448,10 @@ class ReplicaFetcher:
                     log.error("%s: %s-%d: %s", self.name, tp[0], tp[1], exc)
                     self._delay(tp)
                     continue
-                if data.error_code != ErrorCode.none:
+                if data.error_code == ErrorCode.offset_moved_to_tiered_storage and tp in self.states:
+                    self.states[tp].state = TIERED  # the next round asks the leader where its local log starts
+                    self._wake.set()
+                elif data.error_code != ErrorCode.none:
                     self._delay(tp)
                 elif data.records and tp in self.states:
                     self.states[tp].lag = max(0, int(data.high_watermark) - partition.log_end_offset)
@@ -498,6 +546,8 @@ class ReplicaFetcherManager:
                 self.on_high_watermark(partition)
         elif error == ErrorCode.offset_out_of_range:
             self._handle_out_of_range(partition, int(data.high_watermark), int(data.log_start_offset))
+        elif error == ErrorCode.offset_moved_to_tiered_storage:
+            pass  # the fetcher asks the leader for its local log start next (ReplicaFetcher, TIERED)
         else:
             log.info("ReplicaFetcher %d: %s-%d from leader %d: %s", self.local_broker_id, partition.topic,
                      partition.index, partition.leader_id, ErrorCode(error).name)

@@ -7,6 +7,7 @@ or typed errors; nothing here knows wire formats beyond the record bytes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,6 +131,7 @@ class ReplicaManager:
     leader_quota: Any = None
     # moves between this broker's log dirs (KIP-113): kcli.broker.alter_log_dirs.ReplicaAlterLogDirsManager
     alter_log_dirs: Any = None
+    remote_log_manager: Any = None  # tiered storage (KIP-405): kcli.broker.remote_log_manager.RemoteLogManager
 
     # -- partitions --------------------------------------------------------------------------------
     def add_partition(self, partition: Partition) -> None:
@@ -137,7 +139,9 @@ class ReplicaManager:
 
     def remove_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[0] == topic]:
-            del self.partitions[key]
+            removed = self.partitions.pop(key)
+            if self.remote_log_manager is not None:  # a tiered partition's remote data goes with it (KIP-405)
+                self.remote_log_manager.partition_deleted(removed)
             self.fetch_purgatory.check_and_complete(key)
         if self.stats is not None:
             self.stats.topic_deleted(topic)
@@ -314,6 +318,8 @@ class ReplicaManager:
         first = self.read_from_local_log(params, infos)
         if params.is_from_follower:
             self._update_followers(params.replica_id, infos, first)
+        if any(r.read is not None and r.read.remote_fetch is not None for r in first):
+            return await self._read_remote(infos, first)  # data below the local start: answered at once
         total = sum(len(r.read.records) for r in first if r.read is not None)
         if (params.max_wait_ms <= 0 or total >= params.min_bytes or any(r.error for r in first) or not infos
                 or any(r.preferred_read_replica >= 0 for r in first)):
@@ -321,8 +327,10 @@ class ReplicaManager:
         _close_all(first)
         delayed = DelayedFetch(self, params, infos)
         keys = {(i.topic, i.partition) for i in infos}
-        return self._record_replication(params, infos,
-                                        await self.fetch_purgatory.try_complete_else_watch(delayed, keys))
+        results = await self.fetch_purgatory.try_complete_else_watch(delayed, keys)
+        if any(r.read is not None and r.read.remote_fetch is not None for r in results):
+            return await self._read_remote(infos, results)
+        return self._record_replication(params, infos, results)
 
     def _record_replication(self, params: FetchParams, infos: list[FetchPartition],
                             results: list[FetchPartitionResult]) -> list[FetchPartitionResult]:
@@ -335,6 +343,32 @@ class ReplicaManager:
                        if r.read is not None and quota.is_throttled(i.topic, i.partition))
             if size:
                 quota.record(size)
+        return results
+
+    async def _read_remote(self, infos: list[FetchPartition],
+                           results: list[FetchPartitionResult]) -> list[FetchPartitionResult]:
+        """Kafka's RemoteLogReader: the partitions whose fetch offset is below the local log start read from
+        the remote store, in a worker thread (the store may be S3 over the network)."""
+        for info, result in zip(infos, results):
+            read = result.read
+            if read is None or read.remote_fetch is None:
+                continue
+            offset, max_bytes, upper, read_committed = read.remote_fetch
+            read.remote_fetch = None
+            try:
+                if self.remote_log_manager is None:
+                    raise OffsetOutOfRangeError(f"offset {offset} of {info.topic}-{info.partition} is in the "
+                                                "remote store and this broker has none")
+                read.records = await self.remote_log_manager.read_async(info.topic, info.partition, offset,
+                                                                        max_bytes, upper)
+                partition = self.find(info.topic, info.partition)
+                if read_committed and read.records and partition is not None:  # KIP-98 over KIP-405
+                    end = min(read.last_stable_offset, self.remote_log_manager.records_end(read.records))
+                    read.aborted = await self.remote_log_manager.aborted_transactions_async(
+                        info.topic, info.partition, offset, end, partition.reader())
+            except Exception as exc:
+                result.error = error_code_for(exc)
+                read.records = b""
         return results
 
     def follower_high_watermark_moved(self, partition: Partition) -> None:

@@ -69,6 +69,18 @@ class KafkaServer:
         self._flushing: set[int] = set()
         self.metrics_endpoint: Any = None  # kcli.broker.metrics_endpoint.MetricsEndpoint with metrics.http.listener
         self.kafka07: Any = None  # kcli.broker.kafka07.Kafka07Server with kafka07.listeners
+        self.remote_log_manager: Any = None  # tiered storage (KIP-405) with remote.log.storage.system.enable
+        if config["remote.log.storage.system.enable"]:
+            from kcli.broker.remote_log_manager import RemoteLogManager
+            from kcli.storage.remote import remote_storage_manager
+
+            props = {k: v for k, v in config.values.items() if k.startswith("remote.log.storage.manager.")}
+            rsm = remote_storage_manager({**props, **config.remote_storage})
+            self.remote_log_manager = RemoteLogManager(
+                config, rsm, self.replica_manager, self.admin, self.broker_id,
+                endpoint=self.services.endpoint if config["zookeeper.connect"] else None,
+                security=getattr(self.services, "inter_broker_security", None))
+            self.replica_manager.remote_log_manager = self.remote_log_manager
 
     @property
     def bound(self) -> list[tuple[str, int]]:
@@ -125,6 +137,8 @@ class KafkaServer:
         self._spawn(self._load_groups())
         self._spawn(self._load_transactions())
         self._spawn(self._housekeep())
+        if self.remote_log_manager is not None:
+            self._spawn(self.remote_log_manager.run())
         log.info("kctl broker %d serving %s (cluster %s, %d topics) in %.2fs", self.broker_id,
                  ", ".join(f"{h}:{p}" for h, p in self.bound), self.log_manager.cluster_id,
                  len(self.metadata.topics), time.monotonic() - started)
@@ -252,6 +266,8 @@ class KafkaServer:
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+        if self.remote_log_manager is not None:
+            self.remote_log_manager.close()
         self.replica_manager.shutdown()
         await self.socket_server.stop()
         if self.metrics_endpoint is not None:

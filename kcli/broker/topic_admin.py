@@ -196,13 +196,31 @@ class TopicAdmin:
             return dict(self.zk.topic_config(name))
         return dict(self.overrides.get(name, {}))
 
-    @staticmethod
-    def check_supported(overrides: Mapping[str, str | None], requested: Any = None) -> None:
-        """Refuse the topic settings this broker does not implement (see REMOTE_STORAGE_DISABLED): every
-        override for remote.storage.enable (Kafka validates the whole config). ``requested``: the keys a client
+    def check_supported(self, overrides: Mapping[str, str | None], requested: Any = None, *,
+                        current: Mapping[str, str] | None = None) -> None:
+        """Refuse the topic settings Kafka refuses for tiered storage (KIP-405): remote.storage.enable=true
+        without remote.log.storage.system.enable (REMOTE_STORAGE_DISABLED), on a compacted topic, or turned off
+        again once on (``current``: the topic's overrides before the change). ``requested``: the keys a client
         sets (unused since the throttled-replica lists are implemented, KIP-73)."""
-        if str(overrides.get("remote.storage.enable") or "").strip().lower() == "true":
+        remote = str(overrides.get("remote.storage.enable") or "").strip().lower() == "true"
+        if remote and not self.config["remote.log.storage.system.enable"]:
             raise InvalidConfigError(REMOTE_STORAGE_DISABLED)
+        if current is not None and str(current.get("remote.storage.enable") or "").strip().lower() == "true" \
+                and not remote:
+            raise InvalidConfigError("Disabling remote storage feature on the topic level is not supported.")
+        if remote and "compact" in str(overrides.get("cleanup.policy") or ""):
+            raise InvalidConfigError("Remote log storage is unsupported for the compacted topics")
+
+    @staticmethod
+    def check_local_retention(config: LogConfig) -> None:
+        """Kafka's LogConfig.validateRemoteStorageRetentionSize/Time: the local part cannot outlast the whole."""
+        if not config.remote_storage_enable:
+            return
+        for local_key, key in (("local.retention.ms", "retention.ms"), ("local.retention.bytes", "retention.bytes")):
+            local, total = config.get(local_key), config.get(key)
+            if total != -1 and local != -2 and (local == -1 or local > total):
+                raise InvalidConfigError(f"Invalid value {local} for configuration {local_key}: Value must not be "
+                                         f"more than {key} property value: {total}")
 
     def set_config(self, name: str, overrides: Mapping[str, str], *, validate_only: bool = False,
                    requested: Any = None) -> None:
@@ -211,8 +229,9 @@ class TopicAdmin:
         client changed (IncrementalAlterConfigs), default all of ``overrides``."""
         if name not in self.metadata.topics:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
-        self.check_supported(overrides, requested)
+        self.check_supported(overrides, requested, current=self._current_overrides(name))
         config = self._log_config(name, overrides)
+        self.check_local_retention(config)
         if validate_only:
             return
         self._apply(name, config)
@@ -420,6 +439,7 @@ class TopicAdmin:
                     f"{len(self.metadata.brokers)}.")
         self.check_supported(configs or {})
         config = self._log_config(name, configs or {})
+        self.check_local_retention(config)
         described = list(config.describe())
         if self.zk is not None and not assignments:
             brokers = [BrokerMetadata(b.broker_id, b.rack) for b in self.metadata.alive_brokers()]

@@ -29,6 +29,7 @@ def cat_cmd(
     key_encoding: Annotated[BytesEncoding, typer.Option("--key-encoding", help="Keys as auto (raw bytes; --json: text or base64), utf8, hex or base64.", case_sensitive=False)] = BytesEncoding.AUTO,
     value_encoding: Annotated[BytesEncoding, typer.Option("--value-encoding", help="Values and header values, as --key-encoding.", case_sensitive=False)] = BytesEncoding.AUTO,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per record (dump-log's record objects), nothing else.")] = False,
+    storage_option: Annotated[Optional[list[str]], typer.Option("--storage-option", help="KEY=VALUE for a remote store named by an fsspec URL (tiered storage; s3fs: endpoint_url, key, secret). Repeatable.", show_default=False)] = None,
 ) -> None:
     """Print the records of log files as kcat -C prints a topic: the value per line, or a -f format.
 
@@ -58,4 +59,4 @@ def cat_cmd(
 
         raise fail("--format and --json are two ways to print records: choose one", ExitCode.USAGE)
     run_dump(paths, options, Encodings(key_encoding, value_encoding), record_format, json_out=json_out,
-             follow=follow, poll_interval=poll_interval, records_only=True)
+             follow=follow, poll_interval=poll_interval, records_only=True, storage_option=storage_option)

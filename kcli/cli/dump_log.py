@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
@@ -30,6 +31,7 @@ def dump_log(
     offsets_decoder: Annotated[bool, typer.Option("--offsets-decoder", help="Decode __consumer_offsets records.")] = False,
     transaction_log_decoder: Annotated[bool, typer.Option("--transaction-log-decoder", help="Decode __transaction_state records.")] = False,
     cluster_metadata_decoder: Annotated[bool, typer.Option("--cluster-metadata-decoder", help="Decode KRaft __cluster_metadata records and snapshots.")] = False,
+    remote_log_metadata_decoder: Annotated[bool, typer.Option("--remote-log-metadata-decoder", help="Decode tiered storage's __remote_log_metadata records (KIP-405).")] = False,
     skip_record_metadata: Annotated[bool, typer.Option("--skip-record-metadata", help="Print only key and payload per record.")] = False,
     key_decoder_class: Annotated[Optional[str], typer.Option("--key-decoder-class", hidden=True)] = None,
     value_decoder_class: Annotated[Optional[str], typer.Option("--value-decoder-class", hidden=True)] = None,
@@ -48,6 +50,7 @@ def dump_log(
     count: Annotated[Optional[int], typer.Option("--count", help="Stop after N records (after the filters).", min=1, show_default=False)] = None,
     follow: Annotated[bool, typer.Option("--follow", "-F", help="Tail a live partition directory like tail -F: follow segment rolls and retention deletes until interrupted.")] = False,
     poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between looks at a followed partition that has not grown.", min=0.01)] = 0.3,
+    storage_option: Annotated[Optional[list[str]], typer.Option("--storage-option", help="KEY=VALUE for a remote store named by an fsspec URL (tiered storage; s3fs: endpoint_url, key, secret). Repeatable.", show_default=False)] = None,
 ) -> None:
     """Dump log segments, indexes, producer snapshots, checkpoints and internal topics.
 
@@ -72,7 +75,8 @@ def dump_log(
     from kcli.tools.dump import Decoder, DumpOptions, Encodings
 
     decoders = [d for flag, d in ((offsets_decoder, Decoder.OFFSETS), (transaction_log_decoder, Decoder.TRANSACTION_LOG),
-                                  (cluster_metadata_decoder, Decoder.CLUSTER_METADATA)) if flag]
+                                  (cluster_metadata_decoder, Decoder.CLUSTER_METADATA),
+                                  (remote_log_metadata_decoder, Decoder.REMOTE_LOG_METADATA)) if flag]
     headers = parse_headers(header)
     if record_format is not None and json_out:
         raise fail("--format and --json are two ways to print records: choose one", ExitCode.USAGE)
@@ -103,7 +107,7 @@ def dump_log(
         raise fail("--key-encoding and --value-encoding apply to printed keys and values: add --print-data-log, "
                    "--format or --json", ExitCode.USAGE)
     run_dump(all_paths, options, encodings, record_format, json_out=json_out, follow=follow,
-             poll_interval=poll_interval)
+             poll_interval=poll_interval, storage_option=storage_option)
 
 
 def parse_headers(specs: list[str] | None) -> list[tuple[str, bytes | None]]:
@@ -118,9 +122,26 @@ def parse_headers(specs: list[str] | None) -> list[tuple[str, bytes | None]]:
 
 
 def run_dump(paths: list[str], options: DumpOptions, encodings: Encodings, record_format: str | None, *,
-             json_out: bool, follow: bool, poll_interval: float, records_only: bool = False) -> None:
+             json_out: bool, follow: bool, poll_interval: float, records_only: bool = False,
+             storage_option: list[str] | None = None) -> None:
     """The reading and printing behind dump-log and cat; raises typer.Exit with the exit status.
-    ``records_only``: JSON output holds the record objects alone (kctl cat), notices go to stderr."""
+    ``records_only``: JSON output holds the record objects alone (kctl cat), notices go to stderr. Paths that
+    are fsspec URLs (tiered storage's remote store) are fetched first and read as local files."""
+    if any("://" in p for p in paths):
+        from kcli.cli.common import err_console, exit_on_errors
+        from kcli.tools.remote_inputs import parse_storage_options, remote_inputs
+
+        if follow:
+            raise fail("--follow reads a local partition directory, not a remote store", ExitCode.USAGE)
+        with exit_on_errors(), remote_inputs(paths, parse_storage_options(storage_option)) as remote:
+            dirs = {str(Path(local).parent): url.rsplit("/", 1)[0] for local, url in remote.names.items()}
+            for local, url in dirs.items():  # the fetched copies' names appear in the dump: say whose they are
+                err_console.print(f"remote: {url} is read as {local}", markup=False)
+            for problem in remote.warnings:
+                err_console.print(f"{problem.severity.value}: {problem.describe()}", markup=False)
+            run_dump(remote.paths, options, encodings, record_format, json_out=json_out, follow=False,
+                     poll_interval=poll_interval, records_only=records_only)
+        return
     from kcli.tools.dump import DumpRun
 
     formatter = None

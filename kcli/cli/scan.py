@@ -46,6 +46,7 @@ def scan_cmd(
     sql: Annotated[Optional[str], typer.Option("--sql", help="Run this query over the `records` view instead of the statistics (Spark SQL, or SQLite with the local engine). key and value are text (NULL unless valid UTF-8), key_bytes and value_bytes the raw bytes: WHERE key = 'customer-4' works in both engines.", show_default=False)] = None,
     output: Annotated[Optional[str], typer.Option("--output", help="Also write the data records as Parquet into this new or empty directory (needs pyarrow: pip install 'kcli[parquet]').", show_default=False)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON report on stdout.")] = False,
+    storage_option: Annotated[Optional[list[str]], typer.Option("--storage-option", help="KEY=VALUE for a remote store named by an fsspec URL (tiered storage; s3fs: endpoint_url, key, secret; local engine). Repeatable.", show_default=False)] = None,
 ) -> None:
     """Per topic-partition statistics: record counts, bytes by codec, offset and timestamp ranges, distinct keys,
     tombstone ratio, largest records, timestamp anomalies. Control records (transaction markers) are counted apart,
@@ -68,14 +69,21 @@ def scan_cmd(
             else:
                 report = scan_spark(session, paths, top=top, now_ms=now_ms, output=output)
         else:
+            from kcli.tools.remote_inputs import parse_storage_options, remote_inputs
             from kcli.tools.scan import list_segments, query, scan
 
-            total = sum(s.size for s in list_segments(paths))
-            with byte_progress(total, "scan", progress_wanted(data_on_stdout=True)) as advance:
-                if sql is not None:
-                    result = query(paths, sql, workers=workers, progress=advance)
-                else:
-                    report = scan(paths, workers=workers, top=top, now_ms=now_ms, output=output, progress=advance)
+            # remote segments (fsspec URLs, tiered storage) are fetched and scanned as local ones
+            with remote_inputs(paths, parse_storage_options(storage_option)) as remote:
+                local = remote.paths
+                total = sum(s.size for s in list_segments(local))
+                with byte_progress(total, "scan", progress_wanted(data_on_stdout=True)) as advance:
+                    if sql is not None:
+                        result = query(local, sql, workers=workers, progress=advance)
+                        result.problems = remote.rename_problems(result.problems) + remote.warnings
+                    else:
+                        report = scan(local, workers=workers, top=top, now_ms=now_ms, output=output,
+                                      progress=advance)
+                        report.problems = remote.rename_problems(report.problems) + remote.warnings
     if sql is not None:
         _problems(result.problems)
         raise finish(result, lambda: _render_query(result), json_out=json_out)

@@ -30,6 +30,7 @@ def verify_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No output; the exit status tells.")] = False,
     engine: Annotated[Engine, typer.Option("--engine", help="local: this process; spark: one Spark task per partition directory (same checks, same report).")] = Engine.LOCAL,
     master: MasterOpt = None,
+    storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help="KEY=VALUE for a remote store named by an fsspec URL (tiered storage; s3fs: endpoint_url, key, secret). Repeatable.", show_default=False)] = None,
 ) -> None:
     """Verify CRCs, batch framing, offsets, indexes, the .txnindex, producer snapshots and checkpoints.
 
@@ -42,11 +43,16 @@ def verify_cmd(
 
             report = verify_spark(session, paths, deep=deep)
         else:
+            from kcli.tools.remote_inputs import parse_storage_options, remote_inputs
             from kcli.tools.verify import total_bytes, verify
 
-            total = total_bytes(paths)
-            with byte_progress(total, "verify", progress_wanted(data_on_stdout=False) and not quiet) as advance:
-                report = verify(paths, deep=deep, strict=strict, progress=advance)
+            # remote segments (fsspec URLs) are fetched and read as local ones; problems name the objects
+            with remote_inputs(paths, parse_storage_options(storage_option)) as remote:
+                total = total_bytes(remote.paths)
+                with byte_progress(total, "verify", progress_wanted(data_on_stdout=False) and not quiet) as advance:
+                    report = verify(remote.paths, deep=deep, strict=strict, progress=advance)
+                report.problems = remote.rename_problems(report.problems) + remote.warnings
+                report.paths = list(paths)
     report.strict = strict
     raise finish(report, lambda: _render(report, strict), json_out=json_out, quiet=quiet)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kcli.errors import CorruptRecordError
-from kcli.records import cluster_metadata, consumer_offsets, transaction_log
+from kcli.records import cluster_metadata, consumer_offsets, remote_log_metadata, transaction_log
 from kcli.records.control import ControlRecordType, parse_end_txn_marker
 from kcli.records.schema import CoordinatorRecord, CoordinatorSerde, MessageSchema, UnknownRecordTypeError, json_text
 
@@ -29,8 +29,10 @@ __all__ = [
     "decode_cluster_metadata_record",
     "decode_control_value",
     "decode_offsets_record",
+    "decode_remote_log_metadata_record",
     "decode_transaction_log_record",
     "offsets_decoder",
+    "remote_log_metadata_decoder",
     "render_control_record",
     "string_decoder",
     "transaction_log_decoder",
@@ -160,11 +162,22 @@ def cluster_metadata_decoder(key: bytes | None, value: bytes | None, offset: int
     return None, json_text(rec.to_json())
 
 
+def remote_log_metadata_decoder(key: bytes | None, value: bytes | None, offset: int) -> tuple[str | None, str | None]:
+    """``--remote-log-metadata-decoder`` (``__remote_log_metadata``, KIP-405): never a key; the payload is the
+    metadata object's text as kafka-dump-log prints it (``RemoteLogSegmentMetadata{...}``) or an error text."""
+    try:
+        rec = remote_log_metadata.decode_remote_log_metadata(value)
+    except CorruptRecordError as exc:
+        return None, f"Error at offset {offset}, skipping. {exc.reason}"
+    return None, rec.text()
+
+
 DECODERS: dict[str, Decoder] = {
     "string": string_decoder,
     "offsets": offsets_decoder,
     "transaction-log": transaction_log_decoder,
     "cluster-metadata": cluster_metadata_decoder,
+    "remote-log-metadata": remote_log_metadata_decoder,
 }
 
 
@@ -234,6 +247,13 @@ def decode_cluster_metadata_record(value: bytes | None) -> dict[str, Any]:
         "key": None,
         "value": rec.to_json()["data"],
     }
+
+
+def decode_remote_log_metadata_record(value: bytes | None) -> dict[str, Any]:
+    """``{"record_type", "record_type_name", "version", "key": None, "value"}`` of a __remote_log_metadata record."""
+    rec = remote_log_metadata.decode_remote_log_metadata(value)
+    return {"record_type": rec.type_id, "record_type_name": rec.type_name, "version": rec.version, "key": None,
+            "value": rec.to_json()["data"]}
 
 
 def decode_control_value(control_type: int, value: bytes | None) -> dict[str, Any]:

@@ -101,6 +101,11 @@ class PartitionLog:
 
     sync_roll = True
     _unsynced_snapshots: tuple[Path, ...] = ()
+    # Tiered storage (KIP-405): set by the broker's RemoteLogManager. With it on, the log start offset is the
+    # whole log's (remote segments included) and local segments go only once remote and beyond
+    # local.retention.ms / local.retention.bytes (Kafka's UnifiedLog.remoteLogEnabled).
+    remote_log_enabled = False
+    highest_offset_in_remote_storage = -1
 
     def __init__(self, directory: str | os.PathLike, *, config: LogConfig | None = None, base_offset: int = 0,
                  topic_id: uuid.UUID | None = None) -> None:
@@ -172,6 +177,12 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         return self.segment.next_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on local disk (Kafka's localLogStartOffset, KIP-405); the log start offset unless
+        tiered storage moved the local start past it."""
+        return max(self.log_start_offset, self.log_segments[0].base_offset)
 
     @property
     def producers(self) -> dict[int, ProducerEntry]:
@@ -363,16 +374,18 @@ class PartitionLog:
                 renamed.append(target)
         return renamed
 
-    def delete_oldest_segment(self) -> list[Path]:
+    def delete_oldest_segment(self, *, local_only: bool = False) -> list[Path]:
         """Retention: the oldest segment (never the active one) is renamed to ``.deleted`` for a delayed
         delete (Kafka `asyncDeleteSegment`) and the log start moves up. Returns the renamed files. A reader
-        holding a FetchSlice with its file kept open still reads the old bytes."""
+        holding a FetchSlice with its file kept open still reads the old bytes. ``local_only``: the segment is
+        in the remote store, so only the local log start moves (tiered storage)."""
         if len(self.log_segments) < 2:
             return []
         oldest = self.log_segments.pop(0)
         renamed = self._rename_deleted(oldest.base_offset)
-        self.log_start_offset = max(self.log_start_offset, self.log_segments[0].base_offset)
-        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        if not local_only:
+            self.log_start_offset = max(self.log_start_offset, self.log_segments[0].base_offset)
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
         return renamed
 
     def delete_retention_breached(self, now_ms: int) -> list[tuple[int, str, list[Path]]]:
@@ -385,17 +398,27 @@ class PartitionLog:
         # time and size retention only under cleanup.policy=delete.
         by_retention = self.config.delete
         retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
+        tiered = self.remote_log_enabled
+        if tiered:  # KIP-405: locally, local.retention.* (-2: the total's), and only what is safely remote
+            local_ms, local_bytes = self.config.local_retention_ms, self.config.local_retention_bytes
+            retention_ms = retention_ms if local_ms == -2 else local_ms
+            retention_bytes = retention_bytes if local_bytes == -2 else local_bytes
         while len(self.log_segments) > 1:
             oldest, following = self.log_segments[0], self.log_segments[1]
             total = sum(s.size for s in self.log_segments)
             if following.base_offset <= self.log_start_offset:
                 reason = "log start"
+            elif tiered and following.base_offset - 1 > self.highest_offset_in_remote_storage:
+                break  # Kafka's isSegmentEligibleForDeletion: not copied yet
             elif by_retention and retention_ms >= 0 and now_ms - oldest.largest_timestamp() > retention_ms:
                 reason = "time"
             elif by_retention and retention_bytes >= 0 and total - oldest.size >= retention_bytes:
                 reason = "size"
             else:
                 break
+            if tiered and reason != "log start":
+                done.append((oldest.base_offset, f"local {reason}", self.delete_oldest_segment(local_only=True)))
+                continue
             done.append((oldest.base_offset, reason, self.delete_oldest_segment()))
         return done
 

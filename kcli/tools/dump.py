@@ -46,6 +46,7 @@ class Decoder(Enum):
     OFFSETS = "offsets"
     TRANSACTION_LOG = "transaction-log"
     CLUSTER_METADATA = "cluster-metadata"
+    REMOTE_LOG_METADATA = "remote-log-metadata"
 
 
 @dataclass
@@ -915,6 +916,10 @@ def _decoder_for(decoder: Decoder):
         Decoder.CLUSTER_METADATA: (
             decoders.cluster_metadata_decoder,
             lambda _key, value: decoders.decode_cluster_metadata_record(value),
+        ),
+        Decoder.REMOTE_LOG_METADATA: (
+            decoders.remote_log_metadata_decoder,
+            lambda _key, value: decoders.decode_remote_log_metadata_record(value),
         ),
     }[decoder]
 

@@ -72,7 +72,7 @@ def test_missing_file(tmp_path):
      "Only one of inter.broker.listener.name and security.inter.broker.protocol"),
     (["listeners=PLAINTEXT://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9093"], "PLAINTEXT is given twice"),
     (["listeners=PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9092"], "9092 is given twice"),
-    (["remote.log.storage.system.enable=true"], "tiered storage"),
+    (["remote.log.storage.system.enable=true"], "needs rsm.config.url"),  # tiered storage needs its remote store
 ])
 def test_unservable_listeners_and_tiered_storage_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -369,7 +369,7 @@ def test_json_text_is_valid_json(text: str) -> None:
 def test_string_decoder_and_registry() -> None:
     assert decoders.string_decoder(b"k0", b"v\xff", 0) == ("k0", "v\ufffd")
     assert decoders.string_decoder(None, None, 0) == (None, None)
-    assert set(decoders.DECODERS) == {"string", "offsets", "transaction-log", "cluster-metadata"}
+    assert set(decoders.DECODERS) == {"string", "offsets", "transaction-log", "cluster-metadata", "remote-log-metadata"}
     assert decoders.DECODERS["offsets"] is decoders.offsets_decoder
 
 
@@ -404,3 +404,33 @@ def test_dicts_are_json_able() -> None:
         "key": None,
         "value": {"name": "t", "topicId": "AAAAAAAAAAAAAAAAAAAAAQ"},
     }
+
+
+def test_remote_log_metadata_decoder() -> None:
+    """__remote_log_metadata values (KIP-405) round-trip and print as Kafka's objects print themselves."""
+    import uuid
+
+    from kcli.records import remote_log_metadata as rlm
+
+    topic_id, segment_id = uuid.UUID(int=1), uuid.UUID(int=2)
+    tip = {"name": "orders", "id": topic_id, "partition": 3}
+    value = rlm.encode_remote_log_metadata(0, {
+        "remoteLogSegmentId": {"topicIdPartition": tip, "id": segment_id}, "startOffset": 0, "endOffset": 99,
+        "brokerId": 1, "maxTimestampMs": 5, "eventTimestampMs": 6, "segmentLeaderEpochs": [{"leaderEpoch": 0, "offset": 0}],
+        "segmentSizeInBytes": 1024, "customMetadata": None, "remoteLogSegmentState": 0, "txnIndexEmpty": True})
+    assert value[:3] == b"\x01\x00\x00"  # frame version 1, apiKey 0, version 0 (AbstractApiMessageSerde)
+    decoded = rlm.decode_remote_log_metadata(value)
+    assert decoded.data["endOffset"] == 99 and decoded.data["remoteLogSegmentId"]["id"] == segment_id
+    key, text = decoders.remote_log_metadata_decoder(None, value, 7)
+    assert key is None
+    assert text.startswith("RemoteLogSegmentMetadata{remoteLogSegmentId=RemoteLogSegmentId{topicIdPartition="
+                           "AAAAAAAAAAAAAAAAAAAAAQ:orders-3, id=AAAAAAAAAAAAAAAAAAAAAg}, startOffset=0, endOffset=99")
+    assert text.endswith("segmentSizeInBytes=1024, customMetadata=Optional.empty, state=COPY_SEGMENT_STARTED}")
+    update = rlm.encode_remote_log_metadata(1, {"remoteLogSegmentId": {"topicIdPartition": tip, "id": segment_id},
+                                                "brokerId": 1, "eventTimestampMs": 7, "customMetadata": None,
+                                                "remoteLogSegmentState": 1})
+    assert "state=COPY_SEGMENT_FINISHED" in decoders.remote_log_metadata_decoder(None, update, 8)[1]
+    assert decoders.remote_log_metadata_decoder(None, value[:10], 9)[1].startswith("Error at offset 9, skipping.")
+    # the metadata partition of a user partition: deterministic, within range
+    assert 0 <= rlm.metadata_partition(topic_id, 3, 50) < 50
+    assert rlm.metadata_partition(topic_id, 3, 50) == rlm.metadata_partition(topic_id, 3, 50)

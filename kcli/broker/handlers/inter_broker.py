@@ -122,9 +122,12 @@ async def stop_replica(ctx: RequestContext, req: Any) -> Any:
         for p in topic.partition_states:
             tp = (topic.topic_name, int(p.partition_index))
             try:
-                services.replica_manager.stop_replica(tp[0], tp[1], int(p.leader_epoch))
+                stopped = services.replica_manager.stop_replica(tp[0], tp[1], int(p.leader_epoch))
                 if p.delete_partition:
                     deletes.append(tp)
+                    remote = services.replica_manager.remote_log_manager
+                    if stopped is not None and remote is not None:  # its remote data too (KIP-405)
+                        remote.partition_deleted(stopped)
                 codes[tp] = ErrorCode.none
             except Exception as exc:
                 codes[tp] = error_code_for(exc)

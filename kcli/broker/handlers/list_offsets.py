@@ -9,7 +9,7 @@ from kio.schema.errors import ErrorCode
 from kcli.broker.errors import error_code_for
 from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, RequestContext, build, response_module
-from kcli.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kcli.broker.partition import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kcli.protocol.acl import AclOperation, ResourceType
 
 DEBUGGING_REPLICA_ID = -2  # ListOffsetsRequest.DEBUGGING_REPLICA_ID: the only requester a follower answers
@@ -51,11 +51,18 @@ async def list_offsets(ctx: RequestContext, req: Any) -> Any:
                 if lp.timestamp == LATEST_TIMESTAMP and read_committed:
                     values["offset"] = partition.last_stable_offset  # KIP-98: the LSO for read_committed
                 else:
-                    match = partition.offset_for_timestamp(lp.timestamp)
+                    match = None
+                    remote = getattr(replicas, "remote_log_manager", None)
+                    if lp.timestamp >= 0 and remote is not None and partition.log.remote_log_enabled:
+                        # KIP-405: the remote segments first, then the local log (Kafka's fetchOffsetByTimestamp)
+                        match = await remote.offset_for_timestamp_async(topic.name, lp.partition_index, lp.timestamp,
+                                                                        partition.log_start_offset)
+                    if match is None:
+                        match = partition.offset_for_timestamp(lp.timestamp)
                     if match is not None:
                         values.update(offset=match.offset, timestamp=match.timestamp)
                 values["leader_epoch"] = partition.leader_epoch
-                if lp.timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
+                if lp.timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                     values["timestamp"] = -1
                 error = ErrorCode.none
             except Exception as exc:

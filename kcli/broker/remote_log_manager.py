@@ -1,0 +1,769 @@
+"""Tiered storage on the broker (KIP-405): Kafka's RemoteLogManager and TopicBasedRemoteLogMetadataManager.
+
+On each partition it leads whose topic has ``remote.storage.enable=true``, the RemoteLogManager copies every
+rolled segment below the last stable offset, with its offset, time and transaction indexes, the producer
+snapshot at its end and its leader epochs, to the remote store (kcli.storage.remote), and records each step
+in ``__remote_log_metadata`` as Kafka's TopicBasedRemoteLogMetadataManager does: COPY_SEGMENT_STARTED before
+the upload, COPY_SEGMENT_FINISHED after it. Only a finished segment counts: it is what the log's
+``highest_offset_in_remote_storage`` follows, so local retention (local.retention.ms / .bytes) never deletes a
+local segment before its copy is whole, and a copy killed midway leaves a STARTED segment that the next
+leader deletes (its keys are new per upload, so nothing finished is overwritten). The total retention
+(retention.ms / .bytes) then deletes remote segments (DELETE_SEGMENT_STARTED, the objects,
+DELETE_SEGMENT_FINISHED) and moves the log start offset. Fetches below the local log start read the remote
+segment holding the offset (Kafka's RemoteLogReader), starting at its offset index's position.
+
+Followers do not copy; a new leader reads the partition's records back from its replica of the metadata
+topic and resumes after the highest finished segment. The metadata records are appended through the
+ReplicaManager, so the metadata partition must be led by this broker (always true standalone); in a cluster
+a partition whose metadata partition is led elsewhere is not tiered by this broker (kept local, and said
+once in the log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from kcli.broker.errors import OffsetOutOfRangeError
+from kcli.errors import KcliError
+from kcli.records import Record
+from kcli.records.batch import build_record_batch
+from kcli.records.remote_log_metadata import (
+    REMOTE_LOG_METADATA_TOPIC,
+    RemoteLogMetadataRecord,
+    RemoteLogSegmentState,
+    RemotePartitionDeleteState,
+    decode_remote_log_metadata,
+    encode_remote_log_metadata,
+    metadata_partition,
+)
+from kcli.records.layout import (
+    HEADER_SIZE_UP_TO_LAST_OFFSET_DELTA,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    read_header,
+    read_last_offset_delta,
+    read_log_overhead,
+)
+from kcli.storage.files import PRODUCER_SNAPSHOT_SUFFIX, segment_path
+from kcli.storage.index import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
+from kcli.storage.producer_state import AppendOrigin
+from kcli.storage.remote import FsspecRemoteStorageManager, RemoteSegmentRef
+
+log = logging.getLogger("kcli.broker")
+
+S = RemoteLogSegmentState
+MIN_REMOTE_READ = 64 * 1024  # at least this much per remote read, so a first batch is usually whole
+INDEX_CACHE_ENTRIES = 1024  # Kafka's RemoteIndexCache, in memory: offset indexes of remote segments
+# Remote segment bytes are fetched in aligned chunks and the latest kept: a consumer reading from offset 0 asks for
+# ~1 MiB per fetch, and one GET per chunk instead of per fetch is what keeps S3's per-request cost off its path
+CHUNK_BYTES = 4 << 20
+CHUNK_CACHE_ENTRIES = 16  # 64 MiB at most
+
+
+@dataclass
+class RemoteSegment:
+    """Kafka's RemoteLogSegmentMetadata: one segment in the remote store and its state."""
+
+    ref: RemoteSegmentRef
+    end_offset: int
+    max_timestamp: int
+    size: int
+    leader_epochs: list[tuple[int, int]]
+    state: RemoteLogSegmentState
+    broker_id: int
+    event_timestamp: int
+    txn_index_empty: bool = False  # TxnIndexEmpty: no aborted transaction to look for in this segment
+
+    @property
+    def start_offset(self) -> int:
+        return self.ref.start_offset
+
+
+@dataclass
+class PartitionRemoteState:
+    segments: dict[uuid.UUID, RemoteSegment] = field(default_factory=dict)
+
+    def finished(self) -> list[RemoteSegment]:
+        return sorted((s for s in self.segments.values() if s.state is S.COPY_SEGMENT_FINISHED),
+                      key=lambda s: s.start_offset)
+
+    def highest_copied_offset(self) -> int:
+        return max((s.end_offset for s in self.segments.values() if s.state is S.COPY_SEGMENT_FINISHED), default=-1)
+
+
+class RemoteLogMetadataCache:
+    """Kafka's RemotePartitionMetadataStore: every segment's latest state per user partition, built from the
+    ``__remote_log_metadata`` records in order."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[tuple[str, int], PartitionRemoteState] = {}
+        self.lock = threading.Lock()
+
+    def state(self, topic: str, partition: int) -> PartitionRemoteState:
+        with self.lock:
+            return self.partitions.setdefault((topic, partition), PartitionRemoteState())
+
+    def apply(self, record: RemoteLogMetadataRecord) -> None:
+        d = record.data
+        if record.type_id == 2:  # RemotePartitionDeleteMetadata: the partition's remote data is going
+            tip = d["topicIdPartition"]
+            with self.lock:
+                self.partitions.pop((tip["name"], tip["partition"]), None)
+            return
+        sid = d["remoteLogSegmentId"]
+        tip = sid["topicIdPartition"]
+        state = self.state(tip["name"], tip["partition"])
+        with self.lock:
+            if record.type_id == 0:
+                ref = RemoteSegmentRef(tip["name"], tip["id"], tip["partition"], sid["id"], d["startOffset"])
+                state.segments[sid["id"]] = RemoteSegment(
+                    ref, d["endOffset"], d["maxTimestampMs"], d["segmentSizeInBytes"],
+                    [(e["leaderEpoch"], e["offset"]) for e in d["segmentLeaderEpochs"]],
+                    S(d["remoteLogSegmentState"]), d["brokerId"], d["eventTimestampMs"],
+                    bool(d.get("txnIndexEmpty")))
+                return
+            segment = state.segments.get(sid["id"])
+            if segment is None:
+                return  # an update of a segment never seen (its add was deleted with the topic): Kafka skips it
+            segment.state = S(d["remoteLogSegmentState"])
+            segment.event_timestamp = d["eventTimestampMs"]
+            if segment.state is S.DELETE_SEGMENT_FINISHED:
+                del state.segments[sid["id"]]
+
+
+def segment_metadata_record(segment: RemoteSegment, *, txn_index_empty: bool | None = None) -> bytes:
+    """RemoteLogSegmentMetadataRecord (apiKey 0) for a segment whose copy starts."""
+    ref = segment.ref
+    return encode_remote_log_metadata(0, {
+        "remoteLogSegmentId": {"topicIdPartition": {"name": ref.topic, "id": ref.topic_id, "partition": ref.partition},
+                               "id": ref.segment_id},
+        "startOffset": ref.start_offset, "endOffset": segment.end_offset, "brokerId": segment.broker_id,
+        "maxTimestampMs": segment.max_timestamp, "eventTimestampMs": segment.event_timestamp,
+        "segmentLeaderEpochs": [{"leaderEpoch": e, "offset": o} for e, o in segment.leader_epochs],
+        "segmentSizeInBytes": segment.size, "customMetadata": None,
+        "remoteLogSegmentState": int(segment.state),
+        "txnIndexEmpty": segment.txn_index_empty if txn_index_empty is None else txn_index_empty,
+    })
+
+
+def segment_update_record(ref: RemoteSegmentRef, state: RemoteLogSegmentState, broker_id: int, now_ms: int) -> bytes:
+    """RemoteLogSegmentMetadataUpdateRecord (apiKey 1): a segment's new state."""
+    return encode_remote_log_metadata(1, {
+        "remoteLogSegmentId": {"topicIdPartition": {"name": ref.topic, "id": ref.topic_id, "partition": ref.partition},
+                               "id": ref.segment_id},
+        "brokerId": broker_id, "eventTimestampMs": now_ms, "customMetadata": None, "remoteLogSegmentState": int(state),
+    })
+
+
+def _epoch_checkpoint(epochs: list[tuple[int, int]]) -> bytes:
+    """A leader-epoch-checkpoint file's text (version 0), what Kafka uploads as the LEADER_EPOCH index."""
+    return ("0\n%d\n" % len(epochs) + "".join(f"{e} {o}\n" for e, o in epochs)).encode()
+
+
+def _segment_epochs(entries: list[Any], start: int, end: int) -> list[tuple[int, int]]:
+    """The leader epochs of the offsets [start, end]: the one in force at ``start``, then those starting inside."""
+    out: list[tuple[int, int]] = []
+    for entry in entries:
+        if entry.start_offset > end:
+            break
+        if entry.start_offset <= start:
+            out = [(entry.epoch, start)]
+        else:
+            out.append((entry.epoch, entry.start_offset))
+    return out
+
+
+def index_position(index: bytes, relative_offset: int) -> int:
+    """The position of the largest entry of an ``.index`` at or below ``relative_offset`` (0 when none); a
+    preallocated tail of zero entries ends the index."""
+    position = 0
+    size = OFFSET_INDEX_ENTRY.size
+    for i in range(0, len(index) - len(index) % size, size):
+        rel, pos = OFFSET_INDEX_ENTRY.unpack_from(index, i)
+        if i > 0 and rel == 0 and pos == 0:
+            break
+        if rel > relative_offset:
+            break
+        position = pos
+    return position
+
+
+class RemoteLogManager:
+    def __init__(self, config: Any, rsm: FsspecRemoteStorageManager, replica_manager: Any, admin: Any,
+                 broker_id: int, *, endpoint: Any = None, security: Any = None) -> None:
+        self.config = config
+        self.endpoint = endpoint  # broker id -> (host, port): a metadata partition led by another broker
+        self.security = security  # kcli.broker.security.inter_broker.InterBrokerSecurity (None: PLAINTEXT)
+        self.rsm = rsm
+        self.replica_manager = replica_manager
+        self.admin = admin
+        self.broker_id = broker_id
+        self.cache = RemoteLogMetadataCache()
+        self.metadata_partitions = int(config["rlmm.config.remote.log.metadata.topic.num.partitions"])
+        self.metadata_replication = int(config["rlmm.config.remote.log.metadata.topic.replication.factor"])
+        self.interval_s = int(config["remote.log.manager.task.interval.ms"]) / 1000
+        self._loaded: dict[tuple[str, int], int] = {}  # partition -> the leader epoch its metadata was loaded at
+        self._copying: set[uuid.UUID] = set()
+        self._warned: set[tuple[str, int]] = set()
+        self._cursors: dict[tuple[str, int], int] = {}  # a followed metadata partition: the next offset to read
+        self._deletions: set[asyncio.Task] = set()
+        self._deleting: dict[tuple[str, int], dict[uuid.UUID, RemoteSegment]] = {}
+        self._index_cache: OrderedDict[tuple[uuid.UUID, str], bytes] = OrderedDict()
+        self._index_lock = threading.Lock()
+        self._chunks: OrderedDict[tuple[uuid.UUID, int], bytes] = OrderedDict()
+        self.copied_segments = 0
+        self.copied_bytes = 0
+        # Kafka's remote.log.reader.threads and remote.log.manager.thread.pool.size: reads and copies in pools of
+        # their own, so a consumer's remote read never queues behind flushes or uploads
+        self.reader_pool = ThreadPoolExecutor(int(config["remote.log.reader.threads"]),
+                                              thread_name_prefix="kcli-remote-reader")
+        self.copier_pool = ThreadPoolExecutor(int(config["remote.log.manager.thread.pool.size"]),
+                                              thread_name_prefix="kcli-remote-copier")
+
+    def close(self) -> None:
+        self.reader_pool.shutdown(wait=False, cancel_futures=True)
+        self.copier_pool.shutdown(wait=False, cancel_futures=True)
+
+    async def read_async(self, topic: str, index: int, offset: int, max_bytes: int, upper: int) -> bytes:
+        return await asyncio.get_running_loop().run_in_executor(self.reader_pool, self.read, topic, index, offset,
+                                                                max_bytes, upper)
+
+    async def _in_copier(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.copier_pool, fn, *args)
+
+    # -- the task ------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Every remote.log.manager.task.interval.ms: copy, then expire, on each tiered partition led here."""
+        while True:
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("remote log manager: pass failed; retrying next round")
+            await asyncio.sleep(self.interval_s)
+
+    def tiered(self, partition: Any) -> bool:
+        return bool(partition.log.config.remote_storage_enable) and not partition.topic.startswith("__")
+
+    async def run_once(self) -> None:
+        for partition in list(self.replica_manager.partitions.values()):
+            if not self.tiered(partition):
+                partition.log.remote_log_enabled = False
+                continue
+            partition.log.remote_log_enabled = True
+            if not partition.is_leader:
+                self._loaded.pop((partition.topic, partition.index), None)
+                await self._follow(partition)
+                continue
+            if not await self._ensure_loaded(partition):
+                continue
+            await self._copy(partition)
+            await self._expire(partition)
+
+    # -- metadata ------------------------------------------------------------------------------------
+    def _metadata_tp(self, partition: Any) -> tuple[str, int]:
+        return REMOTE_LOG_METADATA_TOPIC, metadata_partition(partition.topic_id, partition.index,
+                                                             self._metadata_partition_count())
+
+    def _metadata_partition_count(self) -> int:
+        count = self.admin.metadata.partition_count(REMOTE_LOG_METADATA_TOPIC)
+        return int(count) if count else self.metadata_partitions
+
+    async def _ensure_metadata_topic(self) -> bool:
+        if self.admin.metadata.partition_count(REMOTE_LOG_METADATA_TOPIC):
+            return True
+        if self.admin.zk is not None:
+            replication = min(self.metadata_replication, max(1, len(self.admin.metadata.alive_brokers())))
+        else:
+            replication = 1
+        try:  # on the event loop, as the group coordinator creates __consumer_offsets: the admin is not thread-safe
+            self.admin.create_topic(REMOTE_LOG_METADATA_TOPIC, self.metadata_partitions, replication,
+                                    configs={"retention.ms": "-1", "cleanup.policy": "delete"})
+        except KcliError as exc:
+            if "already exists" not in str(exc):
+                raise
+        return bool(self.admin.metadata.partition_count(REMOTE_LOG_METADATA_TOPIC))
+
+    async def _ensure_loaded(self, partition: Any) -> bool:
+        """The partition's segments from the metadata topic, once per leader epoch (a new leader resumes from
+        them). False when the metadata partition is not led here (cluster): the partition stays local."""
+        key = (partition.topic, partition.index)
+        if self._loaded.get(key) == partition.leader_epoch:
+            return True
+        if not await self._ensure_metadata_topic():
+            return False
+        meta_tp = self._metadata_tp(partition)
+        meta = self.replica_manager.find(*meta_tp)
+        if meta is None or (not meta.is_leader and self.endpoint is None):
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning("tiered storage: %s-%d stays local: broker %d has no replica of its metadata partition "
+                            "%s-%d", partition.topic, partition.index, self.broker_id, *meta_tp)
+            return False
+        records = await asyncio.to_thread(self._read_metadata, meta, partition.topic, partition.index)
+        with self.cache.lock:
+            self.cache.partitions.pop(key, None)
+        for record in records:
+            self.cache.apply(record)
+        state = self.cache.state(*key)
+        finished = state.finished()
+        with partition.managed.lock:
+            partition.log.highest_offset_in_remote_storage = state.highest_copied_offset()
+            if finished and finished[0].start_offset < partition.log.log_start_offset:
+                # the loader starts a log at its first local segment; with tiered storage it starts remotely
+                partition.log.log_start_offset = finished[0].start_offset
+        self._loaded[key] = partition.leader_epoch
+        log.info("tiered storage: %s-%d: %d remote segment(s), highest remote offset %d", partition.topic,
+                 partition.index, len(finished), state.highest_copied_offset())
+        return True
+
+    async def _follow(self, partition: Any) -> None:
+        """A follower learns what its leader copied from its own replica of the metadata partition (Kafka's
+        RLMM on a follower): its highest remote offset, so local retention deletes what is safely remote here
+        too, and the segments a consumer of this replica (or this broker as the next leader) needs."""
+        meta = self.replica_manager.find(*self._metadata_tp(partition)) if self.admin.metadata.partition_count(
+            REMOTE_LOG_METADATA_TOPIC) else None
+        if meta is None:
+            return
+        key = (meta.topic, meta.index)
+        start = self._cursors.get(key, 0)
+        end = meta.high_watermark
+        if end > start:
+            records, _ = await asyncio.to_thread(self._read_metadata_range, meta, start, end)
+            self._cursors[key] = end
+            led = {(p.topic, p.index) for p in self.replica_manager.partitions.values() if p.is_leader}
+            for record in records:
+                d = record.data
+                tip = d.get("topicIdPartition") or d["remoteLogSegmentId"]["topicIdPartition"]
+                if (tip["name"], tip["partition"]) not in led:  # a partition led here has it from its own writes
+                    self.cache.apply(record)
+        highest = self.cache.state(partition.topic, partition.index).highest_copied_offset()
+        with partition.managed.lock:
+            partition.log.highest_offset_in_remote_storage = highest
+
+    def _read_metadata(self, meta: Any, topic: str, index: int) -> list[RemoteLogMetadataRecord]:
+        """Every record of the metadata partition about this user partition, in order (blocking)."""
+        with meta.managed.lock:
+            offset, end = meta.log.log_start_offset, meta.log.log_end_offset
+        records, _ = self._read_metadata_range(meta, offset, end)
+        out = []
+        for decoded in records:
+            d = decoded.data
+            tip = d.get("topicIdPartition") or d["remoteLogSegmentId"]["topicIdPartition"]
+            if tip["name"] == topic and tip["partition"] == index:
+                out.append(decoded)
+        return out
+
+    def _read_metadata_range(self, meta: Any, offset: int, end: int) -> tuple[list[RemoteLogMetadataRecord], int]:
+        """The decodable records of the metadata partition in [offset, end), and where reading stopped."""
+        out = []
+        reader_log = meta.log
+        from kcli.records import BatchReader
+
+        while offset < end:
+            with meta.managed.lock:
+                found = reader_log.read(offset, 1 << 20, max_offset=end)
+                raw = found.read() if found is not None else b""
+            if not raw:
+                break
+            for batch in BatchReader(raw):
+                for record in batch.records():
+                    try:
+                        decoded = decode_remote_log_metadata(record.value)
+                    except KcliError as exc:
+                        log.warning("skipping undecodable %s record at offset %d: %s", REMOTE_LOG_METADATA_TOPIC,
+                                    record.offset, exc)
+                        continue
+                    if record.offset >= offset:
+                        out.append(decoded)
+                offset = batch.next_offset
+        return out, offset
+
+    async def _publish(self, partition: Any, value: bytes) -> None:
+        """Append one record to the partition's metadata partition (acks=all), here when it is led here, else a
+        Produce to its leader (Kafka's RLMM producer), then apply it to the cache."""
+        tp = self._metadata_tp(partition)
+        batch = build_record_batch([Record(0, int(time.time() * 1000), None, value)])
+        timeout_ms = int(self.config["offsets.commit.timeout.ms"])
+        meta = self.replica_manager.find(*tp)
+        if meta is not None and meta.is_leader or self.endpoint is None:
+            result = (await self.replica_manager.append_and_wait(-1, timeout_ms, {tp: batch},
+                                                                 origin=AppendOrigin.COORDINATOR))[tp]
+            error = int(result.error)
+        else:
+            error = await self._produce_remote(tp, batch, timeout_ms)
+        if error != 0:
+            raise KcliError(f"writing to {tp[0]}-{tp[1]} failed: error {error}")
+        self.cache.apply(decode_remote_log_metadata(value))
+
+    async def _produce_remote(self, tp: tuple[str, int], batch: bytes, timeout_ms: int) -> int:
+        import datetime
+
+        from kio.schema.produce.v9 import request as req
+        from kio.static.primitive import i16, i32
+
+        from kcli.broker.network_client import send_request
+        from kcli.protocol import ApiKey
+
+        state = self.admin.metadata.partition_state(*tp)
+        endpoint = self.endpoint(state.leader) if state is not None and state.leader >= 0 else None
+        if endpoint is None:
+            return 6  # NOT_LEADER_OR_FOLLOWER: the next pass tries again
+        body = req.ProduceRequest(transactional_id=None, acks=i16(-1), timeout=datetime.timedelta(milliseconds=timeout_ms),
+                                  topic_data=(req.TopicProduceData(name=tp[0], partition_data=(
+                                      req.PartitionProduceData(index=i32(tp[1]), records=batch),)),))
+        response = await send_request(*endpoint, ApiKey.PRODUCE, 9, body,
+                                      client_id=f"broker-{self.broker_id}-remote-log-metadata",
+                                      timeout=timeout_ms / 1000 + 5,
+                                      **({} if self.security is None else {"security": self.security}))
+        for topic in response.responses:
+            for part in topic.partition_responses:
+                return int(part.error_code)
+        return 1
+
+    # -- copy ----------------------------------------------------------------------------------------
+    async def _copy(self, partition: Any) -> None:
+        """Kafka's RLMTask.copyLogSegmentsToRemote: each rolled segment past the highest remote offset whose
+        end is below the last stable offset, oldest first."""
+        key = (partition.topic, partition.index)
+        while partition.is_leader:
+            state = self.cache.state(*key)
+            highest = state.highest_copied_offset()
+            with partition.managed.lock:
+                log_ = partition.log
+                segments = list(log_.log_segments)
+                stable = partition.last_stable_offset
+                start = log_.log_start_offset
+                epochs = list(log_.leader_epochs.entries)
+            candidate = None
+            for segment, following in zip(segments, segments[1:]):
+                end = following.base_offset - 1
+                if end <= highest or segment.base_offset < start:
+                    continue
+                if following.base_offset > stable:
+                    break
+                candidate = (segment, following)
+                break
+            if candidate is None:
+                return
+            await self._copy_segment(partition, log_, *candidate, epochs)
+
+    async def _copy_segment(self, partition: Any, log_: Any, segment: Any, following: Any, epochs: list[Any]) -> None:
+        end = following.base_offset - 1
+        ref = RemoteSegmentRef(partition.topic, partition.topic_id, partition.index, uuid.uuid4(), segment.base_offset)
+        now = int(time.time() * 1000)
+        txn = segment.txn_index_path
+        remote = RemoteSegment(ref, end, segment.largest_timestamp(), segment.size,
+                               _segment_epochs(epochs, segment.base_offset, end),
+                               S.COPY_SEGMENT_STARTED, self.broker_id, now,
+                               txn_index_empty=not txn.exists() or txn.stat().st_size == 0)
+        self._copying.add(ref.segment_id)
+        try:
+            await self._publish(partition, segment_metadata_record(remote))
+            snapshot = segment_path(log_.directory, following.base_offset, PRODUCER_SNAPSHOT_SUFFIX)
+            files = {"log": segment.log_path, "index": segment.index_path, "timeindex": segment.time_index_path,
+                     "txnindex": txn if txn.exists() else None,
+                     "snapshot": snapshot if snapshot.exists() else None,
+                     "leader_epoch_checkpoint": _epoch_checkpoint(remote.leader_epochs)}
+            await self._in_copier(self.rsm.copy_log_segment_data, ref, files)
+            await self._publish(partition, segment_update_record(ref, S.COPY_SEGMENT_FINISHED, self.broker_id,
+                                                                 int(time.time() * 1000)))
+        finally:
+            self._copying.discard(ref.segment_id)
+        with partition.managed.lock:
+            log_.highest_offset_in_remote_storage = max(log_.highest_offset_in_remote_storage, end)
+        self.copied_segments += 1
+        self.copied_bytes += remote.size
+        log.info("tiered storage: %s-%d: copied segment %d..%d (%d bytes) to %s", partition.topic, partition.index,
+                 segment.base_offset, end, remote.size, self.rsm.display_key(ref, "log"))
+
+    # -- retention -----------------------------------------------------------------------------------
+    async def _expire(self, partition: Any) -> None:
+        """Kafka's RLMTask.cleanupExpiredRemoteLogSegments: dangling copies (STARTED, not being copied: a
+        copy killed midway) and half-done deletes go; then, oldest first, the finished segments below the
+        log start offset or beyond retention.ms / retention.bytes (the total: remote plus local-only
+        bytes). The log start offset follows."""
+        key = (partition.topic, partition.index)
+        state = self.cache.state(*key)
+        with self.cache.lock:
+            pending = [s for s in state.segments.values()
+                       if (s.state is S.COPY_SEGMENT_STARTED and s.ref.segment_id not in self._copying)
+                       or s.state is S.DELETE_SEGMENT_STARTED]
+        for segment in pending:
+            await self._delete_segment(partition, segment, "unfinished copy" if segment.state is S.COPY_SEGMENT_STARTED
+                                       else "unfinished delete", move_start=False)
+        finished = state.finished()
+        if not finished:
+            return
+        with partition.managed.lock:
+            log_ = partition.log
+            config = log_.config
+            log_start = log_.log_start_offset
+            highest = log_.highest_offset_in_remote_storage
+            local_only = sum(s.size for s in log_.log_segments if s.base_offset > highest)
+        now = int(time.time() * 1000)
+        remaining = -1
+        if config.retention_bytes >= 0:
+            remaining = sum(s.size for s in finished) + local_only - config.retention_bytes
+        for segment in finished:
+            if segment.end_offset < log_start:
+                reason = "log start"
+            elif config.retention_ms >= 0 and now - segment.max_timestamp > config.retention_ms:
+                reason = "time"
+            elif remaining >= 0 and remaining - segment.size >= 0:
+                reason = "size"
+            else:
+                break
+            remaining -= segment.size
+            await self._delete_segment(partition, segment, reason, move_start=True)
+
+    async def _delete_segment(self, partition: Any, segment: RemoteSegment, reason: str, *, move_start: bool) -> None:
+        ref = segment.ref
+        if segment.state is not S.DELETE_SEGMENT_STARTED:
+            await self._publish(partition, segment_update_record(ref, S.DELETE_SEGMENT_STARTED, self.broker_id,
+                                                                 int(time.time() * 1000)))
+        if move_start:  # before the objects go: a fetch below the new start is out of range, never a missing key
+            with partition.managed.lock:
+                log_ = partition.log
+                log_.log_start_offset = max(log_.log_start_offset, segment.end_offset + 1)
+                log_.leader_epochs.truncate_from_start(min(log_.log_start_offset, log_.log_end_offset))
+        await self._in_copier(self.rsm.delete_log_segment_data, ref)
+        with self._index_lock:
+            for kind in ("index", "timeindex", "txnindex"):
+                self._index_cache.pop((ref.segment_id, kind), None)
+            for key in [k for k in self._chunks if k[0] == ref.segment_id]:
+                del self._chunks[key]
+        await self._publish(partition, segment_update_record(ref, S.DELETE_SEGMENT_FINISHED, self.broker_id,
+                                                             int(time.time() * 1000)))
+        log.info("tiered storage: %s-%d: deleted remote segment %d..%d (%s)", partition.topic, partition.index,
+                 segment.start_offset, segment.end_offset, reason)
+
+    # -- deletion ------------------------------------------------------------------------------------
+    def partition_deleted(self, partition: Any) -> None:
+        """A tiered partition's replica was deleted here (DeleteTopics, StopReplica with delete): its remote data
+        goes too, as Kafka's RemoteLogManager.stopPartitions(deleteRemoteLog) does; every replica that knows
+        segments deletes them (a second delete of an object is no error)."""
+        if not self.tiered(partition) or not self.cache.state(partition.topic, partition.index).segments:
+            return
+        with self.cache.lock:
+            self._deleting[(partition.topic, partition.index)] = dict(
+                self.cache.partitions.get((partition.topic, partition.index), PartitionRemoteState()).segments)
+        task = asyncio.get_running_loop().create_task(self._delete_partition(partition))
+        self._deletions.add(task)
+        task.add_done_callback(self._deletions.discard)
+
+    async def _delete_partition(self, partition: Any) -> None:
+        tip = {"name": partition.topic, "id": partition.topic_id, "partition": partition.index}
+
+        def marker(state: RemotePartitionDeleteState) -> bytes:
+            return encode_remote_log_metadata(2, {"topicIdPartition": tip, "brokerId": self.broker_id,
+                                                  "eventTimestampMs": int(time.time() * 1000),
+                                                  "remotePartitionDeleteState": int(state)})
+        try:
+            await self._publish(partition, marker(RemotePartitionDeleteState.DELETE_PARTITION_STARTED))
+        except Exception as exc:  # the metadata topic unreachable: the objects still go
+            log.warning("tiered storage: %s-%d: deleting the remote data unrecorded: %s", partition.topic,
+                        partition.index, exc)
+        # the STARTED marker dropped the partition's state from the cache: the segments as they were before it
+        segments = list(self._deleting.pop((partition.topic, partition.index), {}).values())
+        for segment in segments:
+            try:
+                await self._in_copier(self.rsm.delete_log_segment_data, segment.ref)
+            except Exception as exc:
+                log.warning("tiered storage: deleting %s failed: %s", self.rsm.display_key(segment.ref, "log"), exc)
+        try:
+            await self._publish(partition, marker(RemotePartitionDeleteState.DELETE_PARTITION_FINISHED))
+        except Exception:
+            pass
+        log.info("tiered storage: %s-%d deleted: %d remote segment(s) removed", partition.topic, partition.index,
+                 len(segments))
+
+    # -- reads ---------------------------------------------------------------------------------------
+    def read(self, topic: str, index: int, offset: int, max_bytes: int, upper: int) -> bytes:
+        """Kafka's RemoteLogReader: whole batches from the remote segment holding ``offset`` (at least one,
+        at most ``max_bytes`` after it), none at or past ``upper``. Blocking: a worker thread's work."""
+        finished = self.cache.state(topic, index).finished()
+        starts = [s.start_offset for s in finished]
+        i = bisect.bisect_right(starts, offset) - 1
+        while 0 <= i < len(finished):
+            segment = finished[i]
+            if offset > segment.end_offset:
+                i += 1
+                if i < len(finished) and finished[i].start_offset > offset:
+                    offset = finished[i].start_offset
+                continue
+            started = time.perf_counter()
+            found = self._read_segment(segment, offset, max_bytes, upper)
+            log.debug("tiered storage: %s-%d: %d bytes from offset %d read remotely in %.1f ms", topic, index,
+                      len(found), offset, (time.perf_counter() - started) * 1000)
+            if found:
+                return found
+            i += 1  # nothing at or after the offset in this segment (compacted away): the next one
+            if i < len(finished):
+                offset = max(offset, finished[i].start_offset)
+        raise OffsetOutOfRangeError(f"offset {offset} of {topic}-{index} is not in any remote segment")
+
+    def _offset_index(self, segment: RemoteSegment, kind: str = "index") -> bytes:
+        sid = (segment.ref.segment_id, kind)
+        with self._index_lock:
+            cached = self._index_cache.get(sid)
+            if cached is not None:
+                self._index_cache.move_to_end(sid)
+                return cached
+        index = self.rsm.fetch_index(segment.ref, kind)
+        with self._index_lock:
+            self._index_cache[sid] = index
+            while len(self._index_cache) > INDEX_CACHE_ENTRIES:
+                self._index_cache.popitem(last=False)
+        return index
+
+    def _range(self, segment: RemoteSegment, start: int, end: int) -> bytes:
+        """Bytes [start, end) of a remote segment's .log, through the chunk cache."""
+        end = min(end, segment.size)
+        parts = []
+        pos = start
+        while pos < end:
+            index = pos // CHUNK_BYTES
+            chunk = self._chunk(segment, index)
+            piece = chunk[pos - index * CHUNK_BYTES:end - index * CHUNK_BYTES]
+            if not piece:
+                break  # the object is shorter than its metadata says
+            parts.append(piece)
+            pos += len(piece)
+        return b"".join(parts)
+
+    def _chunk(self, segment: RemoteSegment, index: int) -> bytes:
+        key = (segment.ref.segment_id, index)
+        with self._index_lock:
+            cached = self._chunks.get(key)
+            if cached is not None:
+                self._chunks.move_to_end(key)
+                return cached
+        data = self.rsm.fetch_log_segment(segment.ref, index * CHUNK_BYTES,
+                                          min(segment.size, (index + 1) * CHUNK_BYTES))
+        with self._index_lock:
+            self._chunks[key] = data
+            while len(self._chunks) > CHUNK_CACHE_ENTRIES:
+                self._chunks.popitem(last=False)
+        return data
+
+    def _read_segment(self, segment: RemoteSegment, offset: int, max_bytes: int, upper: int) -> bytes:
+        position = index_position(self._offset_index(segment), offset - segment.start_offset)
+        want = max(max_bytes, MIN_REMOTE_READ)
+        data = self._range(segment, position, position + want)
+        out: list[bytes] = []
+        total = pos = 0
+        while position + pos < segment.size and (total < max_bytes or not out):
+            head = HEADER_SIZE_UP_TO_LAST_OFFSET_DELTA
+            if pos + head > len(data):  # the next batch's header (through lastOffsetDelta) is not here yet
+                data += self._range(segment, position + len(data), position + pos + want)
+                if pos + head > len(data):
+                    break
+            base, length = read_log_overhead(data, pos)
+            size = LOG_OVERHEAD + length
+            if base >= upper:
+                break
+            last = base + read_last_offset_delta(data, pos)
+            if last >= offset and out and total + size > max_bytes:
+                break
+            if pos + size > len(data):
+                data += self._range(segment, position + len(data), position + pos + size)
+                if pos + size > len(data):
+                    break  # the object is shorter than its metadata says
+            if last >= offset:
+                out.append(data[pos:pos + size])
+                total += size
+            pos += size
+        return b"".join(out)
+
+    async def offset_for_timestamp_async(self, topic: str, index: int, timestamp: int, log_start: int) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.reader_pool, self.offset_for_timestamp, topic,
+                                                                index, timestamp, log_start)
+
+    def offset_for_timestamp(self, topic: str, index: int, timestamp: int, log_start: int) -> Any:
+        """ListOffsets by time in the remote segments (Kafka's RemoteLogManager.findOffsetByTimestamp): the first
+        segment whose largest timestamp reaches ``timestamp``, its time index to start near it, then its batches
+        and records: (offset, timestamp) of the first record at or after the time, None when no remote segment
+        has one (the local log is searched then)."""
+        from kcli.records import RecordBatch
+        from kcli.records.types import TimestampType
+        from kcli.storage.reader import TimestampMatch
+
+        for segment in self.cache.state(topic, index).finished():
+            if segment.end_offset < log_start or segment.max_timestamp < timestamp:
+                continue
+            relative = 0
+            times = self._offset_index(segment, "timeindex")
+            entry = TIME_INDEX_ENTRY.size
+            for i in range(0, len(times) - len(times) % entry, entry):
+                ts, rel = TIME_INDEX_ENTRY.unpack_from(times, i)
+                if (i > 0 and ts == 0 and rel == 0) or ts >= timestamp:
+                    break
+                relative = rel
+            position = index_position(self._offset_index(segment), relative)
+            data = self._range(segment, position, segment.size)
+            pos = 0
+            while pos + RECORD_BATCH_OVERHEAD <= len(data):
+                header = read_header(data, pos)
+                size = LOG_OVERHEAD + header.batch_length
+                if header.max_timestamp >= timestamp:
+                    batch = RecordBatch(bytes(data[pos:pos + size]))
+                    for record in batch.records():
+                        if record.offset < log_start:
+                            continue
+                        if batch.timestamp_type is TimestampType.LOG_APPEND_TIME:
+                            return TimestampMatch(record.offset, batch.max_timestamp)
+                        if record.timestamp >= timestamp:
+                            return TimestampMatch(record.offset, record.timestamp)
+                pos += size
+        return None
+
+    async def aborted_transactions_async(self, topic: str, index: int, start: int, end: int, local: Any) -> list[Any]:
+        return await asyncio.get_running_loop().run_in_executor(self.reader_pool, self.aborted_transactions, topic,
+                                                                index, start, end, local)
+
+    def aborted_transactions(self, topic: str, index: int, start: int, end: int, local: Any) -> list[Any]:
+        """A read_committed fetch from the remote store: the aborted transactions overlapping [start, end) from
+        the remote segments' transaction indexes, from the one holding ``start`` on until one says it is
+        complete, then the local log's (Kafka's RemoteLogManager.collectAbortedTransactions)."""
+        from kcli.storage.index import ABORTED_TXN, AbortedTxn
+
+        found: list[Any] = []
+        for segment in self.cache.state(topic, index).finished():
+            if segment.end_offset < start or segment.txn_index_empty:
+                continue
+            raw = self._offset_index(segment, "txnindex")
+            for i in range(0, len(raw) - len(raw) % ABORTED_TXN.size, ABORTED_TXN.size):
+                version, producer_id, first, last, stable = ABORTED_TXN.unpack_from(raw, i)
+                if last >= start and first < end:
+                    found.append(AbortedTxn(producer_id, first, last, stable, version))
+                if stable >= end:
+                    return found
+        found.extend(t for t in local.aborted_transactions(start, end) if t not in found)
+        return found
+
+    @staticmethod
+    def records_end(data: bytes) -> int:
+        """The offset after the last batch of a record set (-1 when empty): a read_committed fetch's upper bound
+        for its aborted transactions (Kafka's RemoteLogManager.addAbortedTransactions)."""
+        pos, end = 0, -1
+        while pos + HEADER_SIZE_UP_TO_LAST_OFFSET_DELTA <= len(data):
+            base, length = read_log_overhead(data, pos)
+            end = base + read_last_offset_delta(data, pos) + 1
+            pos += LOG_OVERHEAD + length
+        return end
+
+    def sizes(self, topic: str, index: int) -> tuple[int, int]:
+        """(remote segments, remote bytes) of a partition, finished copies only."""
+        finished = self.cache.state(topic, index).finished()
+        return len(finished), sum(s.size for s in finished)

@@ -1,0 +1,83 @@
+"""Tiered storage in a ZooKeeper-mode cluster (KIP-405): the leader copies, its follower learns the copies from
+its replica of ``__remote_log_metadata`` and keeps only the local tail too; the leader killed -9, the follower
+leads and serves the remote part to a consumer from offset 0; the old leader back, it starts over at the new
+leader's local log start (OFFSET_MOVED_TO_TIERED_STORAGE) instead of fetching the remote part again."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster_support import create_topic, metadata, running_cluster, wait_for
+
+pytestmark = pytest.mark.cluster
+
+SEGMENT = 16 * 1024
+RECORDS = 600
+
+
+def local_logs(broker, topic: str) -> list[Path]:
+    return sorted((broker.log_dir / f"{topic}-0").glob("*.log"))
+
+
+def test_leadership_moves_to_a_follower_that_serves_the_remote_part(zookeeper, tmp_path):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    store = tmp_path / "remote"
+    extra = ("remote.log.storage.system.enable=true", f"rsm.config.url={store.as_uri()}",
+             "remote.log.manager.task.interval.ms=100", "log.retention.check.interval.ms=100",
+             "rlmm.config.remote.log.metadata.topic.num.partitions=1",
+             "rlmm.config.remote.log.metadata.topic.replication.factor=2")
+    (tmp_path / "cluster").mkdir()
+    with running_cluster(zookeeper, tmp_path / "cluster", brokers=2, extra=extra) as cluster:
+        topic = "tiered-moves"
+        create_topic(cluster, topic, partitions=1, rf=2, config={
+            "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
+            "local.retention.bytes": str(2 * SEGMENT), "file.delete.delay.ms": "0"})
+        begun = time.monotonic()
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "batch.size": 4000,
+                             "linger.ms": 1, "log_level": 0})
+        for i in range(RECORDS):
+            producer.produce(topic, key=str(i).encode(), value=b"x" * 600, partition=0)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        leader_id = metadata(cluster, topic).topics[topic].partitions[0].leader
+        leader, follower = cluster.brokers[leader_id], cluster.brokers[1 - leader_id]
+        remote = lambda: [p for p in store.rglob("*.log") if p.parent.name.startswith(f"{topic}-0-")]  # noqa: E731
+        # both replicas keep only the tail: the follower knows what the leader copied from the metadata topic
+        wait_for(lambda: len(remote()) >= 15 and len(local_logs(leader, topic)) <= 4
+                 and len(local_logs(follower, topic)) <= 4, 90, "the remote part copied, both local tails short")
+        marks = {"tiered_s": time.monotonic() - begun}
+        leader.kill()
+        wait_for(lambda: metadata(cluster, topic).topics[topic].partitions[0].leader == follower_id(cluster, leader_id),
+                 60, "the follower leads")
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "moved", "log_level": 0,
+                             "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        seen: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(seen) < RECORDS and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                assert int(msg.key()) == msg.offset()
+                seen.append(msg.offset())
+        consumer.close()
+        assert seen == list(range(RECORDS)), cluster.logs()
+        # the old leader back with an empty disk (a replaced broker): fetching from 0 it is told
+        # OFFSET_MOVED_TO_TIERED_STORAGE and starts at the new leader's local start, never copying the remote part
+        import shutil
+
+        shutil.rmtree(leader.log_dir)
+        started = time.monotonic()
+        leader.start()
+        wait_for(lambda: len(metadata(cluster, topic).topics[topic].partitions[0].isrs) == 2, 90,
+                 "the replaced broker back in the ISR")
+        marks["rejoin_s"] = time.monotonic() - started
+        assert "in the remote store: this replica starts there" in leader.log(), leader.log()[-3000:]
+        assert local_logs(leader, topic)[0].name != "00000000000000000000.log"
+
+
+def follower_id(cluster, leader_id: int) -> int:
+    return 1 - leader_id
