@@ -53,9 +53,10 @@ MOUNTS = (
           "Partition reassignment as kafka-reassign-partitions does it: exactly one of --generate, --execute, "
           "--verify, --cancel, --list."),
     Mount("configs", "kcli.cli.configs:configs_cmd", "Broker",
-          "Topic and broker configs as kafka-configs shows and changes them: --describe (DescribeConfigs, with "
-          "each value's source and synonyms) or --alter (IncrementalAlterConfigs) of --entity-type "
-          "topics|brokers, --entity-name N or --entity-default."),
+          "Configs as kafka-configs shows and changes them: --describe or --alter of --entity-type topics|brokers "
+          "(DescribeConfigs, with each value's source and synonyms; IncrementalAlterConfigs) or users|clients|ips "
+          "(quotas and users' SCRAM credentials, through a broker or in ZooKeeper with -z), --entity-name N or "
+          "--entity-default."),
     Mount("produce", "kcli.cli.produce:produce_cmd", "Broker",
           "Write records read from standard input (or -F FILE), one per line or per --delimiter, to TOPIC: kcat "
           "-P, kafka-console-producer."),
