@@ -77,6 +77,10 @@ def test_a_full_cache_evicts_a_stale_session_first_then_only_what_kafka_lets_a_n
     assert cache.get(third) is None and cache.get(newer) is not None and cache.evictions == 3
     assert _create(cache, True, 4) != INVALID_SESSION_ID  # (True, 4) > the old (True, 3)
     assert cache.get(newer) is None and cache.evictions == 4
+    metrics = {name: samples[0][1] for name, _, _, samples in cache.collect()}
+    assert metrics == {"kafka_server_fetchsessioncache_numincrementalfetchsessions": 2,
+                       "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached": 8,
+                       "kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total": 4}
 
 
 def test_session_epochs_wrap_to_one_and_the_final_epoch_stays_final():
