@@ -268,3 +268,41 @@ def test_kafka_python_consumes_through_incremental_fetch_sessions(make_broker):
     finally:
         first.close()
         producer.close()
+
+
+def test_a_parked_fetch_is_read_once_when_an_append_completes_it(tmp_path, monkeypatch):
+    """Kafka's DelayedFetch: the read that finds min.bytes is the answer; nothing is read again to answer it."""
+    import asyncio
+
+    from kcli.broker.replica_manager import ReplicaManager
+
+    reads: list[int] = []
+    original = ReplicaManager.read_from_local_log
+
+    def counted(self, params, infos):
+        reads.append(len(infos))
+        return original(self, params, infos)
+
+    monkeypatch.setattr(ReplicaManager, "read_from_local_log", counted)
+
+    async def main() -> None:
+        async with running_broker(str(tmp_path / "logs"), Broker) as b:
+            for name in ("busy", "idle"):
+                b.server.admin.create_topic(name, 1, 1)
+            request = fetch_req.FetchRequest(
+                cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(milliseconds=60_000), min_bytes=1,
+                max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=0,
+                topics=tuple(fetch_req.FetchTopic(topic=t, partitions=(fetch_req.FetchPartition(
+                    partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+                    partition_max_bytes=1 << 20),)) for t in ("busy", "idle")),
+                forgotten_topics_data=(), rack_id="")
+            reads.clear()
+            waiting = asyncio.create_task(b.call(ApiKey.FETCH, 12, request))
+            await asyncio.sleep(0.3)
+            assert not waiting.done() and reads == [2]  # read once, nothing there: parked
+            await b.produce("busy", b"b0")
+            answer = await asyncio.wait_for(waiting, 30)
+            assert _answered(answer)["busy"] == (1, [b"b0"])
+            assert reads == [2, 2]  # one more read, at the append, and it is the answer
+
+    run(main())
