@@ -53,6 +53,7 @@ FETCH_VERSION = 12  # the replica Fetch of IBP 2.7-IV1 .. 3.0 (LastFetchedEpoch 
 EPOCH_VERSION = 4  # OffsetForLeaderEpoch of IBP >= 2.8-IV0 (v3+ carries the follower's replica_id)
 TRUNCATING, FETCHING = "Truncating", "Fetching"
 RECONNECT_BACKOFF_MS = 100  # between attempts to connect to a leader, at most replica.fetch.backoff.ms
+_SESSION_ERRORS = (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch)
 
 
 class _ConnectFailed(ConnectionError):
@@ -387,7 +388,10 @@ class ReplicaFetcher:
         except BaseException:
             self._session.handle_error()
             raise
-        return response if self._session.handle_response(sending, response) else None
+        if self._session.handle_response(sending, response):
+            return response
+        # a session error: fetch again at once, in full; any other top-level error delays the partitions (_process)
+        return None if response.error_code in _SESSION_ERRORS else response
 
     async def _roundtrip(self, api_key: ApiKey, version: int, body: Any, max_wait_ms: int) -> Any:
         connection = await self._connect()
