@@ -130,9 +130,8 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     services.metrics = replica_manager.stats = _metrics(config)
     services.fetch_manager = FetchManager(FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]))
     if services.metrics is not None:
-        services.metrics.registry.collectors.append(services.fetch_manager.cache.collect)
-    if services.metrics is not None:
         services.metrics.registry.collectors.append(replication_quotas.collect)
+        services.metrics.registry.collectors.append(services.fetch_manager.cache.collect)
     names = [l.name for l in config.listeners]
     quotas = ConnectionQuotas(connection_limits(config, {}, names), names, inter_broker)  # dynamic ones: at start
     socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"],
