@@ -22,6 +22,7 @@ from kcli.broker.security.inter_broker import PLAINTEXT_INTER_BROKER, InterBroke
 from kcli.broker.alter_log_dirs import ReplicaAlterLogDirsManager
 from kcli.broker.config import BrokerConfig
 from kcli.broker.connection_quotas import ConnectionQuotas, connection_limits
+from kcli.broker.fetch_session import FetchManager, FetchSessionCache
 from kcli.broker.group_coordinator import GroupCoordinator
 from kcli.broker.kafka_apis import KafkaApis
 from kcli.broker.log_manager import LogManager
@@ -131,8 +132,10 @@ def assemble(config: BrokerConfig, hooks: ServerHooks) -> Broker:
     services.credentials = _credential_cache(zk, services.metadata_store)
     services.quotas = _quota_manager(config, zk, services.metadata_store)
     services.metrics = replica_manager.stats = _metrics(config)
+    services.fetch_manager = FetchManager(FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]))
     if services.metrics is not None:
         services.metrics.registry.collectors.append(replication_quotas.collect)
+        services.metrics.registry.collectors.append(services.fetch_manager.cache.collect)
     names = [l.name for l in config.listeners]
     quotas = ConnectionQuotas(connection_limits(config, {}, names), names, inter_broker)  # dynamic ones: at start
     socket_server = SocketServer(KafkaApis(services), max_frame_bytes=config["socket.request.max.bytes"],

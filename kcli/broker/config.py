@@ -147,6 +147,8 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "transaction.state.log.min.isr": (_int(1, INT32_MAX), 2),
     "replica.lag.time.max.ms": (_int(1), 30_000),
     "replica.fetch.wait.max.ms": (_int(0, INT32_MAX), 500),
+    # KIP-227: the broker's incremental fetch sessions (kcli.broker.fetch_session); 0: none, every Fetch is full
+    "max.incremental.fetch.session.cache.slots": (_int(0, INT32_MAX), 1000),
     "replica.fetch.min.bytes": (_int(1, INT32_MAX), 1),
     "replica.fetch.max.bytes": (_int(0, INT32_MAX), 1024 * 1024),
     "replica.fetch.response.max.bytes": (_int(0, INT32_MAX), 10 * 1024 * 1024),

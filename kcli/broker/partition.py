@@ -340,6 +340,8 @@ class Partition:
         its last fetched epoch ends earlier here than its fetch offset, or is unknown here."""
         if last_fetched_epoch < 0:
             return None
+        if last_fetched_epoch == self.log.leader_epochs.latest_epoch and fetch_offset <= self.log.log_end_offset:
+            return None  # the latest epoch ends at the log end, not before the fetch offset (no lock needed)
         with self.managed.lock:
             epoch, end = self.log.leader_epochs.end_offset_for(last_fetched_epoch, self.log.log_end_offset)
         if epoch < 0 or end < 0:

@@ -40,6 +40,7 @@ from kio.schema.list_offsets.v7 import request as offsets_request
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_request
 from kio.static.primitive import i8, i32, i64
 
+from kcli.broker.fetch_session_handler import FetchSessionHandler
 from kcli.broker.log_manager import LogManager
 from kcli.broker.network_client import BrokerConnection
 from kcli.broker.security.inter_broker import PLAINTEXT_INTER_BROKER, InterBrokerSecurity
@@ -58,6 +59,7 @@ TIERED = "MovedToTieredStorage"
 LIST_OFFSETS_VERSION = 7
 EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP = -4, -2
 RECONNECT_BACKOFF_MS = 100  # between attempts to connect to a leader, at most replica.fetch.backoff.ms
+_SESSION_ERRORS = (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch)
 
 
 class _ConnectFailed(ConnectionError):
@@ -120,6 +122,7 @@ class ReplicaFetcher:
         self._failures = 0  # requests failed in a row (connection outages are logged once)
         self._failing_since = 0.0
         self.name = f"ReplicaFetcher-{manager.local_broker_id}-from-{leader_id}"
+        self._session = FetchSessionHandler(self.name)  # KIP-227: only changed partitions after the first fetch
 
     def start(self) -> None:
         if self._task is None:
@@ -190,6 +193,8 @@ class ReplicaFetcher:
                 # what each partition is fetched at: built into the request below, before anything awaits
                 requested = {tp: (p.leader_epoch, p.log_end_offset) for tp, p in fetching.items()}
                 response = await self._fetch(fetching)
+                if response is None:
+                    continue  # a fetch session error: the next fetch is full (FetchSessionHandler)
             except asyncio.CancelledError:
                 raise
             except _ConnectFailed as exc:
@@ -399,22 +404,39 @@ class ReplicaFetcher:
     # -- Fetching -------------------------------------------------------------------------------------
     async def _fetch(self, ready: dict[tuple[str, int], Partition]) -> Any:
         settings = self.manager.settings
-        topics: dict[str, list[Any]] = {}
-        for (topic, index), partition in ready.items():
+        wanted = {}
+        for tp, partition in ready.items():
             latest = partition.log.leader_epochs.latest_epoch
-            topics.setdefault(topic, []).append(fetch_request.FetchPartition(
-                partition=i32(index), current_leader_epoch=i32(partition.leader_epoch),
-                fetch_offset=i64(partition.log_end_offset),
-                last_fetched_epoch=i32(latest if latest is not None else -1),
-                log_start_offset=i64(partition.log_start_offset),
-                partition_max_bytes=i32(settings.partition_max_bytes)))
+            wanted[tp] = (partition.leader_epoch, partition.log_end_offset, latest if latest is not None else -1,
+                          partition.log_start_offset, settings.partition_max_bytes)
+        # KIP-227: a full fetch names every partition; an incremental one only those whose parameters changed
+        sending = self._session.build(wanted)
+        topics: dict[str, list[Any]] = {}
+        for tp in sending.to_send:
+            epoch, offset, last_fetched, start, max_bytes = wanted[tp]
+            topics.setdefault(tp[0], []).append(fetch_request.FetchPartition(
+                partition=i32(tp[1]), current_leader_epoch=i32(epoch), fetch_offset=i64(offset),
+                last_fetched_epoch=i32(last_fetched), log_start_offset=i64(start), partition_max_bytes=i32(max_bytes)))
+        forgotten: dict[str, list[i32]] = {}
+        for topic, index in sending.forgotten:
+            forgotten.setdefault(topic, []).append(i32(index))
         body = fetch_request.FetchRequest(
             replica_id=i32(self.manager.local_broker_id), max_wait=datetime.timedelta(milliseconds=settings.max_wait_ms),
             min_bytes=i32(settings.min_bytes), max_bytes=i32(settings.max_bytes), isolation_level=i8(0),
-            session_id=i32(0), session_epoch=i32(-1),
+            session_id=i32(sending.session_id), session_epoch=i32(sending.epoch),
             topics=tuple(fetch_request.FetchTopic(topic=name, partitions=tuple(parts)) for name, parts in topics.items()),
-            forgotten_topics_data=(), rack_id="")
-        return await self._roundtrip(ApiKey.FETCH, FETCH_VERSION, body, settings.max_wait_ms)
+            forgotten_topics_data=tuple(fetch_request.ForgottenTopic(topic=name, partitions=tuple(parts))
+                                        for name, parts in forgotten.items()),
+            rack_id="")
+        try:
+            response = await self._roundtrip(ApiKey.FETCH, FETCH_VERSION, body, settings.max_wait_ms)
+        except BaseException:
+            self._session.handle_error()
+            raise
+        if self._session.handle_response(sending, response):
+            return response
+        # a session error: fetch again at once, in full; any other top-level error delays the partitions (_process)
+        return None if response.error_code in _SESSION_ERRORS else response
 
     async def _roundtrip(self, api_key: ApiKey, version: int, body: Any, max_wait_ms: int) -> Any:
         connection = await self._connect()

@@ -87,6 +87,8 @@ class BrokerServices:
     # client quotas (kcli.broker.quotas.ClientQuotaManager, KIP-13/55/124); None: no quota is ever applied
     quotas: Any = None
     metrics: Any = None  # kcli.broker.metrics.BrokerMetrics when metrics.http.listener is set, else None (off)
+    # KIP-227 fetch sessions (kcli.broker.fetch_session.FetchManager); None: every Fetch is sessionless
+    fetch_manager: Any = None
     _metadata_event: asyncio.Event | None = None
 
     @property

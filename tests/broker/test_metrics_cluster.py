@@ -35,6 +35,19 @@ def total(brokers, name: str) -> float:
     return sum(value(b, name) for b in brokers)
 
 
+def test_followers_fetch_through_incremental_fetch_sessions(cluster):
+    """KIP-227: each follower's fetcher holds one session on each leader it fetches from (a privileged one, never
+    evicted here), and acks=all produces complete through incremental fetches."""
+    create_topic(cluster, "sessions", partitions=3, rf=3)
+    produce(cluster, "sessions", 30)  # acks=all: every follower fetched these records
+    sessions = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
+    cached = "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"
+    # three partitions of three replicas: at least two followers fetch from some leader, each in its own session
+    wait_for(lambda: total(cluster.brokers, sessions) >= 2, 60, "followers' fetch sessions on the leaders")
+    wait_for(lambda: total(cluster.brokers, cached) >= 2 * 3, 60, "every follower's partitions in its session")
+    assert total(cluster.brokers, "kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total") == 0
+
+
 def test_replication_metrics_follow_a_paused_and_a_killed_broker(cluster):
     brokers = cluster.brokers
     controller = cluster.controller_id()

@@ -9,6 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kcli.broker.errors import error_code_for
+from kcli.broker.fetch_session import FetchContext, forgotten_keys
 from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import ZERO, RequestContext, build, has_class, ms, response_module
 from kcli.broker.quotas import CONSUMER_BYTE_RATE
@@ -36,6 +37,16 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
                                         last_fetched_epoch=getattr(fp, "last_fetched_epoch", -1),
                                         log_start_offset=getattr(fp, "log_start_offset", -1)))
     replica_id = getattr(req, "replica_id", -1)
+    # KIP-227: an incremental fetch names only what changed; the session knows the rest (kcli.broker.fetch_session)
+    manager = getattr(ctx.services, "fetch_manager", None)
+    session = FetchContext(infos) if manager is None else manager.new_context(
+        ctx.api_version, getattr(req, "session_id", 0), getattr(req, "session_epoch", -1), replica_id >= 0, infos,
+        forgotten_keys(getattr(req, "forgotten_topics_data", ()), cache.topic_name))
+    if session.error != ErrorCode.none:
+        return build(R, "FetchResponse", throttle_time=ZERO, error_code=session.error, session_id=0, responses=())
+    if session.infos is not infos:
+        infos = session.infos
+        unknown_ids = {i.topic_id for i in infos if not i.topic and i.topic_id is not None}
     max_bytes, min_bytes = getattr(req, "max_bytes", 0x7FFFFFFF), req.min_bytes
     # client quotas apply to consumers only: follower fetches are replication traffic
     quotas = getattr(ctx.services, "quotas", None) if replica_id < 0 and ctx.charge is not None else None
@@ -79,11 +90,16 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
                 if close is not None:
                     close()
             return build(R, "FetchResponse", throttle_time=datetime.timedelta(milliseconds=throttle),
-                         error_code=ErrorCode.none, session_id=0, responses=())
+                         error_code=ErrorCode.none, session_id=session.session_id, responses=())
     magic = fetch_record_magic(ctx.api_version)
     if magic < 2:  # Fetch v0-v3: the stored v2 batches as magic 0/1 message sets (reads files, compresses)
         results = await asyncio.to_thread(_down_convert_all, ctx.services.replica_manager, params, infos, results,
                                           magic)
+    error, session_id, include = session.respond(results)
+    if not all(include):  # an incremental answer: only what the client has not been told
+        _close_all([r for r, keep in zip(results, include) if not keep])
+        infos = [i for i, keep in zip(infos, include) if keep]
+        results = [r for r, keep in zip(results, include) if keep]
     stats = getattr(ctx.services, "metrics", None)
     if stats is not None:  # Kafka's updateBytesOut: BytesOut for consumers, ReplicationBytesOut for followers
         follower = params.replica_id >= 0
@@ -120,7 +136,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
             records=read.records if read is not None else b""))
     topics = tuple(build(R, "FetchableTopicResponse", topic=name, topic_id=topic_id, partitions=tuple(by_topic[(name, topic_id)]))
                    for name, topic_id in order)
-    return build(R, "FetchResponse", throttle_time=ZERO, error_code=ErrorCode.none, session_id=0, responses=topics)
+    return build(R, "FetchResponse", throttle_time=ZERO, error_code=error, session_id=session_id, responses=topics)
 
 
 _PARTITION_OVERHEAD = 40  # a partition's fields in a Fetch response, about (FetchResponse.sizeOf)
@@ -138,6 +154,13 @@ def _quota_throttle(ctx: RequestContext, quotas: Any, user: str, results: list[F
         quotas.unrecord(CONSUMER_BYTE_RATE, user, ctx.client_id, size)
         ctx.charge.throttle(throttle)
     return throttle
+
+
+def _close_all(results: list[FetchPartitionResult]) -> None:
+    for result in results:
+        close = getattr(result.read.records if result.read is not None else None, "close", None)
+        if close is not None:
+            close()
 
 
 def _down_convert_all(replicas: ReplicaManager, params: FetchParams, infos: list[FetchPartition],
