@@ -35,16 +35,18 @@ from kcli.errors import InputError, KcliError
 from kcli.records import Record, RecordBatch
 from kcli.records.batch import (
     ATTR_CODEC_MASK,
+    ATTR_CONTROL,
     ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
     HEADER,
     MAGIC_V2,
     build_record_batch,
     retain_records,
 )
-from kcli.records.compression import KAFKA_GZIP_LEVEL, Codec, compress
+from kcli.records.compression import KAFKA_GZIP_LEVEL, Codec, compress, decompress_v2
 from kcli.records.crc import crc32c
-from kcli.records.layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, stamp_crc
+from kcli.records.layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD, stamp_crc
 from kcli.records.legacy import build_legacy_messages
 from kcli.records.record_set import Batch, make_batch
 from kcli.records.control import ControlRecordType, parse_control_type
@@ -362,12 +364,30 @@ def list_segments(directory: Path, state: ProducerStateManager | None = None, *,
     """The partition's segments (every batch header read); ``state`` is fed every batch on the way.
     ``checked``: through the checked reading path (a damaged batch raises CorruptBatchError)."""
     segments = []
+    unpack = HEADER.unpack_from
     for path in sorted(p for p in directory.iterdir() if classify(p) is FileKind.LOG):
         base = offset_from_filename(path.name)
         reader = CheckedBatchReader(path) if checked else FileBatchReader(path)
         next_offset, max_ts = base, -1
         batches, transactional = 0, False
-        for batch in reader:
+        # Checked: a plain valid v2 batch is checked straight from the window and comes without a Batch; its
+        # header fields are all the listing needs (a Batch is built only for a producer's batches and others).
+        spans = reader.checked_spans(batches=False) if checked else (
+            (chunk, local, total, None) for chunk, local, total in reader.spans())
+        for chunk, local, total, batch in spans:
+            if batch is None and total >= RECORD_BATCH_OVERHEAD and chunk[local + MAGIC_OFFSET] == MAGIC_V2:
+                first, _, _, _, _, attributes, delta, _, max_timestamp, pid, _, _, _ = unpack(chunk, local)
+                if pid >= 0 and state is not None:
+                    state.update(RecordBatch(bytes(chunk[local:local + total]), reader.window_position + local))
+                next_offset = first + delta + 1
+                if max_timestamp > max_ts:
+                    max_ts = max_timestamp
+                batches += 1
+                if attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
+                    transactional = True
+                continue
+            if batch is None:
+                batch = make_batch(bytes(chunk[local:local + total]), reader.window_position + local)
             if state is not None and isinstance(batch, RecordBatch):  # magic 0/1 messages have no producer
                 state.update(batch)
             next_offset = batch.last_offset + 1
@@ -601,6 +621,9 @@ def _map_segments(offset_map: OffsetMap, directory: Path, segments: list[Segment
     entries = offset_map.entries
     native = offset_map.native
     capacity = offset_map.capacity
+    if native is not None:
+        _map_segments_native(offset_map, directory, segments, start, stop, tracker)
+        return
     for segment in segments:
         for batch in _batches(directory, segment):
             if batch.last_offset < start:
@@ -630,6 +653,84 @@ def _map_segments(offset_map: OffsetMap, directory: Path, segments: list[Segment
                 tracker.is_aborted(batch)
             offset_map.latest_offset = max(offset_map.latest_offset, batch.last_offset)
         offset_map.latest_offset = max(offset_map.latest_offset, min(segment.next_offset, stop) - 1)
+
+
+def _map_segments_native(offset_map: OffsetMap, directory: Path, segments: list[Segment], start: int, stop: int,
+                         tracker: _AbortedTracker) -> None:
+    """_map_segments with the compiled map: plain v2 batches (neither control nor transactional) go from the
+    segment's window to ``add_batch`` without a Batch object (an uncompressed records area as a view of the
+    window); every other batch, and any the compiled map rejects, takes the general path of one batch."""
+    native = offset_map.native
+    unpack = HEADER.unpack_from
+    skip = ATTR_CONTROL | ATTR_TRANSACTIONAL
+    latest = offset_map.latest_offset
+    for segment in segments:
+        reader = FileBatchReader(segment_path(directory, segment.base_offset, LOG_SUFFIX))
+        window = view = None
+        for chunk, local, total in reader.spans():
+            if total >= RECORD_BATCH_OVERHEAD and chunk[local + MAGIC_OFFSET] == MAGIC_V2:
+                base, _, _, _, _, attributes, delta, _, _, _, _, _, count = unpack(chunk, local)
+                if not attributes & skip:
+                    if chunk is not window:  # a new window (bytes: the view stays valid while it is used)
+                        window, view = chunk, memoryview(chunk)
+                    # Not transactional: never aborted (the tracker catches up on its pending transactions at
+                    # the next transactional or control batch, in the same order).
+                    last = base + delta
+                    if last < start:
+                        continue
+                    if base >= stop:
+                        offset_map.latest_offset = latest
+                        return
+                    codec = attributes & ATTR_CODEC_MASK
+                    try:
+                        payload = (decompress_v2(codec, chunk[local + RECORD_BATCH_OVERHEAD:local + total]) if codec
+                                   else view[local + RECORD_BATCH_OVERHEAD:local + total])
+                    except KcliError:
+                        payload = None  # the general path raises it with the batch's position
+                    status = -1 if payload is None else native.add_batch(payload, count, base, start)
+                    if status == 0:
+                        if last > latest:
+                            latest = last
+                        continue
+                    if status == 1:
+                        offset_map.latest_offset = latest
+                        _check_progress(offset_map, start)
+                        return  # full: stop at the last fully mapped batch
+            batch = make_batch(bytes(chunk[local:local + total]), reader.window_position + local)
+            offset_map.latest_offset = latest
+            if _map_batch(offset_map, batch, start, stop, tracker):
+                return
+            latest = offset_map.latest_offset
+        latest = max(latest, min(segment.next_offset, stop) - 1)
+    offset_map.latest_offset = latest
+
+
+def _map_batch(offset_map: OffsetMap, batch: Batch, start: int, stop: int, tracker: _AbortedTracker) -> bool:
+    """One batch of _map_segments with the compiled map; True: stop (past ``stop``, or the map is full)."""
+    native = offset_map.native
+    if batch.last_offset < start:
+        tracker.is_aborted(batch)
+        return False
+    if batch.base_offset >= stop:
+        return True
+    if not batch.is_control and not tracker.is_aborted(batch):
+        status = -1
+        if isinstance(batch, RecordBatch):
+            status = native.add_batch(batch.payload(), batch.records_count, batch.base_offset, start)
+        if status == 1:
+            _check_progress(offset_map, start)
+            return True
+        if status < 0:
+            for offset, key, _ in _key_entries(batch):
+                if key is not None and offset >= start:
+                    if len(offset_map) >= offset_map.capacity:
+                        _check_progress(offset_map, start)
+                        return True
+                    native.put(key, offset)
+    elif batch.is_control:
+        tracker.is_aborted(batch)
+    offset_map.latest_offset = max(offset_map.latest_offset, batch.last_offset)
+    return False
 
 
 def _check_progress(offset_map: OffsetMap, start: int) -> None:
