@@ -176,6 +176,15 @@ def _unzstd(data: bytes) -> bytes:
     decompressor = getattr(_zstd, "decompressor", None)
     if decompressor is None:
         decompressor = _zstd.decompressor = zstandard.ZstdDecompressor()
+    # One frame and nothing after it (what producers write): a decompression object, a quarter cheaper than a
+    # stream reader on a small batch. Anything else (several frames, a truncated one): the stream reader.
+    inflater = decompressor.decompressobj()
+    try:
+        out = inflater.decompress(data)
+    except zstandard.ZstdError:
+        out = None
+    if out is not None and inflater.eof and not inflater.unused_data:
+        return out
     return decompressor.stream_reader(io.BytesIO(data), read_across_frames=True).read()
 
 
