@@ -181,6 +181,15 @@ def _unzstd(data: bytes) -> bytes:
         import zstandard
 
         decompressor = _zstd.decompressor = zstandard.ZstdDecompressor()
+    # One frame and nothing after it (what producers write): a decompression object, a quarter cheaper than a
+    # stream reader on a small batch. Anything else (several frames, a truncated one): the stream reader.
+    inflater = decompressor.decompressobj()
+    try:
+        out = inflater.decompress(data)
+    except zstandard.ZstdError:
+        out = None
+    if out is not None and inflater.eof and not inflater.unused_data:
+        return out
     return decompressor.stream_reader(io.BytesIO(data), read_across_frames=True).read()
 
 
@@ -226,6 +235,23 @@ def decompress(codec: Codec | int, data: bytes, *, magic: int = 2) -> bytes:
             raise
         raise CorruptRecordError(f"{Codec.from_id(int(codec)).label} payload does not decompress: {exc}") from None
     raise UnsupportedCodecError(f"Unknown compression type id: {int(codec)}")
+
+
+def decompress_v2(codec_id: int, data: bytes) -> bytes:
+    """``decompress(codec_id, data)`` of a v2 records area with a compressing codec (1-4), dispatched without
+    the enum (the cleaner's per-batch path); the same bytes and the same errors."""
+    try:
+        if codec_id == 1:
+            return _gunzip(data)
+        if codec_id == 4:
+            return _unzstd(data)
+        if codec_id == 3:
+            return lz4.frame.decompress(data)
+        if codec_id == 2:
+            return _snappy_decompress(data)
+    except (OSError, EOFError, zlib.error, RuntimeError, ValueError, zstandard.ZstdError, snappy.UncompressError):
+        pass
+    return decompress(codec_id, data, magic=2)  # what it raises (or an unknown codec id)
 
 
 # java.util.zip.Deflater.DEFAULT_COMPRESSION, what Kafka's GZIPOutputStream writes with (compression.gzip.level

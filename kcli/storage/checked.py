@@ -134,7 +134,7 @@ class CheckedBatchReader(FileBatchReader):
                 last = first + delta
                 with memoryview(chunk) as view:
                     valid = crc == crc32c(view[local + ATTRIBUTES_OFFSET: local + total])
-                if valid and 0 <= count <= delta + 1 and offset_problem(
+                if valid and 0 <= count <= delta + 1 and delta >= 0 and offset_problem(
                         first, last, base_offset=self.base_offset, previous_last=self.last_offset) is None:
                     self.last_offset = last
                     yield chunk, local, total, None

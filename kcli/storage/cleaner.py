@@ -35,16 +35,18 @@ from kcli.errors import InputError, KcliError
 from kcli.records import Record, RecordBatch
 from kcli.records.batch import (
     ATTR_CODEC_MASK,
+    ATTR_CONTROL,
     ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
     HEADER,
     MAGIC_V2,
     build_record_batch,
     retain_records,
 )
-from kcli.records.compression import KAFKA_GZIP_LEVEL, Codec, compress
+from kcli.records.compression import KAFKA_GZIP_LEVEL, Codec, compress, decompress_v2
 from kcli.records.crc import crc32c
-from kcli.records.layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, stamp_crc
+from kcli.records.layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD, stamp_crc
 from kcli.records.legacy import build_legacy_messages
 from kcli.records.record_set import Batch, make_batch
 from kcli.records.control import ControlRecordType, parse_control_type
@@ -362,12 +364,30 @@ def list_segments(directory: Path, state: ProducerStateManager | None = None, *,
     """The partition's segments (every batch header read); ``state`` is fed every batch on the way.
     ``checked``: through the checked reading path (a damaged batch raises CorruptBatchError)."""
     segments = []
+    unpack = HEADER.unpack_from
     for path in sorted(p for p in directory.iterdir() if classify(p) is FileKind.LOG):
         base = offset_from_filename(path.name)
         reader = CheckedBatchReader(path) if checked else FileBatchReader(path)
         next_offset, max_ts = base, -1
         batches, transactional = 0, False
-        for batch in reader:
+        # Checked: a plain valid v2 batch is checked straight from the window and comes without a Batch; its
+        # header fields are all the listing needs (a Batch is built only for a producer's batches and others).
+        spans = reader.checked_spans(batches=False) if checked else (
+            (chunk, local, total, None) for chunk, local, total in reader.spans())
+        for chunk, local, total, batch in spans:
+            if batch is None and total >= RECORD_BATCH_OVERHEAD and chunk[local + MAGIC_OFFSET] == MAGIC_V2:
+                first, _, _, _, _, attributes, delta, _, max_timestamp, pid, _, _, _ = unpack(chunk, local)
+                if pid >= 0 and state is not None:
+                    state.update(RecordBatch(bytes(chunk[local:local + total]), reader.window_position + local))
+                next_offset = first + delta + 1
+                if max_timestamp > max_ts:
+                    max_ts = max_timestamp
+                batches += 1
+                if attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
+                    transactional = True
+                continue
+            if batch is None:
+                batch = make_batch(bytes(chunk[local:local + total]), reader.window_position + local)
             if state is not None and isinstance(batch, RecordBatch):  # magic 0/1 messages have no producer
                 state.update(batch)
             next_offset = batch.last_offset + 1
@@ -601,6 +621,9 @@ def _map_segments(offset_map: OffsetMap, directory: Path, segments: list[Segment
     entries = offset_map.entries
     native = offset_map.native
     capacity = offset_map.capacity
+    if native is not None:
+        _map_segments_native(offset_map, directory, segments, start, stop, tracker)
+        return
     for segment in segments:
         for batch in _batches(directory, segment):
             if batch.last_offset < start:
@@ -630,6 +653,84 @@ def _map_segments(offset_map: OffsetMap, directory: Path, segments: list[Segment
                 tracker.is_aborted(batch)
             offset_map.latest_offset = max(offset_map.latest_offset, batch.last_offset)
         offset_map.latest_offset = max(offset_map.latest_offset, min(segment.next_offset, stop) - 1)
+
+
+def _map_segments_native(offset_map: OffsetMap, directory: Path, segments: list[Segment], start: int, stop: int,
+                         tracker: _AbortedTracker) -> None:
+    """_map_segments with the compiled map: plain v2 batches (neither control nor transactional) go from the
+    segment's window to ``add_batch`` without a Batch object (an uncompressed records area as a view of the
+    window); every other batch, and any the compiled map rejects, takes the general path of one batch."""
+    native = offset_map.native
+    unpack = HEADER.unpack_from
+    skip = ATTR_CONTROL | ATTR_TRANSACTIONAL
+    latest = offset_map.latest_offset
+    for segment in segments:
+        reader = FileBatchReader(segment_path(directory, segment.base_offset, LOG_SUFFIX))
+        window = view = None
+        for chunk, local, total in reader.spans():
+            if total >= RECORD_BATCH_OVERHEAD and chunk[local + MAGIC_OFFSET] == MAGIC_V2:
+                base, _, _, _, _, attributes, delta, _, _, _, _, _, count = unpack(chunk, local)
+                if not attributes & skip:
+                    if chunk is not window:  # a new window (bytes: the view stays valid while it is used)
+                        window, view = chunk, memoryview(chunk)
+                    # Not transactional: never aborted (the tracker catches up on its pending transactions at
+                    # the next transactional or control batch, in the same order).
+                    last = base + delta
+                    if last < start:
+                        continue
+                    if base >= stop:
+                        offset_map.latest_offset = latest
+                        return
+                    codec = attributes & ATTR_CODEC_MASK
+                    try:
+                        payload = (decompress_v2(codec, chunk[local + RECORD_BATCH_OVERHEAD:local + total]) if codec
+                                   else view[local + RECORD_BATCH_OVERHEAD:local + total])
+                    except KcliError:
+                        payload = None  # the general path raises it with the batch's position
+                    status = -1 if payload is None else native.add_batch(payload, count, base, start)
+                    if status == 0:
+                        if last > latest:
+                            latest = last
+                        continue
+                    if status == 1:
+                        offset_map.latest_offset = latest
+                        _check_progress(offset_map, start)
+                        return  # full: stop at the last fully mapped batch
+            batch = make_batch(bytes(chunk[local:local + total]), reader.window_position + local)
+            offset_map.latest_offset = latest
+            if _map_batch(offset_map, batch, start, stop, tracker):
+                return
+            latest = offset_map.latest_offset
+        latest = max(latest, min(segment.next_offset, stop) - 1)
+    offset_map.latest_offset = latest
+
+
+def _map_batch(offset_map: OffsetMap, batch: Batch, start: int, stop: int, tracker: _AbortedTracker) -> bool:
+    """One batch of _map_segments with the compiled map; True: stop (past ``stop``, or the map is full)."""
+    native = offset_map.native
+    if batch.last_offset < start:
+        tracker.is_aborted(batch)
+        return False
+    if batch.base_offset >= stop:
+        return True
+    if not batch.is_control and not tracker.is_aborted(batch):
+        status = -1
+        if isinstance(batch, RecordBatch):
+            status = native.add_batch(batch.payload(), batch.records_count, batch.base_offset, start)
+        if status == 1:
+            _check_progress(offset_map, start)
+            return True
+        if status < 0:
+            for offset, key, _ in _key_entries(batch):
+                if key is not None and offset >= start:
+                    if len(offset_map) >= offset_map.capacity:
+                        _check_progress(offset_map, start)
+                        return True
+                    native.put(key, offset)
+    elif batch.is_control:
+        tracker.is_aborted(batch)
+    offset_map.latest_offset = max(offset_map.latest_offset, batch.last_offset)
+    return False
 
 
 def _check_progress(offset_map: OffsetMap, start: int) -> None:
@@ -698,7 +799,9 @@ class _TxnMetadata:
         return False
 
 
-Sink = Callable[[bytes, AbortedTxn | None], None]
+# (output batch, txnindex entry) or, from the plain-batch path, (output batch, None, last offset, max timestamp):
+# the index entries then come from those without parsing the output batch again.
+Sink = Callable[..., None]
 
 
 def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, sink: Sink | None,
@@ -718,11 +821,69 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
         mapped, superseded, native = {}, offset_map.superseded, None
     if txns is None:
         txns = _txn_metadata(plan, group)
+    unpack = HEADER.unpack_from
+    plain_skip = ATTR_CONTROL | ATTR_TRANSACTIONAL
     for segment in group:
         # Magic 0/1 tombstones have no delete horizon of their own: Kafka keeps them while the segment was
         # modified after the last clean segment's mtime minus delete.retention.ms (Cleaner.cleanSegments).
         legacy_deletes_expired = (_mtime_ms(directory, segment) <= plan.legacy_delete_horizon_ms)
-        for batch in _batches(directory, segment):
+        reader = FileBatchReader(segment_path(directory, segment.base_offset, LOG_SUFFIX))
+        for chunk, local, total in reader.spans():
+            if native is not None and total >= RECORD_BATCH_OVERHEAD and chunk[local + MAGIC_OFFSET] == MAGIC_V2:
+                # A plain batch (v2, neither control nor transactional, no producer id: never the last batch of a
+                # producer) decided from its header fields and the compiled map, without a Batch object. The
+                # transaction state catches up at the next transactional or control batch, in the same order.
+                header = unpack(chunk, local)
+                attributes = header[5]
+                if not attributes & plain_skip and header[9] < 0:
+                    codec = attributes & ATTR_CODEC_MASK
+                    base, count, last = header[0], header[12], header[0] + header[6]
+                    try:
+                        payload = (decompress_v2(codec, chunk[local + RECORD_BATCH_OVERHEAD:local + total]) if codec
+                                   else chunk[local + RECORD_BATCH_OVERHEAD:local + total])
+                    except KcliError:
+                        payload = None  # the general path raises it with the batch's position
+                    batch_horizon = header[7] if attributes & ATTR_DELETE_HORIZON else None
+                    decided = None if payload is None else native.filter_batch(
+                        payload, count, base, latest, batch_horizon is not None and now >= batch_horizon)
+                    if decided is not None:
+                        mask, kept, keyless, dropped_tombstones, tombstones = decided
+                        stats.batches_before += 1
+                        stats.bytes_before += total
+                        stats.records_before += count
+                        stats.keyless_dropped += keyless
+                        stats.tombstones_dropped += dropped_tombstones
+                        stats.records_kept += kept
+                        stats.records_dropped += count - kept
+                        stats.tombstones_kept += tombstones
+                        needs_horizon = tombstones > 0 and batch_horizon is None and kept > 0
+                        if mask is None and not needs_horizon and count > 0:
+                            raw = chunk[local:local + total]
+                        elif kept:
+                            stats.horizons_set += needs_horizon
+                            keep_mask = b"\x01" * count if mask is None else mask
+                            new_horizon = horizon if needs_horizon else batch_horizon
+                            raw = _retain_fields(header, payload, keep_mask, kept, new_horizon)
+                            if raw is None:
+                                raw = retain_records(make_batch(chunk[local:local + total], reader.window_position + local),
+                                                     [i for i, m in enumerate(keep_mask) if m], payload=payload,
+                                                     delete_horizon_ms=new_horizon)
+                            stats.changed = True
+                        elif last + 1 == plan.end_offset:  # kept empty: the log's last offset survives
+                            if count == 0:
+                                raw = chunk[local:local + total]
+                            else:
+                                raw = _empty_batch(RecordBatch(chunk[local:local + total]))
+                                stats.changed = True
+                            stats.empty_batches_kept += 1
+                        else:
+                            continue
+                        stats.batches_after += 1
+                        stats.bytes_after += len(raw)
+                        if sink is not None:
+                            sink(raw, None, last, header[8])
+                        continue
+            batch = make_batch(bytes(chunk[local:local + total]), reader.window_position + local)
             legacy = None if isinstance(batch, RecordBatch) else batch.records()
             count = batch.records_count if legacy is None else len(legacy)
             stats.batches_before += 1
@@ -841,27 +1002,38 @@ def _zstd_compressor() -> Any:
 
 def _retain_native(batch: RecordBatch, payload: bytes, mask: bytes, kept: int, delete_horizon_ms: int | None) -> bytes:
     """``retain_records`` of the records ``mask`` keeps, the records area built in C: the same bytes."""
-    append_time = batch.max_timestamp if batch.attributes & ATTR_TIMESTAMP_TYPE else None
-    module = native_cleaner()
-    built = None if module is None else module.retain(payload, batch.records_count, mask, batch.base_timestamp,
-                                                      delete_horizon_ms, append_time)
-    if built is None:  # rejected: the pure path decides (or reports the batch's bad structure)
+    raw = _retain_fields(HEADER.unpack_from(batch.raw), payload, mask, kept, delete_horizon_ms)
+    if raw is None:  # rejected: the pure path decides (or reports the batch's bad structure)
         return retain_records(batch, [i for i, m in enumerate(mask) if m], payload=payload,
                               delete_horizon_ms=delete_horizon_ms)
+    return raw
+
+
+def _retain_fields(fields: tuple[Any, ...], payload: bytes, mask: bytes, kept: int,
+                   delete_horizon_ms: int | None) -> bytes | None:
+    """_retain_native of a batch given as its header's fields (``HEADER.unpack_from``); None: the compiled
+    records builder rejected the records area."""
+    (base_offset, _, leader_epoch, _, _, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+     producer_epoch, base_sequence, count) = fields
+    append_time = max_timestamp if attributes & ATTR_TIMESTAMP_TYPE else None
+    module = native_cleaner()
+    built = None if module is None else module.retain(payload, count, mask, base_timestamp, delete_horizon_ms,
+                                                      append_time)
+    if built is None:  # rejected: the caller's pure path decides (or reports the batch's bad structure)
+        return None
     records, new_base = built
-    codec = batch.attributes & ATTR_CODEC_MASK
+    codec = attributes & ATTR_CODEC_MASK
     if codec == Codec.ZSTD:
         records = _zstd_compressor().compress(records)
     elif codec:
-        records = compress(Codec(codec), records, magic=MAGIC_V2, gzip_level=KAFKA_GZIP_LEVEL)
-    attributes = batch.attributes & ~ATTR_DELETE_HORIZON
+        records = compress(codec, records, magic=MAGIC_V2, gzip_level=KAFKA_GZIP_LEVEL)
+    attributes &= ~ATTR_DELETE_HORIZON
     if delete_horizon_ms is not None:
         attributes |= ATTR_DELETE_HORIZON
     header = bytearray(HEADER.pack(
-        batch.base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records), batch.partition_leader_epoch,
-        MAGIC_V2, 0, attributes, batch.last_offset_delta, new_base, batch.max_timestamp, batch.producer_id,
-        batch.producer_epoch, batch.base_sequence, kept))
-    stamp_crc(header, 0, crc32c(bytes(header[ATTRIBUTES_OFFSET:]) + records))
+        base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records), leader_epoch, MAGIC_V2, 0, attributes,
+        last_offset_delta, new_base, max_timestamp, producer_id, producer_epoch, base_sequence, kept))
+    stamp_crc(header, 0, crc32c(records, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:])))
     return bytes(header) + records
 
 
@@ -1042,7 +1214,7 @@ def _segment_work_forked(index: int, k: int, write: bool) -> _Part:
     with open(path, "wb") as out:
         position = 0
 
-        def sink(raw: bytes, entry: AbortedTxn | None) -> None:
+        def sink(raw: bytes, entry: AbortedTxn | None, *_header: int) -> None:
             nonlocal position
             out.write(raw)
             if entry is not None:
@@ -1080,6 +1252,18 @@ def _discard_cleaned(directory: Path, base: int) -> None:
         part.unlink()
 
 
+_WRITE_BUFFER = 1 << 20  # batches are written through a 1 MiB buffer: one write call per MiB, not per batch
+
+
+class _Appended:
+    """What the index rules read of an appended batch (SegmentIndexer.append)."""
+
+    __slots__ = ("last_offset", "max_timestamp", "size")
+
+    def __init__(self, last_offset: int, max_timestamp: int, size: int) -> None:
+        self.last_offset, self.max_timestamp, self.size = last_offset, max_timestamp, size
+
+
 class _CleanedSegment:
     """``<base>.log.cleaned`` and its indexes being written; synced on a clean exit."""
 
@@ -1092,14 +1276,18 @@ class _CleanedSegment:
     def __enter__(self) -> _CleanedSegment:
         for suffix in _SEGMENT_SUFFIXES:
             segment_path(self.directory, self.base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
-        self.out = open(self.log_path, "wb")
+        self.out = open(self.log_path, "wb", buffering=_WRITE_BUFFER)
         self.indexes = SegmentIndexes.for_segment(self.directory, self.base, self.config, suffix=CLEANED_SUFFIX)
         return self
 
-    def append(self, raw: bytes, aborted: AbortedTxn | None) -> None:
+    def append(self, raw: bytes, aborted: AbortedTxn | None, last_offset: int | None = None,
+               max_timestamp: int = -1) -> None:
+        """Write ``raw``; ``last_offset`` and ``max_timestamp``, when given, are its header's (for the indexes)."""
         self.out.write(raw)
-        self.indexes.append(make_batch(raw, self.position), self.position, aborted)
-        self.position += len(raw)
+        position = self.position
+        self.indexes.append(make_batch(raw, position) if last_offset is None else
+                            _Appended(last_offset, max_timestamp, len(raw)), position, aborted)
+        self.position = position + len(raw)
 
     def __exit__(self, *exc: object) -> None:
         try:

@@ -59,3 +59,25 @@ def test_offset_for_timestamp_matches_brute_force(partition):
     assert reader.offset_for_timestamp(records[-1].timestamp + 10**9) is None
     best = max(records, key=lambda r: r.timestamp)
     assert reader.max_timestamp().timestamp == best.timestamp
+
+
+def test_checked_spans_refuse_a_negative_last_offset_delta_on_the_lean_path(tmp_path):
+    """An empty v2 batch whose lastOffsetDelta is -1 fails header_problem: checked from the window (batches=False,
+    the cleaner's listing) as when a Batch is built."""
+    from kcli.records import build_record_batch
+    from kcli.records.batch import HEADER
+    from kcli.records.crc import crc32c
+    from kcli.records.layout import ATTRIBUTES_OFFSET, stamp_crc
+    from kcli.storage.checked import CheckedBatchReader, CorruptBatchError
+
+    raw = bytearray(build_record_batch([], base_offset=0, max_timestamp=0, last_offset_delta=0))
+    fields = list(HEADER.unpack_from(raw))
+    fields[6] = -1  # lastOffsetDelta
+    HEADER.pack_into(raw, 0, *fields)
+    stamp_crc(raw, 0, crc32c(bytes(raw[ATTRIBUTES_OFFSET:])))
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(bytes(raw))
+    for batches in (True, False):
+        with pytest.raises(CorruptBatchError) as info:
+            list(CheckedBatchReader(path).checked_spans(batches=batches))
+        assert info.value.code == "bad_batch_header"
