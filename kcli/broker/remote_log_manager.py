@@ -112,6 +112,12 @@ class RemoteLogMetadataCache:
         with self.lock:
             return self.partitions.setdefault((topic, partition), PartitionRemoteState())
 
+    def view(self, topic: str, partition: int) -> PartitionRemoteState:
+        """The partition's state for reading: an empty one, not kept, when it has none (a fetch or a size query
+        racing a deletion must not bring a deleted partition's entry back)."""
+        with self.lock:
+            return self.partitions.get((topic, partition)) or PartitionRemoteState()
+
     def apply(self, record: RemoteLogMetadataRecord) -> None:
         d = record.data
         if record.type_id == 2:  # RemotePartitionDeleteMetadata: the partition's remote data is going
@@ -553,7 +559,7 @@ class RemoteLogManager:
         """A tiered partition's replica was deleted here (DeleteTopics, StopReplica with delete): its remote data
         goes too, as Kafka's RemoteLogManager.stopPartitions(deleteRemoteLog) does; every replica that knows
         segments deletes them (a second delete of an object is no error)."""
-        if not self.tiered(partition) or not self.cache.state(partition.topic, partition.index).segments:
+        if not self.tiered(partition) or not self.cache.view(partition.topic, partition.index).segments:
             return
         with self.cache.lock:
             self._deleting[(partition.topic, partition.index)] = dict(
@@ -592,7 +598,7 @@ class RemoteLogManager:
     def read(self, topic: str, index: int, offset: int, max_bytes: int, upper: int) -> bytes:
         """Kafka's RemoteLogReader: whole batches from the remote segment holding ``offset`` (at least one,
         at most ``max_bytes`` after it), none at or past ``upper``. Blocking: a worker thread's work."""
-        finished = self.cache.state(topic, index).finished()
+        finished = self.cache.view(topic, index).finished()
         starts = [s.start_offset for s in finished]
         i = bisect.bisect_right(starts, offset) - 1
         while 0 <= i < len(finished):
@@ -699,7 +705,7 @@ class RemoteLogManager:
         from kcli.records.types import TimestampType
         from kcli.storage.reader import TimestampMatch
 
-        for segment in self.cache.state(topic, index).finished():
+        for segment in self.cache.view(topic, index).finished():
             if segment.end_offset < log_start or segment.max_timestamp < timestamp:
                 continue
             relative = 0
@@ -739,7 +745,7 @@ class RemoteLogManager:
         from kcli.storage.index import ABORTED_TXN, AbortedTxn
 
         found: list[Any] = []
-        for segment in self.cache.state(topic, index).finished():
+        for segment in self.cache.view(topic, index).finished():
             if segment.end_offset < start or segment.txn_index_empty:
                 continue
             raw = self._offset_index(segment, "txnindex")
@@ -765,5 +771,5 @@ class RemoteLogManager:
 
     def sizes(self, topic: str, index: int) -> tuple[int, int]:
         """(remote segments, remote bytes) of a partition, finished copies only."""
-        finished = self.cache.state(topic, index).finished()
+        finished = self.cache.view(topic, index).finished()
         return len(finished), sum(s.size for s in finished)
