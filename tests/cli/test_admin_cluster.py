@@ -443,6 +443,13 @@ def test_configs_brokers(cluster):
     negative = kctl(cluster, "configs", "--alter", "--entity-type", "brokers", "--entity-name", "0",
                     "--add-config", "leader.replication.throttled.rate=-1", code=1).output
     assert "Value must be at least 0" in negative
-    assert "kctl quotas" in kctl(cluster, "configs", "--describe", "--entity-type", "users", code=2).output
+    # users and clients are kafka-configs' too (their quotas and SCRAM credentials), through this cluster's broker
+    assert kctl(cluster, "configs", "--alter", "--entity-type", "users", "--entity-name", "cfg-u", "--add-config",
+                "producer_byte_rate=1024").stdout == "Completed updating config for user cfg-u.\n"
+    assert "Quota configs for user-principal 'cfg-u' are producer_byte_rate=1024.0" in kctl(
+        cluster, "configs", "--describe", "--entity-type", "users", "--entity-name", "cfg-u").stdout
+    kctl(cluster, "configs", "--alter", "--entity-type", "users", "--entity-name", "cfg-u", "--delete-config",
+         "producer_byte_rate")
+    assert "broker loggers" in kctl(cluster, "configs", "--describe", "--entity-type", "broker-loggers", code=2).output
     assert "valid integer broker id" in kctl(cluster, "configs", "--describe", "--entity-type", "brokers",
                                              "--entity-name", "one", code=2).output
