@@ -134,3 +134,28 @@ def test_remote_sizes_in_log_dirs_topics_describe_and_metrics(tmp_path):
             await asyncio.to_thread(scenario)
 
     run(body(), timeout=90)
+
+
+def test_remote_sizes_on_a_cluster_without_tiered_storage(tmp_path):
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+
+    async def body():
+        async with running_broker(tmp_path / "logs", listeners=f"PLAINTEXT://{bootstrap}") as broker:
+            broker.server.admin.create_topic("plain", 1, 1)
+
+            def scenario():
+                result = CliRunner().invoke(app, ["log-dirs", "describe", "-b", bootstrap, "--topic-list", "plain",
+                                                  "--remote-sizes", "--json"])
+                assert result.exit_code == 0, result.output
+                [p] = json.loads(result.output)["brokers"][0]["logDirs"][0]["partitions"]
+                assert "remoteSize" not in p and "localLogStartOffset" not in p
+                result = CliRunner().invoke(app, ["topics", "describe", "-b", bootstrap, "plain", "--remote-sizes",
+                                                  "--json"])
+                assert result.exit_code == 0, result.output
+                [t] = json.loads(result.output)["topics"]
+                assert t["remote_storage"] is False and t["remote_size"] == 0
+
+            await asyncio.to_thread(scenario)
+
+    run(body(), timeout=60)
