@@ -410,10 +410,10 @@ def _remote_storage(remote: Any, replica_manager: Any):
         entry[0] += count
         entry[1] += size
     topics = sorted(per_topic.items())
-    for name, at, help_text in (("remotelogsizebytes", 1, "Bytes of the finished remote segments of the tiered "
-                                 "partitions led here (RemoteLogSizeBytes)"),
-                                ("remotelogmetadatacount", 0, "Finished remote segments of the tiered partitions "
-                                 "led here (RemoteLogMetadataCount)")):
+    for name, at, help_text in (("remotelogsizebytes", 1, ("Bytes of the finished remote segments of the tiered "
+                                                           "partitions led here (RemoteLogSizeBytes)")),
+                                ("remotelogmetadatacount", 0, ("Finished remote segments of the tiered partitions "
+                                                               "led here (RemoteLogMetadataCount)"))):
         samples: list[Any] = [({}, sum(v[at] for _, v in topics))]
         samples += [({"topic": t}, v[at]) for t, v in topics]
         yield f"kafka_server_brokertopicmetrics_{name}", "gauge", help_text, samples

@@ -16,8 +16,12 @@ from typing import Any
 
 from kcli.client.client import KafkaClient
 from kcli.errors import CorruptRecordError
-from kcli.records.remote_log_metadata import (REMOTE_LOG_METADATA_TOPIC, RemoteLogMetadataRecord,
-                                              RemoteLogSegmentState, decode_remote_log_metadata)
+from kcli.records.remote_log_metadata import (
+    REMOTE_LOG_METADATA_TOPIC,
+    RemoteLogMetadataRecord,
+    RemoteLogSegmentState,
+    decode_remote_log_metadata,
+)
 
 __all__ = ["RemotePartitionSize", "RemoteSizes", "read_remote_sizes", "remote_sizes_from_records"]
 

@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kcli.errors import KcliError
-from kcli.storage.checkpoint import read_partition_metadata
-from kcli.storage.remote import fsspec_filesystem
 from kcli.records.schema import kafka_uuid_to_string
 from kcli.spark.plan import Bounds, PartitionDir, SegmentSplit
+from kcli.storage.checkpoint import read_partition_metadata
+from kcli.storage.remote import fsspec_filesystem
 
 REMOTE_OPTION = "remotestorage"  # lower-cased, as ReadOptions.parse matches them
 REMOTE_OPTION_PREFIX = "remotestorage."

@@ -9,17 +9,24 @@ import json
 import time
 import uuid
 
-from typer.testing import CliRunner
-
 from broker_support import free_port
 from inprocess_broker import run, running_broker
+from typer.testing import CliRunner
+
 from kcli.broker.metrics import BrokerMetrics
-from kcli.broker.remote_log_manager import RemoteSegment, segment_metadata_record, segment_update_record
+from kcli.broker.remote_log_manager import (
+    RemoteSegment,
+    segment_metadata_record,
+    segment_update_record,
+)
 from kcli.cli.app import app
-from kcli.records.remote_log_metadata import RemoteLogSegmentState, decode_remote_log_metadata
-from kcli.storage.remote import RemoteSegmentRef
 from kcli.records import Record
 from kcli.records.batch import build_record_batch
+from kcli.records.remote_log_metadata import (
+    RemoteLogSegmentState,
+    decode_remote_log_metadata,
+)
+from kcli.storage.remote import RemoteSegmentRef
 
 S = RemoteLogSegmentState
 SEGMENT = 4096

@@ -8,8 +8,8 @@ import asyncio
 import time
 
 import pytest
-
 from inprocess_broker import run, running_broker
+
 from kcli.records import Record
 from kcli.records.batch import build_record_batch
 
