@@ -43,7 +43,9 @@ def tiered(tmp_path_factory):
                 await asyncio.sleep(0.02)
             return partition.log_end_offset, partition.log.local_log_start_offset
 
-    end, local_start = run(body(), timeout=60)
+    end, _ = run(body(), timeout=60)
+    # the local log start as the files left it (retention may have moved it until the broker stopped)
+    local_start = min(int(p.name.split(".")[0]) for p in (root / "logs" / "tiered-0").glob("*.log"))
     return root / "logs", store.as_uri(), end, local_start
 
 
