@@ -326,7 +326,8 @@ class BrokerMetrics:
 
     # -- state read at each scrape ---------------------------------------------------------------------
     def bind(self, *, served: dict[tuple[str, int], list[Any]] | None = None, replica_manager: Any = None,
-             controller: Any = None, standalone: bool = True, quotas: Any = None) -> None:
+             controller: Any = None, standalone: bool = True, quotas: Any = None,
+             remote_log_manager: Any = None) -> None:
         """Install the collectors that read the broker's state at each scrape: the socket edge's per-version
         request counts, the ReplicaManager's partitions, the controller and the connection counts."""
         if served is not None:
@@ -336,6 +337,8 @@ class BrokerMetrics:
         self.registry.collectors.append(lambda: _controller(controller, standalone))
         if quotas is not None:
             self.registry.collectors.append(lambda: _connections(quotas))
+        if remote_log_manager is not None and replica_manager is not None:
+            self.registry.collectors.append(lambda: _remote_storage(remote_log_manager, replica_manager))
 
     def render(self) -> str:
         return self.registry.render()
@@ -392,6 +395,33 @@ def _replicas(replica_manager: Any):
            "Partitions led here whose ISR is smaller than their replicas", [({}, under)])
     yield ("kafka_server_replicamanager_underminisrpartitioncount", "gauge",
            "Partitions led here whose ISR is below min.insync.replicas", [({}, under_min)])
+
+
+def _remote_storage(remote: Any, replica_manager: Any):
+    """Tiered storage (KIP-405), Kafka 3.7's RemoteStorageMetrics of BrokerTopicMetrics: RemoteLogSizeBytes and
+    RemoteLogMetadataCount per topic (the sum over the tiered partitions led here, from their finished copies in
+    the metadata) and for all topics, and the bytes and segments this broker copied (RemoteCopyBytesPerSec)."""
+    per_topic: dict[str, list[int]] = {}
+    for p in list(replica_manager.partitions.values()):
+        if not p.is_leader or not getattr(p.log, "remote_log_enabled", False):
+            continue
+        count, size = remote.sizes(p.topic, p.index)
+        entry = per_topic.setdefault(p.topic, [0, 0])
+        entry[0] += count
+        entry[1] += size
+    topics = sorted(per_topic.items())
+    for name, at, help_text in (("remotelogsizebytes", 1, ("Bytes of the finished remote segments of the tiered "
+                                                           "partitions led here (RemoteLogSizeBytes)")),
+                                ("remotelogmetadatacount", 0, ("Finished remote segments of the tiered partitions "
+                                                               "led here (RemoteLogMetadataCount)"))):
+        samples: list[Any] = [({}, sum(v[at] for _, v in topics))]
+        samples += [({"topic": t}, v[at]) for t, v in topics]
+        yield f"kafka_server_brokertopicmetrics_{name}", "gauge", help_text, samples
+    yield ("kafka_server_brokertopicmetrics_remotecopybytes_total", "counter",
+           "Segment bytes this broker copied to the remote store (RemoteCopyBytesPerSec)",
+           [({}, getattr(remote, "copied_bytes", 0))])
+    yield ("kctl_remote_log_copied_segments_total", "counter", "Segments this broker copied to the remote store",
+           [({}, getattr(remote, "copied_segments", 0))])
 
 
 def _controller(controller: Any, standalone: bool):

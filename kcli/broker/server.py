@@ -153,7 +153,7 @@ class KafkaServer:
         metrics = self.services.metrics
         metrics.bind(served=self.socket_server.served, replica_manager=self.replica_manager,
                      controller=self.services.controller, standalone=not self.config["zookeeper.connect"],
-                     quotas=self.socket_server.quotas)
+                     quotas=self.socket_server.quotas, remote_log_manager=self.remote_log_manager)
         self.metrics_endpoint = MetricsEndpoint(str(self.config["metrics.http.listener"]), metrics.render)
         await self.metrics_endpoint.start()
 

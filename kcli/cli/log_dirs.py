@@ -52,6 +52,9 @@ def describe_cmd(
         "--topic-list", show_default=False, help="Topics to report, comma-separated (default: every topic).")] = None,
     partitions: Annotated[bool, typer.Option("--partitions", help="One line per partition, not only per log "
                                              "dir.")] = False,
+    remote_sizes: Annotated[bool, typer.Option(
+        "--remote-sizes", help="Also each partition's remote size (tiered storage, read from "
+        "__remote_log_metadata) and local log start offset; implies --partitions.")] = False,
     as_json: JsonOpt = False,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker "
                                            "request.")] = 10.0,
@@ -62,7 +65,8 @@ def describe_cmd(
 
     topics = None if topic_list is None else [t.strip() for t in topic_list.split(",") if t.strip()]
     with kafka_client(bootstrap, timeout, "kctl-log-dirs") as client:
-        brokers = describe_log_dirs(client, brokers=_ids(broker_list), topics=topics)
+        brokers = describe_log_dirs(client, brokers=_ids(broker_list), topics=topics,
+                                    remote_sizes=remote_sizes)
     problems = any(b.error or any(d.error for d in b.log_dirs) for b in brokers)
     if as_json:
         write_json_line({"version": 1, "brokers": [b.to_json() for b in brokers]})
@@ -78,9 +82,13 @@ def describe_cmd(
                 status = f"\terror: {log_dir.error}" if log_dir.error else ""
                 typer.echo(f"broker {broker.broker}\t{log_dir.path}\t{len(log_dir.partitions)} partitions\t"
                            f"{_size(log_dir.size)}{space}{status}")
-                if partitions:
+                if partitions or remote_sizes:
                     for p in log_dir.partitions:
-                        typer.echo(f"\t{p.topic}-{p.partition}\tsize {p.size}\toffset lag {p.offset_lag}"
+                        remote = "" if p.remote_size is None else f"\tremote {p.remote_size} ({p.remote_segments} " \
+                            "segments)"
+                        if p.local_log_start_offset is not None:
+                            remote += f"\tlocal log start {p.local_log_start_offset}"
+                        typer.echo(f"\t{p.topic}-{p.partition}\tsize {p.size}\toffset lag {p.offset_lag}{remote}"
                                    + ("\tfuture" if p.is_future else ""))
     if problems:
         raise typer.Exit(ExitCode.PROBLEMS)

@@ -248,6 +248,9 @@ def describe_cmd(
                                                 "smaller than the topic's min.insync.replicas.")] = False,
     at_min_isr: Annotated[bool, typer.Option("--at-min-isr-partitions", help="Only partitions whose ISR equals the "
                                              "topic's min.insync.replicas.")] = False,
+    remote_sizes: Annotated[bool, typer.Option("--remote-sizes", help="Also whether each topic is tiered "
+                                               "(RemoteStorage) and its remote size per topic and partition, read "
+                                               "from __remote_log_metadata.")] = False,
     as_json: JsonOpt = False,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
@@ -256,9 +259,23 @@ def describe_cmd(
     from kcli.client.topics import describe_topics
 
     filtered = under_replicated or unavailable or under_min_isr or at_min_isr
+    sizes: Any = None
     with _client(bootstrap, timeout) as client:
         view = describe_topics(client, topic or None, configs=True, exclude_internal=exclude_internal)
+        if remote_sizes:
+            from kcli.client.remote_log import read_remote_sizes
+
+            sizes = read_remote_sizes(client, [n for n, t in view.topics.items() if not t.error])
     live = set(view.brokers)
+
+    def tiered(t: Any) -> bool:
+        return next((c.value for c in t.configs or () if c.name == "remote.storage.enable"), "false") == "true"
+
+    def remote_size(name: str, partition: int | None = None) -> int:
+        if partition is None:
+            return sizes.topic_size(name)
+        found = sizes.get(name, partition)
+        return found.size if found is not None else 0
 
     def min_isr(t: Any) -> int:
         value = next((c.value for c in t.configs or () if c.name == "min.insync.replicas"), None)
@@ -280,6 +297,13 @@ def describe_cmd(
             doc = t.to_json()
             if filtered:
                 doc["partitions"] = [p.to_json() for p in t.partitions if keep(t, p)]
+            if sizes is not None:
+                doc["remote_storage"] = tiered(t)
+                doc["remote_size"] = remote_size(name)
+                for p in doc["partitions"]:
+                    found = sizes.get(name, p["partition"])
+                    p["remote_size"] = found.size if found is not None else 0
+                    p["remote_segments"] = found.segments if found is not None else 0
             docs.append(doc)
         write_json_line({"cluster_id": view.cluster_id, "controller_id": view.controller_id,
                          "brokers": sorted(view.brokers), "topics": docs})
@@ -290,13 +314,17 @@ def describe_cmd(
                 continue
             if not filtered:
                 configs = ",".join(f"{k}={v}" for k, v in sorted(t.overrides().items()))
+                remote = ""
+                if sizes is not None:
+                    remote = f"\tRemoteStorage: {str(tiered(t)).lower()}\tRemoteSize: {remote_size(name)}"
                 typer.echo(f"Topic: {t.name}\tTopicId: {t.topic_id or '-'}\tPartitionCount: {len(t.partitions)}\t"
-                           f"ReplicationFactor: {t.replication_factor}\tConfigs: {configs}")
+                           f"ReplicationFactor: {t.replication_factor}\tConfigs: {configs}{remote}")
                 if t.config_error:
                     err_console.print(f"kctl: {t.name}: configs: {t.config_error}", markup=False)
             for p in t.partitions:
                 if not filtered or keep(t, p):
-                    typer.echo(_partition_line(t.name, p))
+                    extra = "" if sizes is None else f"\tRemoteSize: {remote_size(name, p.partition)}"
+                    typer.echo(_partition_line(t.name, p) + extra)
     for name in failed:
         t = view.topics.get(name)
         err_console.print(f"kctl: {name}: {t.error if t is not None else 'not in the MetadataResponse'}", markup=False)

@@ -7,7 +7,7 @@ keeps a broker it cannot reach as an error of that broker, not of the whole answ
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -15,6 +15,8 @@ from kio.schema.errors import ErrorCode
 from kcli.client.client import KafkaClient, KafkaClientError, _build, error_name
 from kcli.client.topics import request_module
 from kcli.protocol import ApiKey
+
+EARLIEST_LOCAL = -4  # ListOffsets' EARLIEST_LOCAL_TIMESTAMP (KIP-1005): the local log start offset
 
 
 @dataclass(frozen=True)
@@ -24,11 +26,23 @@ class LogDirPartition:
     size: int
     offset_lag: int
     is_future: bool
+    # tiered storage (KIP-405), with remote sizes asked: the partition's finished remote copies (from
+    # __remote_log_metadata) and its local log start offset (ListOffsets EARLIEST_LOCAL, KIP-1005); None: not asked
+    # or not known
+    remote_size: int | None = None
+    remote_segments: int | None = None
+    local_log_start_offset: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         # kafka-log-dirs' keys ("partition" is topic-partition, as Kafka's TopicPartition prints)
-        return {"partition": f"{self.topic}-{self.partition}", "size": self.size, "offsetLag": self.offset_lag,
-                "isFuture": self.is_future}
+        out: dict[str, Any] = {"partition": f"{self.topic}-{self.partition}", "size": self.size,
+                               "offsetLag": self.offset_lag, "isFuture": self.is_future}
+        if self.remote_size is not None:
+            out["remoteSize"] = self.remote_size
+            out["remoteSegments"] = self.remote_segments
+        if self.local_log_start_offset is not None:
+            out["localLogStartOffset"] = self.local_log_start_offset
+        return out
 
 
 @dataclass
@@ -66,8 +80,10 @@ class BrokerLogDirs:
 
 
 def describe_log_dirs(client: KafkaClient, *, brokers: Sequence[int] | None = None,
-                      topics: Sequence[str] | None = None) -> list[BrokerLogDirs]:
-    """Every (or each listed) broker's log dirs with the partitions in them (only ``topics``' when given)."""
+                      topics: Sequence[str] | None = None, remote_sizes: bool = False) -> list[BrokerLogDirs]:
+    """Every (or each listed) broker's log dirs with the partitions in them (only ``topics``' when given).
+    ``remote_sizes``: also each partition's remote size (tiered storage: a read of ``__remote_log_metadata``) and
+    its local log start offset (ListOffsets EARLIEST_LOCAL to its leader)."""
     known = client.metadata(list(topics) if topics is not None else [])
     wanted_topics: dict[str, list[int]] | None = None
     if topics is not None:
@@ -82,7 +98,41 @@ def describe_log_dirs(client: KafkaClient, *, brokers: Sequence[int] | None = No
             out.append(_describe_one(client, broker, wanted_topics))
         except KafkaClientError as exc:
             out.append(BrokerLogDirs(broker, exc.reason))
+    if remote_sizes:
+        add_remote_sizes(client, out)
     return out
+
+
+def add_remote_sizes(client: KafkaClient, brokers: list[BrokerLogDirs]) -> None:
+    """Fill in each partition's remote size and segment count (from ``__remote_log_metadata``: nothing when the
+    cluster has no tiered storage) and its local log start offset (where the leader answers EARLIEST_LOCAL, -4)."""
+    from kcli.client.offsets_time import offsets_for_time
+    from kcli.client.remote_log import read_remote_sizes
+
+    listed = sorted({(p.topic, p.partition) for b in brokers for d in b.log_dirs for p in d.partitions})
+    if not listed:
+        return
+    sizes = read_remote_sizes(client, {t for t, _ in listed})
+    local_start: dict[tuple[str, int], int] = {}
+    if sizes.available:
+        tiered = sorted({tp for tp in listed if tp in sizes.partitions})
+        if tiered:
+            try:
+                for o in offsets_for_time(client, tiered, EARLIEST_LOCAL):
+                    if o.error is None and o.offset >= 0:
+                        local_start[(o.topic, o.partition)] = o.offset
+            except KafkaClientError:
+                pass  # an older broker without KIP-1005: no local start offsets, the sizes still shown
+    for broker in brokers:
+        for log_dir in broker.log_dirs:
+            filled = []
+            for p in log_dir.partitions:
+                remote = sizes.get(p.topic, p.partition)
+                filled.append(replace(p, remote_size=remote.size if remote else 0,
+                                      remote_segments=remote.segments if remote else 0,
+                                      local_log_start_offset=local_start.get((p.topic, p.partition)))
+                              if sizes.available else p)
+            log_dir.partitions = filled
 
 
 def _describe_one(client: KafkaClient, broker: int, topics: dict[str, list[int]] | None) -> BrokerLogDirs:

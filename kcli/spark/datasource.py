@@ -94,7 +94,13 @@ class KafkaLogReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         min_partitions = self.opts.min_partitions or self.default_min_partitions
-        splits = plan(expand_paths(self.opts.paths), self.bounds, self.opts.max_bytes_per_partition, min_partitions)
+        dirs = expand_paths(self.opts.paths)
+        splits = plan(dirs, self.bounds, self.opts.max_bytes_per_partition, min_partitions)
+        if self.opts.remote_storage:  # tiered storage: the remote segments below each partition's local ones
+            from kcli.spark.remote import plan_remote
+
+            splits = plan_remote(dirs, self.bounds, self.opts.remote_storage,
+                                 self.opts.remote_storage_options) + splits
         return [SplitPartition(s) for s in splits]
 
     # -- reading (executor) ---------------------------------------------------------------------------

@@ -89,6 +89,9 @@ class ReadOptions:
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     min_partitions: int | None = None  # as Spark's Kafka source: cut splits smaller until there are this many
     trace_file: str | None = None
+    # tiered storage (KIP-405, kcli.spark.remote): the remote store's fsspec URL and storage options
+    remote_storage: str | None = None
+    remote_storage_options: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -100,6 +103,12 @@ class ReadOptions:
         mode = opts.get("mode", "FAILFAST").strip().upper()
         if mode not in ("FAILFAST", "PERMISSIVE"):
             raise OptionError(f"option mode: expected FAILFAST or PERMISSIVE, got {mode!r}")
+        remote = opts.get("remotestorage") or None
+        remote_settings = tuple(sorted((k[len("remotestorage."):], v) for k, v in opts.items()
+                                       if k.startswith("remotestorage.")))
+        if remote is not None and isolation == "read_committed":
+            raise OptionError("option remoteStorage: isolation read_committed is not supported with remote segments "
+                              "yet (their .txnindex objects are not read)")
         return cls(
             paths=paths,
             starting_offset=_int("startingOffset", opts["startingoffset"], 0) if "startingoffset" in opts else None,
@@ -113,6 +122,8 @@ class ReadOptions:
                                          opts.get("maxbytesperpartition", str(DEFAULT_MAX_BYTES_PER_PARTITION)), 1),
             min_partitions=_int("minPartitions", opts["minpartitions"], 1) if "minpartitions" in opts else None,
             trace_file=opts.get("tracefile") or os.environ.get(TRACE_ENV) or None,
+            remote_storage=remote,
+            remote_storage_options=remote_settings,
         )
 
 
@@ -303,6 +314,10 @@ class SegmentSplit:
     segment_bases: tuple[int, ...]  # of the whole partition, for the .txnindex walk of read_committed
     start: int
     end: int | None
+    # a remote segment (tiered storage): ``segment`` is the object's URL, fetched with these storage options, and
+    # offsets from ``below`` on are left to the local segments
+    remote_options: tuple[tuple[str, str], ...] | None = None
+    below: int | None = None
 
 
 def plan(dirs: Iterable[PartitionDir], bounds: Bounds, max_bytes: int,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from kcli.errors import CorruptRecordError, KcliError
@@ -125,9 +126,22 @@ class SplitReader:
     def __init__(self, split: SegmentSplit, opts: ReadOptions, bounds: Bounds) -> None:
         self.split = split
         self.opts = opts
+        if split.below is not None:  # a remote segment: the offsets from the local log start on are read there
+            bounds = replace(bounds, offset=bounds.offset.narrow(hi=split.below - 1))
         self.bounds = bounds
+        self.path = split.segment
 
     def chunks(self) -> Iterator[Chunk]:
+        if self.split.remote_options is not None:  # a remote segment (tiered storage): fetched to a temp file
+            from kcli.spark.remote import fetched_segment
+
+            with fetched_segment(self.split.segment, self.split.remote_options) as path:
+                self.path = path
+                yield from self._chunks()
+            return
+        yield from self._chunks()
+
+    def _chunks(self) -> Iterator[Chunk]:
         self.chunk = self._new_chunk()
         for _ in self._fill():
             yield self.chunk
@@ -149,7 +163,7 @@ class SplitReader:
         filter_offsets = not offsets.unbounded
         filter_timestamps = not timestamps.unbounded
         ts_low_ms = None if timestamps.low is None else timestamps.low // 1000
-        reader = FileBatchReader(split.segment, split.start, split.end)
+        reader = FileBatchReader(self.path, split.start, split.end)
         # The columnar fast path: v2 data batches, no per-record filter (record filters and control batches
         # take the Record path, as do batches the compiled reader rejects).
         fast = not (filter_offsets or filter_timestamps) and accel.available()
@@ -224,7 +238,7 @@ class SplitReader:
             yield from self._corrupt(exc, exc.position if exc.position is not None else reader.valid_bytes)
             return
         if reader.stop is not StopReason.END:
-            remaining = (split.end if split.end is not None else os.path.getsize(split.segment)) - reader.valid_bytes
+            remaining = (split.end if split.end is not None else os.path.getsize(self.path)) - reader.valid_bytes
             reason = (f"truncated batch: declares {reader.declared_size} bytes, only {remaining} remain"
                       if reader.stop is StopReason.PARTIAL_BATCH else
                       f"{remaining} bytes at the end are too short for a batch header")
