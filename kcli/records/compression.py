@@ -176,10 +176,10 @@ _zstd = threading.local()
 def _unzstd(data: bytes) -> bytes:
     # zstd-jni streams carry no content size: one-shot decompress() would refuse them. A decompressor is
     # reused per thread (creating one per batch cost ~30 % of small-batch decoding).
+    import zstandard  # imported once, on the first zstd payload; a dict lookup after that
+
     decompressor = getattr(_zstd, "decompressor", None)
     if decompressor is None:
-        import zstandard
-
         decompressor = _zstd.decompressor = zstandard.ZstdDecompressor()
     # One frame and nothing after it (what producers write): a decompression object, a quarter cheaper than a
     # stream reader on a small batch. Anything else (several frames, a truncated one): the stream reader.
@@ -246,10 +246,12 @@ def decompress_v2(codec_id: int, data: bytes) -> bytes:
         if codec_id == 4:
             return _unzstd(data)
         if codec_id == 3:
+            import lz4.frame
+
             return lz4.frame.decompress(data)
         if codec_id == 2:
             return _snappy_decompress(data)
-    except (OSError, EOFError, zlib.error, RuntimeError, ValueError, zstandard.ZstdError, snappy.UncompressError):
+    except _decode_errors():  # evaluated only when one is raised: the codecs already imported
         pass
     return decompress(codec_id, data, magic=2)  # what it raises (or an unknown codec id)
 
