@@ -191,6 +191,23 @@ def test_with_no_cache_slots_every_fetch_is_sessionless(tmp_path):
     run(main())
 
 
+def test_a_partition_error_stays_in_its_partition(tmp_path):
+    """A partition's error (here OFFSET_OUT_OF_RANGE, last in the answer) is that partition's: the response's own
+    error_code is the session's (NONE). A follower reads a top-level error as a failed fetch of every partition,
+    so OFFSET_MOVED_TO_TIERED_STORAGE there kept a replaced tiered follower out of the ISR."""
+    async def main() -> None:
+        async with running_broker(str(tmp_path / "logs"), Broker) as b:
+            for name in ("fine", "past-the-end"):
+                b.server.admin.create_topic(name, 1, 1)
+            await b.produce("fine", b"f0")
+            answer = await b.fetch(0, 0, {"fine": 0, "past-the-end": 5})
+            assert answer.error_code == ErrorCode.none
+            errors = {t.topic: p.error_code for t in answer.responses for p in t.partitions}
+            assert errors == {"fine": ErrorCode.none, "past-the-end": ErrorCode.offset_out_of_range}
+
+    run(main())
+
+
 # -- the replica fetcher's side ----------------------------------------------------------------------------
 class _Response:
     def __init__(self, session_id: int, error: Any = ErrorCode.none) -> None:

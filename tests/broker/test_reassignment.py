@@ -224,7 +224,9 @@ def test_list_while_in_progress_then_cancel(cluster):
         assert settled_at(cluster, topic, 0, [1, 2, 0])
         assert _list(controller) == {}
         after = cluster.state(topic, 0)
-        assert after["leader"] == before["leader"]
+        # cancelling keeps the leader; the preferred replica of the restored set ([1, 2, 0]: 1) may take over
+        # meanwhile through the auto leader rebalance: both are what Kafka does
+        assert after["leader"] in (before["leader"], 1), (before, after)
         wait_for(lambda: sorted(cluster.state(topic, 0)["isr"]) == [0, 1, 2], 60, "the original replicas in the ISR")
         assert _alter(controller, topic, {0: None}) == {0: 85}  # NO_REASSIGNMENT_IN_PROGRESS
     finally:

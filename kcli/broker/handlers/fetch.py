@@ -113,9 +113,9 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         if key not in by_topic:
             by_topic[key] = []
             order.append(key)
-        error = result.error
+        partition_error = result.error  # not `error`: that is the session's, the response's top-level code
         if info.topic_id in unknown_ids:
-            error = ErrorCode.unknown_topic_id
+            partition_error = ErrorCode.unknown_topic_id
         read = result.read
         aborted = None
         if read is not None and read.aborted is not None:
@@ -127,7 +127,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         # Records are never null: librdkafka cannot parse a null record set ("invalid MessageSetSize -1") and
         # would retry forever instead of applying auto.offset.reset; Kafka sends an empty one with errors.
         by_topic[key].append(build(
-            R, "PartitionData", partition_index=info.partition, error_code=error,
+            R, "PartitionData", partition_index=info.partition, error_code=partition_error,
             high_watermark=read.high_watermark if read else -1,
             last_stable_offset=read.last_stable_offset if read else -1,
             log_start_offset=read.log_start_offset if read else -1,
