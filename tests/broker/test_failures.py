@@ -238,7 +238,8 @@ def test_no_live_isr_member_goes_offline_unless_unclean_election_is_allowed(clus
         wait_for(lambda: all(cluster.state(t, 0)["isr"] == [1] for t in ("clean", "unclean")), SESSION_MS / 1000 + 15,
                  "the dead follower leaves the ISR")
         for name in ("clean", "unclean"):
-            assert produce(cluster, name, 10).count(None) == 10  # only broker 1 has these
+            outcomes = produce(cluster, name, 10)
+            assert outcomes.count(None) == 10, outcomes  # only broker 1 has these
         cluster.brokers[1].kill()
         wait_for(lambda: all(cluster.state(t, 0)["leader"] == -1 for t in ("clean", "unclean")),
                  SESSION_MS / 1000 + 15, "both partitions offline")
