@@ -71,6 +71,11 @@ class BrokerUnreachableError(KafkaClientError):
     """No connection to the broker, or it went away mid-request."""
 
 
+class UnknownNodeError(KafkaClientError):
+    """A node id (a partition's leader, say) that the cluster's metadata does not list: a stale leader of a broker
+    that just went away, which the next metadata refresh resolves (Kafka's clients: LEADER_NOT_AVAILABLE)."""
+
+
 class BrokerAuthenticationError(KafkaClientError):
     """The TLS handshake or the SASL exchange with a broker failed (a certificate not trusted, wrong credentials,
     a mechanism the listener does not enable)."""
@@ -345,7 +350,7 @@ class KafkaClient:
             self.metadata([])
         address = self._brokers.get(node_id)
         if address is None:
-            raise KafkaClientError(f"broker {node_id} is not in the cluster's metadata")
+            raise UnknownNodeError(f"broker {node_id} is not in the cluster's metadata")
         return self._connect(address)
 
     # -- Metadata ------------------------------------------------------------------------------------

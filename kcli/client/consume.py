@@ -21,7 +21,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kcli.client.client import (EARLIEST, LATEST, BrokerUnreachableError, KafkaClient, KafkaClientError,
-                                KafkaRequestError, _build)
+                                KafkaRequestError, UnknownNodeError, _build)
 from kcli.client.produce import versioned_module
 from kcli.errors import CorruptRecordError, UsageError
 from kcli.protocol.api import ApiKey
@@ -233,7 +233,8 @@ class Consumer:
             except KafkaClientError as exc:
                 refresh = True
                 for position in positions:
-                    self._failed(position, exc.describe(), retriable=isinstance(exc, BrokerUnreachableError))
+                    self._failed(position, exc.describe(),
+                                 retriable=isinstance(exc, (BrokerUnreachableError, UnknownNodeError)))
         if refresh:
             time.sleep(0.2)
             self._refresh()
