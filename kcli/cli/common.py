@@ -18,7 +18,7 @@ import typer
 from typer.core import TyperGroup
 
 from kcli.cli.errors import ExitCode, err_console, exit_code_for, fail, guard_group, guarded, report_exit_code
-from kcli.cli.lazy import LazyGroup, Mount, import_target
+from kcli.cli.lazy import LazyGroup, Mount
 from kcli.errors import KcliError
 
 __all__ = ["ExitCode", "err_console", "fail"]  # re-exported: commands import them from here
@@ -338,17 +338,15 @@ class KctlGroup(LazyGroup):
                 with_client_security(self.commands[name])
 
     def load_mount(self, mount: Mount) -> Any:
-        """The click command of a mount, as ``app.command(name)(guarded(f))`` or ``app.add_typer(guard_group(
-        sub), name=name)`` would have made it (typer converts the function's parameters here)."""
-        target = import_target(mount.target)
-        holder = typer.Typer(rich_markup_mode=getattr(self, "rich_markup_mode", None), pretty_exceptions_enable=False,
-                             add_completion=False)
-        if isinstance(target, typer.Typer):
-            holder.add_typer(guard_group(target), name=mount.name, rich_help_panel=mount.panel)
-        else:
-            holder.command(mount.name, rich_help_panel=mount.panel)(guarded(target))
-        command = typer.main.get_group(holder).commands[mount.name]
-        return with_client_security(command)
+        """The mount's click command, run under cli/errors.py's exit-status table, with the client security
+        options when it talks to a broker."""
+        return with_client_security(super().load_mount(mount))
+
+    def wrap_command(self, function: Any) -> Any:
+        return guarded(function)
+
+    def wrap_group(self, group: Any) -> Any:
+        return guard_group(group)
 
     def invoke(self, ctx: Any) -> Any:
         token = _CURRENT_META.set(ctx.meta)

@@ -91,8 +91,27 @@ class LazyGroup(TyperGroup):
         super().__init__(*args, **kwargs)
         self.commands = LazyCommands(self.mounts, self.load_mount, dict(self.commands))
 
-    def load_mount(self, mount: Mount) -> Any:  # pragma: no cover - subclasses say how
-        raise NotImplementedError
+    def load_mount(self, mount: Mount) -> Any:
+        """The click command of a mount, as ``app.command(name)(f)`` or ``app.add_typer(sub, name=name)`` would
+        have made it (typer converts the function's parameters here); ``wrap_command`` / ``wrap_group`` wrap
+        the target first."""
+        from typer import Typer
+        from typer.main import get_group
+
+        target = import_target(mount.target)
+        holder = Typer(rich_markup_mode=getattr(self, "rich_markup_mode", None), pretty_exceptions_enable=False,
+                             add_completion=False)
+        if isinstance(target, Typer):
+            holder.add_typer(self.wrap_group(target), name=mount.name, rich_help_panel=mount.panel)
+        else:
+            holder.command(mount.name, rich_help_panel=mount.panel)(self.wrap_command(target))
+        return get_group(holder).commands[mount.name]
+
+    def wrap_command(self, function: Any) -> Any:
+        return function
+
+    def wrap_group(self, group: Any) -> Any:
+        return group
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)  # TyperGroup's reads .items(), which would import every command
