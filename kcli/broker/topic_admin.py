@@ -375,8 +375,8 @@ class TopicAdmin:
         self._tasks.discard(task)
         exc = None if task.cancelled() else task.exception()
         if exc is not None:  # a refused request is the client's business; anything else is worth a line
-            log.log(logging.DEBUG if isinstance(exc, BrokerError) else logging.WARNING, "topic operation failed: %s",
-                    exc)
+            refused = isinstance(exc, BrokerError) or getattr(exc, "error_code", None) == "TOPIC_ALREADY_EXISTS"
+            log.log(logging.DEBUG if refused else logging.WARNING, "topic operation failed: %s", exc)
 
     async def drain(self) -> None:
         """Wait for the topic operations still in worker threads (before the logs are closed at shutdown)."""
@@ -449,13 +449,15 @@ class TopicAdmin:
             return TopicCreation(result, config, None, done=True)
         result = CreatedTopic(name, uuid.uuid4(), num_partitions, replication_factor, described)
         clean = config.overrides()
-        self._effective[name] = config
         if self.zk is not None:
-            self.overrides[name] = clean
+            # Nothing cached here: the replicas read the configs from /config/topics/<t> at LeaderAndIsr
+            # (prepare_replicas), as Kafka's LogManager does. A creation that fails (an auto-creation racing
+            # a CreateTopics of the same name) must not leave its configs, or none, behind for the real topic.
             zk = self.zk
             work = lambda: zk.create_topic(name, {p: list(r) for p, r in (assignments or {}).items()},  # noqa: E731
                                            result.topic_id, clean)
         else:
+            self._effective[name] = config
             persist = None
             if clean:
                 self.overrides[name] = clean
@@ -465,7 +467,7 @@ class TopicAdmin:
                 if persist is not None:
                     persist()
                 self.logs.create_topic(name, num_partitions, config, result.topic_id)
-        self._replication_throttles_changed(name)
+            self._replication_throttles_changed(name)
         self._busy[name] = "creating"
         return TopicCreation(result, config, work)
 
@@ -569,6 +571,8 @@ class TopicAdmin:
         for name in set(names):
             if name not in self.logs.topics:
                 self._effective.pop(name, None)
+                if self.zk is not None:  # a topic of the same name created later brings its own configs
+                    self.overrides.pop(name, None)
 
     def delete_topic(self, name: str) -> uuid.UUID:
         """DeleteTopics, inline (see delete_topic_async)."""

@@ -39,10 +39,16 @@ def test_leadership_moves_to_a_follower_that_serves_the_remote_part(zookeeper, t
         begun = time.monotonic()
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "batch.size": 4000,
                              "linger.ms": 1, "log_level": 0})
+        delivered: list = []
         for i in range(RECORDS):
-            producer.produce(topic, key=str(i).encode(), value=b"x" * 600, partition=0)
+            producer.produce(topic, key=str(i).encode(), value=b"x" * 600, partition=0,
+                             on_delivery=lambda err, msg: delivered.append(
+                                 (int(msg.key()), msg.offset()) if err is None else (int(msg.key()), err.name())))
             producer.poll(0)
         assert producer.flush(60) == 0
+        # every record acknowledged, at the offset of its key (a failed first batch would shift them all)
+        assert sorted(delivered) == [(i, i) for i in range(RECORDS)], (
+            [d for d in sorted(delivered) if d[0] != d[1]][:10], cluster.logs())
         leader_id = metadata(cluster, topic).topics[topic].partitions[0].leader
         leader, follower = cluster.brokers[leader_id], cluster.brokers[1 - leader_id]
         remote = lambda: [p for p in store.rglob("*.log") if p.parent.name.startswith(f"{topic}-0-")]  # noqa: E731
