@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcli.errors import CorruptRecordError
-from kcli.records.schema import MessageSchema, Reader, UnknownRecordTypeError, Writer, message, upper_snake_case
+from kcli.records.api_message_serde import FRAME_VERSION, read_framed, schemas_by_api_key, write_framed
+from kcli.records.schema import MessageSchema, UnknownRecordTypeError, message, upper_snake_case
 
 __all__ = [
     "CONTROL_SCHEMAS",
@@ -40,8 +41,6 @@ __all__ = [
     "record_type_id",
 ]
 
-FRAME_VERSION = 1  # AbstractApiMessageSerde.DEFAULT_FRAME_VERSION
-_SHORT_MAX = 0x7FFF
 
 # fmt: off
 _METADATA_SPECS: tuple[dict[str, Any], ...] = (
@@ -420,11 +419,7 @@ _METADATA_SPECS: tuple[dict[str, Any], ...] = (
 )
 
 # fmt: on
-METADATA_SCHEMAS: dict[int, MessageSchema] = {}
-for _spec in _METADATA_SPECS:
-    _schema = message(_spec)
-    assert _schema.api_key is not None
-    METADATA_SCHEMAS[_schema.api_key] = _schema
+METADATA_SCHEMAS: dict[int, MessageSchema] = schemas_by_api_key(_METADATA_SPECS)
 
 # MetadataRecordType enum constant names, e.g. 2 -> TOPIC_RECORD, 21 -> ZK_MIGRATION_STATE_RECORD.
 RECORD_TYPE_NAMES: dict[int, str] = {key: upper_snake_case(s.name) for key, s in METADATA_SCHEMAS.items()}
@@ -559,64 +554,21 @@ def record_type_id(name: str) -> int:
         raise KeyError(f"unknown metadata record type {name}") from None
 
 
-def _short_uvarint(r: Reader, entity: str) -> int:
-    start = r.pos
-    try:
-        value = r.uvarint(entity)
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(f"Error while reading {entity}", position=start) from exc
-    if value > _SHORT_MAX:
-        raise CorruptRecordError(f"Value for {entity} was too large.", position=start)
-    return value
-
-
 def decode_metadata_record(value: bytes | None) -> MetadataRecord:
     """Decode a metadata record value as ``MetadataRecordSerde.read`` does, with Kafka's error texts
     (the unknown-type text carries Java's exception class name, as the dump tool prints it)."""
-    if value is None:
-        raise CorruptRecordError("metadata record has no value")
-    r = Reader(value)
-    frame = _short_uvarint(r, "frame version")
-    if frame == 0:
-        raise CorruptRecordError(
-            "Could not deserialize metadata record with frame version 0. "
-            "Note that upgrades from the preview release of KRaft in 2.8 to newer versions are not supported.",
-            position=0,
-        )
-    if frame != FRAME_VERSION:
-        raise CorruptRecordError(
-            f"Could not deserialize metadata record due to unknown frame version {frame}"
-            f"(only frame version {FRAME_VERSION} is supported)",
-            position=0,
-        )
-    type_pos = r.pos
-    type_id = _short_uvarint(r, "type")
-    version = _short_uvarint(r, "version")
-    schema = METADATA_SCHEMAS.get(type_id)
-    if schema is None:
-        raise UnknownRecordTypeError(
-            f"org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {type_id}",
-            record_type=type_id,
-            position=type_pos,
-        )
-    try:
-        data = schema.read(r, version)
-    except CorruptRecordError as exc:
-        # Kafka's message stops here; the codec's reason stays on __cause__ and in the position.
-        raise CorruptRecordError(f"Failed to deserialize record with type {type_id}", position=exc.position) from exc
-    if r.remaining > 0:
-        raise CorruptRecordError(f"Found {r.remaining} byte(s) of garbage after {type_id}", position=r.pos)
+    type_id, version, data = read_framed(
+        value, METADATA_SCHEMAS, what="metadata record",
+        unknown_type="org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {type_id}",
+        frame_zero="Could not deserialize metadata record with frame version 0. "
+                   "Note that upgrades from the preview release of KRaft in 2.8 to newer versions are not supported.")
     return MetadataRecord(type_id, RECORD_TYPE_NAMES[type_id], version, data)
 
 
 def encode_metadata_record(type_id: int | str, version: int, data: Mapping[str, Any]) -> bytes:
     """Frame + struct, as ``MetadataRecordSerde.write``; ``type_id`` may be a name like TOPIC_RECORD."""
     key = record_type_id(type_id) if isinstance(type_id, str) else type_id
-    w = Writer()
-    w.uvarint(FRAME_VERSION)
-    w.uvarint(key)
-    w.uvarint(version)
-    return w.getvalue() + METADATA_SCHEMAS[key].encode(data, version)
+    return write_framed(METADATA_SCHEMAS, key, version, data)
 
 
 def decode_control_record(control_type: int, value: bytes | None) -> ControlRecord:

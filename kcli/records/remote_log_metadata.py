@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from kcli.errors import CorruptRecordError
-from kcli.records.schema import MessageSchema, Reader, UnknownRecordTypeError, Writer, kafka_uuid_to_string, message
+from kcli.records.api_message_serde import read_framed, schemas_by_api_key, write_framed
+from kcli.records.schema import MessageSchema, kafka_uuid_to_string
 
 __all__ = [
     "REMOTE_LOG_METADATA_SCHEMAS",
@@ -35,8 +35,6 @@ __all__ = [
 ]
 
 REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
-FRAME_VERSION = 1  # AbstractApiMessageSerde.DEFAULT_FRAME_VERSION
-_SHORT_MAX = 0x7FFF
 
 
 class RemoteLogSegmentState(IntEnum):
@@ -120,11 +118,7 @@ _SPECS: tuple[dict[str, Any], ...] = (
 )
 # fmt: on
 
-REMOTE_LOG_METADATA_SCHEMAS: dict[int, MessageSchema] = {}
-for _spec in _SPECS:
-    _schema = message(_spec)
-    assert _schema.api_key is not None
-    REMOTE_LOG_METADATA_SCHEMAS[_schema.api_key] = _schema
+REMOTE_LOG_METADATA_SCHEMAS: dict[int, MessageSchema] = schemas_by_api_key(_SPECS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,49 +175,16 @@ def _state_name(state: int) -> str:
         return str(state)
 
 
-def _short_uvarint(r: Reader, entity: str) -> int:
-    start = r.pos
-    try:
-        value = r.uvarint(entity)
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(f"Error while reading {entity}", position=start) from exc
-    if value > _SHORT_MAX:
-        raise CorruptRecordError(f"Value for {entity} was too large.", position=start)
-    return value
-
-
 def decode_remote_log_metadata(value: bytes | None) -> RemoteLogMetadataRecord:
     """A record value as ``RemoteLogMetadataSerde.deserialize`` reads it; CorruptRecordError with the byte
     position of what is wrong."""
-    if value is None:
-        raise CorruptRecordError("remote log metadata record has no value")
-    r = Reader(value)
-    frame = _short_uvarint(r, "frame version")
-    if frame != FRAME_VERSION:
-        raise CorruptRecordError(f"Could not deserialize metadata record due to unknown frame version {frame}"
-                                 f"(only frame version {FRAME_VERSION} is supported)", position=0)
-    type_pos = r.pos
-    type_id = _short_uvarint(r, "type")
-    version = _short_uvarint(r, "version")
-    schema = REMOTE_LOG_METADATA_SCHEMAS.get(type_id)
-    if schema is None:
-        raise UnknownRecordTypeError(f"Unknown remote log metadata record type {type_id}", record_type=type_id,
-                                     position=type_pos)
-    try:
-        data = schema.read(r, version)
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(f"Failed to deserialize record with type {type_id}", position=exc.position) from exc
-    if r.remaining > 0:
-        raise CorruptRecordError(f"Found {r.remaining} byte(s) of garbage after {type_id}", position=r.pos)
-    return RemoteLogMetadataRecord(type_id, schema.name, version, data)
+    type_id, version, data = read_framed(value, REMOTE_LOG_METADATA_SCHEMAS, what="remote log metadata record",
+                                         unknown_type="Unknown remote log metadata record type {type_id}")
+    return RemoteLogMetadataRecord(type_id, REMOTE_LOG_METADATA_SCHEMAS[type_id].name, version, data)
 
 
 def encode_remote_log_metadata(type_id: int, data: Mapping[str, Any], version: int = 0) -> bytes:
-    w = Writer()
-    w.uvarint(FRAME_VERSION)
-    w.uvarint(type_id)
-    w.uvarint(version)
-    return w.getvalue() + REMOTE_LOG_METADATA_SCHEMAS[type_id].encode(data, version)
+    return write_framed(REMOTE_LOG_METADATA_SCHEMAS, type_id, version, data)
 
 
 def _java_long_hash(value: int) -> int:
