@@ -13,35 +13,14 @@ from pathlib import Path
 
 from kcli.broker.replica_selector import parse_selector_class
 from kcli.broker.config_error import ConfigError
+from kcli.broker.config_values import INT32_MAX, LONG_MAX, bool_value, int_value, str_value
 from kcli.broker.kafka07_config import KAFKA07_KEYS
 from kcli.broker.security.authorizer import parse_authorizer_class, parse_super_users_config
 from kcli.storage.checkpoint import parse_java_properties
 
-INT32_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
+_bool, _int, _str = bool_value, int_value, str_value
 
 
-
-
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return value == "true"
-
-
-def _int(low: int, high: int = LONG_MAX) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text.strip())
-        if not low <= value <= high:
-            raise ValueError(f"must be between {low} and {high}")
-        return value
-
-    return parse
-
-
-def _str(text: str) -> str:
-    return text.strip()
 
 
 def _policy(text: str) -> str:

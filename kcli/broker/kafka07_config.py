@@ -10,23 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-INT32_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
+from kcli.broker.config_values import INT32_MAX, int_value, str_value
+
 _LISTENER = re.compile(r"^PLAINTEXT://\[?([0-9a-zA-Z\-%._:]*)\]?:([0-9]+)$", re.IGNORECASE)
-
-
-def _str(text: str) -> str:
-    return text.strip()
-
-
-def _int(low: int, high: int = LONG_MAX) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text.strip())
-        if not low <= value <= high:
-            raise ValueError(f"must be between {low} and {high}")
-        return value
-
-    return parse
+_int, _str = int_value, str_value
 
 
 def parse_listener(text: str) -> str:
