@@ -164,5 +164,13 @@ def error_code_for(exc: BaseException) -> ErrorCode:
     return ErrorCode.unknown_server_error
 
 
+def topic_exists(exc: BaseException) -> bool:
+    """A creation refused because the topic exists (the broker's TopicExistsError, or ZooKeeper's: another broker
+    created it first). Kafka lets it go: whoever created it, it is there."""
+    if isinstance(exc, BrokerError):
+        return exc.code == ErrorCode.topic_already_exists
+    return getattr(exc, "error_code", None) == "TOPIC_ALREADY_EXISTS"
+
+
 def error_message_for(exc: BaseException) -> str | None:
     return exc.reason if isinstance(exc, KcliError) else None

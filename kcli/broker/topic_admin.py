@@ -31,6 +31,7 @@ from kcli.broker.errors import (
     InvalidTopicError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
+    topic_exists,
 )
 from kcli.broker.admin_utils import BrokerMetadata, assign_replicas_to_brokers, create_new_partitions_assignment
 from kcli.broker.config import BrokerConfig
@@ -375,7 +376,7 @@ class TopicAdmin:
         self._tasks.discard(task)
         exc = None if task.cancelled() else task.exception()
         if exc is not None:  # a refused request is the client's business; anything else is worth a line
-            refused = isinstance(exc, BrokerError) or getattr(exc, "error_code", None) == "TOPIC_ALREADY_EXISTS"
+            refused = isinstance(exc, BrokerError) or topic_exists(exc)
             log.log(logging.DEBUG if refused else logging.WARNING, "topic operation failed: %s", exc)
 
     async def drain(self) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kcli.broker.errors import BrokerError
+from kcli.broker.errors import BrokerError, topic_exists
 from kcli.errors import KcliError
 from kcli.records import Record, build_record_batch
 from kcli.records.consumer_offsets import java_string_hashcode
@@ -400,7 +400,8 @@ class TransactionCoordinator:
         try:
             self.admin.create_topic(TRANSACTION_STATE_TOPIC, count, rf, configs=self.topic_configs(rf))
         except Exception as exc:  # another broker creates it, or too few brokers yet
-            log.warning("cannot create %s yet: %s", TRANSACTION_STATE_TOPIC, getattr(exc, "reason", exc))
+            if not topic_exists(exc):  # Kafka lets an existing one go: its leaders are coming
+                log.warning("cannot create %s yet: %s", TRANSACTION_STATE_TOPIC, getattr(exc, "reason", exc))
             return ErrorCode.coordinator_not_available
         if self.clustered:
             return ErrorCode.coordinator_not_available

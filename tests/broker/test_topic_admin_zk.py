@@ -60,3 +60,14 @@ def test_a_topic_created_again_gets_its_new_configs(admin):
     admin.zk.set_topic_config("again", {"min.insync.replicas": "3"})  # the new topic's configs
     second = uuid.uuid4()
     assert _replica(admin, "again", second).log.config.min_insync_replicas == 3
+
+
+def test_an_existing_topic_is_let_go_whoever_refused_it():
+    """The broker's and ZooKeeper's "already exists" both count (the internal topics' creators log nothing then),
+    other refusals do not."""
+    from kcli.broker.errors import InvalidTopicError, TopicExistsError as BrokerTopicExists, topic_exists
+
+    assert topic_exists(BrokerTopicExists("Topic 't' already exists."))
+    assert topic_exists(TopicExistsError("Topic 't' already exists."))
+    assert not topic_exists(InvalidTopicError("bad name"))
+    assert not topic_exists(ValueError("TOPIC_ALREADY_EXISTS"))

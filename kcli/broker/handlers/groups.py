@@ -15,7 +15,7 @@ from kcli.broker.group_coordinator import OFFSETS_TOPIC
 from kcli.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC
 from kcli.protocol.acl import AclOperation, ResourceType
 from kcli.records.consumer_offsets import partition_for_group
-from kcli.broker.errors import error_code_for
+from kcli.broker.errors import error_code_for, topic_exists
 from kcli.broker.handlers import authz
 from kcli.broker.handlers.common import (
     NOT_REQUESTED,
@@ -63,8 +63,9 @@ def _coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, int, str, in
                                         services.config["offsets.topic.replication.factor"],
                                         configs={"cleanup.policy": "compact"})
         except Exception as exc:  # already being created by another broker, or too few brokers yet
-            log.warning("cannot create %s yet: %s (offsets.topic.replication.factor is %d)", OFFSETS_TOPIC,
-                        getattr(exc, "reason", exc), services.config["offsets.topic.replication.factor"])
+            if not topic_exists(exc):  # Kafka lets an existing one go: its leaders are coming
+                log.warning("cannot create %s yet: %s (offsets.topic.replication.factor is %d)", OFFSETS_TOPIC,
+                            getattr(exc, "reason", exc), services.config["offsets.topic.replication.factor"])
         return ErrorCode.coordinator_not_available, -1, "", -1
     state = services.metadata.partition_state(OFFSETS_TOPIC, partition_for_group(key, count))
     endpoint = services.client_endpoint(state.leader, listener) if state is not None and state.leader >= 0 else None
