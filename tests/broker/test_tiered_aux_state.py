@@ -117,3 +117,65 @@ def test_missing_segment_or_object_is_a_clear_error(tiered):
     rsm.fs.pipe_file(rsm.key(refs[10], "leader_epoch_checkpoint"), b"0\n2\n0 0\n")
     with pytest.raises(Exception, match="leader_epoch_checkpoint"):
         fetch_remote_log_aux_state(cache, rsm, "t", 0, 1, 19)
+
+
+def test_the_fetcher_asks_the_epoch_before_the_local_start_retries_then_restores(tiered, tmp_path, caplog):
+    """The replica fetcher's TIERED step (Kafka's fetchOffsetAndBuildRemoteLogAuxState) against a fake leader:
+    ListOffsets says the local log starts at 30 in epoch 4 (3 wrote last before it), OffsetForLeaderEpoch(3)
+    that epoch 3 ends at 30, so the segment of epoch 3 holding 29 is used; while the metadata does not know it
+    the partition waits and retries (logged, the fetcher goes on), then starts at 30 with its state."""
+    import asyncio
+    import logging
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace as NS
+
+    from kcli.broker.log_manager import ManagedLog
+    from kcli.broker.replica_fetcher import FETCHING, TIERED, FetchSettings, PartitionFetchState, ReplicaFetcher
+    from kcli.storage.log_config import LogConfig
+
+    _, rsm, full_cache, refs = tiered
+    cache = RemoteLogMetadataCache()  # the follower's metadata: behind at first
+    managed = ManagedLog("t", 0, PartitionLog(tmp_path / "replaced" / "t-0",
+                                              config=LogConfig.from_props({"remote.storage.enable": "true"})))
+    partition = NS(topic="t", index=0, leader_epoch=5, leader_id=1, managed=managed, log=managed.log,
+                   log_end_offset=0)
+    partition.log_start_offset = 0
+    log_manager = NS(truncate_fully_and_start_at=lambda m, offset: m.log.truncate_fully_and_start_at(offset))
+    pool = ThreadPoolExecutor(1)
+    manager = NS(local_broker_id=2, settings=FetchSettings(backoff_ms=10), log_manager=log_manager,
+                 remote_log_manager=NS(cache=cache, rsm=rsm, reader_pool=pool), endpoint=lambda _: None)
+    fetcher = ReplicaFetcher(manager, 1)
+    asked = []
+
+    def answer(api_key, version, body, max_wait_ms):
+        if body.__class__.__name__ == "ListOffsetsRequest":
+            parts = [NS(partition_index=0, error_code=0, offset=30 if p.timestamp == -4 else 0,
+                        leader_epoch=4 if p.timestamp == -4 else 5) for p in body.topics[0].partitions]
+            return NS(topics=[NS(name="t", partitions=parts)])
+        asked.append(int(body.topics[0].partitions[0].leader_epoch))
+        return NS(topics=[NS(topic="t", partitions=[NS(partition=0, error_code=0, leader_epoch=3, end_offset=30)])])
+
+    async def roundtrip(*args):
+        return answer(*args)
+
+    fetcher._roundtrip = roundtrip
+    fetcher.partitions[("t", 0)] = partition
+    fetcher.states[("t", 0)] = PartitionFetchState(5, 0, state=TIERED)
+
+    async def step():
+        partition.log_end_offset = managed.log.log_end_offset
+        await fetcher._start_at_leader_local_start({("t", 0): partition})
+
+    with caplog.at_level(logging.WARNING, logger="kcli.broker.replica"):
+        asyncio.run(step())
+    assert fetcher.state(("t", 0)) == TIERED and ("t", 0) in fetcher.delayed_until  # retried later
+    assert "no finished remote segment holds offset 29 of leader epoch 3" in caplog.text
+    assert asked == [3] and managed.log.segments == [0]  # nothing touched before the remote state is in hand
+    cache.partitions = full_cache.partitions  # the metadata caught up
+    asyncio.run(step())
+    pool.shutdown()
+    assert fetcher.state(("t", 0)) == FETCHING
+    log = managed.log
+    assert log.log_end_offset == 30 and log.log_start_offset == 0
+    assert [(e.epoch, e.start_offset) for e in log.epochs] == [(0, 0), (1, 10), (3, 25)]
+    assert log.producers[PID].last_sequence == 29
