@@ -13,7 +13,9 @@ DELETE_SEGMENT_FINISHED) and moves the log start offset. Fetches below the local
 segment holding the offset (Kafka's RemoteLogReader), starting at its offset index's position.
 
 Followers do not copy; a new leader reads the partition's records back from its replica of the metadata
-topic and resumes after the highest finished segment. The metadata records are appended through the
+topic and resumes after the highest finished segment. A follower whose log ends below its leader's local log
+start (a replaced broker) starts after the remote segment holding the offset before it, with that segment's
+leader-epoch checkpoint and producer snapshot (``fetch_remote_log_aux_state``, Kafka's buildRemoteLogAuxState). The metadata records are appended through the
 ReplicaManager, so the metadata partition must be led by this broker (always true standalone); in a cluster
 a partition whose metadata partition is led elsewhere is not tiered by this broker (kept local, and said
 once in the log).
@@ -53,10 +55,16 @@ from kcli.records.layout import (
     read_last_offset_delta,
     read_log_overhead,
 )
+from kcli.storage.checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from kcli.storage.files import PRODUCER_SNAPSHOT_SUFFIX, segment_path
 from kcli.storage.index import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 from kcli.storage.producer_state import AppendOrigin
-from kcli.storage.remote import FsspecRemoteStorageManager, RemoteSegmentRef
+from kcli.storage.remote import (
+    FsspecRemoteStorageManager,
+    RemoteSegmentRef,
+    RemoteStorageError,
+)
+from kcli.storage.snapshot import ProducerStateEntry, decode_producer_snapshot
 
 log = logging.getLogger("kcli.broker")
 
@@ -145,6 +153,67 @@ class RemoteLogMetadataCache:
             if segment.state is S.DELETE_SEGMENT_FINISHED:
                 del state.segments[sid["id"]]
 
+    def segment_for_epoch(self, topic: str, partition: int, epoch: int, offset: int) -> RemoteSegment | None:
+        """The finished segment holding ``offset`` written in leader ``epoch`` (Kafka's
+        RemoteLogMetadataCache.remoteLogSegmentMetadata(leaderEpoch, offset)): of the segments with that epoch,
+        the one where it starts last at or below the offset, if the offset is within the epoch's range there
+        (up to the next epoch's start, or the segment's end)."""
+        floor: tuple[int, int, RemoteSegment] | None = None  # (the epoch's start in it, its end in it, segment)
+        for segment in self.view(topic, partition).finished():
+            epochs = sorted(segment.leader_epochs, key=lambda e: e[1])
+            for i, (e, start) in enumerate(epochs):
+                if e == epoch and start <= offset and (floor is None or start >= floor[0]):
+                    end = epochs[i + 1][1] - 1 if i + 1 < len(epochs) else segment.end_offset
+                    floor = (start, end, segment)
+        return floor[2] if floor is not None and offset <= floor[1] else None
+
+
+@dataclass(frozen=True)
+class RemoteLogAuxState:
+    """What a follower starting at its leader's local log start restores from the remote segment before it
+    (Kafka's buildRemoteLogAuxState): where its log starts (the segment's end + 1), the leader epochs up to
+    there and the producer state there (None: the segment has no producer snapshot)."""
+
+    segment: RemoteSegment
+    next_offset: int
+    epochs: list[EpochEntry]
+    producers: list[ProducerStateEntry] | None
+
+
+class RemoteAuxStateUnavailable(KcliError):
+    """No finished remote segment holds the offset before the leader's local log start for its epoch (yet):
+    the follower's metadata is behind, or the segment was deleted. The fetcher retries (Kafka's
+    RemoteStorageException there)."""
+
+
+def fetch_remote_log_aux_state(cache: RemoteLogMetadataCache, rsm: FsspecRemoteStorageManager, topic: str,
+                               partition: int, epoch: int, offset: int) -> RemoteLogAuxState:
+    """The remote segment of leader ``epoch`` holding ``offset`` (the leader's local log start - 1) and its
+    LEADER_EPOCH checkpoint and PRODUCER_SNAPSHOT (RemoteStorageManager.fetchIndex). Blocking: a worker
+    thread's. RemoteAuxStateUnavailable without such a segment; RemoteResourceNotFoundError (with the object's
+    key) when the store lost an object; RemoteStorageError when it cannot be read or parsed."""
+    segment = cache.segment_for_epoch(topic, partition, epoch, offset)
+    if segment is None:
+        raise RemoteAuxStateUnavailable(
+            f"{topic}-{partition}: no finished remote segment holds offset {offset} of leader epoch {epoch} in "
+            f"this broker's remote log metadata ({REMOTE_LOG_METADATA_TOPIC} behind, or the segment deleted)")
+    next_offset = segment.end_offset + 1
+    epochs_key = rsm.display_key(segment.ref, "leader_epoch_checkpoint")
+    raw = rsm.fetch_index(segment.ref, "leader_epoch_checkpoint")
+    try:
+        epochs = LeaderEpochCheckpointFile(epochs_key).parse(raw)
+    except KcliError as exc:
+        raise RemoteStorageError(f"{epochs_key}: {exc}", path=epochs_key) from exc
+    snapshot_key = rsm.display_key(segment.ref, "snapshot")
+    raw = rsm.fetch_index(segment.ref, "snapshot")
+    producers: list[ProducerStateEntry] | None = None
+    if raw:  # an empty object: the segment was copied without a snapshot (none existed at its end)
+        snapshot = decode_producer_snapshot(raw, offset=next_offset, path=snapshot_key)
+        if snapshot.problems:
+            raise RemoteStorageError(f"{snapshot_key}: {snapshot.problems[0]}", path=snapshot_key)
+        producers = list(snapshot.entries)
+    return RemoteLogAuxState(segment, next_offset, epochs, producers)
+
 
 def segment_metadata_record(segment: RemoteSegment, *, txn_index_empty: bool | None = None) -> bytes:
     """RemoteLogSegmentMetadataRecord (apiKey 0) for a segment whose copy starts."""
@@ -173,6 +242,20 @@ def segment_update_record(ref: RemoteSegmentRef, state: RemoteLogSegmentState, b
 def _epoch_checkpoint(epochs: list[tuple[int, int]]) -> bytes:
     """A leader-epoch-checkpoint file's text (version 0), what Kafka uploads as the LEADER_EPOCH index."""
     return ("0\n%d\n" % len(epochs) + "".join(f"{e} {o}\n" for e, o in epochs)).encode()
+
+
+def segment_files(directory: Any, segment: Any, next_offset: int, epochs: list[Any]) -> dict[str, Any]:
+    """What is uploaded of a local segment ending before ``next_offset``, by kind: its files, the producer
+    snapshot at its end and, as the LEADER_EPOCH index, the whole leader-epoch cache up to its end, as Kafka
+    uploads it (getLeaderEpochEntries(log, -1, nextSegmentBaseOffset)): what a follower starting after this
+    segment restores (buildRemoteLogAuxState)."""
+    txn = segment.txn_index_path
+    snapshot = segment_path(directory, next_offset, PRODUCER_SNAPSHOT_SUFFIX)
+    return {"log": segment.log_path, "index": segment.index_path, "timeindex": segment.time_index_path,
+            "txnindex": txn if txn.exists() else None,
+            "snapshot": snapshot if snapshot.exists() else None,
+            "leader_epoch_checkpoint": _epoch_checkpoint([(e.epoch, e.start_offset) for e in epochs
+                                                          if e.start_offset < next_offset])}
 
 
 def _segment_epochs(entries: list[Any], start: int, end: int) -> list[tuple[int, int]]:
@@ -476,11 +559,7 @@ class RemoteLogManager:
         self._copying.add(ref.segment_id)
         try:
             await self._publish(partition, segment_metadata_record(remote))
-            snapshot = segment_path(log_.directory, following.base_offset, PRODUCER_SNAPSHOT_SUFFIX)
-            files = {"log": segment.log_path, "index": segment.index_path, "timeindex": segment.time_index_path,
-                     "txnindex": txn if txn.exists() else None,
-                     "snapshot": snapshot if snapshot.exists() else None,
-                     "leader_epoch_checkpoint": _epoch_checkpoint(remote.leader_epochs)}
+            files = segment_files(log_.directory, segment, following.base_offset, epochs)
             await self._in_copier(self.rsm.copy_log_segment_data, ref, files)
             await self._publish(partition, segment_update_record(ref, S.COPY_SEGMENT_FINISHED, self.broker_id,
                                                                  int(time.time() * 1000)))

@@ -366,10 +366,11 @@ class ReplicaFetcher:
         return await self._roundtrip(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, body, 0)
 
     async def _start_at_leader_local_start(self, partitions: dict[tuple[str, int], Partition]) -> None:
-        """Kafka's fetchOffsetAndBuildRemoteLogAuxState, in part: the leader's earliest-local offset (ListOffsets
-        -4, KIP-1005) and log start (-2); the log starts over empty at the first and reports the second as its
-        log start, the part between being in the remote store. (Kafka also restores the leader epochs and the
-        producer snapshot of the remote segment below the local start; this replica's epochs start there.)"""
+        """Kafka's fetchOffsetAndBuildRemoteLogAuxState: the leader's earliest-local offset and its epoch
+        (ListOffsets -4, KIP-1005) and its log start (-2); a replica whose log ends below the first rebuilds
+        its state from the remote segment before it (``_build_remote_log_aux_state``) and fetches on from
+        there. A remote segment or object not found (yet) is logged and tried again after
+        replica.fetch.backoff.ms, the partition staying in this state, as Kafka's follower retries."""
         topics: dict[str, list[Any]] = {}
         for (topic, index), partition in partitions.items():
             for timestamp in (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP):
@@ -380,6 +381,7 @@ class ReplicaFetcher:
             replica_id=i32(self.manager.local_broker_id), isolation_level=i8(0),
             topics=tuple(offsets_request.ListOffsetsTopic(name=name, partitions=tuple(parts))
                          for name, parts in topics.items()))
+        requested = {tp: p.leader_epoch for tp, p in partitions.items()}
         response = await self._roundtrip(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, 0)
         answers: dict[tuple[str, int], list[Any]] = {}
         for topic in response.topics:
@@ -390,16 +392,76 @@ class ReplicaFetcher:
             if len(found) != 2 or any(p.error_code != ErrorCode.none for p in found):
                 self._delay(tp)
                 continue
-            local_start, log_start = int(found[0].offset), int(found[1].offset)
+            if not self._still_tiered(tp, partition, requested[tp]):
+                continue
+            local_start, local_epoch, log_start = int(found[0].offset), int(found[0].leader_epoch), int(found[1].offset)
             if partition.log_end_offset < local_start:
-                self.manager.log_manager.truncate_fully_and_start_at(partition.managed, local_start)
-                with partition.managed.lock:
-                    partition.log.log_start_offset = min(log_start, local_start)
-                log.info("%s-%d: leader %d's log below %d is in the remote store: this replica starts there",
-                         tp[0], tp[1], partition.leader_id, local_start)
+                try:
+                    built = await self._build_remote_log_aux_state(tp, partition, local_start, local_epoch, log_start)
+                except (_ConnectFailed, TimeoutError, ConnectionError):
+                    raise  # the connection's trouble: the loop reconnects
+                except Exception as exc:
+                    log.warning("%s: %s-%d: cannot build the replica's state before leader %d's local log start %d "
+                                "from the remote store: %s; retrying in %d ms", self.name, tp[0], tp[1],
+                                self.leader_id, local_start, exc, self.manager.settings.backoff_ms)
+                    self._delay(tp)
+                    continue
+                if not built:
+                    continue
             fetch_state = self.states.get(tp)
             if fetch_state is not None:
                 fetch_state.state = FETCHING
+
+    def _still_tiered(self, tp: tuple[str, int], partition: Partition, leader_epoch: int) -> bool:
+        """The partition is still fetched here, at the leader epoch asked at, and waits for its remote state."""
+        fetch_state = self.states.get(tp)
+        return (self.partitions.get(tp) is partition and fetch_state is not None and fetch_state.state == TIERED
+                and fetch_state.current_leader_epoch == leader_epoch == partition.leader_epoch)
+
+    async def _build_remote_log_aux_state(self, tp: tuple[str, int], partition: Partition, local_start: int,
+                                          local_epoch: int, log_start: int) -> bool:
+        """Kafka's ReplicaFetcherTierStateMachine.buildRemoteLogAuxState (3.6+): the epoch of the offset before
+        the leader's local log start (the leader's epoch there, or the one before it when OffsetForLeaderEpoch
+        says that one ends past the offset: epochs that wrote nothing leave gaps), the remote segment of that
+        epoch holding it, and from the store its leader-epoch checkpoint and producer snapshot; then the log
+        starts over empty after that segment, the leader epochs up to there and the producer state there
+        restored (the snapshot written as ``<start>.snapshot``). False when the partition moved on meanwhile."""
+        from kcli.broker.remote_log_manager import fetch_remote_log_aux_state
+
+        remote = self.manager.remote_log_manager
+        if remote is None or not partition.log.config.remote_storage_enable:
+            raise RuntimeError("tiered storage is not enabled here (remote.log.storage.system.enable and the "
+                               "topic's remote.storage.enable): the remote part cannot be skipped")
+        asked_at = partition.leader_epoch
+        previous = local_start - 1
+        target_epoch = local_epoch
+        if local_epoch > 0:
+            response = await self._offsets_for_leader_epoch({tp: (asked_at, local_epoch - 1)})
+            answer = next((p for t in response.topics if t.topic == tp[0] for p in t.partitions
+                           if int(p.partition) == tp[1]), None)
+            if answer is None:
+                raise RuntimeError(f"no OffsetForLeaderEpoch answer for epoch {local_epoch - 1}")
+            if answer.error_code != ErrorCode.none:
+                raise RuntimeError(f"OffsetForLeaderEpoch for epoch {local_epoch - 1}: "
+                                   f"{ErrorCode(answer.error_code).name}")
+            if int(answer.end_offset) > previous:  # the earlier epoch (or the one below a gap) holds the offset
+                target_epoch = int(answer.leader_epoch)
+        aux = await asyncio.get_running_loop().run_in_executor(
+            remote.reader_pool, fetch_remote_log_aux_state, remote.cache, remote.rsm, tp[0], tp[1], target_epoch,
+            previous)
+        if not self._still_tiered(tp, partition, asked_at):
+            return False
+        managed = partition.managed
+        self.manager.log_manager.truncate_fully_and_start_at(managed, aux.next_offset)
+        with managed.lock:
+            partition.log.log_start_offset = min(log_start, aux.next_offset)
+            partition.log.restore_aux_state(aux.epochs, aux.producers)
+            producers = len(partition.log.producers)
+        log.info("%s-%d: leader %d's log below %d is in the remote store: this replica starts there, with the leader "
+                 "epochs (%d) and producer state (%d producers) of remote segment %d..%d (%s)", tp[0], tp[1],
+                 partition.leader_id, aux.next_offset, len(aux.epochs), producers, aux.segment.start_offset,
+                 aux.segment.end_offset, remote.rsm.display_key(aux.segment.ref, "log"))
+        return True
 
     # -- Fetching -------------------------------------------------------------------------------------
     async def _fetch(self, ready: dict[tuple[str, int], Partition]) -> Any:
@@ -501,6 +563,10 @@ class ReplicaFetcherManager:
         # (Partition) -> None: the follower's high watermark rose (consumers' fetches parked here, KIP-392)
         self.on_high_watermark = on_high_watermark
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        # tiered storage (KIP-405): kcli.broker.remote_log_manager.RemoteLogManager, set by the server when
+        # remote.log.storage.system.enable; a replica starting at its leader's local log start restores its state
+        # from the remote store through it
+        self.remote_log_manager: Any = None
 
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
         return self._endpoints(broker_id)

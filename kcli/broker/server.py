@@ -81,6 +81,8 @@ class KafkaServer:
                 endpoint=self.services.endpoint if config["zookeeper.connect"] else None,
                 security=getattr(self.services, "inter_broker_security", None))
             self.replica_manager.remote_log_manager = self.remote_log_manager
+            if self.replica_manager.fetchers is not None:  # a follower's remote state (buildRemoteLogAuxState)
+                self.replica_manager.fetchers.remote_log_manager = self.remote_log_manager
 
     @property
     def bound(self) -> list[tuple[str, int]]:

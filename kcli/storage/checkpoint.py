@@ -120,7 +120,11 @@ class CheckpointFile(ABC, Generic[T]):
     def encode_entry(self, entry: T) -> str: ...
 
     def read(self) -> list[T]:
-        data = _read_bytes(self.path)
+        return self.parse(_read_bytes(self.path))
+
+    def parse(self, data: bytes) -> list[T]:
+        """The entries of a checkpoint's bytes read elsewhere (a remote store's copy: ``path`` then names it in
+        errors)."""
         lines = _java_lines(data)
         if not lines:
             return []

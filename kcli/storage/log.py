@@ -52,7 +52,7 @@ from kcli.storage.log_config import (
 from kcli.storage.producer_state import ProducerEntry, ProducerStateManager, track_batch
 from kcli.storage.reader import PartitionReader
 from kcli.storage.segment import FetchSlice, LogSegment, SegmentIndexer, SegmentIndexes
-from kcli.storage.snapshot import write_producer_snapshot
+from kcli.storage.snapshot import ProducerStateEntry, write_producer_snapshot
 from kcli.storage.validator import ValidationResult
 
 __all__ = [
@@ -483,6 +483,24 @@ class PartitionLog:
         self.producer_state = load_producer_state(self.directory, self.segments, offset)
         self.leader_epochs.clear()
         return renamed
+
+    def restore_aux_state(self, epochs: list[EpochEntry], producers: list[ProducerStateEntry] | None) -> None:
+        """The state a log started empty (``truncate_fully_and_start_at``) needs from before its start, taken
+        from the remote segment ending there (Kafka's ReplicaFetcherTierStateMachine.buildRemoteLogAuxState,
+        KIP-405): ``epochs`` (that segment's leader-epoch checkpoint) become the leader-epoch cache, entries at
+        or past the start left out; ``producers`` (its producer snapshot) are written as ``<start>.snapshot``
+        and the producer state loaded from it. None: no snapshot, the producer state stays empty."""
+        start = self.log_end_offset
+        if len(self.log_segments) != 1 or self.segment.base_offset != start:
+            raise KcliError(f"{self.directory.name}: the remote state before offset {start} goes into an empty "
+                            "log only")
+        self.leader_epochs.clear()
+        for entry in epochs:
+            if entry.start_offset < start:
+                self.leader_epochs.assign(entry.epoch, entry.start_offset)
+        if producers is not None:
+            write_producer_snapshot(segment_path(self.directory, start, PRODUCER_SNAPSHOT_SUFFIX), producers)
+        self.producer_state = load_producer_state(self.directory, self.segments, start)
 
     def write_producer_snapshot(self, offset: int) -> None:
         write_producer_snapshot(segment_path(self.directory, offset, PRODUCER_SNAPSHOT_SUFFIX), self.producer_state.entries())

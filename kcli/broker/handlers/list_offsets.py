@@ -62,6 +62,13 @@ async def list_offsets(ctx: RequestContext, req: Any) -> Any:
                     if match is not None:
                         values.update(offset=match.offset, timestamp=match.timestamp)
                 values["leader_epoch"] = partition.leader_epoch
+                if lp.timestamp == EARLIEST_LOCAL_TIMESTAMP and values["offset"] >= 0:
+                    # KIP-1005: the epoch of the local log start's batch (a follower starting there restores the
+                    # remote state before it from the segment of that epoch, buildRemoteLogAuxState)
+                    with partition.managed.lock:
+                        epoch = partition.log.leader_epochs.epoch_for_offset(values["offset"])
+                    if epoch is not None:
+                        values["leader_epoch"] = epoch
                 if lp.timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                     values["timestamp"] = -1
                 error = ErrorCode.none
