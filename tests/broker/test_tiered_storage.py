@@ -263,8 +263,11 @@ def test_a_copy_killed_midway_leaves_no_half_segment(tmp_path):
             partition = server.replica_manager.get_partition("crash", 0)
             rlm = server.remote_log_manager
             await wait_for(lambda: partition.log.local_log_start_offset > 0, what="copies after the restart")
-            assert not (store / half.partition_dir / f"{half.stem}.index").exists()  # the half upload is gone
-            assert half.segment_id not in rlm.cache.state("crash", 0).segments
+            # the half upload is gone: its cleanup runs beside the copies, in no set order with them
+            await wait_for(lambda: not (store / half.partition_dir / f"{half.stem}.index").exists(),
+                           what="the half upload deleted")
+            await wait_for(lambda: half.segment_id not in rlm.cache.state("crash", 0).segments,
+                           what="DELETE_SEGMENT_FINISHED of the half upload")
             assert await consume_all(server, "crash", 0, partition.log_end_offset) == list(range(80))
 
     half = run(crash(), timeout=60)

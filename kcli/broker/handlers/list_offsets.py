@@ -69,6 +69,13 @@ async def list_offsets(ctx: RequestContext, req: Any) -> Any:
                         epoch = partition.log.leader_epochs.epoch_for_offset(values["offset"])
                     if epoch is not None:
                         values["leader_epoch"] = epoch
+                elif lp.timestamp == EARLIEST_TIMESTAMP and values["offset"] >= 0:
+                    # UnifiedLog.fetchOffsetByTimestamp: the first cached epoch if it covers the log start
+                    # (it may not, after a message format bump), else none
+                    with partition.managed.lock:
+                        first = partition.log.leader_epochs.earliest_entry
+                    values["leader_epoch"] = first.epoch if first is not None and \
+                        first.start_offset <= values["offset"] else -1
                 if lp.timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                     values["timestamp"] = -1
                 error = ErrorCode.none
