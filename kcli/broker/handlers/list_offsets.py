@@ -71,11 +71,12 @@ async def list_offsets(ctx: RequestContext, req: Any) -> Any:
                         values["leader_epoch"] = epoch
                 elif lp.timestamp == EARLIEST_TIMESTAMP and values["offset"] >= 0:
                     # UnifiedLog.fetchOffsetByTimestamp: the first cached epoch if it covers the log start
-                    # (it may not, after a message format bump), else none
+                    # (it may not, after a message format bump), else none. An empty cache (a standalone
+                    # partition never written) is the current epoch, which Kafka's makeLeader would have cached.
                     with partition.managed.lock:
                         first = partition.log.leader_epochs.earliest_entry
-                    values["leader_epoch"] = first.epoch if first is not None and \
-                        first.start_offset <= values["offset"] else -1
+                    if first is not None:
+                        values["leader_epoch"] = first.epoch if first.start_offset <= values["offset"] else -1
                 if lp.timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                     values["timestamp"] = -1
                 error = ErrorCode.none
