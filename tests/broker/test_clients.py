@@ -362,16 +362,26 @@ def test_serves_sample_logs_and_read_committed_hides_aborted(make_broker, tmp_pa
     b = make_broker(log_dir=log_dir)
 
     def values(topic: str, isolation: str) -> list[bytes]:
+        from confluent_kafka import KafkaError
+
+        # read to the end of the partition (librdkafka's EOF event at the last stable offset for read_committed),
+        # however long a loaded machine takes to get there
         consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"rc-{isolation}",
-                             "isolation.level": isolation, "enable.auto.commit": False})
+                             "isolation.level": isolation, "enable.auto.commit": False,
+                             "enable.partition.eof": True})
         consumer.assign([TopicPartition(topic, 0, 0)])
         got = []
-        while True:
-            msg = consumer.poll(3)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1)
             if msg is None:
+                continue
+            if msg.error() is not None and msg.error().code() == KafkaError._PARTITION_EOF:
                 break
             assert msg.error() is None, msg.error()
             got.append(msg.value())
+        else:
+            raise AssertionError(f"{topic} not read to its end ({isolation}) in 60 s: {got}")
         consumer.close()
         return got
 

@@ -114,7 +114,11 @@ def test_inter_broker_connections_reauthenticate_before_their_sessions_expire(cl
     assert _full_isrs(cluster, "secured-reauth", 1)
     logs = "\n".join(broker.log() for broker in cluster.brokers)
     expired = [line for line in logs.splitlines() if "expired" in line and f"User:{BROKER_USER}" in line]
-    assert not expired, expired
+    # Without re-authentication every inter-broker connection (fetchers, controller senders: about eight) would
+    # expire every REAUTH_MS, a score of lines here. With it, a session still expires when a request sent before
+    # the client's deadline (a second early) is read more than a second later: a broker starved of CPU (a loaded
+    # machine). Kafka closes those too; rare, never every session.
+    assert len(expired) <= 2, expired
 
 
 def test_kctl_commands_with_command_config(cluster, security):
