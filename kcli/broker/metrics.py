@@ -400,7 +400,8 @@ def _replicas(replica_manager: Any):
 def _remote_storage(remote: Any, replica_manager: Any):
     """Tiered storage (KIP-405), Kafka 3.7's RemoteStorageMetrics of BrokerTopicMetrics: RemoteLogSizeBytes and
     RemoteLogMetadataCount per topic (the sum over the tiered partitions led here, from their finished copies in
-    the metadata) and for all topics, and the bytes and segments this broker copied (RemoteCopyBytesPerSec)."""
+    the metadata) and for all topics; the copy and delete lags (KIP-963); the copy, fetch, delete and aux-state
+    meters with their errors (RemoteStorageStats)."""
     per_topic: dict[str, list[int]] = {}
     for p in list(replica_manager.partitions.values()):
         if not p.is_leader or not getattr(p.log, "remote_log_enabled", False):
@@ -417,11 +418,64 @@ def _remote_storage(remote: Any, replica_manager: Any):
         samples: list[Any] = [({}, sum(v[at] for _, v in topics))]
         samples += [({"topic": t}, v[at]) for t, v in topics]
         yield f"kafka_server_brokertopicmetrics_{name}", "gauge", help_text, samples
-    yield ("kafka_server_brokertopicmetrics_remotecopybytes_total", "counter",
-           "Segment bytes this broker copied to the remote store (RemoteCopyBytesPerSec)",
-           [({}, getattr(remote, "copied_bytes", 0))])
+    # KIP-963's lags: the rolled segments not yet copied (up to the last stable offset, as the copier takes them)
+    # and what the running expiry pass still has to delete
+    lags: dict[str, list[int]] = {}
+    for p in list(replica_manager.partitions.values()):
+        if not p.is_leader or not getattr(p.log, "remote_log_enabled", False):
+            continue
+        with p.managed.lock:
+            highest = p.log.highest_offset_in_remote_storage
+            stable = p.last_stable_offset
+            segments = list(p.log.log_segments)
+            pending = [seg.size for seg, nxt in zip(segments, segments[1:])
+                       if nxt.base_offset - 1 > highest and nxt.base_offset <= stable]
+        entry = lags.setdefault(p.topic, [0, 0, 0, 0])
+        entry[0] += len(pending)
+        entry[1] += sum(pending)
+    for (topic, _), (count, size) in list(remote.stats.delete_lag.items()):
+        entry = lags.setdefault(topic, [0, 0, 0, 0])
+        entry[2] += count
+        entry[3] += size
+    for name, at, help_text in (("remotecopylagsegments", 0, "Rolled segments of tiered partitions led here not "
+                                                             "yet copied (RemoteCopyLagSegments)"),
+                                ("remotecopylagbytes", 1, "Bytes of those segments (RemoteCopyLagBytes)"),
+                                ("remotedeletelagsegments", 2, "Remote segments the running expiry pass has still "
+                                                               "to delete (RemoteDeleteLagSegments)"),
+                                ("remotedeletelagbytes", 3, "Bytes of those segments (RemoteDeleteLagBytes)")):
+        samples = [({}, sum(v[at] for v in lags.values()))]
+        samples += [({"topic": t}, v[at]) for t, v in sorted(lags.items())]
+        yield f"kafka_server_brokertopicmetrics_{name}", "gauge", help_text, samples
+    counters = remote.stats.snapshot()
+    # every topic with any remote activity gets all the meters (Kafka makes a topic's meters together)
+    active = sorted({t for per_topic in counters.values() for t in per_topic})
+    for key, name, help_text in _REMOTE_COUNTERS:
+        per_topic = counters.get(key, {})
+        samples = [({}, sum(per_topic.values()))] + [({"topic": t}, per_topic.get(t, 0)) for t in active]
+        yield f"kafka_server_brokertopicmetrics_{name}_total", "counter", help_text, samples
     yield ("kctl_remote_log_copied_segments_total", "counter", "Segments this broker copied to the remote store",
            [({}, getattr(remote, "copied_segments", 0))])
+
+
+# kcli.broker.remote_log_manager.RemoteStorageStats' counters, named as the JMX exporter's common rules name Kafka
+# 3.7's RemoteStorageMetrics meters (kafka.server:type=BrokerTopicMetrics,name=<Name>PerSec[,topic=T] Count)
+_REMOTE_COUNTERS = (
+    ("remote_copy_bytes", "remotecopybytes", "Segment bytes copied to the remote store (RemoteCopyBytesPerSec)"),
+    ("remote_copy_requests", "remotecopyrequests", "Segment copies started (RemoteCopyRequestsPerSec)"),
+    ("remote_copy_errors", "remotecopyerrors", "Segment copies failed (RemoteCopyErrorsPerSec)"),
+    ("remote_fetch_bytes", "remotefetchbytes", "Bytes read from the remote store for fetches "
+                                               "(RemoteFetchBytesPerSec)"),
+    ("remote_fetch_requests", "remotefetchrequests", "Fetches served from the remote store "
+                                                     "(RemoteFetchRequestsPerSec)"),
+    ("remote_fetch_errors", "remotefetcherrors", "Remote fetches failed (RemoteFetchErrorsPerSec)"),
+    ("remote_delete_requests", "remotedeleterequests", "Remote segment deletions (RemoteDeleteRequestsPerSec)"),
+    ("remote_delete_errors", "remotedeleteerrors", "Remote segment deletions failed (RemoteDeleteErrorsPerSec)"),
+    ("build_remote_log_aux_state_requests", "buildremotelogauxstaterequests",
+     "Followers' restores of leader epochs and producer state from the store "
+     "(BuildRemoteLogAuxStateRequestsPerSec)"),
+    ("build_remote_log_aux_state_errors", "buildremotelogauxstateerrors",
+     "Those restores failed (BuildRemoteLogAuxStateErrorsPerSec)"),
+)
 
 
 def _controller(controller: Any, standalone: bool):

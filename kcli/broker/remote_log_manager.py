@@ -286,6 +286,31 @@ def index_position(index: bytes, relative_offset: int) -> int:
     return position
 
 
+class RemoteStorageStats:
+    """Kafka 3.7's RemoteStorageMetrics of BrokerTopicMetrics, per topic: counters of copies, fetches, deletes and
+    follower aux-state builds (each with its errors) and the bytes copied and fetched, and the delete lag of the
+    expiry pass that runs. Counted here, exported by kcli.broker.metrics (the copy lag is computed there, from
+    the logs)."""
+
+    COUNTERS = ("remote_copy_bytes", "remote_copy_requests", "remote_copy_errors", "remote_fetch_bytes",
+                "remote_fetch_requests", "remote_fetch_errors", "remote_delete_requests", "remote_delete_errors",
+                "build_remote_log_aux_state_requests", "build_remote_log_aux_state_errors")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # the reader and copier pools count from their threads
+        self.counters: dict[str, dict[str, int]] = {name: {} for name in self.COUNTERS}
+        self.delete_lag: dict[tuple[str, int], tuple[int, int]] = {}  # partition -> (segments, bytes) to delete
+
+    def count(self, name: str, topic: str, amount: int = 1) -> None:
+        with self._lock:
+            per_topic = self.counters[name]
+            per_topic[topic] = per_topic.get(topic, 0) + amount
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {name: dict(v) for name, v in self.counters.items()}
+
+
 class RemoteLogManager:
     def __init__(self, config: Any, rsm: FsspecRemoteStorageManager, replica_manager: Any, admin: Any,
                  broker_id: int, *, endpoint: Any = None, security: Any = None) -> None:
@@ -311,6 +336,7 @@ class RemoteLogManager:
         self._chunks: OrderedDict[tuple[uuid.UUID, int], bytes] = OrderedDict()
         self.copied_segments = 0
         self.copied_bytes = 0
+        self.stats = RemoteStorageStats()
         # Kafka's remote.log.reader.threads and remote.log.manager.thread.pool.size: reads and copies in pools of
         # their own, so a consumer's remote read never queues behind flushes or uploads
         self.reader_pool = ThreadPoolExecutor(int(config["remote.log.reader.threads"]),
@@ -323,8 +349,17 @@ class RemoteLogManager:
         self.copier_pool.shutdown(wait=False, cancel_futures=True)
 
     async def read_async(self, topic: str, index: int, offset: int, max_bytes: int, upper: int) -> bytes:
-        return await asyncio.get_running_loop().run_in_executor(self.reader_pool, self.read, topic, index, offset,
-                                                                max_bytes, upper)
+        self.stats.count("remote_fetch_requests", topic)
+        try:
+            found = await asyncio.get_running_loop().run_in_executor(self.reader_pool, self.read, topic, index,
+                                                                     offset, max_bytes, upper)
+        except OffsetOutOfRangeError:
+            raise  # the client's offset, not a failed read
+        except Exception:
+            self.stats.count("remote_fetch_errors", topic)
+            raise
+        self.stats.count("remote_fetch_bytes", topic, len(found))
+        return found
 
     async def _in_copier(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.copier_pool, fn, *args)
@@ -557,14 +592,21 @@ class RemoteLogManager:
                                S.COPY_SEGMENT_STARTED, self.broker_id, now,
                                txn_index_empty=not txn.exists() or txn.stat().st_size == 0)
         self._copying.add(ref.segment_id)
+        self.stats.count("remote_copy_requests", partition.topic)
         try:
             await self._publish(partition, segment_metadata_record(remote))
             files = segment_files(log_.directory, segment, following.base_offset, epochs)
             await self._in_copier(self.rsm.copy_log_segment_data, ref, files)
             await self._publish(partition, segment_update_record(ref, S.COPY_SEGMENT_FINISHED, self.broker_id,
                                                                  int(time.time() * 1000)))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.stats.count("remote_copy_errors", partition.topic)
+            raise
         finally:
             self._copying.discard(ref.segment_id)
+        self.stats.count("remote_copy_bytes", partition.topic, remote.size)
         with partition.managed.lock:
             log_.highest_offset_in_remote_storage = max(log_.highest_offset_in_remote_storage, end)
         self.copied_segments += 1
@@ -600,6 +642,7 @@ class RemoteLogManager:
         remaining = -1
         if config.retention_bytes >= 0:
             remaining = sum(s.size for s in finished) + local_only - config.retention_bytes
+        expired: list[tuple[RemoteSegment, str]] = []
         for segment in finished:
             if segment.end_offset < log_start:
                 reason = "log start"
@@ -610,9 +653,28 @@ class RemoteLogManager:
             else:
                 break
             remaining -= segment.size
+            expired.append((segment, reason))
+        # RemoteDeleteLagSegments/Bytes (KIP-963): what this pass still has to delete, down to none
+        # (a failed delete leaves its lag standing until a pass gets through)
+        segments, size = len(expired), sum(s.size for s, _ in expired)
+        for segment, reason in expired:
+            self.stats.delete_lag[key] = (segments, size)
             await self._delete_segment(partition, segment, reason, move_start=True)
+            segments, size = segments - 1, size - segment.size
+        self.stats.delete_lag.pop(key, None)
 
     async def _delete_segment(self, partition: Any, segment: RemoteSegment, reason: str, *, move_start: bool) -> None:
+        self.stats.count("remote_delete_requests", partition.topic)
+        try:
+            await self._delete_segment_once(partition, segment, reason, move_start=move_start)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.stats.count("remote_delete_errors", partition.topic)
+            raise
+
+    async def _delete_segment_once(self, partition: Any, segment: RemoteSegment, reason: str, *,
+                                   move_start: bool) -> None:
         ref = segment.ref
         if segment.state is not S.DELETE_SEGMENT_STARTED:
             await self._publish(partition, segment_update_record(ref, S.DELETE_SEGMENT_STARTED, self.broker_id,

@@ -446,9 +446,14 @@ class ReplicaFetcher:
                                    f"{ErrorCode(answer.error_code).name}")
             if int(answer.end_offset) > previous:  # the earlier epoch (or the one below a gap) holds the offset
                 target_epoch = int(answer.leader_epoch)
-        aux = await asyncio.get_running_loop().run_in_executor(
-            remote.reader_pool, fetch_remote_log_aux_state, remote.cache, remote.rsm, tp[0], tp[1], target_epoch,
-            previous)
+        remote.stats.count("build_remote_log_aux_state_requests", tp[0])
+        try:
+            aux = await asyncio.get_running_loop().run_in_executor(
+                remote.reader_pool, fetch_remote_log_aux_state, remote.cache, remote.rsm, tp[0], tp[1], target_epoch,
+                previous)
+        except Exception:
+            remote.stats.count("build_remote_log_aux_state_errors", tp[0])
+            raise
         if not self._still_tiered(tp, partition, asked_at):
             return False
         managed = partition.managed

@@ -12,6 +12,7 @@ import pytest
 
 from kcli.broker.remote_log_manager import (
     RemoteAuxStateUnavailable,
+    RemoteStorageStats,
     RemoteLogMetadataCache,
     RemoteSegment,
     _segment_epochs,
@@ -143,7 +144,8 @@ def test_the_fetcher_asks_the_epoch_before_the_local_start_retries_then_restores
     log_manager = NS(truncate_fully_and_start_at=lambda m, offset: m.log.truncate_fully_and_start_at(offset))
     pool = ThreadPoolExecutor(1)
     manager = NS(local_broker_id=2, settings=FetchSettings(backoff_ms=10), log_manager=log_manager,
-                 remote_log_manager=NS(cache=cache, rsm=rsm, reader_pool=pool), endpoint=lambda _: None)
+                 remote_log_manager=NS(cache=cache, rsm=rsm, reader_pool=pool, stats=RemoteStorageStats()),
+                 endpoint=lambda _: None)
     fetcher = ReplicaFetcher(manager, 1)
     asked = []
 
@@ -179,3 +181,7 @@ def test_the_fetcher_asks_the_epoch_before_the_local_start_retries_then_restores
     assert log.log_end_offset == 30 and log.log_start_offset == 0
     assert [(e.epoch, e.start_offset) for e in log.epochs] == [(0, 0), (1, 10), (3, 25)]
     assert log.producers[PID].last_sequence == 29
+    # BuildRemoteLogAuxStateRequestsPerSec / ErrorsPerSec: the retry and the restore, one failed
+    counters = manager.remote_log_manager.stats.snapshot()
+    assert counters["build_remote_log_aux_state_requests"] == {"t": 2}
+    assert counters["build_remote_log_aux_state_errors"] == {"t": 1}

@@ -111,6 +111,17 @@ def test_remote_sizes_in_log_dirs_topics_describe_and_metrics(tmp_path):
             assert f'kafka_server_brokertopicmetrics_remotelogsizebytes{{topic="tiered"}} {size}' in text
             assert f'kafka_server_brokertopicmetrics_remotelogmetadatacount{{topic="tiered"}} {count}' in text
             assert 'topic="plain"' not in text.split("remotelogsizebytes", 1)[1].split("# HELP", 1)[0]
+            # the meters and lags: every copy counted once, none failed, nothing left to copy once settled
+            assert f'kafka_server_brokertopicmetrics_remotecopybytes_total{{topic="tiered"}} {size}' in text
+            assert f'kafka_server_brokertopicmetrics_remotecopyrequests_total{{topic="tiered"}} {count}' in text
+            assert 'kafka_server_brokertopicmetrics_remotecopyerrors_total{topic="tiered"} 0' in text
+            assert 'kafka_server_brokertopicmetrics_remotecopylagsegments{topic="tiered"} 0' in text
+            assert 'kafka_server_brokertopicmetrics_remotefetchrequests_total 0' in text
+            found = await remote.read_async("tiered", 0, 0, 1 << 20, partition.log.local_log_start_offset)
+            text = metrics.render()
+            assert 'kafka_server_brokertopicmetrics_remotefetchrequests_total{topic="tiered"} 1' in text
+            assert f'kafka_server_brokertopicmetrics_remotefetchbytes_total{{topic="tiered"}} {len(found)}' in text
+            assert len(found) > 0
 
             def scenario():
                 doc = cli("log-dirs", "describe", "-b", bootstrap, "--topic-list", "tiered,plain", "--remote-sizes",
