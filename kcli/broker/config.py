@@ -184,6 +184,13 @@ KNOWN: dict[str, tuple[Callable[[str], object], object]] = {
     "remote.log.manager.task.interval.ms": (_int(1, INT32_MAX), 30_000),
     "remote.log.reader.threads": (_int(1, 1024), 10),
     "remote.log.manager.thread.pool.size": (_int(1, 1024), 10),
+    # KIP-956 (Kafka 3.8/3.9): the copier's and the remote reader's byte rates, dynamic; unbounded by default
+    "remote.log.manager.copy.max.bytes.per.second": (_int(1), LONG_MAX),
+    "remote.log.manager.copy.quota.window.num": (_int(1, INT32_MAX), 11),
+    "remote.log.manager.copy.quota.window.size.seconds": (_int(1, INT32_MAX), 1),
+    "remote.log.manager.fetch.max.bytes.per.second": (_int(1), LONG_MAX),
+    "remote.log.manager.fetch.quota.window.num": (_int(1, INT32_MAX), 11),
+    "remote.log.manager.fetch.quota.window.size.seconds": (_int(1, INT32_MAX), 1),
     "rlmm.config.remote.log.metadata.topic.num.partitions": (_int(1, INT32_MAX), 50),
     "rlmm.config.remote.log.metadata.topic.replication.factor": (_int(1, 32767), 3),
     "log.local.retention.ms": (_int(-2), -2),

@@ -69,7 +69,9 @@ LISTENER = frozenset({  # DynamicListenerConfig.ReconfigurableConfigs
 SOCKET_SERVER = frozenset({"max.connections.per.ip", "max.connections.per.ip.overrides", "max.connections",
                            "max.connection.creation.rate"})
 PRODUCER_STATE = frozenset({"producer.id.expiration.ms", "transaction.partition.verification.enable"})
-REMOTE_LOG = frozenset({"remote.log.index.file.cache.total.size.bytes"})
+REMOTE_QUOTAS = frozenset({"remote.log.manager.copy.max.bytes.per.second",  # KIP-956
+                           "remote.log.manager.fetch.max.bytes.per.second"})
+REMOTE_LOG = frozenset({"remote.log.index.file.cache.total.size.bytes"}) | REMOTE_QUOTAS  # DynamicRemoteLogConfig
 QUOTAS = frozenset({  # DynamicConfig.Broker: only ever set dynamically
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second"})
@@ -97,6 +99,7 @@ _TYPES: dict[str, ConfigType] = {
                      "max.connections", "max.connections.per.ip", "max.connection.creation.rate"), ConfigType.INT),
     **dict.fromkeys(("log.cleaner.dedupe.buffer.size", "sasl.kerberos.min.time.before.relogin",
                      "remote.log.index.file.cache.total.size.bytes", "log.cleaner.backoff.ms",
+                     "remote.log.manager.copy.max.bytes.per.second", "remote.log.manager.fetch.max.bytes.per.second",
                      "producer.id.expiration.ms", *QUOTAS), ConfigType.LONG),
     **dict.fromkeys(("log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
                      "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
@@ -271,6 +274,8 @@ class DynamicBrokerConfig:
             _check_type(match.group(1) if match else key, value)
             if key in QUOTAS and int(value.strip()) < 0:  # DynamicConfig.Broker: atLeast(0)
                 raise InvalidRequestError(f"Invalid value {value} for configuration {key}: Value must be at least 0")
+            if key in REMOTE_QUOTAS and int(value.strip()) < 1:  # RemoteLogManagerConfig: atLeast(1)
+                raise InvalidRequestError(f"Invalid value {value} for configuration {key}: Value must be at least 1")
         if not per_broker:
             broker_only = {k for k in props if k in PER_BROKER or (
                 (m := LISTENER_PREFIX.match(k)) is not None and m.group(1) not in CLUSTER_LEVEL_LISTENER)}

@@ -455,6 +455,10 @@ def _remote_storage(remote: Any, replica_manager: Any):
         yield f"kafka_server_brokertopicmetrics_{name}_total", "counter", help_text, samples
     yield ("kctl_remote_log_copied_segments_total", "counter", "Segments this broker copied to the remote store",
            [({}, getattr(remote, "copied_segments", 0))])
+    yield ("kctl_remote_copy_throttle_time_ms_total", "counter", "Milliseconds the copier waited for "
+           "remote.log.manager.copy.max.bytes.per.second (KIP-956)", [({}, getattr(remote, "copy_throttled_ms", 0))])
+    yield ("kctl_remote_fetch_throttled_total", "counter", "Remote reads skipped for "
+           "remote.log.manager.fetch.max.bytes.per.second (KIP-956)", [({}, getattr(remote, "fetches_throttled", 0))])
 
 
 # kcli.broker.remote_log_manager.RemoteStorageStats' counters, named as the JMX exporter's common rules name Kafka

@@ -30,11 +30,14 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from kcli.broker.config_values import LONG_MAX
 from kcli.broker.errors import OffsetOutOfRangeError
+from kcli.broker.replication_quotas import ReplicationQuotaManager
 from kcli.errors import KcliError
 from kcli.records import Record
 from kcli.records.batch import build_record_batch
@@ -337,12 +340,46 @@ class RemoteLogManager:
         self.copied_segments = 0
         self.copied_bytes = 0
         self.stats = RemoteStorageStats()
+        # KIP-956: the copier waits while its byte rate is over remote.log.manager.copy.max.bytes.per.second; a
+        # consumer's remote read is skipped (empty, no error) while the readers' rate is over the fetch bound
+        self.copy_quota = ReplicationQuotaManager(
+            "RLMCopyQuota", window_num=int(config["remote.log.manager.copy.quota.window.num"]),
+            window_size_seconds=int(config["remote.log.manager.copy.quota.window.size.seconds"]))
+        self.fetch_quota = ReplicationQuotaManager(
+            "RLMFetchQuota", window_num=int(config["remote.log.manager.fetch.quota.window.num"]),
+            window_size_seconds=int(config["remote.log.manager.fetch.quota.window.size.seconds"]))
+        self.copy_throttled_ms = 0  # time the copier waited for its quota (Kafka's remote-copy-throttle-time)
+        self.fetches_throttled = 0  # remote reads skipped for the fetch quota
+        self.quotas_changed({})
         # Kafka's remote.log.reader.threads and remote.log.manager.thread.pool.size: reads and copies in pools of
         # their own, so a consumer's remote read never queues behind flushes or uploads
         self.reader_pool = ThreadPoolExecutor(int(config["remote.log.reader.threads"]),
                                               thread_name_prefix="kcli-remote-reader")
         self.copier_pool = ThreadPoolExecutor(int(config["remote.log.manager.thread.pool.size"]),
                                               thread_name_prefix="kcli-remote-copier")
+
+    def quotas_changed(self, dynamic: Mapping[str, str]) -> None:
+        """The copy and fetch bounds: the dynamic broker configs over server.properties (Long.MAX: unbounded)."""
+        for quota, key in ((self.copy_quota, "remote.log.manager.copy.max.bytes.per.second"),
+                           (self.fetch_quota, "remote.log.manager.fetch.max.bytes.per.second")):
+            value = int(dynamic.get(key) or self.config[key])
+            quota.update_quota(None if value >= LONG_MAX else value)
+
+    def fetch_throttled(self) -> bool:
+        """RemoteLogManager.getFetchThrottleTimeMs() > 0: the readers' rate is over its bound (counted)."""
+        if self.fetch_quota.is_quota_exceeded():
+            self.fetches_throttled += 1
+            return True
+        return False
+
+    async def _copy_quota_available(self, size: int) -> None:
+        """Wait until the copier's rate is under its bound, then count the segment's bytes (Kafka records the
+        whole segment before copying it, so a large segment makes the next ones wait)."""
+        while self.copy_quota.is_quota_exceeded():
+            started = time.monotonic()
+            await asyncio.sleep(0.1)
+            self.copy_throttled_ms += round((time.monotonic() - started) * 1000)
+        self.copy_quota.record(size)
 
     def close(self) -> None:
         self.reader_pool.shutdown(wait=False, cancel_futures=True)
@@ -359,6 +396,7 @@ class RemoteLogManager:
             self.stats.count("remote_fetch_errors", topic)
             raise
         self.stats.count("remote_fetch_bytes", topic, len(found))
+        self.fetch_quota.record(len(found))
         return found
 
     async def _in_copier(self, fn: Any, *args: Any) -> Any:
@@ -579,6 +617,9 @@ class RemoteLogManager:
                 candidate = (segment, following)
                 break
             if candidate is None:
+                return
+            await self._copy_quota_available(candidate[0].size)
+            if not partition.is_leader:
                 return
             await self._copy_segment(partition, log_, *candidate, epochs)
 

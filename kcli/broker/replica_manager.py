@@ -359,6 +359,11 @@ class ReplicaManager:
                 if self.remote_log_manager is None:
                     raise OffsetOutOfRangeError(f"offset {offset} of {info.topic}-{info.partition} is in the "
                                                 "remote store and this broker has none")
+                if self.remote_log_manager.fetch_throttled():
+                    # KIP-956: over remote.log.manager.fetch.max.bytes.per.second the remote part is skipped for
+                    # now (no records, no error): the consumer asks again
+                    read.records = b""
+                    continue
                 read.records = await self.remote_log_manager.read_async(info.topic, info.partition, offset,
                                                                         max_bytes, upper)
                 partition = self.find(info.topic, info.partition)

@@ -110,6 +110,10 @@ class KafkaServer:
         self.admin.load()
         self._connection_limits_changed()  # the dynamic max.connections & co. (KIP-226), now loaded
         self.admin.dynamic.reconfigurables.append(self._connection_limits_changed)
+        if self.remote_log_manager is not None:  # KIP-956's copy and fetch bounds are dynamic too
+            remote, dynamic = self.remote_log_manager, self.admin.dynamic
+            remote.quotas_changed(dynamic.merged())
+            dynamic.reconfigurables.append(lambda: remote.quotas_changed(dynamic.merged()))
         _freeze_long_lived(full=True)
         self.mode.logs_loaded()
         self.replica_manager.alter_log_dirs.start()  # moves between log dirs a restart interrupted resume

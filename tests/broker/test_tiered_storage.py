@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from inprocess_broker import running_broker, run
-from kcli.broker.errors import InvalidConfigError
+from kcli.broker.errors import InvalidConfigError, InvalidRequestError
 from kcli.broker.partition import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP
 from kcli.broker.replica_manager import FetchParams, FetchPartition
 from kcli.records import BatchReader, Record
@@ -408,3 +408,42 @@ def test_read_committed_from_the_remote_store_gets_the_aborted_transactions(tmp_
             assert fetched_end <= partition.log.local_log_start_offset
 
     run(body(), timeout=60)
+
+
+def test_copy_and_fetch_quotas_hold_back_and_let_go_when_raised(tmp_path):
+    """KIP-956: at 1 byte/s the copier copies one segment, then waits (counted) instead of copying the rest; a
+    consumer's remote read goes through once, then is skipped (no records, no error) while the readers are over
+    their bound. Raising both bounds dynamically (AlterConfigs of the broker) lets everything through."""
+    store = tmp_path / "remote"
+
+    async def body():
+        async with running_broker(tmp_path / "logs", **tiered_overrides(
+                store, **{"remote.log.manager.copy.max.bytes.per.second": "1",
+                          "remote.log.manager.fetch.max.bytes.per.second": "1"})) as broker:
+            server = broker.server
+            server.admin.create_topic("slow", 1, 1, configs={
+                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
+                "local.retention.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            await produce(server, "slow", 40)
+            partition = server.replica_manager.get_partition("slow", 0)
+            rlm = server.remote_log_manager
+            await wait_for(lambda: rlm.copy_throttled_ms > 0, what="the copier waiting for its quota")
+            assert rlm.copied_segments == 1 and len(partition.log.log_segments) > 3
+            await wait_for(lambda: partition.log.local_log_start_offset > 0, what="the copied segment gone locally")
+            params = FetchParams(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, read_committed=False)
+            [first] = await server.replica_manager.fetch_messages(params, [FetchPartition("slow", 0, 0, 10_000)])
+            assert first.error.name == "none" and len(bytes(first.read.records)) > 0
+            [second] = await server.replica_manager.fetch_messages(params, [FetchPartition("slow", 0, 0, 10_000)])
+            assert second.error.name == "none" and len(bytes(second.read.records)) == 0
+            assert rlm.fetches_throttled == 1
+            with pytest.raises(InvalidRequestError, match="Value must be at least 1"):  # RemoteLogManagerConfig
+                server.admin.dynamic.alter("", {"remote.log.manager.copy.max.bytes.per.second": "0"})
+            # the bounds raised: every rolled segment goes, and the remote part reads again
+            server.admin.dynamic.alter("", {"remote.log.manager.copy.max.bytes.per.second": str(1 << 30),
+                                             "remote.log.manager.fetch.max.bytes.per.second": str(1 << 30)})
+            await wait_for(lambda: partition.log.highest_offset_in_remote_storage >=
+                           partition.log.log_segments[-1].base_offset - 1, what="every rolled segment copied")
+            end = partition.log_end_offset
+            assert await consume_all(server, "slow", 0, end) == list(range(end))
+
+    run(body(), timeout=90)
