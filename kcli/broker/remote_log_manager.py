@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kcli.broker.config_values import LONG_MAX
-from kcli.broker.errors import OffsetOutOfRangeError
+from kcli.broker.errors import OffsetOutOfRangeError, topic_exists
 from kcli.broker.replication_quotas import ReplicationQuotaManager
 from kcli.errors import KcliError
 from kcli.records import Record
@@ -216,6 +216,13 @@ def fetch_remote_log_aux_state(cache: RemoteLogMetadataCache, rsm: FsspecRemoteS
             raise RemoteStorageError(f"{snapshot_key}: {snapshot.problems[0]}", path=snapshot_key)
         producers = list(snapshot.entries)
     return RemoteLogAuxState(segment, next_offset, epochs, producers)
+
+
+def _about(record: RemoteLogMetadataRecord, topic: str, index: int) -> bool:
+    """The record concerns this user partition."""
+    d = record.data
+    tip = d.get("topicIdPartition") or d["remoteLogSegmentId"]["topicIdPartition"]
+    return tip["name"] == topic and tip["partition"] == index
 
 
 def segment_metadata_record(segment: RemoteSegment, *, txn_index_empty: bool | None = None) -> bytes:
@@ -452,7 +459,7 @@ class RemoteLogManager:
             self.admin.create_topic(REMOTE_LOG_METADATA_TOPIC, self.metadata_partitions, replication,
                                     configs={"retention.ms": "-1", "cleanup.policy": "delete"})
         except KcliError as exc:
-            if "already exists" not in str(exc):
+            if not topic_exists(exc):
                 raise
         return bool(self.admin.metadata.partition_count(REMOTE_LOG_METADATA_TOPIC))
 
@@ -466,13 +473,27 @@ class RemoteLogManager:
             return False
         meta_tp = self._metadata_tp(partition)
         meta = self.replica_manager.find(*meta_tp)
-        if meta is None or (not meta.is_leader and self.endpoint is None):
+        if meta is None and self.endpoint is not None:
+            # no replica of the metadata partition here (a cluster larger than its replication factor): read it
+            # from its leader, as Kafka's RLMM consumer does
+            try:
+                found, _ = await self._fetch_metadata_remote(meta_tp, 0)
+            except (OSError, TimeoutError, KcliError) as exc:
+                if key not in self._warned:
+                    self._warned.add(key)
+                    log.warning("tiered storage: %s-%d waits: reading %s-%d from its leader failed: %s",
+                                partition.topic, partition.index, *meta_tp, exc)
+                return False
+            records = [r for r in found if _about(r, partition.topic, partition.index)]
+        elif meta is None or (not meta.is_leader and self.endpoint is None):
             if key not in self._warned:
                 self._warned.add(key)
                 log.warning("tiered storage: %s-%d stays local: broker %d has no replica of its metadata partition "
                             "%s-%d", partition.topic, partition.index, self.broker_id, *meta_tp)
             return False
-        records = await asyncio.to_thread(self._read_metadata, meta, partition.topic, partition.index)
+        else:
+            records = await asyncio.to_thread(self._read_metadata, meta, partition.topic, partition.index)
+        self._warned.discard(key)
         with self.cache.lock:
             self.cache.partitions.pop(key, None)
         for record in records:
@@ -493,16 +514,27 @@ class RemoteLogManager:
         """A follower learns what its leader copied from its own replica of the metadata partition (Kafka's
         RLMM on a follower): its highest remote offset, so local retention deletes what is safely remote here
         too, and the segments a consumer of this replica (or this broker as the next leader) needs."""
-        meta = self.replica_manager.find(*self._metadata_tp(partition)) if self.admin.metadata.partition_count(
-            REMOTE_LOG_METADATA_TOPIC) else None
-        if meta is None:
+        if not self.admin.metadata.partition_count(REMOTE_LOG_METADATA_TOPIC):
             return
-        key = (meta.topic, meta.index)
+        meta_tp = self._metadata_tp(partition)
+        meta = self.replica_manager.find(*meta_tp)
+        key = meta_tp
         start = self._cursors.get(key, 0)
-        end = meta.high_watermark
-        if end > start:
+        records: list[RemoteLogMetadataRecord] = []
+        if meta is None:
+            if self.endpoint is None:
+                return
+            try:  # no replica here: from the metadata partition's leader (Kafka's RLMM consumer)
+                records, end = await self._fetch_metadata_remote(meta_tp, start)
+            except (OSError, TimeoutError, KcliError) as exc:
+                log.debug("tiered storage: reading %s-%d from its leader failed: %s", *meta_tp, exc)
+                return
+            self._cursors[key] = end
+        elif meta.high_watermark > start:
+            end = meta.high_watermark
             records, _ = await asyncio.to_thread(self._read_metadata_range, meta, start, end)
             self._cursors[key] = end
+        if records:
             led = {(p.topic, p.index) for p in self.replica_manager.partitions.values() if p.is_leader}
             for record in records:
                 d = record.data
@@ -518,13 +550,54 @@ class RemoteLogManager:
         with meta.managed.lock:
             offset, end = meta.log.log_start_offset, meta.log.log_end_offset
         records, _ = self._read_metadata_range(meta, offset, end)
-        out = []
-        for decoded in records:
-            d = decoded.data
-            tip = d.get("topicIdPartition") or d["remoteLogSegmentId"]["topicIdPartition"]
-            if tip["name"] == topic and tip["partition"] == index:
-                out.append(decoded)
-        return out
+        return [r for r in records if _about(r, topic, index)]
+
+    async def _fetch_metadata_remote(self, tp: tuple[str, int], offset: int) -> tuple[list[RemoteLogMetadataRecord],
+                                                                                        int]:
+        """The metadata partition's records from ``offset`` to its high watermark, fetched from its leader as a
+        consumer (replica id -1), and the offset after them. OSError/TimeoutError when the leader is unknown
+        or unreachable; KcliError when it answers an error."""
+        import datetime
+
+        from kio.schema.fetch.v12 import request as req
+        from kio.static.primitive import i8, i32, i64
+
+        from kcli.broker.network_client import send_request
+        from kcli.protocol import ApiKey
+        from kcli.records import BatchReader
+
+        state = self.admin.metadata.partition_state(*tp)
+        endpoint = self.endpoint(state.leader) if state is not None and state.leader >= 0 else None
+        if endpoint is None:
+            raise OSError(f"no live leader for {tp[0]}-{tp[1]}")
+        out: list[RemoteLogMetadataRecord] = []
+        while True:
+            body = req.FetchRequest(
+                replica_id=i32(-1), max_wait=datetime.timedelta(0), min_bytes=i32(1), max_bytes=i32(1 << 20),
+                isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
+                topics=(req.FetchTopic(topic=tp[0], partitions=(req.FetchPartition(
+                    partition=i32(tp[1]), current_leader_epoch=i32(-1), fetch_offset=i64(offset),
+                    log_start_offset=i64(-1), partition_max_bytes=i32(1 << 20)),)),),
+                forgotten_topics_data=(), rack_id="")
+            response = await send_request(*endpoint, ApiKey.FETCH, 12, body,
+                                          client_id=f"broker-{self.broker_id}-remote-log-metadata", timeout=30,
+                                          **({} if self.security is None else {"security": self.security}))
+            [data] = [p for t in response.responses for p in t.partitions]
+            if data.error_code != 0:
+                raise KcliError(f"fetching {tp[0]}-{tp[1]} from broker {state.leader}: error {int(data.error_code)}")
+            before = offset
+            for batch in BatchReader(bytes(data.records or b"")):
+                for record in batch.records():
+                    if record.offset < offset:
+                        continue
+                    try:
+                        out.append(decode_remote_log_metadata(record.value))
+                    except KcliError as exc:
+                        log.warning("skipping undecodable %s record at offset %d: %s", REMOTE_LOG_METADATA_TOPIC,
+                                    record.offset, exc)
+                offset = max(offset, batch.next_offset)
+            if offset >= int(data.high_watermark) or offset == before:
+                return out, offset
 
     def _read_metadata_range(self, meta: Any, offset: int, end: int) -> tuple[list[RemoteLogMetadataRecord], int]:
         """The decodable records of the metadata partition in [offset, end), and where reading stopped."""

@@ -148,3 +148,46 @@ def first_producer_id(store: Path, topic: str) -> int:
 
 def follower_id(cluster, leader_id: int) -> int:
     return 1 - leader_id
+
+
+def test_a_leader_without_a_replica_of_its_metadata_partition_reads_it_from_the_leader(zookeeper, tmp_path):
+    """``__remote_log_metadata`` on broker 0 alone (replication factor 1), the tiered partition on broker 1 alone:
+    broker 1 writes the metadata with Produce and reads it with Fetch from broker 0 (Kafka's RLMM producer and
+    consumer), and still tiers: the remote part copied, the local tail short, every record read back from 0."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    store = tmp_path / "remote"
+    extra = ("remote.log.storage.system.enable=true", f"rsm.config.url={store.as_uri()}",
+             "remote.log.manager.task.interval.ms=100", "log.retention.check.interval.ms=100")
+    (tmp_path / "cluster").mkdir()
+    with running_cluster(zookeeper, tmp_path / "cluster", brokers=2, extra=extra) as cluster:
+        create_topic(cluster, "__remote_log_metadata", assignment=[[0]],
+                     config={"retention.ms": "-1", "cleanup.policy": "delete"})
+        topic, count = "far-from-metadata", 200
+        create_topic(cluster, topic, assignment=[[1]], config={
+            "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
+            "local.retention.bytes": str(2 * SEGMENT), "file.delete.delay.ms": "0"})
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 1,
+                             "batch.size": 4000, "log_level": 0})  # small batches: many segments
+        delivered: list = []
+        for i in range(count):
+            producer.produce(topic, key=str(i).encode(), value=b"x" * 600, partition=0,
+                             on_delivery=lambda err, msg: delivered.append(err is None))
+            producer.poll(0)
+        assert producer.flush(60) == 0 and delivered.count(True) == count
+        remote = lambda: [p for p in store.rglob("*.log") if p.parent.name.startswith(f"{topic}-0-")]  # noqa: E731
+        wait_for(lambda: len(remote()) >= 4 and len(local_logs(cluster.brokers[1], topic)) <= 4, 90,
+                 "the remote part copied by the broker without a metadata replica")
+        assert not (cluster.brokers[1].log_dir / "__remote_log_metadata-0").exists()
+        assert "stays local" not in cluster.brokers[1].log()
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "far", "log_level": 0,
+                             "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        seen: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(seen) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.append(msg.offset())
+        consumer.close()
+        assert seen == list(range(count)), cluster.logs()
