@@ -15,10 +15,10 @@ segment holding the offset (Kafka's RemoteLogReader), starting at its offset ind
 Followers do not copy; a new leader reads the partition's records back from its replica of the metadata
 topic and resumes after the highest finished segment. A follower whose log ends below its leader's local log
 start (a replaced broker) starts after the remote segment holding the offset before it, with that segment's
-leader-epoch checkpoint and producer snapshot (``fetch_remote_log_aux_state``, Kafka's buildRemoteLogAuxState). The metadata records are appended through the
-ReplicaManager, so the metadata partition must be led by this broker (always true standalone); in a cluster
-a partition whose metadata partition is led elsewhere is not tiered by this broker (kept local, and said
-once in the log).
+leader-epoch checkpoint and producer snapshot (``fetch_remote_log_aux_state``, Kafka's buildRemoteLogAuxState).
+The metadata records are appended through the ReplicaManager when the metadata partition is led here (always
+standalone), else produced to its leader; a broker with no replica of the metadata partition reads it from its
+leader with Fetch (Kafka's RLMM producer and consumer).
 """
 
 from __future__ import annotations
