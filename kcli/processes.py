@@ -11,7 +11,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -54,6 +54,17 @@ def port_in_use(port: int, host: str = LOOPBACK) -> bool:
                 return True
             raise
     return False
+
+
+def wait_ports_free(ports: Iterable[int], timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds until no listener holds any of ``ports`` (a process just stopped: Linux
+    clears its command line before it closes its sockets); True when they are free."""
+    deadline = time.monotonic() + timeout
+    while any(port_in_use(p) for p in ports):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def check_ports_free(ports: Mapping[str, int], *, hint: str = "") -> None:

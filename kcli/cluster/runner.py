@@ -32,7 +32,7 @@ from kcli.broker.config import KNOWN, ConfigError, build_config
 from kcli.cluster.security import ClusterSecurity
 from kcli.errors import KcliError, UsageError
 from kcli.processes import LOOPBACK, check_ports_free, command_line, free_ports, pid_alive, spawn, stop_pid, tail, \
-    terminate
+    terminate, wait_ports_free
 from kcli.storage.checkpoint import format_java_properties
 from kcli.zk.server import ZooKeeperServer, ZooKeeperStartError, check_installed
 
@@ -336,11 +336,16 @@ class LocalCluster:
         # Brokers first: they deregister from ZooKeeper as they stop.
         entries = [(f"broker {i}", e) for i, e in sorted((state.get("brokers") or {}).items())]
         entries.append(("ZooKeeper", state.get("zookeeper") or {}))
+        released: list[int] = []
         for name, entry in entries:
             pid = entry.get("pid") if isinstance(entry, dict) else None
             if isinstance(pid, int) and pid_alive(pid) and str(self.data_dir) in command_line(pid):
                 self.on_event(Progress(f"stopping {name} (pid {pid}), left running by an earlier run"))
                 stop_pid(pid, self.spec.stop_timeout_s)
+                if isinstance(entry.get("port"), int):
+                    released.append(entry["port"])
+        # a stopped process closes its sockets last: its ports are reused below
+        wait_ports_free(released, self.spec.stop_timeout_s)
 
     def _plan_ports(self, state: dict[str, Any]) -> tuple[int, dict[int, int], bool]:
         """ZooKeeper's port, each broker's, and whether any came from the state file."""

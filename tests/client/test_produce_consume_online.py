@@ -103,11 +103,15 @@ def test_kctl_consume_reads_what_confluent_kafka_and_kcat_wrote(broker):
     from confluent_kafka import Producer
 
     name = topic()
+    # the topic and its leader known first: records produced while librdkafka waits for an auto-created topic can
+    # leave its queue one by one
+    kctl("topics", "create", name, "-b", broker.bootstrap, "--partitions", "2")
     for codec in ("gzip", "zstd"):
         # one batch per codec: librdkafka sends a batch uncompressed when compressing would not shrink it, which
         # a lone 30-byte record (a batch cut early by linger.ms on a loaded machine) would not
         producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
                              "linger.ms": 60000, "batch.num.messages": 5})
+        producer.list_topics(name, timeout=30)
         for i in range(5):
             producer.produce(name, b"%s-%d" % (codec.encode(), i), key=b"k%d" % i, partition=0,
                              headers=[("codec", codec.encode()), ("n", None)])
