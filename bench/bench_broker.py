@@ -26,7 +26,7 @@ every loop is bounded in time (--phase-timeout).
 
 Usage: bench/bench_broker.py [--small-records 1000000] [--large-records 300000] [--latency-rate 2000]
          [--latency-seconds 10] [--phase-timeout 90] [--skip-tansu] [--skip-ceiling]
-         [--profile-ours FILE [--produce-only]] [--json FILE]
+         [--profile-ours FILE [--produce-only]] [--only 100B|1KiB] [--json FILE]
 
 Each phase also records the broker process's CPU use (user+system, all threads, from /proc) during it, as a
 share of wall time and as CPU seconds per GB of payload (independent of how fast the client drives it):
@@ -697,10 +697,12 @@ def main() -> int:
     ap.add_argument("--profile-ours", type=Path, help="run our broker under py-spy, raw output to this file "
                     "(slows it: its figures are then not the headline ones)")
     ap.add_argument("--produce-only", action="store_true", help="no consume or latency phases (for profiling)")
+    ap.add_argument("--only", choices=("100B", "1KiB"), help="run this record size's case alone")
     ap.add_argument("--json", type=Path, help="also write the JSON report here")
     args = ap.parse_args()
 
     cases = [("100B", args.small_records, 100), ("1KiB", args.large_records, 1024)]
+    cases = [case for case in cases if args.only in (None, case[0])]
     # SIGTERM/SIGHUP must still run the finally blocks below.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))

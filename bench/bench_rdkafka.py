@@ -29,7 +29,7 @@ kept in the repository.
 
 Usage: bench/bench_rdkafka.py [--small-records 2000000] [--large-records 500000] [--repeat 3]
          [--skip-tansu] [--baseline-tree DIR] [--librdkafka-src DIR] [--build-only]
-         [--profile-ours FILE [--produce-only]] [--json FILE]
+         [--profile-ours FILE [--produce-only]] [--only 100B|1KiB] [--json FILE]
 """
 
 from __future__ import annotations
@@ -325,6 +325,7 @@ def main() -> int:
     ap.add_argument("--profile-ours", type=Path, help="run our broker under py-spy, raw output to this file "
                     "(slows it: its figures are then not the headline ones)")
     ap.add_argument("--produce-only", action="store_true", help="no consume phases (for profiling)")
+    ap.add_argument("--only", choices=("100B", "1KiB"), help="run this record size's case alone")
     ap.add_argument("--json", type=Path, help="also write the JSON report here")
     args = ap.parse_args()
 
@@ -333,6 +334,7 @@ def main() -> int:
         print(binary)
         return 0
     cases = [("100B", args.small_records, 100), ("1KiB", args.large_records, 1024)]
+    cases = [case for case in cases if args.only in (None, case[0])]
     for sig in (signal.SIGTERM, signal.SIGHUP):  # the finally blocks below must still run
         signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
 

@@ -384,15 +384,29 @@ def build_entity(classes: ModuleType | SimpleNamespace, class_name: str, **value
     negotiated version has no place for it); a name no version has raises ``LocalProtocolError``, so a
     misspelt field fails loudly instead of vanishing."""
     cls = getattr(classes, class_name)
-    own = _own_fields(cls)
-    if any(k not in own for k in values):
-        api_key, kind = _message_of(classes)
-        known = _field_names_in_any_version(api_key, kind, class_name)
-        unknown = sorted(k for k in values if k not in known)
-        if unknown:
-            raise LocalProtocolError(f"{class_name} has no field {', '.join(unknown)} in any version")
-        values = {k: v for k, v in values.items() if k in own}
+    names = tuple(values)
+    keep = _KEPT.get((cls, names), _UNSEEN)
+    if keep is _UNSEEN:  # the first call with these names: what this version keeps, or a misspelt name raises
+        own = _own_fields(cls)
+        keep = None
+        if any(k not in own for k in names):
+            api_key, kind = _message_of(classes)
+            known = _field_names_in_any_version(api_key, kind, class_name)
+            unknown = sorted(k for k in names if k not in known)
+            if unknown:
+                raise LocalProtocolError(f"{class_name} has no field {', '.join(unknown)} in any version")
+            keep = frozenset(own)
+        _KEPT[(cls, names)] = keep
+    if keep is not None:
+        values = {k: v for k, v in values.items() if k in keep}
     return cls(**values)
+
+
+# build_entity's decision per (class, the names given, in order): None when every name is a field of the class, else
+# the class's fields (the others are dropped). A handler passes the same names on every call, so a response of many
+# partitions decides once.
+_KEPT: dict[tuple[type, tuple[str, ...]], frozenset[str] | None] = {}
+_UNSEEN = object()
 
 
 @cache
@@ -403,7 +417,12 @@ def _own_fields(cls: type) -> frozenset[str]:
 def response_types(request: Any) -> ModuleType | SimpleNamespace:
     """The classes a response to ``request`` (a request body) is built from, by name: kio's response module
     of its version, or the namespace of the declared classes here."""
-    api_key, version = int(type(request).__api_key__), int(type(request).__version__)
+    return _response_types(type(request))
+
+
+@cache
+def _response_types(request_type: type) -> ModuleType | SimpleNamespace:
+    api_key, version = int(request_type.__api_key__), int(request_type.__version__)  # type: ignore[attr-defined]
     namespace = _CLASSES.get((api_key, RESPONSE, version))
     if namespace is not None:
         return namespace

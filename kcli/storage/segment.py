@@ -360,6 +360,7 @@ def first_batch_max_timestamp(path: Path, size: int) -> int | None:
 _RECENT_BATCHES = 256  # LogSegment._recent: more than index.interval.bytes (4 KiB) of the smallest batches
 FETCH_SCAN_SLACK = 64 * 1024  # > index.interval.bytes: covers the scan from the index entry to the offset
 _HEADER_WINDOW = 64 * 1024  # what a Fetch's scan reads at a time: the headers of small batches, one of a large one
+_JUMP_WINDOW = 4096  # what it reads after jumping over a batch longer than the window: a header and some more
 _V2_OFFSETS_END = 27  # a v2 header holds base offset, length, epoch, magic, CRC, attributes, last offset delta here
 
 
@@ -367,7 +368,7 @@ def _batch_headers(path: Path, start: int, end: int) -> Iterator[tuple[int, int,
     """(position, size, first offset, last offset) of each whole batch of ``path[start:end]``, by
     FileBatchReader's framing rules (a declared size below the minimum raises, a partial or short tail ends it),
     from the headers alone: 64 KiB windows, and past a batch that runs beyond its window straight to the next
-    header. A Fetch of 1 MiB batches reads a few KiB instead of the megabytes. Legacy (magic 0/1) wrappers
+    header (a 4 KiB window there). A Fetch of 1 MiB batches reads a few KiB instead of the megabytes. Legacy (magic 0/1) wrappers
     beyond the window are read whole, as batch_offsets needs their inner set."""
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -375,13 +376,17 @@ def _batch_headers(path: Path, start: int, end: int) -> Iterator[tuple[int, int,
         raise InputError(f"cannot open: {exc.strerror}", path=str(path)) from None
     try:
         chunk, at, pos = b"", start, start
+        window = _HEADER_WINDOW
         while True:
             remaining = end - pos
             if remaining <= HEADER_SIZE_UP_TO_MAGIC:
                 return
             local = pos - at
             if len(chunk) - local < min(_V2_OFFSETS_END, remaining):
-                chunk, at, local = os.pread(fd, min(_HEADER_WINDOW, remaining), pos), pos, 0
+                # past a batch larger than the window the next is likely large too: its header alone, not 64 KiB
+                # of records (a Fetch of 1 MiB batches reads two headers); a small one there widens it again
+                window = _HEADER_WINDOW if pos < at + len(chunk) + _HEADER_WINDOW else _JUMP_WINDOW
+                chunk, at, local = os.pread(fd, min(window, remaining), pos), pos, 0
                 if len(chunk) <= HEADER_SIZE_UP_TO_MAGIC:
                     return  # the file is shorter than ``end``
             size = LOG_OVERHEAD_STRUCT.unpack_from(chunk, local)[1]

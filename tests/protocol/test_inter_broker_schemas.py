@@ -541,3 +541,22 @@ def test_building_a_message_with_an_unknown_field_raises():
     with pytest.raises(ControllerRequestError, match="no field delete_partitions"):
         build(request_schema(5), {"controller_id": 1, "controller_epoch": 1, "broker_epoch": 1,
                                   "delete_partitions": True, "topic_states": []})
+
+
+def test_build_entity_decides_once_per_names_and_still_raises_on_every_misspelt_call():
+    """build_entity remembers, per class and names given, which values the version keeps (a Fetch response of many
+    partitions decides once); the values themselves are the call's, and a misspelt name raises every time."""
+    from kio.static.constants import EntityType
+
+    from kcli.protocol import LocalProtocolError, build_entity
+    from kcli.protocol.schema import load_payload_module
+
+    v8, v10 = (load_payload_module(3, v, EntityType.request) for v in (8, 10))
+    for name in ("a", "b"):
+        assert build_entity(v8, "MetadataRequestTopic", name=name, topic_id=None).name == name
+    topic_id = build_entity(v10, "MetadataRequestTopic", name="c", topic_id=None)
+    assert (topic_id.name, topic_id.topic_id) == ("c", None)
+    assert build_entity(v8, "MetadataRequestTopic", topic_id=None, name="d").name == "d"  # other order, same answer
+    for _ in range(2):
+        with pytest.raises(LocalProtocolError, match="no field topc_id"):
+            build_entity(v8, "MetadataRequestTopic", name="t", topc_id=None)

@@ -89,3 +89,59 @@ def test_header_scan_raises_on_a_size_below_the_minimum(tmp_path):
     segment = LogSegment(path)
     with pytest.raises(CorruptRecordError):  # as FileBatchReader: the scan reaches the bad header
         segment.read(0, 1 << 20)
+
+
+def _mixed_segment(tmp_path) -> tuple[LogSegment, list[tuple[int, int]]]:
+    """Batches of 300 KiB and of 100-byte records, in runs: (first offset, last offset) of each batch."""
+    parts, spans, offset = [], [], 0
+    for count, size, batches in [(300, 1024, 2), (5, 100, 150), (300, 1024, 1), (1, 100, 400), (300, 1024, 3),
+                                 (3, 100, 50)]:
+        for _ in range(batches):
+            parts.append(build_record_batch(_records(offset, count, size), base_offset=offset))
+            spans.append((offset, offset + count - 1))
+            offset += count
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"".join(parts))
+    return LogSegment(path), spans
+
+
+def test_header_scan_after_large_batches_reads_headers_only_and_matches_the_whole_batch_scan(tmp_path, monkeypatch):
+    segment, spans = _mixed_segment(tmp_path)
+    last = spans[-1][1] + 1
+    offsets = sorted({0, 299, 300, 600, 604, 1345, 1349, 1350, 1649, 1650, 1700, 2049, 2050, 2649, 2950, 3000,
+                      last - 1})
+    for offset, max_bytes, min_one in itertools.product(offsets, (1, 500, 70_000, 400_000, 1 << 20, 4 << 20),
+                                                        (True, False)):
+        got = segment.read(offset, max_bytes, min_one_batch=min_one)
+        want = _reference(segment, offset, max_bytes, None, None, min_one)
+        assert (None if got is None else (got.position, got.length)) == want, (offset, max_bytes, min_one)
+
+    # three 300 KiB batches and small ones: a 64 KiB window, then 4 KiB at each header past a large batch (the last
+    # of them holds the first small batches' headers too), not 64 KiB at each
+    big = tmp_path / "big" / "00000000000000000000.log"
+    big.parent.mkdir()
+    big.write_bytes(b"".join(build_record_batch(_records(300 * i, 300, 1024), base_offset=300 * i) for i in range(3))
+                    + b"".join(build_record_batch(_records(900 + i, 1, 100), base_offset=900 + i) for i in range(9)))
+    segment = LogSegment(big)
+    want = _reference(segment, 0, 940_000, None, None, True)
+    reads: list[int] = []
+    pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: reads.append(n) or pread(fd, n, at))
+    got = segment.read(0, 940_000)
+    assert got is not None and (got.position, got.length) == want and got.length > 3 * 300 * 1024
+    assert len(reads) == 4 and reads[0] == 64 * 1024 and all(n <= 4096 for n in reads[1:])
+
+
+def test_a_fetch_of_many_small_batches_cut_at_max_bytes_is_whole_batches_and_the_next_fetch_continues(tmp_path):
+    segment, spans = _mixed_segment(tmp_path)
+    small = [s for s in spans if s[1] - s[0] < 5]
+    offset, seen = small[0][0], []
+    while offset < 1350:  # the run of 150 batches of five 100-byte records, 10 KiB at a time
+        got = segment.read(offset, 10_000)
+        assert got is not None and 0 < got.length <= 10_000
+        batches = list(FileBatchReader(segment.log_path, got.position, got.position + got.length))
+        assert sum(b.size for b in batches) == got.length  # whole batches only
+        assert batches[0].base_offset == offset
+        seen += [(b.base_offset, b.last_offset) for b in batches]
+        offset = batches[-1].last_offset + 1
+    assert seen == [s for s in small if s[0] < 1350] and offset == 1350
