@@ -90,8 +90,14 @@ class Cluster:
     def state(self, topic: str, partition: int) -> dict:
         return self.read_json(f"/brokers/topics/{topic}/partitions/{partition}/state")
 
-    def controller_id(self) -> int:
-        return int(self.read_json("/controller")["brokerid"])
+    def controller_id(self) -> int | None:
+        """The broker id in /controller; None between controllers (the node may go between two reads)."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            return int(self.read_json("/controller")["brokerid"])
+        except NoNodeError:
+            return None
 
     def controller_epoch(self) -> int:
         data, _ = self.zk.get(self.chroot + "/controller_epoch")

@@ -29,6 +29,22 @@ def cluster(zookeeper, tmp_path_factory):
         yield c
 
 
+@pytest.fixture(autouse=True)
+def whole_cluster(cluster):
+    """Every test starts with every broker up and registered, whatever an earlier test (one that failed halfway
+    through a kill or a pause) left behind: one failure stays one failure."""
+    for broker_id, broker in enumerate(cluster.brokers):
+        if broker.proc is not None and broker.proc.poll() is None:
+            try:
+                broker.proc.send_signal(signal.SIGCONT)  # paused by a test that stopped before resuming it
+            except ProcessLookupError:
+                pass
+        else:
+            _restart(cluster, broker_id)
+    wait_for(lambda: cluster.live_broker_ids() == list(range(len(cluster.brokers))), 60, "every broker registered")
+    yield
+
+
 def _leader(cluster, topic, partition=0) -> int:
     return int(cluster.state(topic, partition)["leader"])
 
