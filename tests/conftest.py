@@ -21,7 +21,8 @@ os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "s
 # Seconds each process-tier module took (setup, calls and teardowns), longest first: the tier's pytest-xdist
 # workers take a module at a time in collection order (scripts/test.sh passes --no-loadscope-reorder), so the long
 # modules start first and the run ends on short ones instead of one worker finishing a long module alone.
-# Regenerate with KCLI_RECORD_DURATIONS=1 (the tier's run writes tests/module_durations.json; rounded seconds).
+# Regenerate with KCLI_RECORD_DURATIONS=1 on a run of the processes tier (its tests' durations are merged into
+# tests/module_durations.json, rounded seconds; other tiers' tests are not counted).
 DURATIONS = Path(__file__).resolve().parent / "module_durations.json"
 UNRECORDED_S = 5  # a module not in the file yet
 
@@ -44,7 +45,9 @@ _recorded: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report):
-    if os.environ.get("KCLI_RECORD_DURATIONS") == "1":  # in the xdist controller too: workers' reports come here
+    # in the xdist controller too: the workers' reports come here, with each test's marks among their keywords
+    if os.environ.get("KCLI_RECORD_DURATIONS") == "1" and "spark" not in report.keywords and any(
+            tier in report.keywords for tier in tiers.TIERS):
         module = report.nodeid.split("::")[0]
         _recorded[module] = _recorded.get(module, 0.0) + report.duration
 
