@@ -132,6 +132,26 @@ def command_line(pid: int) -> str:
         return ""
 
 
+def _zombie(pid: int) -> bool:
+    """Exited, not yet reaped by its parent: every thread of it in Linux's /proc state Z (or X). Neither an empty
+    command line nor the first thread's state: a JVM's first thread may end (a zombie) while its others run on
+    and hold its listening sockets."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        return all(_state(task / "stat") in ("Z", "X", None) for task in tasks)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return command_line(pid) == ""
+
+
+def _state(stat: Path) -> str | None:
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None  # the thread is gone
+
+
 def stop_pid(pid: int, timeout: float) -> bool:
     """SIGTERM a process that is not our child, SIGKILL after ``timeout``; True when it had to be killed."""
     try:
@@ -140,7 +160,7 @@ def stop_pid(pid: int, timeout: float) -> bool:
         return False
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not pid_alive(pid) or command_line(pid) == "":  # gone, or a zombie waiting for its parent
+        if not pid_alive(pid) or _zombie(pid):  # gone, or a zombie waiting for its parent
             return False
         time.sleep(0.1)
     try:

@@ -56,11 +56,18 @@ xdist() {  # workers: pytest-xdist's options, a test module at a time (module fi
   [ "$1" != 0 ] && echo "-n $1 --dist loadfile"
   return 0
 }
+# The processes tier's modules in the order tests/conftest.py gives them (the longest first, by the durations in
+# tests/module_durations.json) rather than xdist's (the most tests first): the tier ends on short modules.
+longest_first() {
+  [ "$1" != 0 ] && echo "--no-loadscope-reorder"
+  return 0
+}
 # shellcheck disable=SC2046  # the options split into words on purpose
 run_tier in-process "not (broker_process or cluster or zookeeper or spark)" $(xdist "${KCLI_INPROCESS_WORKERS:-2}") "$@" &
 in_process=$!
 # shellcheck disable=SC2046
-run_tier processes "(broker_process or cluster or zookeeper) and not spark" $(xdist "${KCLI_PROCESS_WORKERS:-2}") "$@" &
+run_tier processes "(broker_process or cluster or zookeeper) and not spark" $(xdist "${KCLI_PROCESS_WORKERS:-2}") \
+  $(longest_first "${KCLI_PROCESS_WORKERS:-2}") "$@" &
 processes=$!
 run_tier spark "spark" "$@" &
 spark=$!

@@ -152,4 +152,7 @@ def _metadata(port: int):
 
 
 def _kctl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=60)
+    """A one-off kctl command, forked from kctl_fork's server (`kctl cluster run` itself starts fresh)."""
+    import kctl_fork
+
+    return kctl_fork.run(*args, timeout=60)

@@ -3,6 +3,7 @@ fresh chroot with a client for ZooKeeper tests."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from pathlib import Path
@@ -17,8 +18,45 @@ from support import FIXTURES
 os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "spark" / "conf"))
 
 
+# Seconds each process-tier module took (setup, calls and teardowns), longest first: the tier's pytest-xdist
+# workers take a module at a time in collection order (scripts/test.sh passes --no-loadscope-reorder), so the long
+# modules start first and the run ends on short ones instead of one worker finishing a long module alone.
+# Regenerate with KCLI_RECORD_DURATIONS=1 on a run of the processes tier (its tests' durations are merged into
+# tests/module_durations.json, rounded seconds; other tiers' tests are not counted).
+DURATIONS = Path(__file__).resolve().parent / "module_durations.json"
+UNRECORDED_S = 5  # a module not in the file yet
+
+
+def _module_durations() -> dict[str, float]:
+    try:
+        return json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def pytest_collection_modifyitems(config, items):
     tiers.mark(items, pytest)
+    durations = _module_durations()
+    if durations:  # stable: a module's tests keep their order
+        items.sort(key=lambda item: -durations.get(item.nodeid.split("::")[0], UNRECORDED_S))
+
+
+_recorded: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    # in the xdist controller too: the workers' reports come here, with each test's marks among their keywords
+    if os.environ.get("KCLI_RECORD_DURATIONS") == "1" and "spark" not in report.keywords and any(
+            tier in report.keywords for tier in tiers.TIERS):
+        module = report.nodeid.split("::")[0]
+        _recorded[module] = _recorded.get(module, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    if _recorded and not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist)
+        merged = {**_module_durations(), **{m: round(s) for m, s in _recorded.items()}}
+        DURATIONS.write_text(json.dumps(dict(sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))), indent=0)
+                             + "\n")
 
 
 @pytest.hookimpl(hookwrapper=True)

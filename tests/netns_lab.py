@@ -130,22 +130,25 @@ class NetnsLab:
         self.timeline.append((time.monotonic(), frozenset()))
 
     def close(self) -> list[str]:
-        """Stop every server (SIGTERM, SIGKILL after 20 s), kill whatever else still runs in the lab's
-        namespaces (by pid: only processes of this lab are there), delete the namespaces. Returns what it could
-        not remove (nothing, normally)."""
+        """Stop every server (SIGTERM, SIGKILL after 20 s): the brokers, then ZooKeeper (a broker stops cleanly
+        only while ZooKeeper serves: it deregisters there); kill whatever else still runs in the lab's namespaces
+        (by pid: only processes of this lab are there), delete the namespaces. Returns what it could not remove
+        (nothing, normally)."""
         with contextlib.suppress(Exception):
             self.heal()  # a stopping broker's controlled shutdown needs its peers
-        procs = [p for p in self.procs.values() if p.poll() is None]
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        for proc in procs:
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        for group in ([p for node, p in self.procs.items() if node != "zk"],
+                      [p for node, p in self.procs.items() if node == "zk"]):
+            procs = [p for p in group if p.poll() is None]
+            for proc in procs:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 20
+            for proc in procs:
+                try:
+                    proc.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
         left = []
         for name in reversed(self.made):
             pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
@@ -234,7 +237,9 @@ class NetnsLab:
                  "offsets.topic.replication.factor": str(min(3, self.brokers)),
                  "transaction.state.log.replication.factor": str(min(3, self.brokers)),
                  "transaction.state.log.min.isr": str(min(2, self.brokers)),
-                 "default.replication.factor": str(min(3, self.brokers)), **self.broker_config}
+                 "default.replication.factor": str(min(3, self.brokers)),
+                 # the last broker of a stopping lab has nowhere to move its leaderships: retry quickly
+                 "controlled.shutdown.retry.backoff.ms": "500", **self.broker_config}
         (home / "server.properties").write_text(format_java_properties(props))
         env = {**os.environ, "PYTHONPATH": str(self.tree)}
         log = self.broker_log(broker_id)

@@ -47,6 +47,7 @@ RESERVED_KEYS = frozenset({"broker.id", "node.id", "listeners", "advertised.list
 POLL_S = 0.1  # while starting
 WATCH_S = 0.5  # while running
 PROBE_TIMEOUT_S = 1.0
+CONTROLLED_SHUTDOWN_BACKOFF_MS = 500
 
 
 class ClusterBusyError(KcliError):
@@ -206,6 +207,10 @@ def broker_properties(broker_id: int, port: int, log_dir: Path, zookeeper: str, 
         "transaction.state.log.min.isr": str(min(2, brokers)),  # Kafka's default 2, at most the brokers there are
         "default.replication.factor": replicas,
         "min.insync.replicas": "1",  # Kafka's default
+        # Stopping the whole cluster, the last broker holding a leadership has no live replica to hand it to: its
+        # controlled shutdown fails every attempt; 500 ms apart rather than Kafka's 5 s, a Ctrl-C takes a second
+        # instead of 10 s (--override restores Kafka's 5000)
+        "controlled.shutdown.retry.backoff.ms": str(CONTROLLED_SHUTDOWN_BACKOFF_MS),
     }
     if rack is not None:
         props["broker.rack"] = rack

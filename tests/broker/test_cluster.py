@@ -119,7 +119,7 @@ def test_consumer_group_commits_on_a_replicated_offsets_topic(cluster):
 
 
 def test_kafka_python_produces_and_consumes(cluster):
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     _create(cluster, "kp", partitions=2, rf=2)
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
@@ -128,9 +128,18 @@ def test_kafka_python_produces_and_consumes(cluster):
     producer.flush(30)
     producer.close()
     consumer = KafkaConsumer("kp", bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
-                             consumer_timeout_ms=10000)
-    assert sorted(m.value for m in consumer) == sorted(f"m{i}".encode() for i in range(50))
-    consumer.close()
+                             consumer_timeout_ms=30_000)
+    try:
+        got = []
+        for m in consumer:  # the 50 records, not a wait for consumer_timeout_ms after the last
+            got.append(m.value)
+            if len(got) == 50:
+                break
+        assert sorted(got) == sorted(f"m{i}".encode() for i in range(50))
+        ends = consumer.end_offsets([TopicPartition("kp", p) for p in (0, 1)])
+        assert sum(ends.values()) == 50  # and nothing after them
+    finally:
+        consumer.close()
 
 
 def test_paused_followers_leave_the_isr_and_min_insync_replicas_holds(cluster):

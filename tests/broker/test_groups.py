@@ -130,8 +130,9 @@ def test_broker_compacts_consumer_offsets_and_serves_them(make_broker):
     a restart the group resumes from exactly its last commit."""
     from confluent_kafka import Consumer, TopicPartition
 
+    # log.cleaner.backoff.ms: the cleaner looks again 200 ms after finding nothing to clean, not 15 s later
     b = make_broker("group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=1",
-                    "log.segment.bytes=2000", "log.retention.check.interval.ms=300")
+                    "log.segment.bytes=2000", "log.retention.check.interval.ms=300", "log.cleaner.backoff.ms=200")
     topic = f"c-{uuid.uuid4().hex[:6]}"
     _produce(b.bootstrap, topic, 10)
     consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "compacted", "enable.auto.commit": False})

@@ -51,7 +51,8 @@ def test_three_brokers_answer_register_and_stop_on_ctrl_c(cluster_run, tmp_path)
     assert {int(k): v["port"] for k, v in state["brokers"].items()} == {b["id"]: b["port"] for b in info["brokers"]}
     properties = (data_dir / "server-1.properties").read_text()
     for line in ("broker.id=1", "default.replication.factor=3", "offsets.topic.replication.factor=3",
-                 "min.insync.replicas=1", "broker.rack=r1", f"log.dirs={data_dir / 'broker-1'}"):
+                 "min.insync.replicas=1", "controlled.shutdown.retry.backoff.ms=500", "broker.rack=r1",
+                 f"log.dirs={data_dir / 'broker-1'}"):
         assert line.replace(":", "\\:") in properties, line
     assert (data_dir / "broker-1" / "broker.log").is_file() and (data_dir / "broker-1" / "meta.properties").is_file()
     assert (data_dir / "zookeeper" / "zoo.cfg").is_file()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import kctl_fork
 from cluster_support import create_topic, metadata, produce, running_cluster, wait_for
 from support import REPO
 
@@ -144,8 +145,8 @@ def add_partitions(cluster, topic: str, total: int) -> None:
 
 
 def kctl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcli", *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+    """A one-off kctl command, forked from kctl_fork's server (the members are the module's fresh processes)."""
+    return kctl_fork.run(*args, timeout=120)
 
 
 def test_kctl_members_join_die_and_follow_brokers_and_partitions(cluster, tmp_path):
