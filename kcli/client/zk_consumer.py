@@ -205,8 +205,14 @@ class ZookeeperConsumer:
 
     def _synced_rebalance(self) -> None:
         for attempt in range(self.config.rebalance_max_retries):
-            if self._rebalance(attempt):
-                return
+            try:
+                if self._rebalance(attempt):
+                    return
+            except KafkaClientError as exc:
+                # syncedRebalance: an attempt that fails (a partition just added to ZooKeeper and not yet in the
+                # brokers' metadata, a broker unreachable) is logged and tried again after the backoff; the next
+                # attempt releases what this one claimed
+                self._notices.append(f"rebalance attempt {attempt + 1} failed: {exc.describe()}; retrying")
             time.sleep(self.config.rebalance_backoff_ms / 1000)
         raise ConsumerRebalanceFailedError(f"{self.consumer_id} can't rebalance after "
                                            f"{self.config.rebalance_max_retries} retries")

@@ -123,6 +123,29 @@ def test_claims_are_all_or_nothing_and_retried_until_the_owner_lets_go():
     assert {tp: p.fetch for tp, p in consumer.positions.items()} == {("t", 0): 5, ("t", 1): 5}
 
 
+def test_an_attempt_whose_partition_the_brokers_do_not_know_yet_is_retried():
+    """A partition added in ZooKeeper before the brokers' metadata has it: the attempt fails (noticed), releases
+    what it claimed at the next attempt, and the member carries on instead of dying."""
+    from kcli.client.client import KafkaClientError
+
+    class LateMetadata(FakeClient):
+        calls = 0
+
+        def log_offsets(self, partitions):
+            self.calls += 1
+            if self.calls == 1:
+                raise KafkaClientError("t-1 is not in the cluster's metadata", path="MetadataResponse")
+            return super().log_offsets(partitions)
+
+    registry = FakeRegistry({"t": [0, 1]})
+    consumer = member(registry, LateMetadata())
+    consumer.start()
+    assert consumer.owned == {("t", 0): "g_me-0", ("t", 1): "g_me-0"}
+    assert registry.log.count(("release", "t", 0)) == 1  # the failed attempt's claims went before the second
+    items = list(consumer.items())
+    assert any(isinstance(i, ConsumeNotice) and "rebalance attempt 1 failed" in i.text for i in items)
+
+
 def test_gives_up_after_rebalance_max_retries():
     registry = FakeRegistry({"t": [0, 1]})
     registry.owners[("t", 0)] = "g_gone-0"
