@@ -132,6 +132,12 @@ def command_line(pid: int) -> str:
         return ""
 
 
+def exited(pid: int) -> bool:
+    """The process is gone, or exited and waiting to be reaped: every one of its threads has ended (so its
+    sockets are closed)."""
+    return not pid_alive(pid) or _zombie(pid)
+
+
 def _zombie(pid: int) -> bool:
     """Exited, not yet reaped by its parent: every thread of it in Linux's /proc state Z (or X). Neither an empty
     command line nor the first thread's state: a JVM's first thread may end (a zombie) while its others run on
@@ -160,7 +166,7 @@ def stop_pid(pid: int, timeout: float) -> bool:
         return False
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not pid_alive(pid) or _zombie(pid):  # gone, or a zombie waiting for its parent
+        if exited(pid):  # gone, or a zombie waiting for its parent
             return False
         time.sleep(0.1)
     try:

@@ -28,15 +28,10 @@ def _installed() -> None:
 
 
 def _gone(pid: int) -> bool:
-    """Exited (a zombie not yet reaped by whoever inherited it counts as exited)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
+    """Exited, every thread of it (a JVM's first thread may end while the others still hold its sockets)."""
+    from kcli.processes import exited
+
+    return exited(pid)
 
 
 def _wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
