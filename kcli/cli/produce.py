@@ -71,6 +71,9 @@ def produce_cmd(
     idempotent: Annotated[bool, typer.Option(
         "--idempotent", help="An idempotent producer (InitProducerId; producer id, epoch and sequence numbers in "
         "the batches): a resent batch is never written twice. Needs --acks all.")] = False,
+    delivery_timeout_ms: Annotated[int, typer.Option(
+        "--delivery-timeout-ms", min=1, metavar="MS", help="How long a batch is retried after a retriable error "
+        "(a leader moving, too few in-sync replicas) before it counts as failed (delivery.timeout.ms).")] = 120_000,
     as_json: JsonOpt = False,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each broker "
                                            "request.")] = 30.0,
@@ -105,7 +108,7 @@ def produce_cmd(
         try:
             summary = produce(client, topic, records(), acks=acks_value, compression=Codec.from_label(
                 compression.value), batch_size=batch_size, linger_ms=linger_ms, idempotent=idempotent,
-                request_timeout_ms=int(timeout * 1000))
+                request_timeout_ms=int(timeout * 1000), delivery_timeout_ms=delivery_timeout_ms)
         finally:
             if file is not None:
                 stream.close()

@@ -45,7 +45,8 @@ MAX_IN_FLIGHT = 5  # pipelined Produce requests per leader (max.in.flight.reques
 DEFAULT_BATCH_SIZE = 16384  # batch.size
 DEFAULT_LINGER_MS = 5  # linger.ms (Kafka 3.x: 0; 4.0: 5)
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
-DEFAULT_RETRIES = 10
+DEFAULT_RETRIES = 10  # metadata and InitProducerId attempts
+DEFAULT_DELIVERY_TIMEOUT_MS = 120_000  # delivery.timeout.ms: how long a batch is retried (Kafka's retries=MAX_INT)
 RECORD_FRAMING_ESTIMATE = 21  # what batching counts for a v2 record's own varint framing beyond key, value, headers
 RETRIABLE_PRODUCE = frozenset({
     ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available, ErrorCode.unknown_topic_or_partition,
@@ -242,6 +243,7 @@ class _Batch:
     base_sequence: int = -1
     attempts: int = 0
     serial: int = 0  # the order batches were closed in (renumbering after an epoch bump keeps it)
+    final: bool = False  # its next failure is its last (an epoch bump failed)
 
 
 class Producer:
@@ -251,7 +253,8 @@ class Producer:
     def __init__(self, client: KafkaClient, topic: str, *, acks: int = -1, compression: Codec = Codec.NONE,
                  batch_size: int = DEFAULT_BATCH_SIZE, linger_ms: float = DEFAULT_LINGER_MS,
                  idempotent: bool = False, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
-                 retries: int = DEFAULT_RETRIES, auto_create: bool = True) -> None:
+                 retries: int = DEFAULT_RETRIES, auto_create: bool = True,
+                 delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS) -> None:
         if acks not in (0, 1, -1):
             raise ValueError(f"acks {acks}: expected 0, 1 or -1 (all)")
         if idempotent and acks != -1:
@@ -264,6 +267,7 @@ class Producer:
         self.linger_s = max(0.0, linger_ms / 1000)
         self.request_timeout_ms = request_timeout_ms
         self.retries = retries
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
         self.auto_create = auto_create
         self.summary = ProduceSummary(topic, acks, self.codec.label)
         self._open: dict[int, _Batch] = {}
@@ -439,7 +443,7 @@ class Producer:
                     self._bump_epoch(pending)
                 except KafkaClientError as exc:
                     for batch in pending:
-                        batch.attempts = self.retries  # the next failure is the last
+                        batch.final = True
                     self.summary.errors.append(f"the epoch bump failed: {exc.describe()}")
             if pending:
                 time.sleep(min(0.1 * max(b.attempts for b in pending), 1.0))
@@ -449,9 +453,11 @@ class Producer:
                     pass  # the resend finds the same leaders; the attempts still run out
 
     def _failed(self, batch: _Batch, reason: str, retriable: bool = True) -> _Batch | None:
-        """A batch to resend (retriable and attempts left), else None with the failure counted."""
+        """A batch to resend (retriable, within delivery.timeout.ms of its creation, as Kafka's producer retries:
+        a leader moving under a loaded cluster can take seconds to show in the metadata), else None with the
+        failure counted."""
         batch.attempts += 1
-        if retriable and batch.attempts <= self.retries:
+        if retriable and not batch.final and time.monotonic() - batch.created < self.delivery_timeout_s:
             return batch
         result = self.summary.result(batch.partition)
         result.failed += len(batch.records)
