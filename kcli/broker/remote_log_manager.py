@@ -218,11 +218,15 @@ def fetch_remote_log_aux_state(cache: RemoteLogMetadataCache, rsm: FsspecRemoteS
     return RemoteLogAuxState(segment, next_offset, epochs, producers)
 
 
-def _about(record: RemoteLogMetadataRecord, topic: str, index: int) -> bool:
-    """The record concerns this user partition."""
+def _user_partition(record: RemoteLogMetadataRecord) -> tuple[str, int]:
+    """The user partition a metadata record is about."""
     d = record.data
     tip = d.get("topicIdPartition") or d["remoteLogSegmentId"]["topicIdPartition"]
-    return tip["name"] == topic and tip["partition"] == index
+    return tip["name"], tip["partition"]
+
+
+def _about(record: RemoteLogMetadataRecord, topic: str, index: int) -> bool:
+    return _user_partition(record) == (topic, index)
 
 
 def segment_metadata_record(segment: RemoteSegment, *, txn_index_empty: bool | None = None) -> bytes:
@@ -537,9 +541,7 @@ class RemoteLogManager:
         if records:
             led = {(p.topic, p.index) for p in self.replica_manager.partitions.values() if p.is_leader}
             for record in records:
-                d = record.data
-                tip = d.get("topicIdPartition") or d["remoteLogSegmentId"]["topicIdPartition"]
-                if (tip["name"], tip["partition"]) not in led:  # a partition led here has it from its own writes
+                if _user_partition(record) not in led:  # a partition led here has it from its own writes
                     self.cache.apply(record)
         highest = self.cache.state(partition.topic, partition.index).highest_copied_offset()
         with partition.managed.lock:
