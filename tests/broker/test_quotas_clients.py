@@ -81,10 +81,12 @@ def test_byte_rate_quotas_hold_producers_and_consumers_to_the_quota(broker):
                        for n, r in rates_shown.items())
     print(f"quota {QUOTA / 1024:.0f} KiB/s: {report}")
     for name in ("kp-p", "ck-p", "kp-c", "ck-c"):
-        assert 0.8 * QUOTA <= rates[name] <= 1.2 * QUOTA, report
+        # the quota is the bound (Kafka's guarantee); below it only a starved machine keeps a client from its
+        # quota, so the floor only catches throttling far beyond what the quota asks
+        assert 0.5 * QUOTA <= rates[name] <= 1.2 * QUOTA, report
         assert flows[name].max_throttle_ms > 0, f"{name} saw no throttle_time_ms: {report}"
         assert not flows[name].errors, flows[name].errors[:3]
-    assert rates["free-p"] >= 0.8 * target, report  # the unthrottled producer keeps its pace
+    assert rates["free-p"] >= 0.5 * target, report  # the unthrottled producer runs far past the quota
     assert flows["free-p"].max_throttle_ms == 0
     # the unthrottled consumer read everything, long before a quota'd one could have
     assert flows["free-c"].total() == PREFILL * len(VALUE), report
