@@ -105,7 +105,6 @@ class _Position:
     done: bool = False  # reached e@TS
     at_end: bool = False
     failures: int = 0
-    failing_since: float = 0.0  # monotonic time of the first of the consecutive failures
 
 
 @dataclass
@@ -118,8 +117,7 @@ class ConsumeOptions:
     offsets: dict[int, int] | None = None  # a start per partition (a group member's committed ones); others: start
     max_wait_ms: int = DEFAULT_MAX_WAIT_MS
     partition_max_bytes: int = DEFAULT_PARTITION_MAX_BYTES
-    retries: int = 20  # consecutive failed fetches of one partition before giving up ...
-    retry_timeout_s: float = 120.0  # ... once they have lasted this long (a leader move on a loaded cluster)
+    retries: int = 20  # consecutive failed fetches of one partition before giving up
 
 
 class Consumer:
@@ -242,15 +240,8 @@ class Consumer:
             self._refresh()
 
     def _failed(self, position: _Position, reason: str, *, retriable: bool) -> None:
-        now = time.monotonic()
-        if position.failures == 0:
-            position.failing_since = now
         position.failures += 1
-        # a retriable error is retried for a while, not a number of times: a leader that moves on a loaded
-        # cluster can take seconds to show in the metadata (Kafka's consumer retries them without end)
-        exhausted = (position.failures > self.options.retries
-                     and now - position.failing_since >= self.options.retry_timeout_s)
-        if not retriable or exhausted:
+        if not retriable or position.failures > self.options.retries:
             raise KafkaClientError(f"{self.topic}-{position.partition}: {reason}")
         self._notices.append(f"{self.topic}-{position.partition}: {reason}; retrying")
 
