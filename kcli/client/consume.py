@@ -153,16 +153,35 @@ class Consumer:
         return dict(t.partitions)
 
     def _list_offsets(self, partitions: Sequence[int], timestamp: int) -> dict[int, int]:
-        """ListOffsets per partition (EARLIEST, LATEST or a time; -1 where no record is at or after the time)."""
+        """ListOffsets per partition (EARLIEST, LATEST or a time; -1 where no record is at or after the time).
+        A partition whose leader is moving (NOT_LEADER_OR_FOLLOWER, no leader yet, an unreachable broker) is
+        asked again after a fresh Metadata, as Kafka's consumer retries its offset lookups, up to ``retries``
+        times (about 15 s) before the error is the consumer's."""
         from kcli.client.offsets_time import offsets_for_time
 
-        found = offsets_for_time(self.client, [(self.topic, p) for p in partitions], timestamp,
-                                 read_committed=self.options.isolation_level == READ_COMMITTED)
-        out = {}
-        for o in found:
-            if o.error is not None:
-                raise KafkaClientError(f"{self.topic}-{o.partition}: {o.error}")
-            out[o.partition] = o.offset if timestamp in (EARLIEST, LATEST) else (o.seek_offset or 0)
+        out: dict[int, int] = {}
+        pending = list(partitions)
+        for attempt in range(self.options.retries + 1):
+            last = attempt == self.options.retries
+            try:
+                found = offsets_for_time(self.client, [(self.topic, p) for p in pending], timestamp,
+                                         read_committed=self.options.isolation_level == READ_COMMITTED)
+            except (BrokerUnreachableError, UnknownNodeError):
+                if last:
+                    raise
+                time.sleep(min(0.1 * 2 ** attempt, 1.0))
+                continue
+            pending = []
+            for o in found:
+                if o.error is None:
+                    out[o.partition] = o.offset if timestamp in (EARLIEST, LATEST) else (o.seek_offset or 0)
+                elif not last and o.error_code in RETRIABLE_FETCH:
+                    pending.append(o.partition)
+                else:
+                    raise KafkaClientError(f"{self.topic}-{o.partition}: {o.error}")
+            if not pending:
+                break
+            time.sleep(min(0.1 * 2 ** attempt, 1.0))
         return out
 
     def _start_offsets(self, partitions: Sequence[int], start: OffsetSpec) -> dict[int, int]:

@@ -30,6 +30,7 @@ class PartitionOffsetForTime:
     timestamp: int  # the found record's timestamp; -1 for EARLIEST/LATEST and when none
     log_end_offset: int | None
     error: str | None = None
+    error_code: int | None = None  # the broker's code behind ``error`` (LEADER_NOT_AVAILABLE when none leads)
 
     @property
     def seek_offset(self) -> int | None:
@@ -64,7 +65,8 @@ def offsets_for_time(client: KafkaClient, targets: Sequence[tuple[str, int | Non
                                                   f"MetadataResponse: topics[{topic}]: no partition {number}"))
             elif info.leader < 0:
                 out.append(PartitionOffsetForTime(topic, number, -1, -1, None, info.error or
-                                                  f"MetadataResponse: topics[{topic}].partitions[{number}]: no leader"))
+                                                  f"MetadataResponse: topics[{topic}].partitions[{number}]: no leader",
+                                                  int(ErrorCode.leader_not_available)))
             elif (topic, number) not in wanted:
                 wanted.append((topic, number))
                 by_leader.setdefault(info.leader, []).append((topic, number))
@@ -86,8 +88,9 @@ def offsets_for_time(client: KafkaClient, targets: Sequence[tuple[str, int | Non
         for which, body in enumerate(connection.call_many(ApiKey.LIST_OFFSETS, bodies)):
             for t in body.topics:
                 for p in t.partitions:
-                    slot = found.setdefault((t.name, int(p.partition_index)), [None, None, None])
+                    slot = found.setdefault((t.name, int(p.partition_index)), [None, None, None, None])
                     if p.error_code != ErrorCode.none:
+                        slot[3] = int(p.error_code)
                         slot[2] = KafkaRequestError("", request=label, field=f"topics[{t.name}].partitions"
                                                     f"[{p.partition_index}].error_code", error=p.error_code).describe()
                     elif which == 0:
@@ -95,11 +98,11 @@ def offsets_for_time(client: KafkaClient, targets: Sequence[tuple[str, int | Non
                     else:
                         slot[1] = int(p.offset)
         for tp in tps:
-            at_time, end, error = found.get(tp) or (None, None, f"{label}: topics[{tp[0]}].partitions[{tp[1]}]: "
-                                                    "no answer")
+            at_time, end, error, code = found.get(tp) or (None, None, f"{label}: topics[{tp[0]}].partitions"
+                                                          f"[{tp[1]}]: no answer", None)
             offset, ts = at_time if at_time is not None else (-1, -1)
             if timestamp in (EARLIEST, LATEST):
                 ts = -1
-            answers[tp] = PartitionOffsetForTime(tp[0], tp[1], offset, ts, end, error)
+            answers[tp] = PartitionOffsetForTime(tp[0], tp[1], offset, ts, end, error, code)
     out.extend(answers[tp] for tp in wanted)
     return sorted(out, key=lambda o: (o.topic, o.partition))
