@@ -402,6 +402,8 @@ def _remote_storage(remote: Any, replica_manager: Any):
     RemoteLogMetadataCount per topic (the sum over the tiered partitions led here, from their finished copies in
     the metadata) and for all topics; the copy and delete lags (KIP-963); the copy, fetch, delete and aux-state
     meters with their errors (RemoteStorageStats)."""
+    from kcli.broker.remote_log_manager import copy_candidates
+
     per_topic: dict[str, list[int]] = {}
     for p in list(replica_manager.partitions.values()):
         if not p.is_leader or not getattr(p.log, "remote_log_enabled", False):
@@ -425,11 +427,9 @@ def _remote_storage(remote: Any, replica_manager: Any):
         if not p.is_leader or not getattr(p.log, "remote_log_enabled", False):
             continue
         with p.managed.lock:
-            highest = p.log.highest_offset_in_remote_storage
-            stable = p.last_stable_offset
-            segments = list(p.log.log_segments)
-            pending = [seg.size for seg, nxt in zip(segments, segments[1:])
-                       if nxt.base_offset - 1 > highest and nxt.base_offset <= stable]
+            pending = [seg.size for seg, _ in copy_candidates(list(p.log.log_segments),
+                                                              p.log.highest_offset_in_remote_storage,
+                                                              p.log.log_start_offset, p.last_stable_offset)]
         entry = lags.setdefault(p.topic, [0, 0, 0, 0])
         entry[0] += len(pending)
         entry[1] += sum(pending)

@@ -325,6 +325,20 @@ class RemoteStorageStats:
             return {name: dict(v) for name, v in self.counters.items()}
 
 
+def copy_candidates(segments: list[Any], highest: int, start: int, stable: int) -> list[tuple[Any, Any]]:
+    """Kafka's RLMTask copy rule: the rolled segments (each with the segment after it) past the highest remote
+    offset, from the log start, whose end is below the last stable offset, oldest first. The copier takes the
+    first; the copy lag (KIP-963) counts them all."""
+    out = []
+    for segment, following in zip(segments, segments[1:]):
+        if following.base_offset - 1 <= highest or segment.base_offset < start:
+            continue
+        if following.base_offset > stable:
+            break
+        out.append((segment, following))
+    return out
+
+
 class RemoteLogManager:
     def __init__(self, config: Any, rsm: FsspecRemoteStorageManager, replica_manager: Any, admin: Any,
                  broker_id: int, *, endpoint: Any = None, security: Any = None) -> None:
@@ -349,7 +363,6 @@ class RemoteLogManager:
         self._index_lock = threading.Lock()
         self._chunks: OrderedDict[tuple[uuid.UUID, int], bytes] = OrderedDict()
         self.copied_segments = 0
-        self.copied_bytes = 0
         self.stats = RemoteStorageStats()
         # KIP-956: the copier waits while its byte rate is over remote.log.manager.copy.max.bytes.per.second; a
         # consumer's remote read is skipped (empty, no error) while the readers' rate is over the fetch bound
@@ -682,17 +695,10 @@ class RemoteLogManager:
                 stable = partition.last_stable_offset
                 start = log_.log_start_offset
                 epochs = list(log_.leader_epochs.entries)
-            candidate = None
-            for segment, following in zip(segments, segments[1:]):
-                end = following.base_offset - 1
-                if end <= highest or segment.base_offset < start:
-                    continue
-                if following.base_offset > stable:
-                    break
-                candidate = (segment, following)
-                break
-            if candidate is None:
+            pending = copy_candidates(segments, highest, start, stable)
+            if not pending:
                 return
+            candidate = pending[0]
             await self._copy_quota_available(candidate[0].size)
             if not partition.is_leader:
                 return
@@ -726,7 +732,6 @@ class RemoteLogManager:
         with partition.managed.lock:
             log_.highest_offset_in_remote_storage = max(log_.highest_offset_in_remote_storage, end)
         self.copied_segments += 1
-        self.copied_bytes += remote.size
         log.info("tiered storage: %s-%d: copied segment %d..%d (%d bytes) to %s", partition.topic, partition.index,
                  segment.base_offset, end, remote.size, self.rsm.display_key(ref, "log"))
 

@@ -29,6 +29,13 @@ def tiered_overrides(store: Path, **extra: str) -> dict[str, str]:
             "rlmm.config.remote.log.metadata.topic.num.partitions": "3", **extra}
 
 
+def create_tiered(server, topic: str, extra: dict[str, str] | None = None) -> None:
+    """A one-partition tiered topic of SEGMENT-byte segments, one segment kept locally, deleted at once."""
+    server.admin.create_topic(topic, 1, 1, configs={
+        "remote.storage.enable": "true", "segment.bytes": str(SEGMENT), "local.retention.bytes": str(SEGMENT),
+        "file.delete.delay.ms": "0", **(extra or {})})
+
+
 async def produce(server, topic: str, batches: int, per_batch: int = 4, start: int = 0) -> None:
     for b in range(batches):
         records = [Record(i, int(time.time() * 1000), f"k{start + b * per_batch + i}".encode(), VALUE)
@@ -73,9 +80,7 @@ def test_segments_move_to_the_remote_store_and_are_read_back(tmp_path):
     async def body():
         async with running_broker(tmp_path / "logs", **tiered_overrides(store)) as broker:
             server = broker.server
-            server.admin.create_topic("tiered", 1, 1, configs={
-                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
-                "local.retention.bytes": str(2 * SEGMENT), "file.delete.delay.ms": "0"})
+            create_tiered(server, "tiered", {"local.retention.bytes": str(2 * SEGMENT)})
             await produce(server, "tiered", 60)  # ~60 * 900 bytes: about a dozen segments
             partition = server.replica_manager.get_partition("tiered", 0)
             end = partition.log_end_offset
@@ -124,10 +129,7 @@ def test_total_retention_deletes_remote_segments(tmp_path):
     async def body():
         async with running_broker(tmp_path / "logs", **tiered_overrides(store)) as broker:
             server = broker.server
-            server.admin.create_topic("shrinking", 1, 1, configs={
-                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
-                "local.retention.bytes": str(SEGMENT), "retention.bytes": str(4 * SEGMENT),
-                "file.delete.delay.ms": "0"})
+            create_tiered(server, "shrinking", {"retention.bytes": str(4 * SEGMENT)})
             await produce(server, "shrinking", 60)
             partition = server.replica_manager.get_partition("shrinking", 0)
             rlm = server.remote_log_manager
@@ -161,9 +163,7 @@ def test_a_new_leader_resumes_from_the_metadata(tmp_path):
     async def first():
         async with running_broker(tmp_path / "logs", **overrides) as broker:
             server = broker.server
-            server.admin.create_topic("again", 1, 1, configs={
-                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
-                "local.retention.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            create_tiered(server, "again")
             await produce(server, "again", 40)
             partition = server.replica_manager.get_partition("again", 0)
             await wait_for(lambda: partition.log.local_log_start_offset > 0, what="local deletes")
@@ -245,9 +245,7 @@ def test_a_copy_killed_midway_leaves_no_half_segment(tmp_path):
 
             rlm.rsm.copy_log_segment_data = dies_midway
             rlm._expire = no_cleanup  # the broker died: nothing tidies up after it
-            server.admin.create_topic("crash", 1, 1, configs={
-                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
-                "local.retention.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            create_tiered(server, "crash")
             await produce(server, "crash", 20)
             partition = server.replica_manager.get_partition("crash", 0)
             await wait_for(lambda: attempts, what="a copy attempt")
@@ -284,9 +282,7 @@ def test_verify_and_dump_the_remote_store(tmp_path):
     async def body():
         async with running_broker(tmp_path / "logs", **tiered_overrides(store)) as broker:
             server = broker.server
-            server.admin.create_topic("checked", 1, 1, configs={
-                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
-                "local.retention.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            create_tiered(server, "checked")
             await produce(server, "checked", 30)
             partition = server.replica_manager.get_partition("checked", 0)
             await wait_for(lambda: partition.log.local_log_start_offset > 0, what="copies")
@@ -329,9 +325,7 @@ def test_list_offsets_by_time_reaches_the_remote_segments(tmp_path):
     async def body():
         async with running_broker(tmp_path / "logs", **tiered_overrides(store)) as broker:
             server = broker.server
-            server.admin.create_topic("timed", 1, 1, configs={
-                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT), "retention.ms": "-1",
-                "local.retention.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            create_tiered(server, "timed", {"retention.ms": "-1"})
             base = 1_700_000_000_000
             for b in range(60):  # record i of batch b at base + 10 * (4 * b + i)
                 records = [Record(i, base + 10 * (4 * b + i), None, VALUE) for i in range(4)]
@@ -355,8 +349,7 @@ def test_deleting_a_tiered_topic_deletes_its_remote_data(tmp_path):
     async def body():
         async with running_broker(tmp_path / "logs", **tiered_overrides(store)) as broker:
             server = broker.server
-            server.admin.create_topic("doomed", 1, 1, configs={
-                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            create_tiered(server, "doomed", {"local.retention.bytes": "-2"})
             await produce(server, "doomed", 30)
             partition = server.replica_manager.get_partition("doomed", 0)
             await wait_for(lambda: partition.log.highest_offset_in_remote_storage > 0, what="copies")
@@ -378,9 +371,7 @@ def test_read_committed_from_the_remote_store_gets_the_aborted_transactions(tmp_
     async def body():
         async with running_broker(tmp_path / "logs", **tiered_overrides(store)) as broker:
             server = broker.server
-            server.admin.create_topic("txns", 1, 1, configs={
-                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
-                "local.retention.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            create_tiered(server, "txns")
             partition = server.replica_manager.get_partition("txns", 0)
             aborted_starts = []
             for t in range(20):  # transactions of 4 records, every third aborted
@@ -421,9 +412,7 @@ def test_copy_and_fetch_quotas_hold_back_and_let_go_when_raised(tmp_path):
                 store, **{"remote.log.manager.copy.max.bytes.per.second": "1",
                           "remote.log.manager.fetch.max.bytes.per.second": "1"})) as broker:
             server = broker.server
-            server.admin.create_topic("slow", 1, 1, configs={
-                "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
-                "local.retention.bytes": str(SEGMENT), "file.delete.delay.ms": "0"})
+            create_tiered(server, "slow")
             await produce(server, "slow", 40)
             partition = server.replica_manager.get_partition("slow", 0)
             rlm = server.remote_log_manager

@@ -23,6 +23,8 @@ SEGMENT = 16 * 1024
 RECORDS = 600
 EARLY = 100  # the first records, by a producer that writes nothing else until the replaced broker leads
 LATER = 50  # written after the first failover (a new leader epoch), and again by the early producer at the end
+TIERED = {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT), "local.retention.bytes": str(2 * SEGMENT),
+          "file.delete.delay.ms": "0"}
 
 
 def local_logs(broker, topic: str) -> list[Path]:
@@ -30,7 +32,7 @@ def local_logs(broker, topic: str) -> list[Path]:
 
 
 def test_leadership_moves_to_a_follower_that_serves_the_remote_part(zookeeper, tmp_path):
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 
     store = tmp_path / "remote"
     extra = ("remote.log.storage.system.enable=true", f"rsm.config.url={store.as_uri()}",
@@ -40,9 +42,7 @@ def test_leadership_moves_to_a_follower_that_serves_the_remote_part(zookeeper, t
     (tmp_path / "cluster").mkdir()
     with running_cluster(zookeeper, tmp_path / "cluster", brokers=2, extra=extra) as cluster:
         topic = "tiered-moves"
-        create_topic(cluster, topic, partitions=1, rf=2, config={
-            "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
-            "local.retention.bytes": str(2 * SEGMENT), "file.delete.delay.ms": "0"})
+        create_topic(cluster, topic, partitions=1, rf=2, config=TIERED)
         begun = time.monotonic()
         delivered: list = []
 
@@ -77,18 +77,7 @@ def test_leadership_moves_to_a_follower_that_serves_the_remote_part(zookeeper, t
         leader.kill()
         wait_for(lambda: metadata(cluster, topic).topics[topic].partitions[0].leader == follower_id(cluster, leader_id),
                  60, "the follower leads")
-        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "moved", "log_level": 0,
-                             "enable.auto.commit": False})
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        seen: list[int] = []
-        deadline = time.monotonic() + 60
-        while len(seen) < RECORDS and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                assert int(msg.key()) == msg.offset()
-                seen.append(msg.offset())
-        consumer.close()
-        assert seen == list(range(RECORDS)), cluster.logs()
+        assert read_from_start(cluster, topic, RECORDS) == [(i, i) for i in range(RECORDS)], cluster.logs()
         # the new leader's epoch gets records too
         send(main, range(RECORDS, RECORDS + LATER))
         assert sorted(delivered)[RECORDS:] == [(i, i) for i in range(RECORDS, RECORDS + LATER)]
@@ -122,16 +111,7 @@ def test_leadership_moves_to_a_follower_that_serves_the_remote_part(zookeeper, t
         total = RECORDS + 2 * LATER
         assert sorted(delivered) == [(i, i) for i in range(total)], (
             [d for d in sorted(delivered) if d[0] != d[1]][:10], leader.log()[-3000:])
-        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "replaced", "log_level": 0,
-                             "enable.auto.commit": False})
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        keys: list[int] = []
-        deadline = time.monotonic() + 60
-        while len(keys) < total and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                keys.append(int(msg.key()))
-        consumer.close()
+        keys = [key for _, key in read_from_start(cluster, topic, total)]
         assert keys == list(range(total)), (len(keys), leader.log()[-3000:])  # every acknowledged record once
 
 
@@ -146,6 +126,26 @@ def first_producer_id(store: Path, topic: str) -> int:
     return next(iter(BatchReader(first.read_bytes()))).producer_id
 
 
+def read_from_start(cluster, topic: str, count: int) -> list[tuple[int, int]]:
+    """(offset, key) of partition 0's records from offset 0, by confluent-kafka assigned (no group), until
+    ``count`` came or 60 s passed."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused", "log_level": 0,
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append((msg.offset(), int(msg.key())))
+    finally:
+        consumer.close()
+    return got
+
+
 def follower_id(cluster, leader_id: int) -> int:
     return 1 - leader_id
 
@@ -154,7 +154,7 @@ def test_a_leader_without_a_replica_of_its_metadata_partition_reads_it_from_the_
     """``__remote_log_metadata`` on broker 0 alone (replication factor 1), the tiered partition on broker 1 alone:
     broker 1 writes the metadata with Produce and reads it with Fetch from broker 0 (Kafka's RLMM producer and
     consumer), and still tiers: the remote part copied, the local tail short, every record read back from 0."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 
     store = tmp_path / "remote"
     extra = ("remote.log.storage.system.enable=true", f"rsm.config.url={store.as_uri()}",
@@ -164,9 +164,7 @@ def test_a_leader_without_a_replica_of_its_metadata_partition_reads_it_from_the_
         create_topic(cluster, "__remote_log_metadata", assignment=[[0]],
                      config={"retention.ms": "-1", "cleanup.policy": "delete"})
         topic, count = "far-from-metadata", 200
-        create_topic(cluster, topic, assignment=[[1]], config={
-            "remote.storage.enable": "true", "segment.bytes": str(SEGMENT),
-            "local.retention.bytes": str(2 * SEGMENT), "file.delete.delay.ms": "0"})
+        create_topic(cluster, topic, assignment=[[1]], config=TIERED)
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 1,
                              "batch.size": 4000, "log_level": 0})  # small batches: many segments
         delivered: list = []
@@ -180,14 +178,4 @@ def test_a_leader_without_a_replica_of_its_metadata_partition_reads_it_from_the_
                  "the remote part copied by the broker without a metadata replica")
         assert not (cluster.brokers[1].log_dir / "__remote_log_metadata-0").exists()
         assert "stays local" not in cluster.brokers[1].log()
-        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "far", "log_level": 0,
-                             "enable.auto.commit": False})
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        seen: list[int] = []
-        deadline = time.monotonic() + 60
-        while len(seen) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                seen.append(msg.offset())
-        consumer.close()
-        assert seen == list(range(count)), cluster.logs()
+        assert [offset for offset, _ in read_from_start(cluster, topic, count)] == list(range(count)), cluster.logs()
