@@ -895,9 +895,15 @@ class RemoteLogManager:
                 self._index_cache.popitem(last=False)
         return index
 
-    def _range(self, segment: RemoteSegment, start: int, end: int) -> bytes:
-        """Bytes [start, end) of a remote segment's .log, through the chunk cache."""
+    def _range(self, segment: RemoteSegment, start: int, end: int) -> bytes | memoryview:
+        """Bytes [start, end) of a remote segment's .log, through the chunk cache: a view of the cached chunk when
+        the range lies in one (no copy), else the pieces joined."""
         end = min(end, segment.size)
+        if start >= end:
+            return b""
+        first = start // CHUNK_BYTES
+        if (end - 1) // CHUNK_BYTES == first:
+            return memoryview(self._chunk(segment, first))[start - first * CHUNK_BYTES:end - first * CHUNK_BYTES]
         parts = []
         pos = start
         while pos < end:
@@ -926,15 +932,17 @@ class RemoteLogManager:
         return data
 
     def _read_segment(self, segment: RemoteSegment, offset: int, max_bytes: int, upper: int) -> bytes:
+        """The whole batches from ``offset`` (the first one at least, then up to ``max_bytes``), none at or past
+        ``upper``: they are contiguous in the segment, so the answer is one copy of one span."""
         position = index_position(self._offset_index(segment), offset - segment.start_offset)
         want = max(max_bytes, MIN_REMOTE_READ)
         data = self._range(segment, position, position + want)
-        out: list[bytes] = []
+        first = -1  # where the first batch holding ``offset`` or later starts in ``data``
         total = pos = 0
-        while position + pos < segment.size and (total < max_bytes or not out):
+        while position + pos < segment.size and (total < max_bytes or first < 0):
             head = HEADER_SIZE_UP_TO_LAST_OFFSET_DELTA
             if pos + head > len(data):  # the next batch's header (through lastOffsetDelta) is not here yet
-                data += self._range(segment, position + len(data), position + pos + want)
+                data = bytes(data) + bytes(self._range(segment, position + len(data), position + pos + want))
                 if pos + head > len(data):
                     break
             base, length = read_log_overhead(data, pos)
@@ -942,17 +950,18 @@ class RemoteLogManager:
             if base >= upper:
                 break
             last = base + read_last_offset_delta(data, pos)
-            if last >= offset and out and total + size > max_bytes:
+            if last >= offset and first >= 0 and total + size > max_bytes:
                 break
             if pos + size > len(data):
-                data += self._range(segment, position + len(data), position + pos + size)
+                data = bytes(data) + bytes(self._range(segment, position + len(data), position + pos + size))
                 if pos + size > len(data):
                     break  # the object is shorter than its metadata says
             if last >= offset:
-                out.append(data[pos:pos + size])
+                if first < 0:
+                    first = pos
                 total += size
             pos += size
-        return b"".join(out)
+        return bytes(data[first:first + total]) if first >= 0 else b""
 
     async def offset_for_timestamp_async(self, topic: str, index: int, timestamp: int, log_start: int) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.reader_pool, self.offset_for_timestamp, topic,
