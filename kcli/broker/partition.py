@@ -315,16 +315,22 @@ class Partition:
         result = ReadResult(b"", hw, stable, start, end)
         if max_bytes <= 0 and not min_one_message or fetch_offset >= upper:
             return result
-        if self.log.remote_log_enabled and fetch_offset < self.log.local_log_start_offset:
-            if log_end_isolation:  # Kafka: a follower builds its log from the leader's local start instead
-                raise OffsetMovedToTieredStorageError(
-                    f"offset {fetch_offset} of {self.topic}-{self.index} is below the local log start "
-                    f"{self.log.local_log_start_offset}: it is in the remote store")
-            result.remote_fetch = (fetch_offset, max_bytes, upper, read_committed)
-            return result
         # Under the log's lock, so no retention delete or cleaner swap runs between finding the bytes and
-        # opening their file; the slice keeps the file open until the response is sent (sendfile).
+        # opening their file; the slice keeps the file open until the response is sent (sendfile). The local
+        # start is read under it too: a local delete just before would otherwise send the reader to the next
+        # local segment, past the deleted offsets (Kafka's LocalLog.read raises OffsetOutOfRange there).
         with self.managed.lock:
+            local_start = self.log.local_log_start_offset
+            if fetch_offset < local_start:
+                if not self.log.remote_log_enabled:
+                    raise OffsetOutOfRangeError(f"offset {fetch_offset} is below the log start {local_start} of "
+                                                f"{self.topic}-{self.index}")
+                if log_end_isolation:  # Kafka: a follower builds its log from the leader's local start instead
+                    raise OffsetMovedToTieredStorageError(
+                        f"offset {fetch_offset} of {self.topic}-{self.index} is below the local log start "
+                        f"{local_start}: it is in the remote store")
+                result.remote_fetch = (fetch_offset, max_bytes, upper, read_committed)
+                return result
             found = self.log.read(fetch_offset, max_bytes, max_offset=upper, keep_open=True,
                                   min_one_batch=min_one_message)
             reader = self.log.reader() if read_committed and found is not None else None
