@@ -78,6 +78,7 @@ INDEX_CACHE_ENTRIES = 1024  # Kafka's RemoteIndexCache, in memory: offset indexe
 # ~1 MiB per fetch, and one GET per chunk instead of per fetch is what keeps S3's per-request cost off its path
 CHUNK_BYTES = 4 << 20
 CHUNK_CACHE_ENTRIES = 16  # 64 MiB at most
+NEXT_POSITION_ENTRIES = 4096  # where reads ended, per segment: one per partition read sequentially
 
 
 @dataclass
@@ -362,6 +363,9 @@ class RemoteLogManager:
         self._index_cache: OrderedDict[tuple[uuid.UUID, str], bytes] = OrderedDict()
         self._index_lock = threading.Lock()
         self._chunks: OrderedDict[tuple[uuid.UUID, int], bytes] = OrderedDict()
+        # where the last reads of each segment ended: (segment, next offset) -> byte position, so a consumer
+        # reading on needs neither the offset index nor its GET
+        self._next_positions: OrderedDict[tuple[uuid.UUID, int], int] = OrderedDict()
         self.copied_segments = 0
         self.stats = RemoteStorageStats()
         # KIP-956: the copier waits while its byte rate is over remote.log.manager.copy.max.bytes.per.second; a
@@ -934,11 +938,19 @@ class RemoteLogManager:
     def _read_segment(self, segment: RemoteSegment, offset: int, max_bytes: int, upper: int) -> bytes:
         """The whole batches from ``offset`` (the first one at least, then up to ``max_bytes``), none at or past
         ``upper``: they are contiguous in the segment, so the answer is one copy of one span."""
-        position = index_position(self._offset_index(segment), offset - segment.start_offset)
+        sid = segment.ref.segment_id
+        with self._index_lock:
+            position = self._next_positions.get((sid, offset))
+        if position is None:
+            # the segment's start needs no index (its first batch holds the start offset, or a later one after
+            # compaction); elsewhere the index gives a position at or before the offset's batch
+            position = 0 if offset <= segment.start_offset else index_position(
+                self._offset_index(segment), offset - segment.start_offset)
         want = max(max_bytes, MIN_REMOTE_READ)
         data = self._range(segment, position, position + want)
         first = -1  # where the first batch holding ``offset`` or later starts in ``data``
         total = pos = 0
+        next_offset = offset
         while position + pos < segment.size and (total < max_bytes or first < 0):
             head = HEADER_SIZE_UP_TO_LAST_OFFSET_DELTA
             if pos + head > len(data):  # the next batch's header (through lastOffsetDelta) is not here yet
@@ -960,8 +972,15 @@ class RemoteLogManager:
                 if first < 0:
                     first = pos
                 total += size
+                next_offset = last + 1
             pos += size
-        return bytes(data[first:first + total]) if first >= 0 else b""
+        if first < 0:
+            return b""
+        with self._index_lock:
+            self._next_positions[(sid, next_offset)] = position + first + total
+            while len(self._next_positions) > NEXT_POSITION_ENTRIES:
+                self._next_positions.popitem(last=False)
+        return bytes(data[first:first + total])
 
     async def offset_for_timestamp_async(self, topic: str, index: int, timestamp: int, log_start: int) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.reader_pool, self.offset_for_timestamp, topic,
