@@ -356,7 +356,9 @@ def test_deleting_a_tiered_topic_deletes_its_remote_data(tmp_path):
             assert list(store.rglob("*.log"))
             await server.admin.delete_topic_async("doomed")
             await wait_for(lambda: not list(store.rglob("*.log")), what="the remote objects deleted")
-            assert server.remote_log_manager.cache.partitions.get(("doomed", 0)) is None
+            # the partition's metadata goes when its RemotePartitionDeleteMetadata is read back, after the objects
+            await wait_for(lambda: server.remote_log_manager.cache.partitions.get(("doomed", 0)) is None,
+                           what="the partition's remote metadata forgotten")
 
     run(body(), timeout=60)
 
