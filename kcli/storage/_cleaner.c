@@ -242,7 +242,14 @@ typedef struct {
     Py_ssize_t max_slots; /* max_memory / 24 */
     Py_ssize_t capacity;  /* entries allowed: 90 % of max_slots */
     Py_ssize_t count;
+    Py_ssize_t keyless;   /* keyless records add_batch met at or after ``start`` (read/write: the pure path adds) */
+    int64_t *values;      /* the mapped offsets, ascending (next_value builds it; any change frees it) */
 } OffsetMapObject;
+
+static void drop_values(OffsetMapObject *self) {
+    PyMem_Free(self->values);
+    self->values = NULL;
+}
 
 static inline uint64_t slot_hash(const uint8_t key[16]) {
     uint64_t a, b;
@@ -302,6 +309,7 @@ static int map_resize(OffsetMapObject *self, Py_ssize_t size) {
 
 /* Insert or overwrite; the caller has checked count < capacity. 0, or -1 with MemoryError. */
 static int map_put_hashed(OffsetMapObject *self, const uint8_t key[16], uint64_t hash, int64_t offset) {
+    if (self->values) drop_values(self);
     slot_t *s = find_slot_hashed(self->table, self->size, key, hash);
     if (s->offset_plus_one == 0) {
         memcpy(s->key, key, 16);
@@ -334,8 +342,9 @@ static int OffsetMap_init(OffsetMapObject *self, PyObject *args, PyObject *kwds)
     long long slots = max_memory / SLOT_BYTES;
     if (slots > PY_SSIZE_T_MAX / (long long)sizeof(slot_t)) slots = PY_SSIZE_T_MAX / (long long)sizeof(slot_t);
     PyMem_Free(self->table);
+    drop_values(self);
     self->table = NULL;
-    self->size = self->count = 0;
+    self->size = self->count = self->keyless = 0;
     self->max_slots = (Py_ssize_t)slots;
     self->capacity = (Py_ssize_t)((double)slots * 0.9); /* int(slots * OFFSET_MAP_LOAD_FACTOR), as the pure map */
     if (self->max_slots > 0) return map_resize(self, self->max_slots < INITIAL_SLOTS ? self->max_slots : INITIAL_SLOTS);
@@ -344,6 +353,7 @@ static int OffsetMap_init(OffsetMapObject *self, PyObject *args, PyObject *kwds)
 
 static void OffsetMap_dealloc(OffsetMapObject *self) {
     PyMem_Free(self->table);
+    PyMem_Free(self->values);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -397,7 +407,11 @@ static PyObject *OffsetMap_add_batch(OffsetMapObject *self, PyObject *args) {
             status = -1; /* cannot happen before a record was mapped: offsets only grow */
             break;
         }
-        if (recs[r].key_pos < 0 || offset < start) continue;
+        if (offset < start) continue;
+        if (recs[r].key_pos < 0) {
+            self->keyless++;
+            continue;
+        }
         if (self->count >= self->capacity) {
             status = 1;
             break;
@@ -477,6 +491,35 @@ static PyObject *OffsetMap_filter_batch(OffsetMapObject *self, PyObject *args) {
     return Py_BuildValue("(Nnnnn)", mask, kept, keyless, tombstones_dropped, tombstones_kept);
 }
 
+static int compare_offsets(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* next_value(offset) -> the smallest mapped offset >= offset, or 2**63 - 1: a batch holding no mapped offset
+ * keeps none of its keyed records from the mapped section (each is superseded by its key's mapped one). The
+ * sorted offsets (8 bytes an entry) are built on the first call and kept until the map changes. */
+static PyObject *OffsetMap_next_value(OffsetMapObject *self, PyObject *arg) {
+    long long offset = PyLong_AsLongLong(arg);
+    if (offset == -1 && PyErr_Occurred()) return NULL;
+    if (self->values == NULL && self->count > 0) {
+        int64_t *values = PyMem_Malloc((size_t)self->count * sizeof(int64_t));
+        if (values == NULL) return PyErr_NoMemory();
+        Py_ssize_t n = 0;
+        for (Py_ssize_t i = 0; i < self->size; i++)
+            if (self->table[i].offset_plus_one) values[n++] = self->table[i].offset_plus_one - 1;
+        qsort(values, (size_t)n, sizeof(int64_t), compare_offsets);
+        self->values = values;
+    }
+    Py_ssize_t lo = 0, hi = self->count;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (self->values[mid] < offset) lo = mid + 1;
+        else hi = mid;
+    }
+    return PyLong_FromLongLong(lo < self->count ? self->values[lo] : INT64_MAX);
+}
+
 /* dump() -> bytes: every entry as 16-byte map key + 8-byte offset (native order), for merge() elsewhere. */
 static PyObject *OffsetMap_dump(OffsetMapObject *self, PyObject *unused) {
     PyObject *out = PyBytes_FromStringAndSize(NULL, self->count * SLOT_BYTES);
@@ -544,12 +587,28 @@ static PyMethodDef OffsetMap_methods[] = {
     {"filter_batch", (PyCFunction)OffsetMap_filter_batch, METH_VARARGS,
      "filter_batch(payload, count, base_offset, latest, drop_tombstones) -> None or "
      "(mask, kept, keyless_dropped, tombstones_dropped, tombstones_kept)"},
+    {"next_value", (PyCFunction)OffsetMap_next_value, METH_O,
+     "next_value(offset) -> the smallest mapped offset >= offset, or 2**63 - 1"},
     {"dump", (PyCFunction)OffsetMap_dump, METH_NOARGS, "dump() -> bytes of 24-byte entries"},
     {"merge", (PyCFunction)OffsetMap_merge, METH_O, "merge(dump): put another map's entries"},
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *OffsetMap_get_keyless(OffsetMapObject *self, void *closure) { return PyLong_FromSsize_t(self->keyless); }
+
+static int OffsetMap_set_keyless(OffsetMapObject *self, PyObject *value, void *closure) {
+    Py_ssize_t n = value == NULL ? -1 : PyLong_AsSsize_t(value);
+    if (n == -1 && (value == NULL || PyErr_Occurred())) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "keyless cannot be deleted");
+        return -1;
+    }
+    self->keyless = n;
+    return 0;
+}
+
 static PyGetSetDef OffsetMap_getset[] = {
+    {"keyless", (getter)OffsetMap_get_keyless, (setter)OffsetMap_set_keyless,
+     "keyless records add_batch met at or after start (the pure path adds its own)", NULL},
     {"memory_bytes", (getter)OffsetMap_memory_bytes, NULL, "bytes of the slot table", NULL},
     {"capacity", (getter)OffsetMap_capacity, NULL, "entries the map may hold", NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -177,10 +177,12 @@ class OffsetMap:
         state = self.__dict__.copy()
         native = state.pop("native")
         state["native_dump"] = None if native is None else native.dump()
+        state["native_keyless"] = None if native is None else native.keyless
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         dump = state.pop("native_dump", None)
+        keyless = state.pop("native_keyless", None)
         self.__dict__.update(state)
         module = native_cleaner()
         self.native = module.OffsetMap(self.max_memory) if module is not None and dump is not None else None
@@ -188,6 +190,7 @@ class OffsetMap:
             return
         if self.native is not None:
             self.native.merge(dump)
+            self.native.keyless = keyless if keyless is not None else 1  # unknown: as if keyless records were met
             return
         for i in range(0, len(dump), OFFSET_MAP_ENTRY_BYTES):  # unpickled where the extension is missing
             slot, length = dump[i:i + _SLOT_KEY_BYTES], dump[i + _SLOT_KEY_BYTES - 1]
@@ -591,7 +594,7 @@ def _build_offset_map(directory: Path, segments: list[Segment], start: int, stop
         with _worker_pool(min(jobs, len(wanted))) as pool:
             futures = [pool.submit(_segment_map, directory, s, start, stop, aborted) for s in wanted]
             for n, (segment, future) in enumerate(zip(wanted, futures)):
-                entries, latest = future.result()
+                entries, latest, keyless = future.result()
                 if len(offset_map) + OffsetMap.exported_len(entries) > offset_map.capacity:
                     for later in futures[n + 1:]:
                         later.cancel()
@@ -599,17 +602,21 @@ def _build_offset_map(directory: Path, segments: list[Segment], start: int, stop
                     return offset_map
                 offset_map.update(entries)
                 offset_map.latest_offset = max(offset_map.latest_offset, latest)
+                if offset_map.native is not None:
+                    offset_map.native.keyless += keyless
         return offset_map
     _map_segments(offset_map, directory, wanted, start, stop, aborted)
     return offset_map
 
 
 def _segment_map(directory: Path, segment: Segment, start: int, stop: int,
-                 aborted: list[AbortedTxn]) -> tuple[bytes | dict[bytes, int], int]:
-    """One segment's map, unbounded (a worker's share of _build_offset_map)."""
+                 aborted: list[AbortedTxn]) -> tuple[bytes | dict[bytes, int], int, int]:
+    """One segment's map, unbounded (a worker's share of _build_offset_map), with its count of keyless records
+    (compiled map only)."""
     offset_map = OffsetMap.unbounded()
     _map_segments(offset_map, directory, [segment], start, stop, aborted)
-    return offset_map.export(), offset_map.latest_offset
+    native = offset_map.native
+    return offset_map.export(), offset_map.latest_offset, 0 if native is None else native.keyless
 
 
 def _map_segments(offset_map: OffsetMap, directory: Path, segments: list[Segment], start: int, stop: int,
@@ -722,7 +729,9 @@ def _map_batch(offset_map: OffsetMap, batch: Batch, start: int, stop: int, track
             return True
         if status < 0:
             for offset, key, _ in _key_entries(batch):
-                if key is not None and offset >= start:
+                if key is None:
+                    native.keyless += offset >= start
+                elif offset >= start:
                     if len(offset_map) >= offset_map.capacity:
                         _check_progress(offset_map, start)
                         return True
@@ -823,6 +832,13 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
         txns = _txn_metadata(plan, group)
     unpack = HEADER.unpack_from
     plain_skip = ATTR_CONTROL | ATTR_TRANSACTIONAL
+    # A plain batch wholly inside the mapped section [first dirty, latest] that holds none of the map's offsets
+    # keeps no record (each keyed one is superseded by its key's mapped offset; keyless ones are dropped, and
+    # the map met none): dropped from its header alone, its payload never decompressed. Most batches of a
+    # first cleaning's older segments are such. Off when the map met keyless records (their counts need the
+    # records) and for verdicts computed elsewhere.
+    drop_from = plan.first_dirty_offset if native is not None and native.keyless == 0 else latest + 1
+    next_kept = -1  # the smallest mapped offset >= the last batch's base (native.next_value), cached
     for segment in group:
         # Magic 0/1 tombstones have no delete horizon of their own: Kafka keeps them while the segment was
         # modified after the last clean segment's mtime minus delete.retention.ms (Cleaner.cleanSegments).
@@ -838,6 +854,15 @@ def _filter_group(plan: CompactionPlan, group: list[Segment], stats: GroupPlan, 
                 if not attributes & plain_skip and header[9] < 0:
                     codec = attributes & ATTR_CODEC_MASK
                     base, count, last = header[0], header[12], header[0] + header[6]
+                    if drop_from <= base and last <= latest and last + 1 != plan.end_offset:
+                        if next_kept < base:
+                            next_kept = native.next_value(base)
+                        if next_kept > last:
+                            stats.batches_before += 1
+                            stats.bytes_before += total
+                            stats.records_before += count
+                            stats.records_dropped += count
+                            continue
                     try:
                         payload = (decompress_v2(codec, chunk[local + RECORD_BATCH_OVERHEAD:local + total]) if codec
                                    else chunk[local + RECORD_BATCH_OVERHEAD:local + total])
@@ -1163,6 +1188,8 @@ def _run_groups(plan: CompactionPlan, todo: Sequence[int], jobs: int, *,
         for i in todo:
             yield i, _group_work(plan, i, write)
         return
+    if isinstance(plan.offset_map, OffsetMap) and plan.offset_map.native is not None:
+        plan.offset_map.native.next_value(0)  # the sorted offsets built once, before the fork, for every worker
     global _FORKED_PLAN
     _FORKED_PLAN = plan
     try:

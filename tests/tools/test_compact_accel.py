@@ -92,7 +92,7 @@ def _compact_both(use, source: Path, tmp_path: Path, now_ms: int = NOW, **kwargs
     return outputs[0][0], outputs[1][0]
 
 
-def _bench_like(directory: Path, *, batches: int = 240, seed: int = 5) -> Path:
+def _bench_like(directory: Path, *, batches: int = 240, seed: int = 5, keyless: float = 0.01) -> Path:
     """bench_recover_compact.py's partition in small: every codec, ~100 B and ~1 KiB values, each key about four
     times, 2 % tombstones, headers; plus keyless records, long keys (MD5 in the map) and transactions."""
     rng = random.Random(seed)
@@ -103,7 +103,7 @@ def _bench_like(directory: Path, *, batches: int = 240, seed: int = 5) -> Path:
             records = []
             for j in range(count):
                 k = rng.randrange(key_space)
-                key = None if rng.random() < 0.01 else (b"key-%09d" % k if k % 7 else b"long-key-%040d" % k)
+                key = None if rng.random() < keyless else (b"key-%09d" % k if k % 7 else b"long-key-%040d" % k)
                 value = None if rng.random() < 0.02 else rng.randbytes(8).hex().encode() * (size // 16)
                 headers = (Header("trace", rng.randbytes(8)),) if j % 4 == 0 else ()
                 records.append(Record(0, T0 + i * 100 + j, key, value, headers))
@@ -134,6 +134,51 @@ def bench_partition(tmp_path_factory) -> Path:
 def test_compiled_and_pure_write_identical_segments_on_bench_like_data(use, bench_partition, tmp_path, kwargs):
     dry, _ = _compact_both(use, bench_partition, tmp_path, **kwargs)
     assert dry["records_dropped"] > 0
+
+
+@pytest.fixture(scope="module")
+def keyed_partition(tmp_path_factory) -> Path:
+    """The bench-like partition without keyless records: superseded batches are dropped from their headers."""
+    return _bench_like(tmp_path_factory.mktemp("keyed") / "keyed-0", keyless=0.0)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {},
+    {"config": CleanerConfig(delete_retention_ms=0)},
+    {"include_active": True, "config": CleanerConfig(segment_bytes=256 * 1024)},
+    {"max_memory": 24 * 700},
+    {"jobs": 2},
+], ids=["default", "delete-retention-0", "include-active", "small-map", "jobs-2"])
+def test_superseded_batches_dropped_undecoded_write_what_the_pure_cleaner_writes(use, keyed_partition, tmp_path,
+                                                                                monkeypatch, kwargs):
+    decoded = []
+    real = cleaner.decompress_v2
+    monkeypatch.setattr(cleaner, "decompress_v2", lambda codec, data: decoded.append(codec) or real(codec, data))
+    dry, _ = _compact_both(use, keyed_partition, tmp_path, **kwargs)
+    assert dry["records_dropped"] > 0 and dry["keyless_dropped"] == 0
+    if "jobs" not in kwargs and "max_memory" not in kwargs:  # (workers decompress in their own processes)
+        # The compiled run filters fewer compressed batches than it maps: the superseded ones went undecoded.
+        use(True)
+        directory = tmp_path / "again" / keyed_partition.name
+        shutil.copytree(keyed_partition, directory)
+        plan = plan_compaction(directory, now_ms=NOW, count=False, **kwargs)
+        mapped, decoded[:] = len(decoded), []
+        apply_compaction(plan)
+        assert 0 < len(decoded) < 0.8 * mapped
+
+
+def test_next_value_and_keyless_count(native):
+    offset_map = native.OffsetMap(24 * 100)
+    records = [Record(10 + i, T0, key, b"v") for i, key in enumerate((b"a", None, b"b", b"a"))]
+    batch = RecordBatch(build_record_batch(records, base_offset=10))
+    assert offset_map.add_batch(batch.payload(), 4, 10, 0) == 0
+    assert offset_map.keyless == 1 and len(offset_map) == 2  # a -> 13, b -> 12
+    assert [offset_map.next_value(o) for o in (0, 12, 13, 14)] == [12, 12, 13, 2**63 - 1]
+    offset_map.put(b"c", 11)  # a change rebuilds the sorted offsets
+    assert offset_map.next_value(0) == 11
+    assert offset_map.add_batch(batch.payload(), 4, 10, 12) == 0 and offset_map.keyless == 1  # before start
+    offset_map.keyless += 2
+    assert offset_map.keyless == 3
 
 
 def test_second_compaction_sets_and_honours_delete_horizons_identically(use, bench_partition, tmp_path):
