@@ -146,17 +146,19 @@ def measure_spark(root: str, master: str) -> dict:
     t = time.perf_counter()
     report = scan_spark(spark, [root], now_ms=NOW)
     seconds = time.perf_counter() - t
-    source_seconds, source_rows = measure_source(spark, root)
+    source_seconds, source_rows, source_cpu = measure_source(spark, root)
     parallelism = spark.sparkContext.defaultParallelism
     spark.stop()
     return {"seconds": seconds, "session_seconds": session_seconds, "first_small_scan_seconds": first_small,
             "small_scan_seconds": second_small, "source_seconds": source_seconds, "source_rows": source_rows,
+            "source_cpu_s": source_cpu,
             "parallelism": parallelism, "report": _strip(report.to_json())}
 
 
-def measure_source(spark, root: str) -> tuple[float, int]:
+def measure_source(spark, root: str) -> tuple[float, int, dict[str, float]]:
     """The kafka-log data source alone: every record, every column built (Spark prunes only after the
-    source), reduced to a count and the sum of key and value lengths."""
+    source), reduced to a count and the sum of key and value lengths; with the CPU seconds it took in the
+    driver's Python, the JVM and the Python workers."""
     from pyspark.sql import functions as F
 
     from kcli.spark.session import local_python
@@ -167,9 +169,44 @@ def measure_source(spark, root: str) -> tuple[float, int]:
 
     with local_python(spark):
         count(str(REPO / "sample-logs" / "kafka-logs"))  # warm-up: the data source's first plan and workers
+        before = _tree_cpu()
         t = time.perf_counter()
         row = count(root)
-        return time.perf_counter() - t, row["n"]
+        seconds = time.perf_counter() - t
+        after = _tree_cpu()
+        cpu = {k: round(after.get(k, 0.0) - before.get(k, 0.0), 2) for k in after}
+        return seconds, row["n"], cpu
+
+
+def _tree_cpu() -> dict[str, float]:
+    """CPU seconds (own + reaped children) of this process and its descendants by kind: the driver's Python,
+    the JVM, the Python workers (pyspark.daemon and the workers it forks)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    stats: dict[int, tuple[str, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_text()
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = raw.rsplit(")", 1)[1].split()
+        parents[int(entry)] = int(fields[1])
+        own = (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
+        stats[int(entry)] = (cmd, own)
+    me = os.getpid()
+    out: dict[str, float] = {}
+    for pid, (cmd, cpu) in stats.items():
+        p = pid
+        while p not in (0, 1, me) and p in parents:
+            p = parents[p]
+        if p != me and pid != me:
+            continue
+        kind = "driver" if pid == me else "jvm" if "java" in cmd.split(" ")[0] else "python_workers"
+        out[kind] = out.get(kind, 0.0) + cpu
+    return out
 
 
 def _child(kind: str, *args: str, env: dict | None = None) -> dict:
@@ -269,6 +306,10 @@ def main() -> None:
               f"{summary['spark_engine_per_core_vs_local']:.2f}x, the kafka-log data source alone local[1] "
               f"{summary['spark_source_per_core_vs_local']:.2f}x ({s1['source_seconds']:.1f}s; local[2] "
               f"{s2['source_seconds']:.1f}s, {summary['spark_source_scaling_2_vs_1']:.2f}x)")
+        for run in (s1, s2):
+            cpu = run.get("source_cpu_s") or {}
+            print(f"  data source at parallelism {run['parallelism']}: {run['source_seconds']:.1f} s wall; CPU-s "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items())))
         one = by.get("spark standalone, 1 worker x 1 core")
         two = by.get("spark standalone, 2 workers x 1 core")
         if one and two:
