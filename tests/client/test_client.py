@@ -8,7 +8,8 @@ from kio.schema.errors import ErrorCode
 
 from broker_support import BrokerProcess, free_port
 from kcli.client import BrokerUnreachableError, KafkaClient, KafkaOffsetStore
-from kcli.client.client import KafkaRequestError, parse_bootstrap
+from kcli.client.client import KafkaRequestError, _build, parse_bootstrap
+from kcli.protocol.api import ApiKey
 from kcli.errors import KcliError
 
 
@@ -43,6 +44,38 @@ def test_metadata_and_log_offsets(broker):
         assert client.log_offsets([("t", 0), ("t", 1)]) == {("t", 0): (0, 3), ("t", 1): (0, 3)}
         with pytest.raises(KcliError, match="t-5 is not in the cluster's metadata"):
             client.log_offsets([("t", 5)])
+
+
+def test_one_connection_shared_by_two_threads_gives_each_its_own_answers(broker):
+    """Answers are matched to requests in order: two threads on one connection (a group member's loop and a
+    commit from another thread) must not read each other's (an OffsetCommit once got a JoinGroup answer)."""
+    import threading
+
+    with KafkaClient(broker.bootstrap) as client:
+        wrong: list[str] = []
+
+        def hammer(call, expected: str) -> None:
+            for _ in range(150):
+                got = call()
+                if type(got).__name__ != expected:
+                    wrong.append(type(got).__name__)
+
+        connection = client._any()
+        _, metadata_m = connection.module(ApiKey.METADATA)
+        _, coordinator_m = connection.module(ApiKey.FIND_COORDINATOR)
+        metadata_body = _build(metadata_m, "MetadataRequest", topics=(), allow_auto_topic_creation=False,
+                               include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+        coordinator_body = _build(coordinator_m, "FindCoordinatorRequest", key="g", key_type=0, coordinator_keys=("g",))
+        threads = [threading.Thread(target=hammer, args=(lambda: connection.call(ApiKey.METADATA, metadata_body),
+                                                         "MetadataResponse")),
+                   threading.Thread(target=hammer, args=(lambda: connection.call(ApiKey.FIND_COORDINATOR,
+                                                                                 coordinator_body),
+                                                         "FindCoordinatorResponse"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not wrong
 
 
 def test_commit_fetch_describe_list_delete(broker):
