@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -228,27 +229,36 @@ def test_legacy_offsets_before_answers_segment_bases_by_modification_time(tmp_pa
     log.close()
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _open_fds(directory: Path) -> int:
+    """This process's descriptors of files under ``directory`` (other threads of a test worker open and close
+    their own meanwhile: counting all of them made the test fail now and then)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        count += target.startswith(str(directory) + os.sep)
+    return count
 
 
 def test_a_new_segment_opens_its_indexes_on_first_use(tmp_path):
     """Kafka's LazyIndex: a new segment's .index and .timeindex exist (empty) but are opened and mapped only
     when an entry is due, so a partition that never got index.interval.bytes holds one file descriptor (the
     .log) instead of five; the close trims and keeps what was written as before."""
-    before = _open_fds()
+    before = _open_fds(tmp_path)
     log = PartitionLog(tmp_path / "t-0", config=LogConfig(index_interval_bytes=1000))
     index = tmp_path / "t-0" / "00000000000000000000.index"
     time_index = tmp_path / "t-0" / "00000000000000000000.timeindex"
-    assert _open_fds() == before + 1
+    assert _open_fds(tmp_path) == before + 1
     assert index.stat().st_size == 0 and time_index.stat().st_size == 0
     fill(log, 4)  # ~500 bytes: no entry due yet
-    assert _open_fds() == before + 1
+    assert _open_fds(tmp_path) == before + 1
     fill(log, 10)
-    assert _open_fds() == before + 5 and log.segment.indexes.index.entry_count > 0
+    assert _open_fds(tmp_path) == before + 5 and log.segment.indexes.index.entry_count > 0
     entries = list(log.segment.indexes.index.entries())
     log.close()
-    assert _open_fds() == before
+    assert _open_fds(tmp_path) == before
     reopened = PartitionLog.open(tmp_path / "t-0", config=LogConfig(index_interval_bytes=1000))
     assert reopened.recovery is None and list(reopened.segment.indexes.index.entries()) == entries
     reopened.close()
@@ -264,12 +274,12 @@ def test_an_empty_log_closes_with_empty_indexes_and_reopens_clean(tmp_path):
 
 
 def test_close_handlers_releases_every_file_without_writing(tmp_path):
-    before = _open_fds()
+    before = _open_fds(tmp_path)
     log = PartitionLog(tmp_path / "t-0", config=LogConfig(index_interval_bytes=100))
     fill(log, 10)
     log.roll()
     fill(log, 10)
-    assert _open_fds() > before
+    assert _open_fds(tmp_path) > before
     log.close_handlers()
-    assert _open_fds() == before
+    assert _open_fds(tmp_path) == before
     assert not (tmp_path / "t-0" / "leader-epoch-checkpoint").exists()  # a clean close would have written it
