@@ -371,13 +371,17 @@ def _incremental(broker, kind, name, *ops):
     return [(x.error_code, x.error_message) for x in response.responses]
 
 
-def _described(broker, kind, name):
+def _describe_result(broker, kind, name):
     from kio.schema.describe_configs.v4 import request as r
 
     from kcli.protocol import ApiKey
 
-    result = _call(broker, ApiKey.DESCRIBE_CONFIGS, 4, r.DescribeConfigsRequest(resources=(
+    return _call(broker, ApiKey.DESCRIBE_CONFIGS, 4, r.DescribeConfigsRequest(resources=(
         r.DescribeConfigsResource(resource_type=kind, resource_name=name, configuration_keys=None),))).results[0]
+
+
+def _described(broker, kind, name):
+    result = _describe_result(broker, kind, name)
     assert result.error_code == 0, result
     return {c.name: (c.value, c.config_source) for c in result.configs}
 
@@ -387,6 +391,8 @@ def test_describe_configs_right_after_alter_configs_on_another_broker(cluster):
     once, before the /config/changes notification reaches it (Kafka's describeConfigs reads ZooKeeper)."""
     _create(cluster, "ryw", assignment=[[1]])
     b0, b1 = cluster.brokers[0], cluster.brokers[1]
+    # a broker answers for a topic once its metadata has it (UNKNOWN_TOPIC_OR_PARTITION before, as Kafka's does)
+    wait_for(lambda: _describe_result(b1, 2, "ryw").error_code == 0, 30, "broker 1 to know the new topic")
     for value in ("3600001", "3600002", "3600003"):
         assert _incremental(b0, 2, "ryw", ("retention.ms", 0, value)) == [(0, None)]
         assert _described(b1, 2, "ryw")["retention.ms"] == (value, 1)  # DYNAMIC_TOPIC_CONFIG

@@ -156,9 +156,23 @@ def test_kill_9_of_leaders_loses_no_acknowledged_record(cluster):
     _assert_replicas_identical_and_verified(cluster, "kills", 3)
 
 
+def _controller_and_epoch(cluster) -> tuple[int, int]:
+    """The controller and its epoch, read consistently: the same epoch before and after /controller (on a
+    loaded machine an election can come between two reads, pairing a controller with the next one's epoch)."""
+    deadline = time.monotonic() + 30
+    while True:
+        epoch = cluster.controller_epoch()
+        controller = cluster.controller_id()
+        if controller is not None and cluster.controller_epoch() == epoch:
+            return controller, epoch
+        if time.monotonic() > deadline:
+            raise AssertionError("no steady controller for 30 s")
+        time.sleep(0.1)
+
+
 def test_kill_9_of_the_controller_elects_a_new_one(cluster):
     create_topic(cluster, "ctl", partitions=3, rf=3)
-    old, epoch = cluster.controller_id(), cluster.controller_epoch()
+    old, epoch = _controller_and_epoch(cluster)
     led = [p for p in range(3) if _leader(cluster, "ctl", p) == old]
     cluster.brokers[old].kill()
     killed_at = time.monotonic()
