@@ -151,9 +151,9 @@ class BrokerConnection:
         self.client_id = client_id
         self.security = security
         self._reauth_at: float | None = None
-        # one request-response exchange at a time: answers are matched to requests in order, so two threads
-        # interleaving their frames on one connection would each read the other's answer
-        self._exchange = threading.RLock()
+        # one request-response exchange at a time (call_many): answers are matched to requests in order, so two
+        # threads interleaving their frames on one connection would each read the other's answer
+        self._exchange = threading.Lock()
         self._wire = ClientConnection(client_id, max_frame_bytes=MAX_RESPONSE_BYTES, peer=f"the broker at {self.address}")
         try:
             self._sock: socket.socket | None = socket.create_connection((host, port), timeout=timeout)
@@ -240,10 +240,7 @@ class BrokerConnection:
             return self._call_raw(api_key, type(bodies[0]).__version__, bodies)
 
     def _call_raw(self, api_key: ApiKey, version: int, bodies: Sequence[Any]) -> list[Any]:
-        with self._exchange:
-            return self._exchange_frames(api_key, version, bodies)
-
-    def _exchange_frames(self, api_key: ApiKey, version: int, bodies: Sequence[Any]) -> list[Any]:
+        """One exchange; callers hold ``_exchange`` (or own the connection alone, as __init__ does)."""
         if self._sock is None:
             raise BrokerUnreachableError(f"the connection to {self.address} is closed")
         name = f"{api_name(api_key)}Request v{version}"
