@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -326,18 +326,16 @@ class RemoteStorageStats:
             return {name: dict(v) for name, v in self.counters.items()}
 
 
-def copy_candidates(segments: list[Any], highest: int, start: int, stable: int) -> list[tuple[Any, Any]]:
+def copy_candidates(segments: list[Any], highest: int, start: int, stable: int) -> Iterator[tuple[Any, Any]]:
     """Kafka's RLMTask copy rule: the rolled segments (each with the segment after it) past the highest remote
     offset, from the log start, whose end is below the last stable offset, oldest first. The copier takes the
     first; the copy lag (KIP-963) counts them all."""
-    out = []
     for segment, following in zip(segments, segments[1:]):
         if following.base_offset - 1 <= highest or segment.base_offset < start:
             continue
         if following.base_offset > stable:
-            break
-        out.append((segment, following))
-    return out
+            return
+        yield segment, following
 
 
 class RemoteLogManager:
@@ -699,10 +697,9 @@ class RemoteLogManager:
                 stable = partition.last_stable_offset
                 start = log_.log_start_offset
                 epochs = list(log_.leader_epochs.entries)
-            pending = copy_candidates(segments, highest, start, stable)
-            if not pending:
+            candidate = next(copy_candidates(segments, highest, start, stable), None)
+            if candidate is None:
                 return
-            candidate = pending[0]
             await self._copy_quota_available(candidate[0].size)
             if not partition.is_leader:
                 return
