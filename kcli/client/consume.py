@@ -169,9 +169,9 @@ class Consumer:
             except (BrokerUnreachableError, UnknownNodeError):
                 if last:
                     raise
-                time.sleep(min(0.1 * 2 ** attempt, 1.0))
-                continue
-            pending = []
+                found = []  # every pending partition is asked again
+            else:
+                pending = []
             for o in found:
                 if o.error is None:
                     out[o.partition] = o.offset if timestamp in (EARLIEST, LATEST) else (o.seek_offset or 0)
