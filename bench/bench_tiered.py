@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
 import tempfile
@@ -33,7 +32,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from bench_broker import MB, Ours, consume_throughput, produce_latency, produce_throughput  # noqa: E402
+from bench_broker import (MB, Ours, consume_throughput, process_cpu_seconds, produce_latency,  # noqa: E402
+                          produce_throughput)
 
 
 class TieredOurs(Ours):
@@ -77,17 +77,6 @@ def enable_remote_storage(bootstrap: str, topic: str) -> None:
         ConfigEntry("remote.storage.enable", "true", incremental_operation=AlterConfigOpType.SET)])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(60)
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU of a process so far (/proc/PID/stat), 0 without one."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def median_run(runs: list[dict], key: str = "mb_per_s") -> dict:
@@ -171,10 +160,10 @@ def main() -> int:
                 pair = [("remote-data", remote_runs), ("local-data", local_runs)]
                 for topic, runs in (pair if i % 2 == 0 else pair[::-1]):
                     peer.sampling(topic == "remote-data")
-                    before = cpu_seconds(peer.proc.pid), cpu_seconds(weed.proc.pid if weed else None)
+                    before = peer.cpu_seconds() or 0.0, process_cpu_seconds(weed.proc.pid if weed else None) or 0.0
                     run = consume_throughput(peer.bootstrap, topic, args.records, args.size, 300)
-                    run["broker_cpu_s"] = cpu_seconds(peer.proc.pid) - before[0]
-                    run["store_cpu_s"] = cpu_seconds(weed.proc.pid if weed else None) - before[1]
+                    run["broker_cpu_s"] = (peer.cpu_seconds() or 0.0) - before[0]
+                    run["store_cpu_s"] = (process_cpu_seconds(weed.proc.pid if weed else None) or 0.0) - before[1]
                     runs.append(run)
                     peer.sampling(False)
             report["read_remote_runs"], report["read_local_runs"] = remote_runs, local_runs
