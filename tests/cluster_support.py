@@ -205,6 +205,26 @@ def consume_all(cluster, topic, expected, group=None, timeout: float = 60):
     return got
 
 
+def read_assigned(cluster, topic: str, count: int, timeout: float = 60) -> list:
+    """confluent-kafka's messages of partition 0 from offset 0, assigned (no group: __consumer_offsets may need
+    brokers that are down), until ``count`` came or ``timeout`` passed."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, **client_config(cluster), "group.id": "unused",
+                         "log_level": 0, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg)
+    finally:
+        consumer.close()
+    return got
+
+
 class Workload:
     """A confluent-kafka idempotent acks=all producer writing continuously (``rate`` records/s, round robin over
     the partitions, values "<partition>:<seq>") and a consumer group reading, each in a thread. It counts what

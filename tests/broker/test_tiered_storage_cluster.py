@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_support import create_topic, metadata, running_cluster, wait_for
+from cluster_support import create_topic, metadata, read_assigned, running_cluster, wait_for
 from kcli.records import BatchReader
 from kcli.storage.checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from kcli.storage.snapshot import read_producer_snapshot
@@ -127,23 +127,8 @@ def first_producer_id(store: Path, topic: str) -> int:
 
 
 def read_from_start(cluster, topic: str, count: int) -> list[tuple[int, int]]:
-    """(offset, key) of partition 0's records from offset 0, by confluent-kafka assigned (no group), until
-    ``count`` came or 60 s passed."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused", "log_level": 0,
-                         "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got: list[tuple[int, int]] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(got) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append((msg.offset(), int(msg.key())))
-    finally:
-        consumer.close()
-    return got
+    """(offset, key) of partition 0's records from offset 0."""
+    return [(m.offset(), int(m.key())) for m in read_assigned(cluster, topic, count)]
 
 
 def follower_id(cluster, leader_id: int) -> int:

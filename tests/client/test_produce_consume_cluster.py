@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from cluster_support import create_topic, metadata, running_cluster, wait_for
+from cluster_support import create_topic, metadata, read_assigned, running_cluster, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -47,23 +47,5 @@ def test_produce_and_consume_follow_the_leader(cluster):
     assert follower.returncode == 0, err
     expected = [f"{i}:a{i}" for i in range(20)] + [f"{i + 20}:b{i}" for i in range(20)]
     assert out.decode().splitlines() == expected
-    assert read_assigned(cluster, "moving", 40) == [(i, e.split(":")[1].encode()) for i, e in enumerate(expected)]
-
-
-def read_assigned(cluster, topic: str, expected: int) -> list:
-    """confluent-kafka's records of partition 0, assigned (no group: __consumer_offsets needs all three brokers)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got = []
-    try:
-        for _ in range(300):
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                got.append((msg.offset(), msg.value()))
-                if len(got) == expected:
-                    break
-    finally:
-        consumer.close()
-    return got
+    assert [(m.offset(), m.value()) for m in read_assigned(cluster, "moving", 40)] == [
+        (i, e.split(":")[1].encode()) for i, e in enumerate(expected)]
