@@ -137,6 +137,13 @@ def test_total_retention_deletes_remote_segments(tmp_path):
             await wait_for(lambda: rlm.sizes("shrinking", 0)[1] + sum(
                 s.size for s in partition.log.log_segments if s.base_offset > partition.log.highest_offset_in_remote_storage)
                 <= 4 * SEGMENT + SEGMENT, what="total size within retention.bytes")
+
+            def remote_starts_at_log_start() -> bool:
+                # a retention pass may have deleted every remote segment just before the next copy finishes
+                finished = rlm.cache.state("shrinking", 0).finished()
+                return bool(finished) and finished[0].start_offset == partition.log.log_start_offset
+
+            await wait_for(remote_starts_at_log_start, what="the remote part starting at the log start")
             start = partition.log.log_start_offset
             finished = rlm.cache.state("shrinking", 0).finished()
             assert finished and finished[0].start_offset == start
