@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from kcli.client.reassign import ReassignmentPlan, cancel, log_dir_move_states
 from kcli.protocol import ApiKey, minimal_request
 from kcli.records import BatchReader, Record, build_record_batch
 from kcli.storage.files import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX
-from kcli.storage.log import LogConfig
+from kcli.storage.log import LogConfig, PartitionLog
 
 TOPIC = "moving"
 SEGMENT_BYTES = 4096  # several segments, so rolls, retention and the log start are exercised
@@ -301,6 +302,48 @@ def test_the_handlers_move_a_replica_and_describe_the_future_one(tmp_path):
             assert await asyncio.to_thread(states) == ["completed"]
     inprocess_broker.run(main())
 
+
+
+def test_describe_log_dirs_during_the_swap_finds_the_replica(tmp_path, monkeypatch):
+    """DescribeLogDirs answered while the swap renames the logs: the replica is still in one of the dirs (a CI run
+    once read 'cannot be found in any live log directory': both logs' files were renamed under the stat calls)."""
+    async def main() -> None:
+        dirs = f"{tmp_path / 'a'},{tmp_path / 'b'}"
+        async with running_broker(dirs, Broker, **{"offsets.topic.num.partitions": "1"}) as b:
+            server = b.server
+            manager = server.log_manager
+            server.admin.create_topic(TOPIC, 1, 1)
+            where = manager.partition(TOPIC, 0).directory.parent
+            other = next(d for d in manager.log_dirs if d != where)
+            stepped = _mover(manager)
+            stepped.hosted = lambda t, i: server.replica_manager.find(t, i) is not None
+            server.replica_manager.alter_log_dirs = stepped
+            _produce(manager, 0, 30)  # inactive segments: their sizes are stat calls
+            assert await b.alter(str(other.absolute())) == [(TOPIC, 0, ErrorCode.none)]
+            # the swap stopped after both renames, before the moved log is opened (both logs' locks held)
+            renamed, go = threading.Event(), threading.Event()
+            opened = PartitionLog.open
+
+            def open_after_a_pause(*args: Any, **kwargs: Any) -> Any:
+                renamed.set()
+                assert go.wait(30)
+                return opened(*args, **kwargs)
+
+            monkeypatch.setattr(PartitionLog, "open", open_after_a_pause)
+            mover = threading.Thread(target=_finish, args=(stepped,))
+            mover.start()
+            try:
+                assert await asyncio.to_thread(renamed.wait, 30)
+                describing = asyncio.ensure_future(b.describe())
+                await asyncio.sleep(0.3)  # the describe waits for the swap (no answer without the replica)
+                go.set()
+                described = await describing
+            finally:
+                go.set()
+                await asyncio.to_thread(mover.join, 30)
+            monkeypatch.undo()
+            assert described[where.name] == [] and described[other.name] == [(TOPIC, 0, False)]
+    inprocess_broker.run(main())
 
 def test_kctl_reassign_cancel_gives_up_a_move(tmp_path):
     """--cancel sends a replica still moving back to the dir it is in (Kafka's cancelAssignment): the broker

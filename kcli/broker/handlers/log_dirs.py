@@ -89,11 +89,17 @@ def _describe(ctx: RequestContext, wanted: dict[str, set[int]] | None
     for managed in services.log_manager.all_partitions():
         if wanted is not None and managed.index not in wanted.get(managed.topic, ()):
             continue
-        log = managed.log
         try:
-            size = sum(segment.size for segment in list(log.log_segments))
-        except OSError:  # a segment deleted meanwhile (retention, a topic deletion): the next answer has it right
-            continue
+            log, size = managed.log, _size(managed.log)
+        except OSError:
+            # a segment deleted meanwhile (retention), or the log renamed by a swap between log dirs: the swap
+            # holds the log's lock, and after it the log is the moved one (Kafka reads sizes kept in memory)
+            with managed.lock:
+                log = managed.log
+                try:
+                    size = _size(log)
+                except OSError:  # deleted (a topic deletion): the next answer has it right
+                    continue
         partition = services.replica_manager.find(managed.topic, managed.index)
         high_watermark = partition.high_watermark if partition is not None else log.log_end_offset
         lag = max(high_watermark - log.log_end_offset, 0)
@@ -105,7 +111,7 @@ def _describe(ctx: RequestContext, wanted: dict[str, set[int]] | None
             continue
         current = services.log_manager.partition(topic, index)
         try:
-            size = sum(segment.size for segment in list(future.log.log_segments))
+            size = _size(future.log)
         except OSError:  # swapped in or given up meanwhile
             continue
         lag = current.log.log_end_offset - future.log.log_end_offset if current is not None else -1
@@ -113,3 +119,8 @@ def _describe(ctx: RequestContext, wanted: dict[str, set[int]] | None
         if entry is not None:
             entry[0].setdefault(topic, []).append((index, size, lag, True))
     return out
+
+
+def _size(log: Any) -> int:
+    """The log's bytes: its inactive segments' sizes are stat calls (OSError when a file went away)."""
+    return sum(segment.size for segment in list(log.log_segments))
