@@ -4,16 +4,18 @@
 #   in-process   protocol, records, storage, tools, handlers: nothing started (CPU-bound), on two pytest-xdist
 #                workers, a test module each at a time: the longest tier, it takes up a core the other tiers
 #                leave idle while they wait on what they started
-#   processes    kctl broker processes, clusters, ZooKeeper: mostly waiting on what they started, so two
-#                pytest-xdist workers, a test module each at a time (module fixtures stay whole; each worker
-#                starts its own ZooKeeper when a module needs one)
+#   processes    kctl broker processes, clusters, ZooKeeper: mostly waiting on what they started (a quiet run: 364
+#                CPU-s in 1114 s of module time), so three pytest-xdist workers, a test module each at a time
+#                (module fixtures stay whole; each worker starts its own ZooKeeper when a module needs one); with
+#                two it was the longest tier by 145 s, the machine idle for most of them
 #   spark        a SparkSession, a standalone Spark cluster
 # The three tiers run side by side (they share no ports, fixtures or temporary directories); each tier's output
 # is shown when it ends, in this order; the exit status is the first failing tier's.
 #
 # Extra arguments go to every tier's pytest (e.g. scripts/test.sh -q -x). To run one pytest over everything
 # instead (e.g. scripts/test.sh tests/tools -k verify), set KCLI_TEST_TIERS=0. KCLI_PROCESS_WORKERS and
-# KCLI_INPROCESS_WORKERS set the processes and in-process tiers' workers (default 2; 0 runs the tier in one process).
+# KCLI_INPROCESS_WORKERS set the processes and in-process tiers' workers (default 3 and 2; 0 runs the tier in one
+# process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -66,8 +68,8 @@ longest_first() {
 run_tier in-process "not (broker_process or cluster or zookeeper or spark)" $(xdist "${KCLI_INPROCESS_WORKERS:-2}") "$@" &
 in_process=$!
 # shellcheck disable=SC2046
-run_tier processes "(broker_process or cluster or zookeeper) and not spark" $(xdist "${KCLI_PROCESS_WORKERS:-2}") \
-  $(longest_first "${KCLI_PROCESS_WORKERS:-2}") "$@" &
+run_tier processes "(broker_process or cluster or zookeeper) and not spark" $(xdist "${KCLI_PROCESS_WORKERS:-3}") \
+  $(longest_first "${KCLI_PROCESS_WORKERS:-3}") "$@" &
 processes=$!
 run_tier spark "spark" "$@" &
 spark=$!
