@@ -302,11 +302,15 @@ def _s3_error_code(body: bytes) -> str:
 
 
 def _presigned_usable(fs: Any) -> bool:
-    """s3fs with its endpoint or region set, reached directly. Without either, s3fs finds each bucket's region
-    itself (a URL signed for another region is refused); a proxy from the environment, which botocore would
-    use, keeps s3fs's path too."""
+    """s3fs with its endpoint or region set, reached directly, with nothing a GET must carry besides its URL.
+    Without an endpoint or region, s3fs finds each bucket's region itself (a URL signed for another region is
+    refused); a proxy from the environment (botocore would use it), a session of the caller's, requester-pays or
+    extra request parameters (SSE-C keys) keep s3fs's path too."""
     protocol = getattr(fs, "protocol", ())
     if "s3" not in (protocol if isinstance(protocol, tuple) else (protocol,)) or not hasattr(fs, "client_kwargs"):
+        return False
+    own_session = getattr(fs, "session", None) is None or getattr(fs, "_session_is_owned", False)
+    if not own_session or getattr(fs, "req_kw", None) or getattr(fs, "s3_additional_kwargs", None):
         return False
     import urllib.parse
     import urllib.request

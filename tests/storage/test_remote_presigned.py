@@ -43,6 +43,10 @@ def test_ranges_are_read_on_presigned_urls(s3):
     assert "X-Amz-Signature=" in url
     rsm.fetch_log_segment(ref, 0, 10)
     assert rsm.presigned.url(rsm.key(ref, "log")) == url
+    # fsspec hands a second manager the same (already used) filesystem: still the fast path
+    assert FsspecRemoteStorageManager(rsm.url, **rsm.config.options).presigned is not None
+    # a GET that must carry more than its URL (requester pays) keeps s3fs's path
+    assert FsspecRemoteStorageManager(rsm.url, **rsm.config.options, requester_pays="true").presigned is None
     # the same bytes as s3fs's own path
     key = rsm.key(ref, "log")
     assert bytes(rsm.fs.cat_file(key, start=1000, end=70_000)) == rsm.fetch_log_segment(ref, 1000, 70_000)
