@@ -205,7 +205,7 @@ def main() -> int:
               f"{report['upload']['seconds']:.2f} s)")
     print(f"read from offset 0 (median of {args.repeat}): remote {report['read_remote']['mb_per_s']:.1f} MB/s, local "
           f"{report['read_local']['mb_per_s']:.1f} MB/s, ratio {report['read_ratio']:.2f} (goal >= 0.5)")
-    mib = args.records * args.size / MB
+    mib = args.records * args.size / (1 << 20)  # MiB, as printed (MB is 10**6)
     for side in ("remote", "local"):
         runs = report[f"read_{side}_runs"]
         broker = min(r["broker_cpu_s"] for r in runs) / mib * 1000
