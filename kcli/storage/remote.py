@@ -360,7 +360,9 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 def copier_processes(config: RemoteStorageConfig, workers: int) -> ProcessPoolExecutor:
     """A pool of copier processes for ``copy_in_process``, started on first use. Spawned, not forked: the
     broker has threads and an event loop. Each dies with the broker (PR_SET_PDEATHSIG: the thread that starts
-    it, the broker's event loop, lives as long as the broker)."""
+    it, the broker's event loop, lives as long as the broker). As with any spawned process, a script (not
+    `kctl`, not `python -m kcli`) running a broker must guard its start with ``if __name__ == "__main__"``:
+    a spawned process imports the parent's main script."""
     import multiprocessing
 
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
