@@ -68,6 +68,7 @@ from kcli.storage.remote import (
     RemoteSegmentRef,
     RemoteStorageError,
     copier_processes,
+    copier_ready,
     copy_in_process,
     stop_copier_processes,
 )
@@ -387,9 +388,9 @@ class RemoteLogManager:
                                               thread_name_prefix="kcli-remote-reader")
         self.copier_pool = ThreadPoolExecutor(int(config["remote.log.manager.thread.pool.size"]),
                                               thread_name_prefix="kcli-remote-copier")
-        # uploads to an object store in copier processes (started on first use): botocore's signing and request
-        # handling hold a GIL, theirs and not the broker's (issue 28: the producer's p99 while uploads run); a
-        # local store's copies are file copies and renames, which release it, so they stay in the thread pool
+        # uploads to an object store in copier processes (one started as run() starts): botocore's signing and
+        # request handling hold a GIL, theirs and not the broker's (issue 28: the producer's p99 while uploads run);
+        # a local store's copies are file copies and renames, which release it, so they stay in the thread pool
         self._copier_workers = int(config["remote.log.manager.thread.pool.size"])
         self._closed = False
         self.copier_processes = None if rsm.local else copier_processes(rsm.config, self._copier_workers)
@@ -461,6 +462,8 @@ class RemoteLogManager:
     # -- the task ------------------------------------------------------------------------------------
     async def run(self) -> None:
         """Every remote.log.manager.task.interval.ms: copy, then expire, on each tiered partition led here."""
+        if self.copier_processes is not None:  # the copier's start (an interpreter, s3fs) not on the first copy's path
+            self.copier_processes.submit(copier_ready)
         while True:
             try:
                 await self.run_once()

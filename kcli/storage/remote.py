@@ -19,6 +19,7 @@ and the broker's uploads can run in a copier process of their own (``copier_proc
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -112,11 +113,16 @@ class FsspecRemoteStorageManager:
         self.local = _is_local(self.fs)
         if self.local:
             self.fs.makedirs(self.root, exist_ok=True)
-        self.presigned = PresignedRanges(self.fs) if _presigned_usable(self.fs) else None
+        self._presigned_usable = _presigned_usable(self.fs)
 
     @classmethod
     def from_config(cls, config: RemoteStorageConfig) -> FsspecRemoteStorageManager:
         return cls(config.url, **config.options)
+
+    @functools.cached_property
+    def presigned(self) -> PresignedRanges | None:
+        """The S3 read path, made on first read (a copier process never reads: no botocore client there)."""
+        return PresignedRanges(self.fs) if self._presigned_usable else None
 
     # -- keys -------------------------------------------------------------------------------------------
     def key(self, ref: RemoteSegmentRef, kind: str) -> str:
@@ -391,6 +397,11 @@ def _copier_start(config: RemoteStorageConfig, broker: int) -> None:
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the broker's to handle
     _COPIER = FsspecRemoteStorageManager.from_config(config)
+
+
+def copier_ready() -> int:
+    """Nothing, in a copier process: submitted to start one before the first copy needs it (its pid back)."""
+    return os.getpid()
 
 
 def copy_in_process(ref: RemoteSegmentRef, files: Mapping[str, Path | bytes | None]) -> None:
