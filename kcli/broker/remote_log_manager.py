@@ -32,6 +32,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,10 @@ from kcli.storage.remote import (
     FsspecRemoteStorageManager,
     RemoteSegmentRef,
     RemoteStorageError,
+    copier_processes,
+    copier_ready,
+    copy_in_process,
+    stop_copier_processes,
 )
 from kcli.storage.snapshot import ProducerStateEntry, decode_producer_snapshot
 
@@ -383,6 +388,12 @@ class RemoteLogManager:
                                               thread_name_prefix="kcli-remote-reader")
         self.copier_pool = ThreadPoolExecutor(int(config["remote.log.manager.thread.pool.size"]),
                                               thread_name_prefix="kcli-remote-copier")
+        # uploads to an object store in copier processes (one started as run() starts): botocore's signing and
+        # request handling hold a GIL, theirs and not the broker's (issue 28: the producer's p99 while uploads run);
+        # a local store's copies are file copies and renames, which release it, so they stay in the thread pool
+        self._copier_workers = int(config["remote.log.manager.thread.pool.size"])
+        self._closed = False
+        self.copier_processes = None if rsm.local else copier_processes(rsm.config, self._copier_workers)
 
     def quotas_changed(self, dynamic: Mapping[str, str]) -> None:
         """The copy and fetch bounds: the dynamic broker configs over server.properties (Long.MAX: unbounded)."""
@@ -408,8 +419,11 @@ class RemoteLogManager:
         self.copy_quota.record(size)
 
     def close(self) -> None:
+        self._closed = True
         self.reader_pool.shutdown(wait=False, cancel_futures=True)
         self.copier_pool.shutdown(wait=False, cancel_futures=True)
+        if self.copier_processes is not None:  # an upload cut short is a STARTED copy, deleted by the next leader
+            stop_copier_processes(self.copier_processes)
 
     async def read_async(self, topic: str, index: int, offset: int, max_bytes: int, upper: int) -> bytes:
         self.stats.count("remote_fetch_requests", topic)
@@ -428,9 +442,28 @@ class RemoteLogManager:
     async def _in_copier(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.copier_pool, fn, *args)
 
+    async def copy_segment_data(self, ref: RemoteSegmentRef, files: Mapping[str, Any]) -> None:
+        """RemoteStorageManager.copyLogSegmentData, in a copier process when there is a pool of them. A process
+        that dies (killed, out of memory) fails this copy with a RemoteStorageError and the next copy gets a new
+        pool: the copy is retried as any failed one (its STARTED segment is deleted, then copied anew)."""
+        pool = self.copier_processes
+        if pool is None:
+            await self._in_copier(self.rsm.copy_log_segment_data, ref, files)
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(pool, copy_in_process, ref, files)
+        except BrokenProcessPool as exc:
+            if self.copier_processes is pool and not self._closed:
+                self.copier_processes = copier_processes(self.rsm.config, self._copier_workers)
+                stop_copier_processes(pool)
+            raise RemoteStorageError(f"copying segment {ref.stem} of {ref.topic}-{ref.partition}: the copier "
+                                     f"process died ({exc})", path=self.rsm.display_key(ref, "log")) from exc
+
     # -- the task ------------------------------------------------------------------------------------
     async def run(self) -> None:
         """Every remote.log.manager.task.interval.ms: copy, then expire, on each tiered partition led here."""
+        if self.copier_processes is not None:  # the copier's start (an interpreter, s3fs) not on the first copy's path
+            self.copier_processes.submit(copier_ready)
         while True:
             try:
                 await self.run_once()
@@ -719,7 +752,7 @@ class RemoteLogManager:
         try:
             await self._publish(partition, segment_metadata_record(remote))
             files = segment_files(log_.directory, segment, following.base_offset, epochs)
-            await self._in_copier(self.rsm.copy_log_segment_data, ref, files)
+            await self.copy_segment_data(ref, files)
             await self._publish(partition, segment_update_record(ref, S.COPY_SEGMENT_FINISHED, self.broker_id,
                                                                  int(time.time() * 1000)))
         except asyncio.CancelledError:
