@@ -29,13 +29,15 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcli.errors import InputError, KcliError
 from kcli.records.schema import kafka_uuid_to_string
+
+if TYPE_CHECKING:  # multiprocessing only where a copier starts: the offline tools import this module
+    from concurrent.futures import ProcessPoolExecutor
 
 DEFAULT_RSM_PREFIX = "rsm.config."
 KCTL_RSM_CLASS = "kcli.storage.remote.FsspecRemoteStorageManager"
@@ -370,6 +372,7 @@ def copier_processes(config: RemoteStorageConfig, workers: int) -> ProcessPoolEx
     `kctl`, not `python -m kcli`) running a broker must guard its start with ``if __name__ == "__main__"``:
     a spawned process imports the parent's main script."""
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_copier_start, initargs=(config, os.getpid()))
