@@ -10,9 +10,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode="${1:-test}"
+# --no-compile for the test set-up: pip would byte-compile every installed module (pyspark's, pandas', ...: a third of
+# a fresh set-up's time on a 2-core machine); the tests compile what they import, once (scripts/test.sh lets them
+# write bytecode). The broker's set-up keeps pip's compiling: a machine with PYTHONDONTWRITEBYTECODE would otherwise
+# compile at every `kctl broker run`.
 case "$mode" in
-  broker) extras="" ;;
-  test) extras="[test,spark]" ;;
+  broker) extras="" compile=() ;;
+  test) extras="[test,spark]" compile=(--no-compile) ;;
   *) echo "usage: scripts/setup.sh [broker|test]" >&2; exit 2 ;;
 esac
 # Seconds apt-get waits for the dpkg and package-list locks (apt >= 1.9.11; older apt ignores the option).
@@ -46,13 +50,13 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extras}"
+.venv/bin/python -m pip install -q "${compile[@]}" --disable-pip-version-check -e ".${extras}"
 
 # pykafka 2.8, the old client whose BalancedConsumer the ZooKeeper-group tests run as members: it pins kazoo 2.5
 # (kcli needs 2.10+) and builds with setuptools' `test` command (gone in setuptools 72), so it gets an environment
 # of its own, .venv-pykafka, which only those tests' member processes use.
 if [ "$mode" = test ] && ! .venv-pykafka/bin/python -c 'import pykafka' >/dev/null 2>&1; then
   python3 -m venv .venv-pykafka
-  .venv-pykafka/bin/python -m pip install -q --disable-pip-version-check "setuptools<72" wheel
-  .venv-pykafka/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation pykafka==2.8.0
+  .venv-pykafka/bin/python -m pip install -q --no-compile --disable-pip-version-check "setuptools<72" wheel
+  .venv-pykafka/bin/python -m pip install -q --no-compile --disable-pip-version-check --no-build-isolation pykafka==2.8.0
 fi
