@@ -6,6 +6,7 @@ handlers of an in-process broker with two log dirs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import threading
@@ -266,20 +267,30 @@ class Broker(inprocess_broker.InProcessBroker):
                 for r in answer.results}
 
 
+@contextlib.asynccontextmanager
+async def _moving_broker(tmp_path: Path) -> Any:
+    """An in-process broker with log dirs a and b, the topic's replica in one (``where``), and the mover's rounds
+    run by the test (``stepped``): yields (broker, where, other dir, stepped)."""
+    dirs = f"{tmp_path / 'a'},{tmp_path / 'b'}"
+    async with running_broker(dirs, Broker, **{"offsets.topic.num.partitions": "1"}) as b:
+        server = b.server
+        manager = server.log_manager
+        server.admin.create_topic(TOPIC, 1, 1)
+        where = manager.partition(TOPIC, 0).directory.parent
+        other = next(d for d in manager.log_dirs if d != where)
+        stepped = _mover(manager)
+        stepped.hosted = lambda t, i: server.replica_manager.find(t, i) is not None
+        server.replica_manager.alter_log_dirs = stepped
+        yield b, where, other, stepped
+
+
 def test_the_handlers_move_a_replica_and_describe_the_future_one(tmp_path):
     """AlterReplicaLogDirs through the handler: the future replica shows in DescribeLogDirs (isFuture, its lag)
     until the swap; produce and fetch go on throughout."""
     async def main() -> None:
-        dirs = f"{tmp_path / 'a'},{tmp_path / 'b'}"
-        async with running_broker(dirs, Broker, **{"offsets.topic.num.partitions": "1"}) as b:
+        async with _moving_broker(tmp_path) as (b, where, other, stepped):
             server = b.server
             manager = server.log_manager
-            server.admin.create_topic(TOPIC, 1, 1)
-            where = manager.partition(TOPIC, 0).directory.parent
-            other = next(d for d in manager.log_dirs if d != where)
-            stepped = _mover(manager)
-            stepped.hosted = lambda t, i: server.replica_manager.find(t, i) is not None
-            server.replica_manager.alter_log_dirs = stepped
             _produce(manager, 0, 10)
             assert await b.alter(str(tmp_path / "nowhere")) == [(TOPIC, 0, ErrorCode.log_dir_not_found)]
             assert await b.alter(str(other.absolute())) == [(TOPIC, 0, ErrorCode.none)]
@@ -303,21 +314,13 @@ def test_the_handlers_move_a_replica_and_describe_the_future_one(tmp_path):
     inprocess_broker.run(main())
 
 
-
 def test_describe_log_dirs_during_the_swap_finds_the_replica(tmp_path, monkeypatch):
     """DescribeLogDirs answered while the swap renames the logs: the replica is still in one of the dirs (a CI run
     once read 'cannot be found in any live log directory': both logs' files were renamed under the stat calls)."""
     async def main() -> None:
-        dirs = f"{tmp_path / 'a'},{tmp_path / 'b'}"
-        async with running_broker(dirs, Broker, **{"offsets.topic.num.partitions": "1"}) as b:
+        async with _moving_broker(tmp_path) as (b, where, other, stepped):
             server = b.server
             manager = server.log_manager
-            server.admin.create_topic(TOPIC, 1, 1)
-            where = manager.partition(TOPIC, 0).directory.parent
-            other = next(d for d in manager.log_dirs if d != where)
-            stepped = _mover(manager)
-            stepped.hosted = lambda t, i: server.replica_manager.find(t, i) is not None
-            server.replica_manager.alter_log_dirs = stepped
             _produce(manager, 0, 30)  # inactive segments: their sizes are stat calls
             assert await b.alter(str(other.absolute())) == [(TOPIC, 0, ErrorCode.none)]
             # the swap stopped after both renames, before the moved log is opened (both logs' locks held)
