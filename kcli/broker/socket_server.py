@@ -575,8 +575,9 @@ class SocketServer:
         """Bytes through the stream; open segment regions with sendfile, or over TLS read and written (the bytes
         must go through the TLS transport, kafka-security.md §3.4). Every region is closed afterwards, sent or not.
 
-        The bytes between regions go in one write (the size prefix and the fields before the records: one send,
-        not two). TCP_CORK around the whole response measured no better in bench/bench_rdkafka.py."""
+        The bytes between regions go in one send (the size prefix and the fields before the records: one send,
+        not two; a remote read's records buffer with them, uncopied: _write_buffers). TCP_CORK around the whole
+        response measured no better in bench/bench_rdkafka.py."""
         loop = asyncio.get_running_loop()
         try:
             pending: list[Any] = []
@@ -585,7 +586,7 @@ class SocketServer:
                     pending.append(part)
                     continue
                 if pending:
-                    writer.write(b"".join(pending))
+                    _write_buffers(writer, pending, tls)
                     pending.clear()
                 await writer.drain()
                 with part.opened() as segment:
@@ -594,7 +595,7 @@ class SocketServer:
                     else:
                         await _sendfile(loop, writer, segment, part.position, part.length)
             if pending:
-                writer.write(b"".join(pending))
+                _write_buffers(writer, pending, tls)
         finally:
             for part in parts:
                 close = getattr(part, "close", None)
@@ -714,6 +715,43 @@ async def _write_region(writer: asyncio.StreamWriter, segment: Any, offset: int,
         offset += len(chunk)
         count -= len(chunk)
         await writer.drain()
+
+
+_IOV_MAX = 512  # buffers per writev, well under Linux's IOV_MAX (1024)
+
+
+def _write_buffers(writer: asyncio.StreamWriter, buffers: list[Any], tls: bool) -> None:
+    """Buffers into the stream in order, with no copy of what the socket takes at once: writev straight to the
+    socket while the transport has nothing buffered (as _sendfile does), the rest through the transport, which
+    keeps only what is left over. A remote read's MiB of records (issue 28) then goes from the chunk cache to
+    the socket; ``b"".join`` cost a copy of it per response. Over TLS, the transport encrypts a join."""
+    sock = None if tls else writer.get_extra_info("socket")
+    if sock is None or len(buffers) == 1 or writer.transport.get_write_buffer_size() > 0:
+        writer.write(buffers[0] if len(buffers) == 1 else b"".join(buffers))
+        return
+    fd = sock.fileno()
+    while buffers:
+        batch = buffers[:_IOV_MAX]
+        try:
+            sent = os.writev(fd, batch)
+        except (BlockingIOError, InterruptedError):
+            break
+        whole = sent == sum(len(buffer) for buffer in batch)
+        buffers = _unsent(buffers, sent)
+        if not whole:  # the socket's buffer is full: the transport waits for it
+            break
+    for buffer in buffers:
+        writer.write(buffer)
+
+
+def _unsent(buffers: list[Any], sent: int) -> list[Any]:
+    """What is left of ``buffers`` after ``sent`` bytes went: a buffer cut in the middle becomes a view of its
+    rest."""
+    for i, buffer in enumerate(buffers):
+        if sent < len(buffer):
+            return [memoryview(buffer)[sent:] if sent else buffer, *buffers[i + 1:]]
+        sent -= len(buffer)
+    return []
 
 
 def _peer_text(peer: Any) -> str:

@@ -204,9 +204,14 @@ def _read_header(frame: bytes, api_key: ApiKey, version: int,
     return header, size
 
 
+PASS_THROUGH_BYTES = 64 * 1024  # a records buffer this large is a part of its own, not copied into the frame
+
+
 class _PartsWriter:
     """A write target for kio's writers that keeps file regions (record bytes still on disk) out of memory:
-    kio writes a records field as ``len(value)`` then ``write(value)``, so a region passes through whole."""
+    kio writes a records field as ``len(value)`` then ``write(value)``, so a region passes through whole. Large
+    in-memory records (a remote segment's chunk, issue 28) pass through as they are too: copying a MiB into the
+    frame, then the frame into the socket's buffer, cost more than the read itself."""
 
     def __init__(self) -> None:
         self.parts: list[Any] = []
@@ -214,7 +219,8 @@ class _PartsWriter:
         self.size = 0
 
     def write(self, data: Any) -> None:
-        if getattr(data, "file_region", False):
+        if getattr(data, "file_region", False) or (len(data) >= PASS_THROUGH_BYTES
+                                                   and isinstance(data, (bytes, memoryview))):
             if self._buffer:
                 self.parts.append(bytes(self._buffer))
                 self._buffer.clear()
@@ -233,7 +239,8 @@ class _PartsWriter:
 
 def encode_response_parts(request: Request, response_body: Any) -> list[Any]:
     """Like ``encode_response``, but records fields holding file regions (objects with ``file_region =
-    True`` and a length) stay regions: the caller sends them with sendfile, zero-copy, as Kafka does."""
+    True`` and a length) stay regions: the caller sends them with sendfile, zero-copy, as Kafka does. Records
+    buffers of PASS_THROUGH_BYTES or more are parts of their own, not copied."""
     header = _response_header(request, response_body)
     out = _PartsWriter()
     try:

@@ -6,6 +6,8 @@ refuses."""
 from __future__ import annotations
 
 import asyncio
+import collections
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from kcli.broker.replica_manager import FetchParams, FetchPartition
 from kcli.records import BatchReader, Record
 from kcli.records.batch import build_record_batch
 from kcli.records.remote_log_metadata import REMOTE_LOG_METADATA_TOPIC, decode_remote_log_metadata
+from kcli.storage.remote import RemoteStorageError
 
 SEGMENT = 4096
 VALUE = b"v" * 200
@@ -119,6 +122,99 @@ def test_segments_move_to_the_remote_store_and_are_read_back(tmp_path):
             assert adds and all(r.data["remoteLogSegmentState"] == 0 for r in adds)
             assert updates.count(1) == len(adds)  # each copy finished
             assert "RemoteLogSegmentMetadata{remoteLogSegmentId=RemoteLogSegmentId{topicIdPartition=" in adds[0].text()
+
+    run(body(), timeout=90)
+
+
+async def _remote_segments(server, topic: str, batches: int = 60) -> list:
+    """A tiered topic of ``batches`` batches whose older segments are remote: the finished remote segments."""
+    create_tiered(server, topic, {"local.retention.bytes": str(2 * SEGMENT)})
+    await produce(server, topic, batches)
+    partition = server.replica_manager.get_partition(topic, 0)
+    await wait_for(lambda: partition.log.local_log_start_offset > 0 and len(partition.log.segments) <= 4,
+                   what="local segments deleted after their copy")
+    remote = server.remote_log_manager.cache.view(topic, 0).finished()
+    assert len(remote) >= 3
+    return remote
+
+
+def _count_gets(rlm, fail: set | None = None, hold: dict | None = None) -> collections.Counter:
+    """Every chunk GET of the remote storage manager, counted by (segment id, start); a GET in ``fail`` raises
+    once, one in ``hold`` waits for its event."""
+    gets: collections.Counter = collections.Counter()
+    real = rlm.rsm.fetch_log_segment
+
+    def fetch_log_segment(ref, start, end=None):
+        key = (ref.segment_id, start)
+        gets[key] += 1
+        if fail is not None and key in fail:
+            fail.discard(key)
+            raise RemoteStorageError(f"GET of {ref.stem} refused by the test")
+        if hold is not None and key in hold:
+            assert hold.pop(key).wait(30)
+        return real(ref, start, end)
+
+    rlm.rsm.fetch_log_segment = fetch_log_segment
+    return gets
+
+
+def test_sequential_remote_reads_fetch_the_next_segment_ahead_once(tmp_path):
+    """A consumer reading the remote part from offset 0: after each segment's read the next segment's chunk is
+    fetched ahead in the reader pool, and every chunk is fetched once whether the read or the prefetch gets
+    there first."""
+
+    async def body():
+        async with running_broker(tmp_path / "logs", **tiered_overrides(tmp_path / "remote")) as broker:
+            server = broker.server
+            remote = await _remote_segments(server, "ahead")
+            rlm = server.remote_log_manager
+            gets = _count_gets(rlm)
+            log_ = server.replica_manager.get_partition("ahead", 0).log
+            end = log_.log_end_offset
+            read_remotely = [s for s in remote if s.end_offset < log_.local_log_start_offset]  # the rest is local
+            assert len(read_remotely) >= 3
+            assert await consume_all(server, "ahead", 0, end) == list(range(end))
+            await wait_for(lambda: not rlm._chunks_in_flight, what="prefetches done")
+            assert [gets[(s.ref.segment_id, 0)] for s in read_remotely] == [1] * len(read_remotely)
+            assert rlm.chunks_prefetched >= len(read_remotely) - 1
+
+    run(body(), timeout=90)
+
+
+def test_a_read_waits_for_the_running_get_of_its_chunk_and_a_failed_prefetch_is_retried(tmp_path):
+    """The next segment's GET, started ahead, is held: a read of that segment waits for it instead of sending a
+    second GET. A prefetch that fails costs nothing but a GET: the read that needs the chunk sends its own."""
+
+    class Watched(dict):  # tells when a read finds a GET running for its chunk
+        def __init__(self, found: threading.Event) -> None:
+            super().__init__()
+            self.found = found
+
+        def get(self, key, default=None):
+            value = super().get(key, default)
+            if value is not None:
+                self.found.set()
+            return value
+
+    async def body():
+        async with running_broker(tmp_path / "logs", **tiered_overrides(tmp_path / "remote")) as broker:
+            server = broker.server
+            first, second, third = (await _remote_segments(server, "held"))[:3]
+            rlm = server.remote_log_manager
+            release, found = threading.Event(), threading.Event()
+            rlm._chunks_in_flight = Watched(found)
+            gets = _count_gets(rlm, fail={(third.ref.segment_id, 0)}, hold={(second.ref.segment_id, 0): release})
+            assert await asyncio.to_thread(rlm.read, "held", 0, 0, 1000, 1 << 62)  # the prefetch of `second` starts
+            reading = asyncio.ensure_future(asyncio.to_thread(rlm.read, "held", 0, second.start_offset, 1000, 1 << 62))
+            assert await asyncio.to_thread(found.wait, 30)  # the read found the held GET running
+            release.set()
+            data = await reading
+            assert data and gets[(second.ref.segment_id, 0)] == 1
+            # reading `second` prefetched `third`, and that GET failed: the read of `third` sends its own
+            await wait_for(lambda: gets[(third.ref.segment_id, 0)] == 1 and not rlm._chunks_in_flight,
+                           what="the failed prefetch")
+            assert await asyncio.to_thread(rlm.read, "held", 0, third.start_offset, 1000, 1 << 62)
+            assert gets[(third.ref.segment_id, 0)] == 2
 
     run(body(), timeout=90)
 
@@ -406,6 +502,11 @@ def test_read_committed_from_the_remote_store_gets_the_aborted_transactions(tmp_
             # local path gives them up to the last stable offset)
             assert {s for s in aborted_starts if s < fetched_end} <= set(got) <= set(aborted_starts)
             assert fetched_end <= partition.log.local_log_start_offset
+            # again: the transaction indexes are cached now, so the answer comes from the event loop, the same
+            rlm = server.remote_log_manager
+            assert rlm.aborted_transactions("txns", 0, 0, fetched_end, partition.reader(), cached_only=True)
+            [again] = await server.replica_manager.fetch_messages(params, [FetchPartition("txns", 0, 0, 1 << 20)])
+            assert sorted(t.first_offset for t in again.read.aborted) == got
 
     run(body(), timeout=60)
 

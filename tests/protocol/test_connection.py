@@ -258,6 +258,28 @@ def test_send_parts_keeps_file_regions_whole(pair, kafka_python, version):
     assert pair.respond(second, body(records)).responses[0].partitions[0].high_watermark == 1
 
 
+def test_send_parts_passes_large_record_buffers_through_uncopied(pair, kafka_python):
+    """A remote read's records (a view of a cached chunk, issue 28) are a part of their own, the same object:
+    no copy into the frame. Small ones are copied into the frame as before."""
+    from kcli.protocol.codec import PASS_THROUGH_BYTES
+
+    module = load_payload_module(1, 12, EntityType.response)
+    fetch = kafka_python[1, "request"]
+    chunk = bytes(range(256)) * (PASS_THROUGH_BYTES // 128)
+    for records, whole in ((memoryview(chunk)[7:PASS_THROUGH_BYTES + 7], True), (chunk[:100], False)):
+        request = pair.send(fetch[12](max_wait_ms=1, min_bytes=1, topics=[]))
+        partition = module.PartitionData(partition_index=0, error_code=ErrorCode.none, high_watermark=1,
+                                         last_stable_offset=1, log_start_offset=0, aborted_transactions=(),
+                                         preferred_read_replica=-1, records=records)
+        response = load_response_schema(1, 12)(throttle_time=timedelta(0), session_id=0, error_code=ErrorCode.none,
+                                               responses=(module.FetchableTopicResponse(topic="t",
+                                                                                        partitions=(partition,)),))
+        parts = pair.server.send_parts(request, response)
+        assert any(part is records for part in parts) is whole
+        [(_, decoded)] = pair.client.receive_bytes(b"".join(parts))
+        assert bytes(decoded.responses[0].partitions[0].records) == bytes(records)
+
+
 # -- ClientConnection: the client side, paired with the broker side (h11's ConnectionPair) --------------------
 
 def _client_server():
