@@ -371,7 +371,9 @@ def consume_throughput(bootstrap: str, topic: str, expected: int, size: int, tim
 
 
 def produce_latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int, linger_ms: float,
-                    acks: int | str = 1, partition: int = 0) -> dict:
+                    acks: int | str = 1, partition: int = 0, keep: bool = False) -> dict:
+    """The delivery latency of records produced at a fixed rate; with ``keep``, every latency too (ms,
+    sorted: ``latencies_ms``), for percentiles over several runs pooled."""
     from confluent_kafka import Producer
 
     p = Producer(producer_config(bootstrap, linger_ms, acks))
@@ -411,7 +413,8 @@ def produce_latency(bootstrap: str, topic: str, rate: int, seconds: float, size:
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
     return {"records": len(lat), "errors": errors[0], "rate": rate, "achieved_rate": achieved, "size": size,
             "linger_ms": linger_ms, "p50_ms": pct(0.50), "p99_ms": pct(0.99), "p999_ms": pct(0.999),
-            "max_ms": lat[-1] * 1000, "mean_ms": statistics.fmean(lat) * 1000}
+            "max_ms": lat[-1] * 1000, "mean_ms": statistics.fmean(lat) * 1000,
+            **({"latencies_ms": [x * 1000 for x in lat]} if keep else {})}
 
 
 # -- the ceiling ---------------------------------------------------------------------------------------

@@ -485,6 +485,7 @@ class RemoteLogManager:
         """Every remote.log.manager.task.interval.ms: copy, then expire, on each tiered partition led here."""
         if self.copier_processes is not None:  # the copier's start (an interpreter, s3fs) not on the first copy's path
             self.copier_processes.submit(copier_ready)
+        self.reader_pool.submit(self._reader_ready)  # nor the read path's botocore client on the first remote fetch
         while True:
             try:
                 await self.run_once()
@@ -493,6 +494,12 @@ class RemoteLogManager:
             except Exception:
                 log.exception("remote log manager: pass failed; retrying next round")
             await asyncio.sleep(self.interval_s)
+
+    def _reader_ready(self) -> None:
+        try:
+            self.rsm.presigned  # noqa: B018 - made once: ~0.1 s of botocore's start the first consumer would wait
+        except Exception as exc:  # the first read makes it again and reports what fails
+            log.debug("tiered storage: the S3 read path could not be made yet: %s", exc)
 
     def tiered(self, partition: Any) -> bool:
         return bool(partition.log.config.remote_storage_enable) and not partition.topic.startswith("__")
