@@ -1149,8 +1149,8 @@ class RemoteLogManager:
 
         found: list[Any] = []
         finished = self.cache.view(topic, index).finished()
-        first = max(0, bisect.bisect_right(finished, start, key=_start_offset) - 1)
-        for segment in finished[first:]:
+        holding_start = max(0, bisect.bisect_right(finished, start, key=_start_offset) - 1)
+        for segment in finished[holding_start:]:
             if segment.end_offset < start or segment.txn_index_empty:
                 continue
             if cached_only:

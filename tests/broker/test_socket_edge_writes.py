@@ -55,7 +55,7 @@ async def _exchange(writes, *, tls: bool) -> tuple[bytes, list[int]]:
 
 @pytest.mark.parametrize("tls", [False, True])
 def test_buffers_arrive_whole_and_in_order_when_the_socket_takes_part(tls):
-    big = bytes(range(256)) * 4096  # 1 MiB: more than the socket takes before the client reads
+    big = bytes(range(256)) * 16384  # 4 MiB: more than the socket takes before the client reads
     writes = [
         [b"\x00\x00\x00\x10", b"header", memoryview(big)[3:], b"tail"],
         [b"second-response"],  # the transport holds the first one's rest: this one must queue behind it
