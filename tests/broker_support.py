@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import random
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +19,37 @@ import broker_fork
 import tiers
 
 
+# Ports for what the tests start come from below Linux's ephemeral range (32768-60999), where no outgoing
+# connection's local port lands: a port the kernel hands out for bind(0) is also one it may give the next client
+# connection a moment later (a broker then failed to start with "address already in use"). Each port is claimed
+# by a byte-range lock on one file shared by every process of every tier (released when the process exits), so
+# two xdist workers never pick the same one, and is checked free by binding it.
+_PORTS = range(20000, 32700)
+_claims: list = []  # the open lock file, kept for the process's life
+_taken: set[int] = set()  # tried by this process: claimed, or found held by someone else
+_rng = random.SystemRandom()  # no state a fork would copy
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
+    if not _claims:
+        _claims.append(open(os.path.join(tempfile.gettempdir(), "kcli-test-ports.lock"), "a+b"))
+    claims = _claims[0]
+    for _ in range(2000):
+        port = _rng.choice(_PORTS)
+        if port in _taken:  # a process's own locks never conflict with each other
+            continue
+        _taken.add(port)
+        try:
+            fcntl.lockf(claims, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, port)
+        except OSError:
+            continue  # another process of the suite has it
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # something else holds it
+        return port
+    with socket.socket() as sock:  # the range is exhausted: the kernel's choice, as before
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
