@@ -54,6 +54,23 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+_started: list[tuple[str | None, Path]] = []  # (test module, broker log) of every broker start in this process
+
+
+def broker_log_tails(module: str, brokers: int = 6, lines: int = 30) -> str:
+    """The last lines of the logs of the latest brokers started by ``module``'s tests: shown under a failed test
+    (tests/conftest.py), since CI keeps only what pytest prints."""
+    logs = list(dict.fromkeys(path for started_by, path in _started if started_by == module))[-brokers:]
+    parts = []
+    for path in logs:
+        try:
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            continue
+        parts.append(f"== {path.name} (last {len(tail)} lines)\n" + "\n".join(tail))
+    return "\n".join(parts)
+
+
 @dataclass
 class BrokerProcess:
     port: int
@@ -73,6 +90,7 @@ class BrokerProcess:
     def start(self, timeout: float = 120.0) -> None:  # returns once serving: only a loaded machine takes long
         tiers.require("broker_process", f"a kctl broker process on port {self.port}")
         self.stderr_path = self.log_dir.parent / f"broker-{self.port}-{int(time.time() * 1000)}.log"
+        _started.append((tiers.current_module(), self.stderr_path))
         args = ["broker", "run", *(self.extra_args or []),
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"log.dirs={self.log_dir}", *sum((["--override", o] for o in self.overrides), [])]

@@ -71,6 +71,20 @@ def pytest_runtest_call(item):
     yield
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test that started brokers shows the end of their logs: CI keeps only what pytest prints, and a
+    cluster's failure is often explained by what a broker logged (an expired ZooKeeper session, an election)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and report.when in ("setup", "call"):
+        from broker_support import broker_log_tails
+
+        tails = broker_log_tails(item.nodeid.split("::")[0])
+        if tails:
+            report.sections.append(("broker logs", tails))
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():

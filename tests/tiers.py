@@ -46,6 +46,11 @@ def set_current(item) -> None:
     _current = item
 
 
+def current_module() -> str | None:
+    """The module path of the test being set up or run (None outside pytest)."""
+    return _current.nodeid.split("::")[0] if _current is not None else None
+
+
 def tiers_of(item) -> set[str]:
     return {t for t in TIERS if item.get_closest_marker(t) is not None}
 
