@@ -726,7 +726,8 @@ def _write_buffers(writer: asyncio.StreamWriter, buffers: list[Any], tls: bool) 
     keeps only what is left over. A remote read's MiB of records (issue 28) then goes from the chunk cache to
     the socket; ``b"".join`` cost a copy of it per response. Over TLS, the transport encrypts a join."""
     sock = None if tls else writer.get_extra_info("socket")
-    if sock is None or len(buffers) == 1 or writer.transport.get_write_buffer_size() > 0:
+    if (sock is None or len(buffers) == 1 or writer.transport.is_closing()  # closing: the transport drops it
+            or writer.transport.get_write_buffer_size() > 0):
         writer.write(buffers[0] if len(buffers) == 1 else b"".join(buffers))
         return
     fd = sock.fileno()
