@@ -370,6 +370,13 @@ def consume_throughput(bootstrap: str, topic: str, expected: int, size: int, tim
             "records_per_s": got / elapsed, "mb_per_s": got * size / elapsed / MB, "complete": got >= expected}
 
 
+def percentiles_ms(ordered: list[float], scale: float = 1.0) -> dict:
+    """p50/p99/p99.9 of sorted latencies, times ``scale`` (1000: seconds to ms)."""
+    def pct(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * scale
+    return {"p50_ms": pct(0.50), "p99_ms": pct(0.99), "p999_ms": pct(0.999)}
+
+
 def produce_latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int, linger_ms: float,
                     acks: int | str = 1, partition: int = 0, keep: bool = False) -> dict:
     """The delivery latency of records produced at a fixed rate; with ``keep``, every latency too (ms,
@@ -410,10 +417,8 @@ def produce_latency(bootstrap: str, topic: str, rate: int, seconds: float, size:
     if not latencies:
         return {"records": 0, "errors": errors[0]}
     lat = sorted(latencies)
-    pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
     return {"records": len(lat), "errors": errors[0], "rate": rate, "achieved_rate": achieved, "size": size,
-            "linger_ms": linger_ms, "p50_ms": pct(0.50), "p99_ms": pct(0.99), "p999_ms": pct(0.999),
-            "max_ms": lat[-1] * 1000, "mean_ms": statistics.fmean(lat) * 1000,
+            "linger_ms": linger_ms, **percentiles_ms(lat, 1000), "max_ms": lat[-1] * 1000, "mean_ms": statistics.fmean(lat) * 1000,
             **({"latencies_ms": [x * 1000 for x in lat]} if keep else {})}
 
 

@@ -36,8 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from bench_broker import (MB, Ours, consume_throughput, process_cpu_seconds, produce_latency,  # noqa: E402
-                          produce_throughput)
+from bench_broker import (MB, Ours, consume_throughput, percentiles_ms, process_cpu_seconds,  # noqa: E402
+                          produce_latency, produce_throughput)
 
 
 class TieredOurs(Ours):
@@ -95,10 +95,7 @@ def pooled(runs: list[dict]) -> dict:
     """p50/p99/p99.9 over every record of the runs together (the runs' own latencies are dropped from them):
     a p99 of 3 x 20,000 records, steadier than the median of three runs' p99s."""
     latencies = sorted(x for run in runs for x in run.pop("latencies_ms", ()))
-    if not latencies:
-        return {}
-    pct = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]  # noqa: E731
-    return {"records": len(latencies), "p50_ms": pct(0.5), "p99_ms": pct(0.99), "p999_ms": pct(0.999)}
+    return {"records": len(latencies), **percentiles_ms(latencies)} if latencies else {}
 
 
 def main() -> int:

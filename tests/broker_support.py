@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import random
 import signal
@@ -25,15 +26,19 @@ import tiers
 # by a byte-range lock on one file shared by every process of every tier (released when the process exits), so
 # two xdist workers never pick the same one, and is checked free by binding it.
 _PORTS = range(20000, 32700)
-_claims: list = []  # the open lock file, kept for the process's life
 _taken: set[int] = set()  # tried by this process: claimed, or found held by someone else
 _rng = random.SystemRandom()  # no state a fork would copy
 
 
+@functools.cache
+def _claims():
+    """The lock file, opened once and kept for the process's life (closing any descriptor of it would drop every
+    lock this process holds on it)."""
+    return open(os.path.join(tempfile.gettempdir(), "kcli-test-ports.lock"), "a+b")
+
+
 def free_port() -> int:
-    if not _claims:
-        _claims.append(open(os.path.join(tempfile.gettempdir(), "kcli-test-ports.lock"), "a+b"))
-    claims = _claims[0]
+    claims = _claims()
     for _ in range(2000):
         port = _rng.choice(_PORTS)
         if port in _taken:  # a process's own locks never conflict with each other

@@ -80,7 +80,7 @@ def pytest_runtest_makereport(item, call):
     if report.failed and report.when in ("setup", "call"):
         from broker_support import broker_log_tails
 
-        tails = broker_log_tails(item.nodeid.split("::")[0])
+        tails = broker_log_tails(tiers.module_of(item))
         if tails:
             report.sections.append(("broker logs", tails))
 

@@ -46,9 +46,14 @@ def set_current(item) -> None:
     _current = item
 
 
+def module_of(item) -> str:
+    """A test's module path (its node id before the first ``::``)."""
+    return item.nodeid.split("::")[0]
+
+
 def current_module() -> str | None:
     """The module path of the test being set up or run (None outside pytest)."""
-    return _current.nodeid.split("::")[0] if _current is not None else None
+    return module_of(_current) if _current is not None else None
 
 
 def tiers_of(item) -> set[str]:

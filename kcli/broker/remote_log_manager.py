@@ -943,13 +943,17 @@ class RemoteLogManager:
                 offset = max(offset, finished[i].start_offset)
         raise OffsetOutOfRangeError(f"offset {offset} of {topic}-{index} is not in any remote segment")
 
-    def _offset_index(self, segment: RemoteSegment, kind: str = "index") -> bytes:
+    def _offset_index(self, segment: RemoteSegment, kind: str = "index", *, cached_only: bool = False) -> bytes:
+        """A remote segment's index of ``kind``, from the cache or by a GET (_NotCached instead with
+        ``cached_only``: the caller is on the event loop)."""
         sid = (segment.ref.segment_id, kind)
         with self._index_lock:
             cached = self._index_cache.get(sid)
             if cached is not None:
                 self._index_cache.move_to_end(sid)
                 return cached
+        if cached_only:
+            raise _NotCached
         index = self.rsm.fetch_index(segment.ref, kind)
         with self._index_lock:
             self._index_cache[sid] = index
@@ -1153,13 +1157,7 @@ class RemoteLogManager:
         for segment in finished[holding_start:]:
             if segment.end_offset < start or segment.txn_index_empty:
                 continue
-            if cached_only:
-                with self._index_lock:
-                    raw = self._index_cache.get((segment.ref.segment_id, "txnindex"))
-                if raw is None:
-                    raise _NotCached
-            else:
-                raw = self._offset_index(segment, "txnindex")
+            raw = self._offset_index(segment, "txnindex", cached_only=cached_only)
             for i in range(0, len(raw) - len(raw) % ABORTED_TXN.size, ABORTED_TXN.size):
                 version, producer_id, first, last, stable = ABORTED_TXN.unpack_from(raw, i)
                 if last >= start and first < end:
